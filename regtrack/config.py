@@ -1,0 +1,163 @@
+"""Settings and workload files: found, parsed and validated before anything runs.
+
+A mistake in a file is reported as one line naming the file, the field and what to do,
+because a benchmark that dies twenty minutes in on a typo wastes the user's afternoon.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from regtrack.errors import BadInput
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+DEFAULT_DB = Path("reports") / "regtrack.db"
+
+
+def builtin_config_dir() -> Path:
+    """configs/ of the source tree (editable install) or the copy packed into the wheel."""
+    for candidate in (PACKAGE_DIR / "_configs", PACKAGE_DIR.parent / "configs"):
+        if (candidate / "workloads").is_dir():
+            return candidate
+    raise BadInput("regtrack's built-in configs/ directory is missing: reinstall regtrack")
+
+
+def config_dirs(extra: Path | None = None) -> list[Path]:
+    """Where settings and workloads are looked up, first match wins."""
+    dirs = []
+    if extra is not None:
+        dirs.append(extra)
+    env = os.environ.get("REGTRACK_CONFIG_DIR")
+    if env:
+        dirs.append(Path(env))
+    dirs.append(Path.cwd() / "configs")
+    dirs.append(builtin_config_dir())
+    seen: list[Path] = []
+    for d in dirs:
+        if d.is_dir() and d.resolve() not in [s.resolve() for s in seen]:
+            seen.append(d)
+    return seen
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
+class RunSettings(_Strict):
+    """How long and how often each point is measured, and what makes a trial invalid."""
+
+    duration: Annotated[float, Field(gt=0, description="seconds measured per trial")] = 10.0
+    warmup: Annotated[float, Field(ge=0, description="seconds run before each trial")] = 2.0
+    repetitions: PositiveInt = 3
+    client_bound_cpu_pct: Annotated[float, Field(gt=0, le=100)] = 90.0
+    contention_limit_pct: Annotated[float, Field(gt=0, le=100)] = 10.0
+    server_start_timeout: Annotated[float, Field(gt=0)] = 20.0
+    database: str = str(DEFAULT_DB)
+
+
+class GetPipelineWorkload(_Strict):
+    """Populate ``keys`` keys of ``data_size`` bytes, then GET them at each pipeline depth."""
+
+    name: str
+    kind: Literal["get-pipeline"]
+    description: str = ""
+    keys: PositiveInt = 100_000
+    data_size: PositiveInt = 1000
+    clients: PositiveInt = 50
+    threads: PositiveInt = 1
+    pipelines: list[PositiveInt] = Field(default_factory=lambda: [1, 5, 10, 15, 20, 25, 30])
+
+    @field_validator("pipelines")
+    @classmethod
+    def _distinct(cls, v: list[int]) -> list[int]:
+        if not v:
+            raise ValueError("give at least one pipeline depth")
+        if len(set(v)) != len(v):
+            raise ValueError("pipeline depths repeat")
+        return v
+
+
+Workload = GetPipelineWorkload
+
+
+def _one_line(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    msg = first["msg"]
+    if first["type"] == "extra_forbidden":
+        msg = "unknown field (check its spelling against docs/workloads.md)"
+    more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
+    return f"field {where!r}: {msg}{more}"
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInput(f"{path}: not valid TOML: {exc}") from None
+
+
+def load_settings(path: Path | None = None, **overrides: Any) -> RunSettings:
+    """Defaults < configs/regtrack.toml < explicit overrides (command-line options)."""
+    data: dict[str, Any] = {}
+    source = path
+    if source is None:
+        for d in config_dirs():
+            if (d / "regtrack.toml").is_file():
+                source = d / "regtrack.toml"
+                break
+    if source is not None:
+        data = _read_toml(source).get("run", {})
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return RunSettings(**data)
+    except ValidationError as exc:
+        origin = f"{source} [run]" if source else "settings"
+        raise BadInput(f"{origin}: {_one_line(exc)}") from None
+
+
+def find_workload(name_or_path: str, config_dir: Path | None = None) -> Path:
+    candidate = Path(name_or_path)
+    if candidate.suffix == ".toml" or "/" in name_or_path:
+        if not candidate.is_file():
+            raise BadInput(f"workload file {name_or_path} does not exist")
+        return candidate
+    for d in config_dirs(config_dir):
+        path = d / "workloads" / f"{name_or_path}.toml"
+        if path.is_file():
+            return path
+    known = sorted(list_workloads(config_dir))
+    raise BadInput(
+        f"unknown workload {name_or_path!r}: known workloads are {', '.join(known) or 'none'} "
+        "(or give a path to a .toml file)"
+    )
+
+
+def list_workloads(config_dir: Path | None = None) -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for d in reversed(config_dirs(config_dir)):
+        for path in sorted((d / "workloads").glob("*.toml")):
+            found[path.stem] = path
+    return found
+
+
+def load_workload(name_or_path: str, config_dir: Path | None = None, **overrides: Any) -> Workload:
+    path = find_workload(name_or_path, config_dir)
+    data = _read_toml(path)
+    data.setdefault("name", path.stem)
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return GetPipelineWorkload(**data)
+    except ValidationError as exc:
+        raise BadInput(f"{path}: {_one_line(exc)}") from None

@@ -1,0 +1,39 @@
+"""Errors that end a command with one clear line and a documented exit code.
+
+Exit codes (also in the README):
+  0  success / no regression
+  1  regression found (``regtrack ci``)
+  2  bad usage or input: the user can fix the command line, a spec or a file
+  3  could not measure: the environment, a tool or a server failed
+  130 interrupted (Ctrl-C / SIGTERM); results measured so far are kept
+"""
+
+EXIT_OK = 0
+EXIT_REGRESSION = 1
+EXIT_BAD_INPUT = 2
+EXIT_CANNOT_MEASURE = 3
+EXIT_INTERRUPTED = 130
+
+
+class RegtrackError(Exception):
+    """An expected failure; its message is shown to the user as is."""
+
+    exit_code = EXIT_CANNOT_MEASURE
+
+
+class BadInput(RegtrackError):
+    """The user gave something we cannot use (spec, CPU list, file, option)."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class CannotMeasure(RegtrackError):
+    """The environment, a tool or a server stopped us from measuring."""
+
+    exit_code = EXIT_CANNOT_MEASURE
+
+
+class Interrupted(RegtrackError):
+    """SIGINT or SIGTERM arrived; raised so that every cleanup block runs."""
+
+    exit_code = EXIT_INTERRUPTED

@@ -1,0 +1,1 @@
+"""Load generators: build a command line, run it pinned, parse what it reports."""

@@ -1,0 +1,228 @@
+"""redis-benchmark: argv in, measurement out.
+
+redis-benchmark runs a request count (``-n``), not a duration. A fixed-duration trial is
+made by calibrating: the warm-up runs measure the rate, and the trial asks for
+``rate x duration`` requests. The actual wall time is recorded with every trial.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from regtrack import procs
+from regtrack.cpus import format_cpu_list
+from regtrack.errors import BadInput, CannotMeasure
+from regtrack.loadgen.base import LoadgenBinary, LoadgenResult, sha256_of
+from regtrack.runtimes.native import taskset_path
+
+NAME = "redis-benchmark"
+CSV_LATENCY_COLUMNS = {
+    "avg_latency_ms": "avg",
+    "min_latency_ms": "min",
+    "p50_latency_ms": "p50",
+    "p95_latency_ms": "p95",
+    "p99_latency_ms": "p99",
+    "max_latency_ms": "max",
+}
+PROBE_REQUESTS_PER_DEPTH = 2000
+
+
+def locate(path: str | None = None) -> LoadgenBinary:
+    """Find the redis-benchmark binary for the whole run and fingerprint it."""
+    if path:
+        if not Path(path).is_file():
+            raise BadInput(f"load generator {path} does not exist")
+        found = str(Path(path).resolve())
+    else:
+        which = shutil.which(NAME)
+        if not which:
+            raise CannotMeasure(
+                "redis-benchmark is not installed: install redis-tools "
+                "(apt-get install redis-tools) or pass --loadgen-bin PATH"
+            )
+        found = str(Path(which).resolve())
+    return LoadgenBinary(name=NAME, path=found, version=_version(found), sha256=sha256_of(found))
+
+
+def _version(path: str) -> str:
+    try:
+        out = subprocess.run(
+            [path, "--version"], capture_output=True, text=True, timeout=10, check=False
+        )
+    except OSError as exc:
+        raise BadInput(f"load generator {path} cannot be run: {exc.strerror}") from None
+    except subprocess.TimeoutExpired:
+        raise BadInput(
+            f"load generator {path} hangs on --version: is it redis-benchmark?"
+        ) from None
+    text = (out.stdout or out.stderr).strip()
+    if out.returncode != 0 or "redis-benchmark" not in text:
+        # redis-benchmark before 7.0 has no --version; it still works for measuring.
+        return "unknown"
+    return text.splitlines()[0]
+
+
+def argv(
+    binary: LoadgenBinary,
+    host: str,
+    port: int,
+    cpus: tuple[int, ...],
+    params: dict[str, Any],
+    requests: int,
+) -> list[str]:
+    """The exact command line of one run, pinned to the client CPUs."""
+    args = [
+        taskset_path(),
+        "-c",
+        format_cpu_list(cpus),
+        binary.path,
+        "-h",
+        host,
+        "-p",
+        str(port),
+        "-c",
+        str(params["clients"]),
+        "-n",
+        str(requests),
+        "-P",
+        str(params["pipeline"]),
+        "-d",
+        str(params["data_size"]),
+        "-r",
+        str(params["keyspace"]),
+        "-t",
+        str(params["command"]).lower(),
+        "--csv",
+    ]
+    if int(params.get("threads", 1)) > 1:
+        args += ["--threads", str(params["threads"])]
+    return args
+
+
+def parse_csv(text: str) -> dict[str, dict[str, float]]:
+    """Rows of ``--csv`` output by test name: {"GET": {"rps": ..., "p50": ...}}.
+
+    Every field is quoted, numbers included; there is no request or error count.
+    """
+    rows: dict[str, dict[str, float]] = {}
+    reader = csv.DictReader(io.StringIO(text))
+    if reader.fieldnames is None or "rps" not in reader.fieldnames:
+        return rows
+    for row in reader:
+        test = row.get("test")
+        if not test or row.get("rps") in (None, ""):
+            continue
+        try:
+            figures = {"rps": float(row["rps"])}
+            for column, key in CSV_LATENCY_COLUMNS.items():
+                if row.get(column) not in (None, ""):
+                    figures[key] = float(row[column])
+        except ValueError:
+            continue
+        rows[test] = figures
+    return rows
+
+
+def run_once(
+    binary: LoadgenBinary,
+    host: str,
+    port: int,
+    cpus: tuple[int, ...],
+    params: dict[str, Any],
+    requests: int,
+    timeout: float,
+) -> LoadgenResult:
+    """Run redis-benchmark once; its output goes to files so a chatty run cannot block."""
+    command = argv(binary, host, port, cpus, params, requests)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.monotonic()
+        proc = procs.spawn(command, stdout=out, stderr=err)
+        try:
+            exit_code, cpu_s = procs.wait_with_rusage(proc, timeout)
+            problem = None
+        except TimeoutError:
+            exit_code, cpu_s = -9, 0.0
+            problem = f"redis-benchmark did not finish within {timeout:.0f} s and was killed"
+        except BaseException:
+            procs.stop(proc, grace=1.0)
+            raise
+        wall = time.monotonic() - start
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read().decode(errors="replace")
+        stderr = err.read().decode(errors="replace")
+    raw = stdout + (f"\n[stderr]\n{stderr}" if stderr.strip() else "")
+    result = LoadgenResult(
+        argv=command,
+        exit_code=exit_code,
+        wall_s=wall,
+        client_cpu_s=cpu_s,
+        requests=requests,
+        raw_output=raw,
+    )
+    rows = parse_csv(stdout)
+    test = str(params["command"]).upper()
+    row = rows.get(test)
+    if problem is None and exit_code != 0:
+        tail = (stderr.strip() or stdout.strip()).splitlines()[-1:] or [""]
+        problem = f"redis-benchmark exited with code {exit_code}: {tail[0][:200]}"
+    if problem is None and row is None:
+        problem = f"redis-benchmark printed no {test} result"
+    result.problem = problem
+    if row is not None:
+        result.ops_per_sec = row["rps"]
+        result.latency_ms = {k: v for k, v in row.items() if k != "rps"}
+    return result
+
+
+@dataclass(frozen=True)
+class WarmUp:
+    """What the warm-up learnt: the rate that sizes the trial, or the run that failed."""
+
+    seconds: float
+    rate: float | None
+    failure: LoadgenResult | None = None
+
+
+def warm_up(
+    binary: LoadgenBinary,
+    host: str,
+    port: int,
+    cpus: tuple[int, ...],
+    params: dict[str, Any],
+    seconds: float,
+) -> WarmUp:
+    """Run for about ``seconds`` (at least one short probe) and measure the rate."""
+    probe = PROBE_REQUESTS_PER_DEPTH * max(1, int(params["pipeline"]))
+    requests = probe
+    spent = 0.0
+    while True:
+        result = run_once(binary, host, port, cpus, params, requests, timeout=60 + 10 * seconds)
+        if result.problem or not result.ops_per_sec:
+            return WarmUp(seconds=spent, rate=None, failure=result)
+        spent += result.wall_s
+        if spent >= seconds:
+            return WarmUp(seconds=spent, rate=result.ops_per_sec)
+        requests = max(probe, int(result.ops_per_sec * (seconds - spent)))
+
+
+def run_for(
+    binary: LoadgenBinary,
+    host: str,
+    port: int,
+    cpus: tuple[int, ...],
+    params: dict[str, Any],
+    duration: float,
+    rate: float,
+) -> LoadgenResult:
+    """Ask for ``rate x duration`` requests: a trial of about ``duration`` seconds."""
+    requests = max(PROBE_REQUESTS_PER_DEPTH, int(rate * duration))
+    return run_once(binary, host, port, cpus, params, requests, timeout=30 + 10 * duration)

@@ -1,0 +1,128 @@
+"""Comparison tables for people (terminal, Markdown) and machines (CSV, JSON). Never measures."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from regtrack.analysis import METRIC_BY_NAME
+
+FORMATS = ("table", "markdown", "csv", "json")
+UNTRUSTED = "!"
+
+
+def _value(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if unit == "ops/s" else f"{value:.3f}"
+
+
+def _change(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.1f}%"
+
+
+def _grid(result: dict[str, Any], metric: str) -> tuple[list[str], list[list[str]], list[str]]:
+    """Header, rows and footnotes of one metric's table: one row per workload point."""
+    unit = METRIC_BY_NAME[metric].unit
+    baseline = result["baseline"]
+    candidates = [t for t in result["targets"] if t != baseline]
+    cells = result["cells"]
+    cells = cells[cells["metric"] == metric]
+    by_key = {(c.workload, c.point, c.target): c for c in cells.itertuples()}
+    changes = {
+        (r["workload"], r["point"], r["candidate"]): r
+        for r in result["comparisons"]
+        if r["metric"] == metric
+    }
+    workloads = list(dict.fromkeys(cells["workload"]))
+    header = (["workload"] if len(workloads) > 1 else []) + ["point"]
+    header += [f"{t} {unit}" for t in result["targets"]]
+    header += [f"% change {c} vs {baseline}" for c in candidates]
+    rows: list[list[str]] = []
+    notes: dict[str, None] = {}
+    points = cells[["workload", "point", "point_order"]].drop_duplicates()
+    for p in points.sort_values(["workload", "point_order"]).itertuples():
+        row = ([p.workload] if len(workloads) > 1 else []) + [p.point]
+        for target in result["targets"]:
+            cell = by_key.get((p.workload, p.point, target))
+            if cell is None:
+                row.append("-")
+                continue
+            text = _value(cell.value, unit)
+            if not cell.trusted:
+                text += f" {UNTRUSTED}"
+                for problem in cell.problems:
+                    notes[f"{target} {p.point}: {problem}"] = None
+            row.append(text)
+        for candidate in candidates:
+            rec = changes.get((p.workload, p.point, candidate))
+            text = _change(rec["change_pct"]) if rec else "-"
+            if rec and not rec["trusted"]:
+                text += f" {UNTRUSTED}"
+            row.append(text)
+        rows.append(row)
+    return header, rows, list(notes)
+
+
+def _caption(result: dict[str, Any], metric: str) -> str:
+    m = METRIC_BY_NAME[metric]
+    better = "higher is better" if m.higher_is_better else "lower is better"
+    return (
+        f"run {result['run_id']} · {metric} ({m.unit}, {better}) · median of valid trials · "
+        f"baseline {result['baseline']}"
+    )
+
+
+def _footer(notes: list[str]) -> list[str]:
+    if not notes:
+        return []
+    return [
+        f"{UNTRUSTED} no valid trial in this cell; the value is the median of invalid trials "
+        "and must not be trusted:",
+        *[f"  {n}" for n in notes],
+    ]
+
+
+def render(result: dict[str, Any], fmt: str, metrics: list[str]) -> str:
+    if fmt == "json":
+        records = [r for r in result["comparisons"] if r["metric"] in metrics]
+        return json.dumps(records, indent=2)
+    if fmt == "csv":
+        out = io.StringIO()
+        writer = csv.writer(out)
+        for i, metric in enumerate(metrics):
+            header, rows, _ = _grid(result, metric)
+            if i:
+                writer.writerow([])
+            writer.writerow(["metric", *header])
+            writer.writerows([[metric, *row] for row in rows])
+        return out.getvalue()
+    if fmt == "markdown":
+        parts = []
+        for metric in metrics:
+            header, rows, notes = _grid(result, metric)
+            parts.append(f"**{_caption(result, metric)}**\n")
+            parts.append("| " + " | ".join(header) + " |")
+            parts.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
+            parts.extend("| " + " | ".join(row) + " |" for row in rows)
+            parts.extend(["", *[f"- {line.strip()}" for line in _footer(notes)], ""])
+        return "\n".join(parts)
+    console = Console(file=io.StringIO(), width=200, force_terminal=False, color_system=None)
+    for metric in metrics:
+        header, rows, notes = _grid(result, metric)
+        console.print(_caption(result, metric))
+        table = Table()
+        for i, column in enumerate(header):
+            table.add_column(column, justify="left" if i == 0 else "right")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+        for line in _footer(notes):
+            console.print(line, highlight=False, soft_wrap=True)
+        console.print()
+    return console.file.getvalue()  # type: ignore[attr-defined]

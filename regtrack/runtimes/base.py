@@ -1,0 +1,71 @@
+"""What every runtime hands back: a server on loopback that can be queried and stopped."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from regtrack.errors import CannotMeasure
+
+
+def connect(host: str, port: int, timeout: float = 30.0) -> redis.Redis:
+    """A control connection that never retries: a retry would hide a dead server (and
+    redis-py's default back-off turns every SHUTDOWN into seconds of waiting)."""
+    return redis.Redis(
+        host=host,
+        port=port,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        decode_responses=True,
+        retry=Retry(NoBackoff(), 0),
+    )
+
+
+class ServerStartError(CannotMeasure):
+    """The server did not come up; the message carries the tail of its log."""
+
+
+@dataclass
+class RunningServer:
+    """A live server on ``host:port``; ``info`` is its ``INFO server`` at start."""
+
+    host: str
+    port: int
+    pid: int | None
+    info: dict[str, Any] = field(default_factory=dict)
+    is_alive: Callable[[], bool] = lambda: True
+
+    def alive(self) -> bool:
+        """False once the server process has exited (crashed, killed)."""
+        return self.is_alive()
+
+    def client(self, timeout: float = 30.0) -> redis.Redis:
+        return connect(self.host, self.port, timeout)
+
+    @property
+    def redis_version(self) -> str:
+        return str(self.info.get("redis_version", "unknown"))
+
+    def server_identity(self) -> dict[str, Any]:
+        """The fields that trace a number back to exact code."""
+        keys = (
+            "redis_version",
+            "redis_git_sha1",
+            "redis_git_dirty",
+            "redis_build_id",
+            "redis_mode",
+            "os",
+            "arch_bits",
+            "multiplexing_api",
+            "gcc_version",
+            "executable",
+        )
+        identity = {k: self.info[k] for k in keys if k in self.info}
+        if "server_name" in self.info:  # valkey reports its own name
+            identity["server_name"] = self.info["server_name"]
+        return identity

@@ -1,0 +1,156 @@
+"""Start a redis-server binary pinned with ``taskset`` on 127.0.0.1, and stop it for sure."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import redis
+
+from regtrack import procs
+from regtrack.cpus import format_cpu_list
+from regtrack.errors import CannotMeasure
+from regtrack.runtimes.base import RunningServer, ServerStartError, connect
+
+HOST = "127.0.0.1"
+START_TIMEOUT_S = 20.0
+PORT_ATTEMPTS = 3
+
+
+def taskset_path() -> str:
+    path = shutil.which("taskset")
+    if not path:
+        raise CannotMeasure(
+            "taskset is not installed, so servers cannot be pinned to CPUs: "
+            "install util-linux (apt-get install util-linux)"
+        )
+    return path
+
+
+def server_argv(binary: str, port: int, cpus: tuple[int, ...], workdir: Path) -> list[str]:
+    """No persistence, loopback only, protected mode: a benchmark server nobody else can reach."""
+    return [
+        taskset_path(),
+        "-c",
+        format_cpu_list(cpus),
+        binary,
+        "--port",
+        str(port),
+        "--bind",
+        HOST,
+        "--protected-mode",
+        "yes",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--daemonize",
+        "no",
+        "--dir",
+        str(workdir),
+        "--logfile",
+        "",
+    ]
+
+
+def _log_tail(path: Path, lines: int = 5) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(line.strip() for line in text[-lines:])
+
+
+def _wait_ready(proc: subprocess.Popen, port: int, log: Path, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    client = connect(HOST, port, timeout=2.0)
+    try:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise ServerStartError(f"exited with code {proc.returncode}: {_log_tail(log)}")
+            try:
+                if client.ping():
+                    info = client.info("server")
+                    if int(info.get("process_id", -1)) != proc.pid:
+                        raise ServerStartError(
+                            f"port {port} is answered by another process "
+                            f"(pid {info.get('process_id')}), not the server we started"
+                        )
+                    return info
+            except (redis.ConnectionError, redis.TimeoutError):
+                pass
+            except redis.ResponseError as exc:  # e.g. LOADING, or a password-protected impostor
+                if "LOADING" not in str(exc):
+                    raise ServerStartError(f"answered PING with an error: {exc}") from None
+            time.sleep(0.02)
+        raise ServerStartError(f"did not answer PING within {timeout:.0f} s: {_log_tail(log)}")
+    finally:
+        client.close()
+
+
+def shutdown(server: RunningServer, proc: subprocess.Popen) -> None:
+    """SHUTDOWN NOSAVE first (clean exit), then signals; never leaves the process behind."""
+    if proc.poll() is None:
+        client = connect(server.host, server.port, timeout=2.0)
+        try:
+            client.ping()
+            asked = True
+            # The server closes the connection as it exits; that is the expected answer.
+            with contextlib.suppress(redis.ConnectionError):
+                client.execute_command("SHUTDOWN", "NOSAVE")
+        except (redis.RedisError, OSError):
+            asked = False
+        finally:
+            client.close()
+        if asked:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5.0)
+    procs.stop(proc)
+
+
+@contextlib.contextmanager
+def native_server(
+    binary: str, cpus: tuple[int, ...], *, timeout: float = START_TIMEOUT_S
+) -> Iterator[RunningServer]:
+    """Run ``binary`` pinned to ``cpus`` for the duration of the block."""
+    with tempfile.TemporaryDirectory(prefix="regtrack-server-") as tmp:
+        workdir = Path(tmp)
+        log = workdir / "server.log"
+        last_error: ServerStartError | None = None
+        for _ in range(PORT_ATTEMPTS):
+            port = procs.free_port(HOST)
+            with log.open("wb") as log_file:
+                try:
+                    proc = procs.spawn(
+                        server_argv(binary, port, cpus, workdir),
+                        stdout=log_file,
+                        stderr=subprocess.STDOUT,
+                        cwd=workdir,
+                    )
+                except OSError as exc:
+                    raise ServerStartError(f"cannot start {binary}: {exc.strerror}") from None
+            server = RunningServer(
+                host=HOST, port=port, pid=proc.pid, is_alive=lambda p=proc: p.poll() is None
+            )
+            try:
+                server.info = _wait_ready(proc, port, log, timeout)
+            except ServerStartError as exc:
+                shutdown(server, proc)
+                last_error = exc
+                if "Address already in use" in str(exc) or "another process" in str(exc):
+                    continue  # lost a race for the port: take another one
+                raise ServerStartError(f"{binary} {exc}") from None
+            except BaseException:
+                shutdown(server, proc)
+                raise
+            try:
+                yield server
+            finally:
+                shutdown(server, proc)
+            return
+        raise ServerStartError(f"{binary} {last_error}")

@@ -1,0 +1,326 @@
+"""The SQLite store: one file, WAL, versioned schema, one commit per finished trial.
+
+Committing each trial as it finishes is what lets an interrupted or failed run keep
+everything it measured.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from regtrack.errors import BadInput, CannotMeasure
+from regtrack.records import LATENCY_KEYS, TrialRecord
+from regtrack.versions import Target
+
+BUSY_TIMEOUT_MS = 30_000
+
+MIGRATIONS: list[str] = [
+    # v1: runs, their targets and trials.
+    """
+    CREATE TABLE runs (
+        id INTEGER PRIMARY KEY,
+        created_at TEXT NOT NULL,
+        finished_at TEXT,
+        status TEXT NOT NULL,
+        status_detail TEXT,
+        command TEXT NOT NULL,
+        config TEXT NOT NULL,
+        environment TEXT NOT NULL,
+        fingerprint TEXT,
+        loadgen TEXT
+    );
+    CREATE TABLE targets (
+        id INTEGER PRIMARY KEY,
+        run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        label TEXT NOT NULL,
+        spec TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        binary TEXT,
+        binary_sha256 TEXT,
+        commit_sha TEXT,
+        ref TEXT,
+        source_repo TEXT,
+        image TEXT,
+        redis_version TEXT,
+        server_info TEXT,
+        details TEXT,
+        UNIQUE (run_id, label)
+    );
+    CREATE TABLE trials (
+        id INTEGER PRIMARY KEY,
+        run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        target_id INTEGER NOT NULL REFERENCES targets(id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        repetition INTEGER NOT NULL,
+        workload TEXT NOT NULL,
+        point TEXT NOT NULL,
+        params TEXT NOT NULL,
+        started_at TEXT NOT NULL,
+        wall_s REAL,
+        warmup_s REAL,
+        requests INTEGER,
+        ops_per_sec REAL,
+        lat_avg_ms REAL,
+        lat_min_ms REAL,
+        lat_p50_ms REAL,
+        lat_p95_ms REAL,
+        lat_p99_ms REAL,
+        lat_p999_ms REAL,
+        lat_max_ms REAL,
+        client_cpu_pct REAL,
+        server_cpu_pct REAL,
+        steal_pct REAL,
+        contention_pct REAL,
+        keyspace_hits INTEGER,
+        keyspace_misses INTEGER,
+        error_replies INTEGER,
+        server_calls INTEGER,
+        exit_code INTEGER,
+        valid INTEGER NOT NULL,
+        invalid_reason TEXT,
+        argv TEXT,
+        raw_output TEXT,
+        server_stats TEXT,
+        UNIQUE (run_id, seq)
+    );
+    CREATE INDEX trials_by_run ON trials (run_id, workload, point);
+    """,
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+class Store:
+    """All SQL lives here; callers see plain dicts and records."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path):
+        self.conn = conn
+        self.path = path
+
+    @classmethod
+    def open(cls, path: str | Path, *, create: bool = True) -> Store:
+        db = Path(path)
+        if not create and not db.is_file():
+            raise BadInput(f"database {db} does not exist: run `regtrack run` first or pass --db")
+        if create:
+            try:
+                db.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise BadInput(f"cannot create the directory of {db}: {exc.strerror}") from None
+        try:
+            conn = sqlite3.connect(db, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version < SCHEMA_VERSION and create:
+                conn.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.DatabaseError as exc:
+            raise BadInput(f"cannot use database {db}: {exc}") from None
+        if version > SCHEMA_VERSION:
+            conn.close()
+            raise BadInput(
+                f"database {db} has schema version {version}, newer than this regtrack "
+                f"understands ({SCHEMA_VERSION}): upgrade regtrack"
+            )
+        store = cls(conn, db)
+        if version < SCHEMA_VERSION:
+            if not create:
+                conn.close()
+                raise BadInput(f"database {db} is not a regtrack database (or is empty)")
+            store._migrate(version)
+        return store
+
+    def _migrate(self, current: int) -> None:
+        try:
+            for number, script in enumerate(MIGRATIONS[current:], start=current + 1):
+                with self.transaction():
+                    for statement in script.split(";"):
+                        if statement.strip():
+                            self.conn.execute(statement)
+                    self.conn.execute(f"PRAGMA user_version = {number}")
+        except sqlite3.DatabaseError as exc:
+            raise CannotMeasure(f"cannot set up database {self.path}: {exc}") from None
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # --- writing -------------------------------------------------------------------------
+
+    def create_run(
+        self,
+        command: list[str],
+        config: dict[str, Any],
+        environment: dict[str, Any],
+        loadgen: dict[str, Any],
+    ) -> int:
+        with self.transaction() as conn:
+            cur = conn.execute(
+                "INSERT INTO runs (created_at, status, command, config, environment, fingerprint,"
+                " loadgen) VALUES (?, 'running', ?, ?, ?, ?, ?)",
+                (
+                    now(),
+                    _json(command),
+                    _json(config),
+                    _json(environment),
+                    environment.get("fingerprint"),
+                    _json(loadgen),
+                ),
+            )
+            return int(cur.lastrowid)
+
+    def add_target(
+        self, run_id: int, position: int, target: Target, server_info: dict[str, Any]
+    ) -> int:
+        with self.transaction() as conn:
+            cur = conn.execute(
+                "INSERT INTO targets (run_id, position, label, spec, kind, binary, binary_sha256,"
+                " commit_sha, ref, source_repo, image, redis_version, server_info, details)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    position,
+                    target.label,
+                    target.spec,
+                    target.kind,
+                    target.binary,
+                    target.binary_sha256,
+                    target.commit,
+                    target.ref,
+                    target.source_repo,
+                    target.image,
+                    server_info.get("redis_version"),
+                    _json(server_info),
+                    _json(target.details),
+                ),
+            )
+            return int(cur.lastrowid)
+
+    def add_trial(self, run_id: int, target_id: int, t: TrialRecord) -> int:
+        row: dict[str, Any] = {
+            "run_id": run_id,
+            "target_id": target_id,
+            "seq": t.seq,
+            "repetition": t.repetition,
+            "workload": t.workload,
+            "point": t.point,
+            "params": _json(t.params),
+            "started_at": t.started_at,
+            "wall_s": t.wall_s,
+            "warmup_s": t.warmup_s,
+            "requests": t.requests,
+            "ops_per_sec": t.ops_per_sec,
+            **{f"lat_{k}_ms": t.latency_ms.get(k) for k in LATENCY_KEYS},
+            "client_cpu_pct": t.client_cpu_pct,
+            "server_cpu_pct": t.server_cpu_pct,
+            "steal_pct": t.steal_pct,
+            "contention_pct": t.contention_pct,
+            "keyspace_hits": t.keyspace_hits,
+            "keyspace_misses": t.keyspace_misses,
+            "error_replies": t.error_replies,
+            "server_calls": t.server_calls,
+            "exit_code": t.exit_code,
+            "valid": int(t.valid),
+            "invalid_reason": t.invalid_reason,
+            "argv": _json(t.argv),
+            "raw_output": t.raw_output,
+            "server_stats": _json(t.server_stats),
+        }
+        columns = ", ".join(row)
+        marks = ", ".join("?" * len(row))
+        with self.transaction() as conn:
+            cur = conn.execute(
+                f"INSERT INTO trials ({columns}) VALUES ({marks})", tuple(row.values())
+            )
+            return int(cur.lastrowid)
+
+    def finish_run(self, run_id: int, status: str, detail: str | None = None) -> None:
+        with self.transaction() as conn:
+            conn.execute(
+                "UPDATE runs SET status = ?, status_detail = ?, finished_at = ? WHERE id = ?",
+                (status, detail, now(), run_id),
+            )
+
+    # --- reading -------------------------------------------------------------------------
+
+    def runs(self) -> list[dict[str, Any]]:
+        rows = self.conn.execute(
+            "SELECT r.*, (SELECT COUNT(*) FROM trials t WHERE t.run_id = r.id) AS n_trials"
+            " FROM runs r ORDER BY r.id DESC"
+        ).fetchall()
+        return [_decode_run(row) for row in rows]
+
+    def run(self, run_id: int) -> dict[str, Any]:
+        row = self.conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise BadInput(
+                f"run {run_id} is not in {self.path}: `regtrack compare --list` shows runs"
+            )
+        return _decode_run(row)
+
+    def latest_run_id(self) -> int:
+        row = self.conn.execute(
+            "SELECT r.id FROM runs r WHERE EXISTS (SELECT 1 FROM trials t WHERE t.run_id = r.id)"
+            " ORDER BY r.id DESC LIMIT 1"
+        ).fetchone()
+        if row is None:
+            raise BadInput(f"{self.path} holds no measured run yet: run `regtrack run` first")
+        return int(row[0])
+
+    def targets(self, run_id: int) -> list[dict[str, Any]]:
+        rows = self.conn.execute(
+            "SELECT * FROM targets WHERE run_id = ? ORDER BY position", (run_id,)
+        ).fetchall()
+        out = []
+        for row in rows:
+            item = dict(row)
+            item["server_info"] = json.loads(item["server_info"] or "{}")
+            item["details"] = json.loads(item["details"] or "{}")
+            out.append(item)
+        return out
+
+    def trials(self, run_id: int) -> list[dict[str, Any]]:
+        rows = self.conn.execute(
+            "SELECT t.*, g.label AS target FROM trials t JOIN targets g ON g.id = t.target_id"
+            " WHERE t.run_id = ? ORDER BY t.seq",
+            (run_id,),
+        ).fetchall()
+        out = []
+        for row in rows:
+            item = dict(row)
+            item["params"] = json.loads(item["params"])
+            item["valid"] = bool(item["valid"])
+            out.append(item)
+        return out
+
+
+def _decode_run(row: sqlite3.Row) -> dict[str, Any]:
+    item = dict(row)
+    for key in ("command", "config", "environment", "loadgen"):
+        if item.get(key):
+            item[key] = json.loads(item[key])
+    return item

@@ -1,0 +1,77 @@
+"""Shared helpers: run the real CLI, find real binaries, prove nothing is left running."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+ARTIFACTS = Path(__file__).parent / "artifacts"
+SHORT_RUN = ["--duration", "1", "--warmup", "0.3", "--keys", "2000"]
+
+
+def our_processes() -> list[str]:
+    """Command lines of servers and load generators regtrack may have started."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "regtrack-server-" in cmdline or cmdline.startswith(
+            ("redis-benchmark", "/usr/bin/redis-benchmark", "memtier_benchmark")
+        ):
+            found.append(f"{entry.name}: {cmdline.strip()}")
+    return found
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_running():
+    """Every test must leave no server or load generator behind."""
+    before = set(our_processes())
+    yield
+    left = [p for p in our_processes() if p not in before]
+    assert not left, f"processes left behind: {left}"
+
+
+@pytest.fixture
+def redis_server() -> str:
+    path = shutil.which("redis-server")
+    if not path:
+        pytest.skip("redis-server is not installed (apt-get install redis-server)")
+    return path
+
+
+@pytest.fixture
+def redis_benchmark_bin() -> str:
+    path = shutil.which("redis-benchmark")
+    if not path:
+        pytest.skip("redis-benchmark is not installed (apt-get install redis-tools)")
+    return path
+
+
+def run_cli(
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+) -> subprocess.CompletedProcess:
+    """The real command line, in a subprocess, as a user would run it."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "regtrack", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

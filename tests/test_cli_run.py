@@ -1,0 +1,266 @@
+"""The real command line against real servers and the real redis-benchmark."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SHORT_RUN, our_processes, run_cli
+
+pytestmark = pytest.mark.usefixtures("redis_benchmark_bin")
+
+
+def _one_line_error(proc: subprocess.CompletedProcess) -> str:
+    lines = proc.stderr.strip().splitlines()
+    assert "Traceback" not in proc.stderr
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("regtrack: error: ")
+    return lines[0]
+
+
+def test_two_labels_on_one_binary_end_to_end(tmp_path, redis_server):
+    db = tmp_path / "r.db"
+    specs = f"a=bin:{redis_server},b=bin:{redis_server}"
+    proc = run_cli(
+        "run",
+        "--versions",
+        specs,
+        "--pipelines",
+        "1,10",
+        "--repetitions",
+        "2",
+        "--db",
+        str(db),
+        *SHORT_RUN,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "% change b vs a" in proc.stdout
+    assert f"Results: {db} (run 1)" in proc.stdout
+
+    rows = json.loads(run_cli("compare", "--db", str(db), "--format", "json").stdout)
+    throughput = [r for r in rows if r["metric"] == "throughput"]
+    assert sorted((r["point"], r["candidate"]) for r in throughput) == [
+        ("pipeline=1", "b"),
+        ("pipeline=10", "b"),
+    ]
+    for r in throughput:
+        assert r["baseline"] == "a" and r["workload"] == "get-pipeline"
+        assert r["baseline_value"] > 1000 and r["candidate_value"] > 1000
+        expected = 100 * (r["candidate_value"] / r["baseline_value"] - 1)
+        assert r["change_pct"] == pytest.approx(expected)
+    assert {r["metric"] for r in rows} == {"throughput", "latency_p50", "latency_p99"}
+
+    conn = sqlite3.connect(db)
+    status, loadgen, env = conn.execute("SELECT status, loadgen, environment FROM runs").fetchone()
+    assert status == "complete"
+    assert json.loads(loadgen)["name"] == "redis-benchmark"
+    env = json.loads(env)
+    assert env["server_cpus"] != env["client_cpus"] and env["cpu_model"]
+    versions = conn.execute("SELECT label, redis_version FROM targets ORDER BY position").fetchall()
+    assert [v[0] for v in versions] == ["a", "b"] and all(v[1] for v in versions)
+    trials = conn.execute(
+        "SELECT t.repetition, g.label, t.point, t.ops_per_sec, t.requests, t.server_calls,"
+        " t.keyspace_misses, t.client_cpu_pct, t.server_cpu_pct, t.valid, t.invalid_reason,"
+        " t.raw_output FROM trials t JOIN targets g ON g.id = t.target_id ORDER BY t.seq"
+    ).fetchall()
+    assert len(trials) == 2 * 2 * 2
+    # Interleaved: rep 1 visits a then b, rep 2 visits b then a, points reversed.
+    assert [(t[0], t[1], t[2]) for t in trials[:4]] == [
+        (0, "a", "pipeline=1"),
+        (0, "a", "pipeline=10"),
+        (0, "b", "pipeline=1"),
+        (0, "b", "pipeline=10"),
+    ]
+    assert [(t[1], t[2]) for t in trials[4:6]] == [("b", "pipeline=10"), ("b", "pipeline=1")]
+    for t in trials:
+        assert t[3] > 0 and t[4] > 0
+        assert t[5] >= t[4], "the server must have seen every GET the client claims"
+        assert t[6] == 0, "populate must make every GET hit"
+        assert t[7] > 0 and t[8] > 0
+        assert bool(t[9]) == (t[10] is None)
+        assert '"test","rps"' in t[11]
+
+
+def test_compare_formats(tmp_path, redis_server):
+    db = tmp_path / "r.db"
+    proc = run_cli(
+        "run",
+        "--versions",
+        f"old=bin:{redis_server},new=bin:{redis_server}",
+        "--pipelines",
+        "5",
+        "--repetitions",
+        "1",
+        "--db",
+        str(db),
+        *SHORT_RUN,
+    )
+    assert proc.returncode == 0, proc.stderr
+    md = run_cli("compare", "--db", str(db), "--format", "markdown", "--metric", "throughput")
+    assert "| point | old ops/s | new ops/s | % change new vs old |" in md.stdout
+    assert "| pipeline=5 |" in md.stdout
+    csv_out = run_cli("compare", "--db", str(db), "--format", "csv", "--baseline", "new")
+    assert csv_out.stdout.splitlines()[0] == (
+        "metric,point,old ops/s,new ops/s,% change old vs new"
+    )
+    bad = run_cli("compare", "--db", str(db), "--baseline", "nope")
+    assert bad.returncode == 2
+    assert "is not a version of run 1" in _one_line_error(bad)
+    listing = run_cli("compare", "--db", str(db), "--list")
+    assert "run 1" in listing.stdout and "complete" in listing.stdout
+
+
+def test_client_bound_trials_are_flagged_and_marked_in_the_table(tmp_path, redis_server):
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "regtrack.toml").write_text("[run]\nclient_bound_cpu_pct = 1\n")
+    db = tmp_path / "r.db"
+    proc = run_cli(
+        "run",
+        "--versions",
+        f"bin:{redis_server}",
+        "--pipelines",
+        "1",
+        "--repetitions",
+        "1",
+        "--db",
+        str(db),
+        *SHORT_RUN,
+        env={"REGTRACK_CONFIG_DIR": str(configs)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    reason = sqlite3.connect(db).execute("SELECT valid, invalid_reason FROM trials").fetchone()
+    assert reason[0] == 0 and "client-bound" in reason[1]
+    assert " !" in proc.stdout and "client-bound" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--versions", "bin:/nonexistent/redis-server"], 2, "does not exist"),
+        (
+            ["--versions", "bin:{server}", "--server-cpus", "0", "--client-cpus", "0"],
+            2,
+            "overlap on CPU 0",
+        ),
+        (["--versions", "bin:{server}", "--server-cpus", "x"], 2, "is not a CPU list"),
+        (["--versions", "bin:{server}", "--client-cpus", "999"], 2, "does not exist"),
+        (
+            ["--versions", "bin:{server}", "--loadgen-bin", "/nonexistent/rb"],
+            2,
+            "load generator /nonexistent/rb does not exist",
+        ),
+        (["--versions", "bin:{server}", "--pipelines", "0,1"], 2, "positive numbers"),
+        (["--versions", "bin:{server}", "--workload", "nope"], 2, "unknown workload 'nope'"),
+        (["--versions", "bin:{server}", "--duration", "-1"], 2, "field 'duration'"),
+        (["--versions", "a=bin:{server},a=bin:{server}"], 2, "used twice"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, redis_server, args, code, message):
+    db = tmp_path / "r.db"
+    args = [a.replace("{server}", redis_server) for a in args]
+    proc = run_cli("run", *SHORT_RUN, *args, "--db", str(db))
+    assert proc.returncode == code
+    assert message in _one_line_error(proc)
+    assert not db.exists(), "bad input must be caught before anything is recorded"
+
+
+def test_missing_redis_benchmark_is_exit_3(tmp_path, redis_server):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "taskset").symlink_to("/usr/bin/taskset")
+    proc = run_cli(
+        "run",
+        "--versions",
+        f"bin:{redis_server}",
+        "--db",
+        str(tmp_path / "r.db"),
+        env={"PATH": str(bindir)},
+    )
+    assert proc.returncode == 3
+    assert "redis-benchmark is not installed" in _one_line_error(proc)
+
+
+def test_unreadable_database_is_exit_2(tmp_path):
+    db = tmp_path / "r.db"
+    db.write_bytes(b"garbage" * 1000)
+    proc = run_cli("compare", "--db", str(db))
+    assert proc.returncode == 2
+    assert "cannot use database" in _one_line_error(proc)
+    missing = run_cli("compare", "--db", str(tmp_path / "none.db"))
+    assert missing.returncode == 2
+    assert "does not exist" in _one_line_error(missing)
+
+
+def test_a_server_that_will_not_start_is_exit_3_and_recorded(tmp_path):
+    fake = tmp_path / "redis-server"
+    fake.write_text("#!/bin/sh\necho 'fatal: cannot start' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    db = tmp_path / "r.db"
+    proc = run_cli("run", "--versions", f"bin:{fake}", "--db", str(db), *SHORT_RUN)
+    assert proc.returncode == 3
+    assert "exited with code 1: fatal: cannot start" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    status, detail = (
+        sqlite3.connect(db).execute("SELECT status, status_detail FROM runs").fetchone()
+    )
+    assert status == "failed" and "cannot start" in detail
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_keeps_measured_trials_and_leaves_nothing(tmp_path, redis_server, sig):
+    db = tmp_path / "r.db"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "regtrack",
+            "run",
+            "--versions",
+            f"a=bin:{redis_server},b=bin:{redis_server}",
+            "--pipelines",
+            "1,5,10",
+            "--repetitions",
+            "3",
+            "--db",
+            str(db),
+            *SHORT_RUN,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    measured = 0
+    while time.monotonic() < deadline and measured < 2:
+        time.sleep(0.2)
+        if db.exists():
+            with contextlib.suppress(sqlite3.OperationalError):
+                measured = sqlite3.connect(db).execute("SELECT COUNT(*) FROM trials").fetchone()[0]
+    assert measured >= 2, "the run never stored a trial"
+    proc.send_signal(sig)
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT status FROM runs").fetchone()[0] == "interrupted"
+    kept = conn.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
+    assert measured <= kept < 18
+    assert not our_processes()
+
+
+def test_python_m_regtrack_and_console_script_agree():
+    proc = run_cli("--version")
+    assert proc.returncode == 0 and "regtrack" in proc.stdout
+    help_text = run_cli("run", "--help").stdout
+    assert "Exit codes" in help_text and "--versions" in help_text
+    assert Path(os.__file__).exists()

@@ -1,0 +1,31 @@
+from regtrack.plan import interleave, trial_count
+from regtrack.workloads import Point
+
+
+def _points(*depths):
+    return [Point("get-pipeline", f"pipeline={d}", {"pipeline": d}) for d in depths]
+
+
+def test_targets_and_points_alternate_direction_each_repetition():
+    visits = interleave(["A", "B", "C"], _points(1, 10), 3)
+    assert [v.target for v in visits] == ["A", "B", "C", "C", "B", "A", "A", "B", "C"]
+    assert [t.point.label for t in visits[0].trials] == ["pipeline=1", "pipeline=10"]
+    assert [t.point.label for t in visits[3].trials] == ["pipeline=10", "pipeline=1"]
+
+
+def test_every_target_point_pair_gets_every_repetition_once():
+    visits = interleave(["A", "B"], _points(1, 5, 10), 4)
+    trials = [t for v in visits for t in v.trials]
+    assert trial_count(visits) == len(trials) == 2 * 3 * 4
+    assert [t.seq for t in trials] == list(range(len(trials)))
+    pairs = {(t.target, t.point.label, t.repetition) for t in trials}
+    assert len(pairs) == len(trials)
+
+
+def test_each_target_is_first_as_often_as_last():
+    visits = interleave(["A", "B"], _points(1), 2)
+    firsts = (
+        next(v.target for v in visits if v.repetition == 0),
+        next(v.target for v in visits if v.repetition == 1),
+    )
+    assert firsts == ("A", "B")

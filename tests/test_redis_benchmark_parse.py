@@ -1,0 +1,66 @@
+from pathlib import Path
+
+from regtrack.cpus import CpuPlan
+from regtrack.loadgen import redis_benchmark
+from regtrack.loadgen.base import LoadgenBinary
+
+FIXTURES = Path(__file__).parent / "fixtures" / "redis-benchmark"
+
+
+def test_parse_real_get_output():
+    text = (FIXTURES / "get_r7.0.15_P10_c50_d1000_r100000_n5500000.csv").read_text()
+    rows = redis_benchmark.parse_csv(text)
+    assert rows == {
+        "GET": {
+            "rps": 590002.19,
+            "avg": 0.768,
+            "min": 0.224,
+            "p50": 0.751,
+            "p95": 1.007,
+            "p99": 1.119,
+            "max": 5.151,
+        }
+    }
+
+
+def test_parse_multi_test_and_custom_command_output():
+    multi = redis_benchmark.parse_csv(
+        (FIXTURES / "multi_test_set_get_r7.0.15_P1_c50_d1000_r100000_n300000.csv").read_text()
+    )
+    assert list(multi) == ["SET", "GET"]
+    assert multi["GET"]["rps"] == 99900.10
+    custom = redis_benchmark.parse_csv(
+        (FIXTURES / "custom_XADD_q_star_f_v_r7.0.15_P1_c50_n500000.csv").read_text()
+    )
+    assert custom["XADD q * f v"]["p99"] == 0.383
+
+
+def test_parse_garbage_gives_nothing():
+    assert redis_benchmark.parse_csv("") == {}
+    assert redis_benchmark.parse_csv("Error: Connection refused\n") == {}
+    assert redis_benchmark.parse_csv('"test","rps"\n"GET","abc"\n') == {}
+
+
+def test_argv_is_pinned_and_complete():
+    binary = LoadgenBinary("redis-benchmark", "/usr/bin/redis-benchmark", "7.0.15", "0" * 64)
+    plan = CpuPlan(server=(0,), client=(1, 2, 3))
+    params = {
+        "command": "GET",
+        "pipeline": 10,
+        "clients": 50,
+        "data_size": 1000,
+        "keyspace": 100000,
+        "threads": 1,
+    }
+    argv = redis_benchmark.argv(binary, "127.0.0.1", 7000, plan.client, params, 12345)
+    assert argv[1:3] == ["-c", "1-3"] and argv[0].endswith("taskset")
+    joined = " ".join(argv[3:])
+    assert joined == (
+        "/usr/bin/redis-benchmark -h 127.0.0.1 -p 7000 -c 50 -n 12345 -P 10 -d 1000 "
+        "-r 100000 -t get --csv"
+    )
+    params["threads"] = 2
+    assert redis_benchmark.argv(binary, "127.0.0.1", 7000, plan.client, params, 1)[-2:] == [
+        "--threads",
+        "2",
+    ]

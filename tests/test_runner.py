@@ -1,0 +1,79 @@
+"""The runner with real servers and redis-benchmark; faults injected where needed."""
+
+from __future__ import annotations
+
+import pytest
+
+from regtrack import workloads
+from regtrack.config import load_settings, load_workload
+from regtrack.cpus import plan_cpus
+from regtrack.loadgen import redis_benchmark
+from regtrack.runner import Job, execute
+from regtrack.store import Store
+from regtrack.versions import parse_specs, resolve
+
+
+def _job(server: str, **workload) -> Job:
+    return Job(
+        targets=resolve(parse_specs(f"a=bin:{server}")),
+        workload=load_workload("get-pipeline", keys=1000, pipelines=[5], **workload),
+        settings=load_settings(duration=0.5, warmup=0.2, repetitions=1),
+        cpus=plan_cpus(),
+        loadgen=redis_benchmark.locate(),
+    )
+
+
+def test_gets_that_miss_make_the_trial_invalid(
+    tmp_path, redis_server, redis_benchmark_bin, monkeypatch
+):
+    """Fault: populate writes only half the keys, as a broken setup would."""
+
+    def half(client, workload):
+        value = "x" * workload.data_size
+        client.mset({workloads.benchmark_key(i): value for i in range(workload.keys // 2)})
+
+    monkeypatch.setattr(workloads, "populate", half)
+    store = Store.open(tmp_path / "r.db")
+    job = _job(redis_server)
+    run_id = store.create_run([], job.config(), {}, job.loadgen.as_dict())
+    assert execute(job, store, run_id) == "complete"
+    (trial,) = store.trials(run_id)
+    assert trial["keyspace_misses"] > 0
+    assert not trial["valid"]
+    assert "GET misses" in trial["invalid_reason"]
+
+
+def test_populate_checks_the_server_holds_every_key(redis_server):
+    from regtrack.runtimes.native import native_server
+
+    workload = load_workload("get-pipeline", keys=2500, data_size=10)
+    with native_server(redis_server, (0,)) as server:
+        client = server.client()
+        workloads.populate(client, workload)
+        assert client.dbsize() == 2500
+        assert client.get(workloads.benchmark_key(2499)) == "x" * 10
+        client.close()
+
+
+def test_a_trial_records_server_and_client_evidence(tmp_path, redis_server, redis_benchmark_bin):
+    store = Store.open(tmp_path / "r.db")
+    job = _job(redis_server)
+    run_id = store.create_run([], job.config(), {}, job.loadgen.as_dict())
+    execute(job, store, run_id)
+    (trial,) = store.trials(run_id)
+    assert trial["requests"] > 0 and trial["server_calls"] >= trial["requests"]
+    assert trial["keyspace_misses"] == 0 and trial["error_replies"] == 0
+    assert trial["warmup_s"] >= 0.2
+    assert 0 < trial["client_cpu_pct"] <= 100 and 0 < trial["server_cpu_pct"] <= 110
+    assert trial["contention_pct"] is not None and trial["steal_pct"] is not None
+    assert trial["wall_s"] > 0
+    (target,) = store.targets(run_id)
+    assert target["redis_version"] and target["server_info"]["redis_build_id"]
+
+
+@pytest.mark.parametrize("bad", ["client_bound_cpu_pct", "contention_limit_pct"])
+def test_thresholds_are_validated(bad):
+    from regtrack.errors import BadInput
+
+    with pytest.raises(BadInput, match=bad):
+        load_settings(**{bad: 0})

@@ -1,0 +1,87 @@
+import sqlite3
+
+import pytest
+
+from regtrack.errors import BadInput
+from regtrack.records import TrialRecord
+from regtrack.store import SCHEMA_VERSION, Store
+from regtrack.versions import Target
+
+
+def _trial(seq: int, valid: bool = True) -> TrialRecord:
+    record = TrialRecord(
+        seq=seq,
+        repetition=0,
+        target_label="a",
+        workload="get-pipeline",
+        point="pipeline=1",
+        params={"pipeline": 1},
+        started_at="2026-01-01T00:00:00+00:00",
+        ops_per_sec=1000.0 + seq,
+        latency_ms={"p50": 0.5, "p99": 1.0},
+        valid=valid,
+    )
+    if not valid:
+        record.mark_invalid("client-bound: 99% CPU")
+    return record
+
+
+def test_new_database_is_versioned_and_in_wal_mode(tmp_path):
+    store = Store.open(tmp_path / "sub" / "r.db")
+    conn = store.conn
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    store.close()
+
+
+def test_each_trial_is_committed_when_added(tmp_path):
+    path = tmp_path / "r.db"
+    store = Store.open(path)
+    run_id = store.create_run(["regtrack", "run"], {"x": 1}, {"fingerprint": "f"}, {"name": "rb"})
+    target_id = store.add_target(run_id, 0, Target("a", "bin:/x", "bin"), {"redis_version": "7"})
+    store.add_trial(run_id, target_id, _trial(0))
+    store.add_trial(run_id, target_id, _trial(1, valid=False))
+    # A second connection (another process would see the same) reads both trials at once.
+    other = sqlite3.connect(path)
+    rows = other.execute("SELECT seq, valid, invalid_reason FROM trials ORDER BY seq").fetchall()
+    assert rows == [(0, 1, None), (1, 0, "client-bound: 99% CPU")]
+    other.close()
+    assert store.run(run_id)["status"] == "running"
+    store.finish_run(run_id, "complete")
+    assert store.runs()[0]["status"] == "complete"
+    trials = store.trials(run_id)
+    assert [t["target"] for t in trials] == ["a", "a"]
+    assert trials[0]["lat_p50_ms"] == 0.5
+    store.close()
+
+
+def test_reopening_keeps_data_and_does_not_migrate_again(tmp_path):
+    path = tmp_path / "r.db"
+    store = Store.open(path)
+    run_id = store.create_run([], {}, {}, {})
+    store.close()
+    again = Store.open(path)
+    assert [r["id"] for r in again.runs()] == [run_id]
+    again.close()
+
+
+def test_database_from_a_newer_regtrack_is_refused(tmp_path):
+    path = tmp_path / "r.db"
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(BadInput, match="newer than this regtrack"):
+        Store.open(path)
+
+
+def test_a_file_that_is_not_a_database_is_bad_input(tmp_path):
+    path = tmp_path / "r.db"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(BadInput, match="cannot use database"):
+        Store.open(path)
+
+
+def test_reading_a_missing_database_is_bad_input(tmp_path):
+    with pytest.raises(BadInput, match="does not exist"):
+        Store.open(tmp_path / "none.db", create=False)
+    assert not (tmp_path / "none.db").exists()
