@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 
 import click
 
-from regtrack import __version__, analysis, environment, present, versions
+from regtrack import __version__, analysis, build, environment, present, versions
 from regtrack.config import load_settings, load_workload
-from regtrack.console import err, run_progress
+from regtrack.console import build_progress, err, run_progress
 from regtrack.cpus import plan_cpus
 from regtrack.errors import (
     EXIT_BAD_INPUT,
@@ -39,6 +40,22 @@ def _int_list(text: str | None, option: str) -> list[int] | None:
     if not values or any(v <= 0 for v in values):
         raise BadInput(f"{option} {text!r}: give positive numbers like 1,10,30")
     return values
+
+
+def _source_repo_option(f):
+    return click.option(
+        "--source-repo",
+        help="Git repository URL or path that tags, branches and commits resolve in "
+        "(default: upstream Redis; a fork such as Valkey, or an offline mirror).",
+        envvar="REGTRACK_SOURCE_REPO",
+    )(f)
+
+
+def _build_flags_option(f):
+    return click.option(
+        "--build-flags",
+        help='make variables for source builds, e.g. "MALLOC=libc OPTIMIZATION=-O2".',
+    )(f)
 
 
 def _db_option(f):
@@ -77,6 +94,8 @@ def cli() -> None:
 @click.option("--client-cpus", help="CPUs for the load generator (default: the others).")
 @click.option("--loadgen-bin", type=click.Path(dir_okay=False), help="redis-benchmark to use.")
 @click.option("--baseline", help="Label the table compares against (default: the first version).")
+@_source_repo_option
+@_build_flags_option
 @_db_option
 def run(
     version_specs: str,
@@ -92,6 +111,8 @@ def run(
     client_cpus: str | None,
     loadgen_bin: str | None,
     baseline: str | None,
+    source_repo: str | None,
+    build_flags: str | None,
     db: str | None,
 ) -> None:
     """Measure every version at every workload point, interleaved, and store each trial."""
@@ -107,8 +128,23 @@ def run(
     if baseline and baseline not in [s.label for s in specs]:
         raise BadInput(f"--baseline {baseline!r} is not one of the labels of --versions")
     cpus = plan_cpus(server_cpus, client_cpus)
-    targets = versions.resolve(specs)
-    loadgen = redis_benchmark.locate(loadgen_bin)
+    flags = build.parse_build_flags(build_flags)
+    if loadgen_bin:
+        redis_benchmark.locate(loadgen_bin)  # a wrong path fails before any build
+    targets = versions.resolve(specs, source_repo)
+    with build_progress() as phase:
+        build.obtain(targets, flags, phase)
+    for target in targets:
+        if "build" in target.details:
+            b = target.details["build"]
+            how = "cached build" if b["cached"] else f"built in {b['seconds']:.0f} s"
+            err.print(f"regtrack: {target.label}: {how}: {b['server_version']}")
+    built_benchmarks = [
+        t.details["build"]["benchmark"]
+        for t in reversed(targets)
+        if t.details.get("build", {}).get("benchmark")
+    ]
+    loadgen = redis_benchmark.locate(loadgen_bin, built_benchmarks)
     job = Job(targets=targets, workload=load, settings=settings, cpus=cpus, loadgen=loadgen)
 
     store = Store.open(db or settings.database)
@@ -131,6 +167,33 @@ def run(
         f"Results: {store.path} (run {run_id}). More: regtrack compare --db {store.path} "
         f"--run {run_id} --format markdown|csv|json"
     )
+
+
+@cli.command(name="versions", epilog=EXIT_CODES_HELP)
+@click.argument("specs")
+@_source_repo_option
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+def versions_command(specs: str, source_repo: str | None, fmt: str) -> None:
+    """Show how version SPECS resolve (label, kind, exact commit, ref) without building."""
+    targets = versions.resolve(versions.parse_specs(specs), source_repo)
+    rows = [
+        {
+            "label": t.label,
+            "kind": t.kind,
+            "commit": t.commit or "",
+            "ref": t.ref or "",
+            "version": t.details.get("source_version") or "",
+            "date": t.details.get("commit_date") or "",
+            "path": t.binary or t.details.get("tree") or "",
+            "sha256": t.binary_sha256 or "",
+            "source_repo": t.source_repo or "",
+        }
+        for t in targets
+    ]
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2))
+        return
+    click.echo(present.versions_table(rows))
 
 
 @cli.command(epilog=EXIT_CODES_HELP)

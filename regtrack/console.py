@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from rich.console import Console
@@ -85,3 +85,22 @@ def run_progress() -> Iterator[RunProgress]:
         )
 
     yield RunProgress(started=started, trial_done=line)
+
+
+@contextmanager
+def build_progress() -> Iterator[Callable[[str], None]]:
+    """A phase callback for builds: a spinner on a terminal, a line every 15 s in a log."""
+    if err.is_terminal:
+        with err.status("preparing versions") as status:
+            yield lambda text: status.update(text)
+        return
+    last = {"text": "", "at": 0.0}
+
+    def show(text: str) -> None:
+        subject = text.split(":")[0]
+        now = time.monotonic()
+        if subject != last["text"].split(":")[0] or now - last["at"] >= 15:
+            print(f"regtrack: {text}", file=sys.stderr, flush=True)
+            last.update(text=text, at=now)
+
+    yield show

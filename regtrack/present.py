@@ -126,3 +126,25 @@ def render(result: dict[str, Any], fmt: str, metrics: list[str]) -> str:
             console.print(line, highlight=False, soft_wrap=True)
         console.print()
     return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def versions_table(rows: list[dict[str, str]]) -> str:
+    """How each spec resolved, one row per version."""
+    console = Console(file=io.StringIO(), width=200, force_terminal=False, color_system=None)
+    table = Table()
+    for column in ("label", "kind", "ref", "commit", "version", "date / path"):
+        table.add_column(column)
+    for r in rows:
+        table.add_row(
+            r["label"],
+            r["kind"],
+            r["ref"],
+            r["commit"][:12],
+            r["version"],
+            r["date"] or r["path"],
+        )
+    console.print(table)
+    repos = sorted({r["source_repo"] for r in rows if r["source_repo"]})
+    for repo in repos:
+        console.print(f"source repository: {repo}", highlight=False)
+    return console.file.getvalue()  # type: ignore[attr-defined]

@@ -7,6 +7,7 @@ normal exit or an exception they are stopped explicitly.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -51,18 +52,24 @@ def spawn(
     )
 
 
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    # spawn() gave the child its own session, so its process group holds everything it
+    # started (make's compilers, a shell's children) and nothing of ours.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
 def stop(proc: subprocess.Popen, grace: float = 5.0) -> int | None:
-    """Stop a child: SIGTERM, then SIGKILL after ``grace`` seconds. Returns its exit code."""
+    """Stop a child and its process group: SIGTERM, then SIGKILL after ``grace`` seconds."""
     if proc.poll() is not None:
+        _signal_group(proc, signal.SIGKILL)  # stragglers of an exited leader
         return proc.returncode
+    _signal_group(proc, signal.SIGTERM)
     try:
-        proc.send_signal(signal.SIGTERM)
         return proc.wait(timeout=grace)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        _signal_group(proc, signal.SIGKILL)
         return proc.wait(timeout=grace)
-    except ProcessLookupError:
-        return proc.poll()
 
 
 def free_port(host: str = "127.0.0.1") -> int:

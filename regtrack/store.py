@@ -213,7 +213,7 @@ class Store:
                     target.ref,
                     target.source_repo,
                     target.image,
-                    server_info.get("redis_version"),
+                    server_info.get("version") or server_info.get("redis_version"),
                     _json(server_info),
                     _json(target.details),
                 ),

@@ -18,6 +18,7 @@ from typing import Any
 
 from regtrack.errors import BadInput
 from regtrack.loadgen.base import sha256_of
+from regtrack.sources import SourceRepo
 
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
 REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/+-]{0,199}$")
@@ -130,15 +131,51 @@ def resolve_binary(spec: VersionSpec) -> Target:
     )
 
 
-def resolve(specs: list[VersionSpec]) -> list[Target]:
-    """Resolve every spec before anything is measured, so a typo fails in the first second."""
+def resolve_git(spec: VersionSpec, repo: SourceRepo) -> Target:
+    found = repo.resolve(spec.value)
+    return Target(
+        label=spec.label,
+        spec=spec.text,
+        kind="git",
+        commit=found.commit,
+        ref=f"{found.ref_kind} {found.ref}",
+        source_repo=repo.location,
+        details={
+            "source_version": found.version_h,
+            "commit_date": found.date,
+            "subject": found.subject,
+        },
+    )
+
+
+def resolve_tree(spec: VersionSpec) -> Target:
+    path = Path(spec.value).expanduser()
+    if not path.is_dir():
+        raise BadInput(f"version {spec.text!r}: {path} is not a directory")
+    if not (path / "src").is_dir() or not (path / "Makefile").is_file():
+        raise BadInput(f"version {spec.text!r}: {path} is not a Redis source tree (no src/)")
+    return Target(
+        label=spec.label, spec=spec.text, kind="src", details={"tree": str(path.resolve())}
+    )
+
+
+def resolve(
+    specs: list[VersionSpec], source_repo: str | None = None, cache: Path | None = None
+) -> list[Target]:
+    """Resolve every spec before anything is built or measured, so a typo fails at once."""
+    repo: SourceRepo | None = None
     targets = []
     for spec in specs:
         if spec.kind == "bin":
             targets.append(resolve_binary(spec))
+        elif spec.kind == "src":
+            targets.append(resolve_tree(spec))
+        elif spec.kind == "git":
+            repo = repo or SourceRepo(source_repo, cache)
+            targets.append(resolve_git(spec, repo))
         else:
             raise BadInput(
-                f"version {spec.text!r}: {spec.kind} specs are not supported yet; "
-                "use bin:/path/to/redis-server"
+                f"version {spec.text!r}: image specs need the docker runtime, "
+                "which this regtrack does not have yet; use a tag, commit or bin:PATH"
             )
     return targets

@@ -35,21 +35,27 @@ CSV_LATENCY_COLUMNS = {
 PROBE_REQUESTS_PER_DEPTH = 2000
 
 
-def locate(path: str | None = None) -> LoadgenBinary:
-    """Find the redis-benchmark binary for the whole run and fingerprint it."""
+def locate(path: str | None = None, built: list[str] | None = None) -> LoadgenBinary:
+    """Choose the one redis-benchmark for the whole run and fingerprint it.
+
+    An explicit path wins; then the one on PATH (the same from run to run, so runs stay
+    comparable); then one built with the targets (the newest version's, as given).
+    """
     if path:
         if not Path(path).is_file():
             raise BadInput(f"load generator {path} does not exist")
-        found = str(Path(path).resolve())
+        found = str(Path(path).absolute())
     else:
-        which = shutil.which(NAME)
-        if not which:
+        candidates = [shutil.which(NAME), *(built or [])]
+        found = next((str(Path(c).absolute()) for c in candidates if c), "")
+        if not found:
             raise CannotMeasure(
                 "redis-benchmark is not installed: install redis-tools "
                 "(apt-get install redis-tools) or pass --loadgen-bin PATH"
             )
-        found = str(Path(which).resolve())
-    return LoadgenBinary(name=NAME, path=found, version=_version(found), sha256=sha256_of(found))
+    return LoadgenBinary(
+        name=NAME, path=found, version=_version(found), sha256=sha256_of(Path(found).resolve())
+    )
 
 
 def _version(path: str) -> str:

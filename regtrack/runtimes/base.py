@@ -26,6 +26,13 @@ def connect(host: str, port: int, timeout: float = 30.0) -> redis.Redis:
     )
 
 
+def server_version(info: dict[str, Any]) -> str:
+    for key in ("valkey_version", "redis_version"):
+        if info.get(key):
+            return str(info[key])
+    return "unknown"
+
+
 class ServerStartError(CannotMeasure):
     """The server did not come up; the message carries the tail of its log."""
 
@@ -48,13 +55,16 @@ class RunningServer:
         return connect(self.host, self.port, timeout)
 
     @property
-    def redis_version(self) -> str:
-        return str(self.info.get("redis_version", "unknown"))
+    def version(self) -> str:
+        """The server's own version: a fork such as Valkey reports redis_version 7.2.4."""
+        return server_version(self.info)
 
     def server_identity(self) -> dict[str, Any]:
         """The fields that trace a number back to exact code."""
         keys = (
             "redis_version",
+            "valkey_version",
+            "server_name",
             "redis_git_sha1",
             "redis_git_dirty",
             "redis_build_id",
@@ -66,6 +76,5 @@ class RunningServer:
             "executable",
         )
         identity = {k: self.info[k] for k in keys if k in self.info}
-        if "server_name" in self.info:  # valkey reports its own name
-            identity["server_name"] = self.info["server_name"]
+        identity["version"] = self.version
         return identity

@@ -1,0 +1,284 @@
+"""Version resolution and cached builds on small real git repositories."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+
+import pytest
+
+from regtrack import build
+from regtrack.errors import BadInput, CannotMeasure
+from regtrack.sources import SourceRepo
+from regtrack.versions import parse_specs, resolve
+from tests.conftest import run_cli
+from tests.fakerepo import GOOD_MAKEFILE, git, make_repo
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    path = tmp_path / "cache"
+    monkeypatch.setenv("REGTRACK_CACHE", str(path))
+    return path
+
+
+@pytest.fixture
+def repo(tmp_path, redis_server):
+    path = tmp_path / "src-repo"
+    return path, make_repo(path)
+
+
+def test_resolution_rules(repo, cache):
+    path, commits = repo
+    targets = resolve(
+        parse_specs(f"1.0,1.0.0,unstable,c={commits['1.1.0']},s={commits['1.0.0'][:9]}"),
+        str(path),
+    )
+    got = [(t.label, t.ref, t.commit, t.details["source_version"]) for t in targets]
+    assert got == [
+        ("1.0", "tag 1.0.1", commits["1.0.1"], "1.0.1"),
+        ("1.0.0", "tag 1.0.0", commits["1.0.0"], "1.0.0"),
+        ("unstable", "branch unstable", commits["1.2.0"], "1.2.0"),
+        ("c", f"commit {commits['1.1.0']}", commits["1.1.0"], "1.1.0"),
+        ("s", f"commit {commits['1.0.0'][:9]}", commits["1.0.0"], "1.0.0"),
+    ]
+    assert all(t.source_repo == str(path) for t in targets)
+    assert (cache / "repos").is_dir(), "the repository is cloned into the cache"
+
+
+def test_fetch_happens_only_when_a_spec_is_unknown_locally(repo, cache, monkeypatch):
+    path, commits = repo
+    first = SourceRepo(str(path))
+    assert first.resolve("1.0.0").commit == commits["1.0.0"]
+    fetches = []
+    real_fetch = SourceRepo.fetch
+    monkeypatch.setattr(SourceRepo, "fetch", lambda self: fetches.append(1) or real_fetch(self))
+    again = SourceRepo(str(path))
+    assert again.resolve("1.1.0").commit == commits["1.1.0"]
+    assert fetches == [], "a spec found in the cached clone must not fetch"
+    git(path, "tag", "1.2.0", commits["1.2.0"])
+    assert again.resolve("1.2").commit == commits["1.2.0"]
+    assert fetches == [1], "a new tag is found by fetching once"
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("9.9.9", "unknown version '9.9.9': no such tag, branch or commit"),
+        ("3.1", "no 3.1.x release tag"),
+        ("deadbeef", "no such tag, branch or commit"),
+        ("feature/x", "no such tag, branch or commit"),
+    ],
+)
+def test_unknown_versions_are_bad_input(repo, cache, spec, message):
+    path, _ = repo
+    with pytest.raises(BadInput, match=message):
+        resolve(parse_specs(spec), str(path))
+
+
+def test_an_ambiguous_commit_prefix_is_bad_input(tmp_path, cache):
+    """Commits enough that two share 7 hex digits (fixed dates make this deterministic)."""
+    path = tmp_path / "many"
+    path.mkdir()
+    git(path, "init", "-q")
+    stream = []
+    for i in range(1, 60001):
+        stream.append(
+            f"commit refs/heads/b\nmark :{i}\ncommitter t <t@t> 1700000000 +0000\n"
+            f"data {len(str(i))}\n{i}\n"
+        )
+    subprocess.run(
+        ["git", "-C", str(path), "fast-import", "--quiet"],
+        input="".join(stream),
+        text=True,
+        check=True,
+    )
+    shas = git(path, "rev-list", "b").split()
+    seen: dict[str, str] = {}
+    prefix = None
+    for sha in shas:
+        if sha[:7] in seen:
+            prefix = sha[:7]
+            break
+        seen[sha[:7]] = sha
+    assert prefix, "60,000 commits should share a 7-digit prefix somewhere"
+    with pytest.raises(BadInput, match="ambiguous commit prefix"):
+        resolve(parse_specs(prefix), str(path))
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("-uexploit", "must not start with '-'"),
+        ("/nonexistent/repo", "no such directory"),
+        ("/tmp", "is not a git repository"),
+    ],
+)
+def test_bad_source_repositories_are_bad_input(value, message, cache):
+    with pytest.raises(BadInput, match=message):
+        SourceRepo(value)
+
+
+def test_second_build_of_a_commit_reuses_the_cache(repo, cache):
+    path, _ = repo
+    (target,) = resolve(parse_specs("1.0.0"), str(path))
+    build.obtain([target], [])
+    first = target.details["build"]
+    assert not first["cached"] and first["server_version"].startswith("Redis server v=")
+    (again,) = resolve(parse_specs("1.0.0"), str(path))
+    build.obtain([again], [])
+    assert again.details["build"]["cached"]
+    assert again.binary == target.binary and again.binary_sha256 == target.binary_sha256
+    count = (cache / "builds").glob("*/src/build-count.txt")
+    assert [p.read_text() for p in count] == ["built\n"], "make ran exactly once"
+
+
+def test_build_flags_and_compiler_are_part_of_the_cache_key(repo, cache):
+    path, _ = repo
+    (a,) = resolve(parse_specs("1.0.0"), str(path))
+    (b,) = resolve(parse_specs("1.0.0"), str(path))
+    build.obtain([a], [])
+    build.obtain([b], ["MALLOC=libc"])
+    assert a.details["build"]["directory"] != b.details["build"]["directory"]
+    assert b.details["build"]["flags"] == ["MALLOC=libc"]
+    assert (
+        "built libc"
+        in (cache / "builds")
+        .joinpath(b.details["build"]["directory"], "src", "build-count.txt")
+        .read_text()
+    )
+    assert a.details["build"]["compiler"]
+
+
+@pytest.mark.parametrize("flags", ["rm -rf /", "MALLOC=libc; reboot", "'unterminated", "-j99"])
+def test_build_flags_must_be_make_variables(flags):
+    with pytest.raises(BadInput, match="--build-flags"):
+        build.parse_build_flags(flags)
+
+
+def test_a_failing_build_raises_with_the_log_tail(tmp_path, cache, redis_server):
+    path = tmp_path / "broken"
+    make_repo(path, broken={"1.1.0"})
+    (target,) = resolve(parse_specs("1.1.0"), str(path))
+    with pytest.raises(CannotMeasure) as failure:
+        build.obtain([target], [])
+    text = str(failure.value)
+    assert "make exit code 2" in text
+    assert "server.c:42: error: expected ';'" in text
+    assert not list((cache / "builds").glob("*/build.json")), "a failed build is not cached"
+
+
+def test_src_tree_is_built_in_place(tmp_path, cache, redis_server):
+    tree = tmp_path / "tree"
+    (tree / "src").mkdir(parents=True)
+    (tree / "Makefile").write_text(GOOD_MAKEFILE.replace("{server}", redis_server))
+    (target,) = resolve(parse_specs(f"mine=src:{tree}"))
+    build.obtain([target], [])
+    assert target.binary == str(tree / "src" / "redis-server")
+    assert not (tree / "regtrack-build.log").exists(), "the user's tree gets no log file"
+
+
+def test_versions_command_prints_resolution_without_building(repo, cache):
+    path, commits = repo
+    proc = run_cli(
+        "versions",
+        "old=1.0,unstable",
+        "--source-repo",
+        str(path),
+        "--format",
+        "json",
+        env={"REGTRACK_CACHE": str(cache)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    assert [(r["label"], r["ref"], r["commit"], r["version"]) for r in rows] == [
+        ("old", "tag 1.0.1", commits["1.0.1"], "1.0.1"),
+        ("unstable", "branch unstable", commits["1.2.0"], "1.2.0"),
+    ]
+    assert not (cache / "builds").exists()
+    table = run_cli(
+        "versions", "1.0", "--source-repo", str(path), env={"REGTRACK_CACHE": str(cache)}
+    )
+    assert "tag 1.0.1" in table.stdout and commits["1.0.1"][:12] in table.stdout
+
+
+@pytest.mark.parametrize(
+    ("specs", "message"),
+    [
+        ("7.0;rm -rf ~", "not a tag, branch or commit"),
+        ("`id`", "not a tag, branch or commit"),
+        ("9.9.9", "no such tag"),
+        ("src:/nonexistent", "is not a directory"),
+    ],
+)
+def test_versions_command_bad_specs_exit_2(repo, cache, specs, message):
+    path, _ = repo
+    proc = run_cli(
+        "versions", specs, "--source-repo", str(path), env={"REGTRACK_CACHE": str(cache)}
+    )
+    assert proc.returncode == 2
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_run_stops_before_measuring_when_a_build_fails(tmp_path, cache, redis_server):
+    path = tmp_path / "broken"
+    make_repo(path, broken={"1.1.0"})
+    db = tmp_path / "r.db"
+    proc = run_cli(
+        "run",
+        "--versions",
+        "1.0,1.1",
+        "--source-repo",
+        str(path),
+        "--db",
+        str(db),
+        env={"REGTRACK_CACHE": str(cache)},
+    )
+    assert proc.returncode == 3
+    assert "server.c:42: error" in proc.stderr and "Traceback" not in proc.stderr
+    assert not db.exists(), "nothing was measured or recorded"
+
+
+def test_run_with_built_versions_records_the_build(tmp_path, repo, cache, redis_benchmark_bin):
+    path, commits = repo
+    db = tmp_path / "r.db"
+    args = [
+        "run",
+        "--versions",
+        "1.0,unstable",
+        "--source-repo",
+        str(path),
+        "--db",
+        str(db),
+        "--pipelines",
+        "10",
+        "--repetitions",
+        "1",
+        "--duration",
+        "0.5",
+        "--warmup",
+        "0.2",
+        "--keys",
+        "1000",
+    ]
+    first = run_cli(*args, env={"REGTRACK_CACHE": str(cache)})
+    assert first.returncode == 0, first.stderr
+    assert first.stderr.count("built in") == 2
+    second = run_cli(*args, env={"REGTRACK_CACHE": str(cache)})
+    assert second.returncode == 0, second.stderr
+    assert second.stderr.count("cached build") == 2 and "built in" not in second.stderr
+    rows = (
+        sqlite3.connect(db)
+        .execute(
+            "SELECT label, commit_sha, ref, details FROM targets WHERE run_id = 2 ORDER BY position"
+        )
+        .fetchall()
+    )
+    assert [(r[0], r[1], r[2]) for r in rows] == [
+        ("1.0", commits["1.0.1"], "tag 1.0.1"),
+        ("unstable", commits["1.2.0"], "branch unstable"),
+    ]
+    details = json.loads(rows[0][3])
+    assert details["build"]["cached"] is True and details["build"]["log"].endswith("build.log")
