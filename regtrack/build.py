@@ -31,6 +31,7 @@ FLAG_RE = re.compile(r"^[A-Z_][A-Z0-9_]*=[^\x00-\x1f]*$")
 SERVER_NAMES = ("redis-server", "valkey-server")
 BENCHMARK_NAMES = ("redis-benchmark", "valkey-benchmark")
 LOG_TAIL_LINES = 15
+ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 def parse_build_flags(text: str | None) -> list[str]:
@@ -108,7 +109,7 @@ def _locked(path: Path) -> Iterator[None]:
 
 def _log_tail(log: Path) -> str:
     try:
-        lines = log.read_text(errors="replace").rstrip().splitlines()
+        lines = ANSI_RE.sub("", log.read_text(errors="replace")).rstrip().splitlines()
     except OSError:
         return ""
     return "\n".join("    " + line for line in lines[-LOG_TAIL_LINES:])
@@ -143,10 +144,11 @@ def _make(tree: Path, flags: list[str], log: Path, on_line: Callable[[str], None
 
 
 def _last_line(log: Path) -> str:
+    """The newest line of the build log, without the colours Redis's Makefile prints."""
     with log.open("rb") as f:
         f.seek(max(0, log.stat().st_size - 400))
-        tail = f.read().decode(errors="replace").strip().splitlines()
-    return tail[-1][:100] if tail else ""
+        tail = ANSI_RE.sub("", f.read().decode(errors="replace")).strip().splitlines()
+    return " ".join(tail[-1].split())[:100] if tail else ""
 
 
 def _server_version(server: Path) -> str:

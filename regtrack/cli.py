@@ -9,6 +9,7 @@ import sys
 import click
 
 from regtrack import __version__, analysis, build, environment, present, versions
+from regtrack.callgrind import control as callgrind
 from regtrack.config import load_settings, load_workload
 from regtrack.console import build_progress, err, run_progress
 from regtrack.cpus import plan_cpus
@@ -94,6 +95,17 @@ def cli() -> None:
 @click.option("--client-cpus", help="CPUs for the load generator (default: the others).")
 @click.option("--loadgen-bin", type=click.Path(dir_okay=False), help="redis-benchmark to use.")
 @click.option("--baseline", help="Label the table compares against (default: the first version).")
+@click.option(
+    "--metric",
+    type=click.Choice(["throughput", "instructions", "both"]),
+    default="throughput",
+    show_default=True,
+    help="throughput (ops/s, latency), instructions (server instructions per op under "
+    "callgrind, repeatable on a noisy machine), or both.",
+)
+@click.option(
+    "--instruction-requests", type=int, help="Requests per instruction trial (default 200000)."
+)
 @_source_repo_option
 @_build_flags_option
 @_db_option
@@ -111,12 +123,19 @@ def run(
     client_cpus: str | None,
     loadgen_bin: str | None,
     baseline: str | None,
+    metric: str,
+    instruction_requests: int | None,
     source_repo: str | None,
     build_flags: str | None,
     db: str | None,
 ) -> None:
     """Measure every version at every workload point, interleaved, and store each trial."""
-    settings = load_settings(duration=duration, warmup=warmup, repetitions=repetitions)
+    settings = load_settings(
+        duration=duration,
+        warmup=warmup,
+        repetitions=repetitions,
+        instruction_requests=instruction_requests,
+    )
     load = load_workload(
         workload,
         pipelines=_int_list(pipelines, "--pipelines"),
@@ -129,6 +148,8 @@ def run(
         raise BadInput(f"--baseline {baseline!r} is not one of the labels of --versions")
     cpus = plan_cpus(server_cpus, client_cpus)
     flags = build.parse_build_flags(build_flags)
+    if metric != "throughput":
+        callgrind.require()  # before any build: say at once that valgrind is missing
     if loadgen_bin:
         redis_benchmark.locate(loadgen_bin)  # a wrong path fails before any build
     targets = versions.resolve(specs, source_repo)
@@ -145,7 +166,14 @@ def run(
         if t.details.get("build", {}).get("benchmark")
     ]
     loadgen = redis_benchmark.locate(loadgen_bin, built_benchmarks)
-    job = Job(targets=targets, workload=load, settings=settings, cpus=cpus, loadgen=loadgen)
+    job = Job(
+        targets=targets,
+        workload=load,
+        settings=settings,
+        cpus=cpus,
+        loadgen=loadgen,
+        metric=metric,
+    )
 
     store = Store.open(db or settings.database)
     env = environment.capture(cpus, loadgen.as_dict())
@@ -162,7 +190,8 @@ def run(
         n = len(store.trials(run_id))
         err.print(f"regtrack: {n} trials of run {run_id} stored in {store.path}")
     result = analysis.compare(store, run_id, baseline)
-    click.echo(present.render(result, "table", ["throughput"]))
+    shown = ["throughput", "instructions_per_op", "syscalls_per_op"]
+    click.echo(present.render(result, "table", shown))
     click.echo(
         f"Results: {store.path} (run {run_id}). More: regtrack compare --db {store.path} "
         f"--run {run_id} --format markdown|csv|json"
@@ -228,7 +257,32 @@ def compare(
             )
         return
     result = analysis.compare(store, run_id or store.latest_run_id(), baseline)
-    click.echo(present.render(result, fmt, list(metrics) or [m.name for m in analysis.METRICS]))
+    click.echo(present.render(result, fmt, list(metrics) or None))
+
+
+@cli.command(epilog=EXIT_CODES_HELP)
+@click.option("--run", "run_id", type=int, help="Run to explain (default: the newest).")
+@click.option("--baseline", required=True, help="Version label the change is measured from.")
+@click.option("--candidate", required=True, help="Version label the change is measured to.")
+@click.option("--point", help="One workload point, e.g. pipeline=10 (default: every point).")
+@click.option("--top", type=click.IntRange(1, 500), default=15, show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table")
+@_db_option
+def explain(
+    run_id: int | None,
+    baseline: str,
+    candidate: str,
+    point: str | None,
+    top: int,
+    fmt: str,
+    db: str | None,
+) -> None:
+    """Which functions' instructions per op changed between two versions (--metric instructions)."""
+    store = Store.open(db or load_settings().database, create=False)
+    tables = analysis.attribution(
+        store, run_id or store.latest_run_id(), baseline, candidate, point, top
+    )
+    click.echo(present.attribution(tables, fmt))
 
 
 def _raise_interrupted(signum: int, _frame: object) -> None:

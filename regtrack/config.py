@@ -60,6 +60,8 @@ class RunSettings(_Strict):
     client_bound_cpu_pct: Annotated[float, Field(gt=0, le=100)] = 90.0
     contention_limit_pct: Annotated[float, Field(gt=0, le=100)] = 10.0
     server_start_timeout: Annotated[float, Field(gt=0)] = 20.0
+    instruction_requests: Annotated[int, Field(ge=2000)] = 200_000
+    repeatability_pct: Annotated[float, Field(gt=0)] = 0.5
     database: str = str(DEFAULT_DB)
 
 

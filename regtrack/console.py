@@ -29,7 +29,14 @@ err = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
 
 
 def _trial_line(record: TrialRecord) -> str:
-    rate = f"{record.ops_per_sec:,.0f} ops/s" if record.ops_per_sec else "no result"
+    if record.mode == "instructions":
+        rate = (
+            f"{record.instructions_per_op:,.1f} instructions/op under callgrind"
+            if record.instructions_per_op
+            else "no result"
+        )
+    else:
+        rate = f"{record.ops_per_sec:,.0f} ops/s" if record.ops_per_sec else "no result"
     status = "ok" if record.valid else f"INVALID: {record.invalid_reason}"
     return (
         f"rep {record.repetition + 1} {record.target_label} {record.point}: {rate} "

@@ -12,6 +12,12 @@ from dataclasses import dataclass
 
 from regtrack.workloads import Point
 
+MODES_BY_METRIC = {
+    "throughput": ("throughput",),
+    "instructions": ("instructions",),
+    "both": ("throughput", "instructions"),
+}
+
 
 @dataclass(frozen=True)
 class PlannedTrial:
@@ -23,14 +29,21 @@ class PlannedTrial:
 
 @dataclass(frozen=True)
 class Visit:
-    """One server lifetime: start ``target``, set up, measure ``trials`` in order, stop."""
+    """One server lifetime: start ``target`` (under callgrind for ``mode`` instructions),
+    set up, measure ``trials`` in order, stop."""
 
     repetition: int
     target: str
     trials: tuple[PlannedTrial, ...]
+    mode: str = "throughput"
 
 
-def interleave(targets: list[str], points: list[Point], repetitions: int) -> list[Visit]:
+def interleave(
+    targets: list[str],
+    points: list[Point],
+    repetitions: int,
+    modes: tuple[str, ...] = ("throughput",),
+) -> list[Visit]:
     visits: list[Visit] = []
     seq = 0
     for rep in range(repetitions):
@@ -38,11 +51,12 @@ def interleave(targets: list[str], points: list[Point], repetitions: int) -> lis
         order = targets if forwards else list(reversed(targets))
         sweep = points if forwards else list(reversed(points))
         for target in order:
-            trials = []
-            for point in sweep:
-                trials.append(PlannedTrial(seq=seq, repetition=rep, target=target, point=point))
-                seq += 1
-            visits.append(Visit(repetition=rep, target=target, trials=tuple(trials)))
+            for mode in modes:
+                trials = []
+                for point in sweep:
+                    trials.append(PlannedTrial(seq=seq, repetition=rep, target=target, point=point))
+                    seq += 1
+                visits.append(Visit(rep, target, tuple(trials), mode))
     return visits
 
 

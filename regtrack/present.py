@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from regtrack.analysis import METRIC_BY_NAME
+from regtrack.analysis import METRIC_BY_NAME, disagreements
 
 FORMATS = ("table", "markdown", "csv", "json")
 UNTRUSTED = "!"
@@ -19,7 +19,11 @@ UNTRUSTED = "!"
 def _value(value: float | None, unit: str) -> str:
     if value is None:
         return "-"
-    return f"{value:,.0f}" if unit == "ops/s" else f"{value:.3f}"
+    if unit == "ops/s":
+        return f"{value:,.0f}"
+    if unit == "Ir/op":
+        return f"{value:,.1f}"
+    return f"{value:.3f}"
 
 
 def _change(value: float | None) -> str:
@@ -72,10 +76,33 @@ def _grid(result: dict[str, Any], metric: str) -> tuple[list[str], list[list[str
 def _caption(result: dict[str, Any], metric: str) -> str:
     m = METRIC_BY_NAME[metric]
     better = "higher is better" if m.higher_is_better else "lower is better"
-    return (
+    text = (
         f"run {result['run_id']} · {metric} ({m.unit}, {better}) · median of valid trials · "
         f"baseline {result['baseline']}"
     )
+    if m.deterministic:
+        cells = result["cells"]
+        spreads = cells.loc[cells["metric"] == metric, "spread_pct"].dropna()
+        if not spreads.empty:
+            text += f" · largest spread between server processes {spreads.max():.2f}%"
+    return text
+
+
+def _disagreement_lines(result: dict[str, Any]) -> list[str]:
+    lines = []
+    for d in disagreements(result):
+        sys_text = (
+            f", syscalls/op {d['syscalls_change_pct']:+.1f}%"
+            if d["syscalls_change_pct"] is not None
+            else ""
+        )
+        lines.append(
+            f"throughput and instructions disagree for {d['candidate']} at {d['point']}: "
+            f"throughput {d['throughput_change_pct']:+.1f}% but instructions/op "
+            f"{d['instructions_change_pct']:+.1f}%{sys_text}; callgrind does not see kernel "
+            "work (syscalls) or memory stalls"
+        )
+    return lines
 
 
 def _footer(notes: list[str]) -> list[str]:
@@ -88,7 +115,9 @@ def _footer(notes: list[str]) -> list[str]:
     ]
 
 
-def render(result: dict[str, Any], fmt: str, metrics: list[str]) -> str:
+def render(result: dict[str, Any], fmt: str, metrics: list[str] | None = None) -> str:
+    """Tables of the requested metrics that the run measured (default: all it measured)."""
+    metrics = [m for m in (metrics or result["metrics"]) if m in result["metrics"]]
     if fmt == "json":
         records = [r for r in result["comparisons"] if r["metric"] in metrics]
         return json.dumps(records, indent=2)
@@ -111,6 +140,7 @@ def render(result: dict[str, Any], fmt: str, metrics: list[str]) -> str:
             parts.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
             parts.extend("| " + " | ".join(row) + " |" for row in rows)
             parts.extend(["", *[f"- {line.strip()}" for line in _footer(notes)], ""])
+        parts.extend(f"> {line}" for line in _disagreement_lines(result))
         return "\n".join(parts)
     console = Console(file=io.StringIO(), width=200, force_terminal=False, color_system=None)
     for metric in metrics:
@@ -125,7 +155,66 @@ def render(result: dict[str, Any], fmt: str, metrics: list[str]) -> str:
         for line in _footer(notes):
             console.print(line, highlight=False, soft_wrap=True)
         console.print()
+    for line in _disagreement_lines(result):
+        console.print(f"note: {line}", highlight=False, soft_wrap=True)
     return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def attribution(tables: list[dict[str, Any]], fmt: str) -> str:
+    """The per-function table of `regtrack explain`, reconciled to the total change."""
+    if fmt == "json":
+        return json.dumps(tables, indent=2)
+    out: list[str] = []
+    for t in tables:
+        header = [
+            "function",
+            f"{t['baseline']} Ir/op",
+            f"{t['candidate']} Ir/op",
+            "difference",
+            "share of difference",
+        ]
+        rows = [
+            [
+                f["function"],
+                f"{f['baseline_per_op']:,.1f}",
+                f"{f['candidate_per_op']:,.1f}",
+                f"{f['diff_per_op']:+,.1f}",
+                "-" if f["share_pct"] is None else f"{f['share_pct']:+.1f}%",
+            ]
+            for f in t["functions"]
+        ]
+        change = "-" if t["change_pct"] is None else f"{t['change_pct']:+.2f}%"
+        rows.append(
+            [
+                "total",
+                f"{t['baseline_total']:,.1f}",
+                f"{t['candidate_total']:,.1f}",
+                f"{t['diff_total']:+,.1f}",
+                "100.0%" if t["diff_total"] else "-",
+            ]
+        )
+        caption = (
+            f"{t['workload']} {t['point']}: instructions per op (exclusive), "
+            f"{t['candidate']} vs {t['baseline']}: {change} "
+            f"(mean of {t['n_baseline']} and {t['n_candidate']} valid trials)"
+        )
+        if fmt == "markdown":
+            out.append(f"**{caption}**\n")
+            out.append("| " + " | ".join(header) + " |")
+            out.append("|---|" + "---:|" * (len(header) - 1))
+            out.extend("| " + " | ".join(r) + " |" for r in rows)
+            out.append("")
+            continue
+        console = Console(file=io.StringIO(), width=200, force_terminal=False, color_system=None)
+        console.print(caption, highlight=False)
+        table = Table()
+        for i, column in enumerate(header):
+            table.add_column(column, justify="left" if i == 0 else "right")
+        for r in rows:
+            table.add_row(*r)
+        console.print(table)
+        out.append(console.file.getvalue())  # type: ignore[attr-defined]
+    return "\n".join(out)
 
 
 def versions_table(rows: list[dict[str, str]]) -> str:

@@ -14,7 +14,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,21 +144,37 @@ def process_cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / ticks
 
 
-def wait_with_rusage(proc: subprocess.Popen, timeout: float) -> tuple[int, float]:
+class Abandoned(Exception):
+    """A child was killed before it finished; the message says why."""
+
+
+def wait_with_rusage(
+    proc: subprocess.Popen, timeout: float, keep_going: Callable[[], bool] = lambda: True
+) -> tuple[int, float]:
     """Wait for a child and return (exit code, CPU seconds it used).
 
     The kernel's rusage of the reaped child is exact, unlike sampling /proc while it runs.
-    Kills the child and raises TimeoutError when it runs past ``timeout``.
+    Kills the child and raises Abandoned when it runs past ``timeout`` or when
+    ``keep_going`` (checked every 0.2 s, e.g. "is the server still alive?") turns false.
     """
     deadline = time.monotonic() + timeout
+    next_check = time.monotonic() + 0.2
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid == proc.pid:
             proc.returncode = os.waitstatus_to_exitcode(status)
             return proc.returncode, usage.ru_utime + usage.ru_stime
-        if time.monotonic() > deadline:
-            proc.kill()
+        now = time.monotonic()
+        reason = None
+        if now > deadline:
+            reason = f"did not finish within {timeout:.0f} s and was killed"
+        elif now > next_check:
+            next_check = now + 0.2
+            if not keep_going():
+                reason = "was stopped because the server exited"
+        if reason:
+            _signal_group(proc, signal.SIGKILL)
             os.wait4(proc.pid, 0)
             proc.returncode = -signal.SIGKILL
-            raise TimeoutError
+            raise Abandoned(reason)
         time.sleep(0.01)

@@ -19,6 +19,7 @@ class TrialRecord:
     point: str
     params: dict[str, Any]
     started_at: str
+    mode: str = "throughput"  # or "instructions" (under callgrind)
     wall_s: float | None = None
     warmup_s: float | None = None
     requests: int | None = None
@@ -32,6 +33,11 @@ class TrialRecord:
     keyspace_misses: int | None = None
     error_replies: int | None = None
     server_calls: int | None = None
+    syscalls_read: int | None = None
+    syscalls_write: int | None = None
+    instructions: int | None = None
+    instructions_per_op: float | None = None
+    instructions_repeat_pct: float | None = None  # two windows in one server, apart by
     exit_code: int | None = None
     valid: bool = False
     invalid_reason: str | None = None

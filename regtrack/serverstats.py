@@ -12,6 +12,8 @@ from typing import Any
 
 import redis
 
+from regtrack.runtimes.base import CONTROL_NAME
+
 
 @dataclass
 class Counters:
@@ -87,3 +89,25 @@ def delta(before: Counters, after: Counters) -> dict[str, Any]:
         "commands": commands,
         "errors": errors,
     }
+
+
+def command_calls(client: redis.Redis, command: str) -> int:
+    """How many times the server has run ``command`` so far (INFO commandstats)."""
+    stats = client.info("commandstats").get(f"cmdstat_{command.lower()}", {})
+    return int(stats.get("calls", 0)) if isinstance(stats, dict) else 0
+
+
+def wait_idle(client: redis.Redis, timeout: float = 60.0) -> bool:
+    """Wait until only regtrack's own control connections are left.
+
+    A pipelining load generator exits with requests still in flight; the server runs
+    them after it has gone. Once every load generator connection is closed and freed,
+    the server has run everything it was sent, so a count taken now is complete.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        clients = client.client_list()
+        if all(c.get("name") == CONTROL_NAME for c in clients):
+            return True
+        time.sleep(0.01)
+    return False

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from regtrack.callgrind.profile import FunctionCost
 from regtrack.errors import BadInput, CannotMeasure
 from regtrack.records import LATENCY_KEYS, TrialRecord
 from regtrack.versions import Target
@@ -91,6 +92,24 @@ MIGRATIONS: list[str] = [
         UNIQUE (run_id, seq)
     );
     CREATE INDEX trials_by_run ON trials (run_id, workload, point);
+    """,
+    # v2: instruction trials under callgrind, syscalls per trial, per-function costs.
+    """
+    ALTER TABLE trials ADD COLUMN mode TEXT NOT NULL DEFAULT 'throughput';
+    ALTER TABLE trials ADD COLUMN syscalls_read INTEGER;
+    ALTER TABLE trials ADD COLUMN syscalls_write INTEGER;
+    ALTER TABLE trials ADD COLUMN instructions INTEGER;
+    ALTER TABLE trials ADD COLUMN instructions_per_op REAL;
+    ALTER TABLE trials ADD COLUMN instructions_repeat_pct REAL;
+    CREATE TABLE function_costs (
+        trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
+        function TEXT NOT NULL,
+        file TEXT,
+        object TEXT,
+        exclusive INTEGER NOT NULL,
+        inclusive INTEGER NOT NULL,
+        PRIMARY KEY (trial_id, function)
+    );
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -220,7 +239,14 @@ class Store:
             )
             return int(cur.lastrowid)
 
-    def add_trial(self, run_id: int, target_id: int, t: TrialRecord) -> int:
+    def add_trial(
+        self,
+        run_id: int,
+        target_id: int,
+        t: TrialRecord,
+        functions: list[FunctionCost] | None = None,
+    ) -> int:
+        """Store a trial (and its per-function costs) in one transaction."""
         row: dict[str, Any] = {
             "run_id": run_id,
             "target_id": target_id,
@@ -243,6 +269,12 @@ class Store:
             "keyspace_misses": t.keyspace_misses,
             "error_replies": t.error_replies,
             "server_calls": t.server_calls,
+            "mode": t.mode,
+            "syscalls_read": t.syscalls_read,
+            "syscalls_write": t.syscalls_write,
+            "instructions": t.instructions,
+            "instructions_per_op": t.instructions_per_op,
+            "instructions_repeat_pct": t.instructions_repeat_pct,
             "exit_code": t.exit_code,
             "valid": int(t.valid),
             "invalid_reason": t.invalid_reason,
@@ -256,7 +288,17 @@ class Store:
             cur = conn.execute(
                 f"INSERT INTO trials ({columns}) VALUES ({marks})", tuple(row.values())
             )
-            return int(cur.lastrowid)
+            trial_id = int(cur.lastrowid)
+            conn.executemany(
+                "INSERT INTO function_costs (trial_id, function, file, object, exclusive,"
+                " inclusive) VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    (trial_id, f.key, f.file, f.object, f.exclusive, f.inclusive)
+                    for f in functions or []
+                    if f.exclusive or f.inclusive
+                ],
+            )
+            return trial_id
 
     def finish_run(self, run_id: int, status: str, detail: str | None = None) -> None:
         with self.transaction() as conn:
@@ -314,6 +356,23 @@ class Store:
             item = dict(row)
             item["params"] = json.loads(item["params"])
             item["valid"] = bool(item["valid"])
+            out.append(item)
+        return out
+
+    def function_costs(self, run_id: int) -> list[dict[str, Any]]:
+        """Per-function costs of the valid instruction trials of a run, with their context."""
+        rows = self.conn.execute(
+            "SELECT f.trial_id, f.function, f.exclusive, f.inclusive, t.point, t.workload,"
+            " t.server_calls, t.params, g.label AS target"
+            " FROM function_costs f JOIN trials t ON t.id = f.trial_id"
+            " JOIN targets g ON g.id = t.target_id"
+            " WHERE t.run_id = ? AND t.valid = 1 AND t.server_calls > 0",
+            (run_id,),
+        ).fetchall()
+        out = []
+        for row in rows:
+            item = dict(row)
+            item["point_order"] = json.loads(item.pop("params")).get("pipeline", 0)
             out.append(item)
         return out
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -75,3 +77,20 @@ def run_cli(
         timeout=timeout,
         check=False,
     )
+
+
+def wait_for_trials(db: Path, count: int, timeout: float = 120) -> int:
+    """Poll a run's database until it holds ``count`` trials (or the timeout passes)."""
+    deadline = time.monotonic() + timeout
+    measured = 0
+    while time.monotonic() < deadline and measured < count:
+        time.sleep(0.2)
+        if not db.exists():
+            continue
+        try:
+            conn = sqlite3.connect(db)
+            measured = conn.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
+            conn.close()
+        except sqlite3.OperationalError:
+            pass  # the schema is being created
+    return measured

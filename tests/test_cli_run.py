@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import SHORT_RUN, our_processes, run_cli
+from tests.conftest import SHORT_RUN, our_processes, run_cli, wait_for_trials
 
 pytestmark = pytest.mark.usefixtures("redis_benchmark_bin")
 
@@ -57,7 +55,12 @@ def test_two_labels_on_one_binary_end_to_end(tmp_path, redis_server):
         assert r["baseline_value"] > 1000 and r["candidate_value"] > 1000
         expected = 100 * (r["candidate_value"] / r["baseline_value"] - 1)
         assert r["change_pct"] == pytest.approx(expected)
-    assert {r["metric"] for r in rows} == {"throughput", "latency_p50", "latency_p99"}
+    assert {r["metric"] for r in rows} == {
+        "throughput",
+        "latency_p50",
+        "latency_p99",
+        "syscalls_per_op",
+    }
 
     conn = sqlite3.connect(db)
     status, loadgen, env = conn.execute("SELECT status, loadgen, environment FROM runs").fetchone()
@@ -239,13 +242,7 @@ def test_interrupt_keeps_measured_trials_and_leaves_nothing(tmp_path, redis_serv
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 60
-    measured = 0
-    while time.monotonic() < deadline and measured < 2:
-        time.sleep(0.2)
-        if db.exists():
-            with contextlib.suppress(sqlite3.OperationalError):
-                measured = sqlite3.connect(db).execute("SELECT COUNT(*) FROM trials").fetchone()[0]
+    measured = wait_for_trials(db, 2, timeout=60)
     assert measured >= 2, "the run never stored a trial"
     proc.send_signal(sig)
     _out, err = proc.communicate(timeout=30)

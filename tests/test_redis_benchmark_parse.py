@@ -2,7 +2,7 @@ from pathlib import Path
 
 from regtrack.cpus import CpuPlan
 from regtrack.loadgen import redis_benchmark
-from regtrack.loadgen.base import LoadgenBinary
+from regtrack.loadgen.base import Aim, LoadgenBinary
 
 FIXTURES = Path(__file__).parent / "fixtures" / "redis-benchmark"
 
@@ -52,7 +52,8 @@ def test_argv_is_pinned_and_complete():
         "keyspace": 100000,
         "threads": 1,
     }
-    argv = redis_benchmark.argv(binary, "127.0.0.1", 7000, plan.client, params, 12345)
+    aim = Aim(binary, "127.0.0.1", 7000, plan.client)
+    argv = redis_benchmark.argv(aim, params, 12345)
     assert argv[1:3] == ["-c", "1-3"] and argv[0].endswith("taskset")
     joined = " ".join(argv[3:])
     assert joined == (
@@ -60,7 +61,7 @@ def test_argv_is_pinned_and_complete():
         "-r 100000 -t get --csv"
     )
     params["threads"] = 2
-    assert redis_benchmark.argv(binary, "127.0.0.1", 7000, plan.client, params, 1)[-2:] == [
+    assert redis_benchmark.argv(aim, params, 1)[-2:] == [
         "--threads",
         "2",
     ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,3 +51,14 @@ def sha256_of(path: str | Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class Aim:
+    """One load generator binary aimed at one running server, from the client CPUs."""
+
+    binary: LoadgenBinary
+    host: str
+    port: int
+    cpus: tuple[int, ...]
+    server_alive: Callable[[], bool] = lambda: True

@@ -20,7 +20,7 @@ from typing import Any
 from regtrack import procs
 from regtrack.cpus import format_cpu_list
 from regtrack.errors import BadInput, CannotMeasure
-from regtrack.loadgen.base import LoadgenBinary, LoadgenResult, sha256_of
+from regtrack.loadgen.base import Aim, LoadgenBinary, LoadgenResult, sha256_of
 from regtrack.runtimes.native import taskset_path
 
 NAME = "redis-benchmark"
@@ -76,24 +76,17 @@ def _version(path: str) -> str:
     return text.splitlines()[0]
 
 
-def argv(
-    binary: LoadgenBinary,
-    host: str,
-    port: int,
-    cpus: tuple[int, ...],
-    params: dict[str, Any],
-    requests: int,
-) -> list[str]:
+def argv(aim: Aim, params: dict[str, Any], requests: int) -> list[str]:
     """The exact command line of one run, pinned to the client CPUs."""
     args = [
         taskset_path(),
         "-c",
-        format_cpu_list(cpus),
-        binary.path,
+        format_cpu_list(aim.cpus),
+        aim.binary.path,
         "-h",
-        host,
+        aim.host,
         "-p",
-        str(port),
+        str(aim.port),
         "-c",
         str(params["clients"]),
         "-n",
@@ -137,26 +130,21 @@ def parse_csv(text: str) -> dict[str, dict[str, float]]:
     return rows
 
 
-def run_once(
-    binary: LoadgenBinary,
-    host: str,
-    port: int,
-    cpus: tuple[int, ...],
-    params: dict[str, Any],
-    requests: int,
-    timeout: float,
-) -> LoadgenResult:
-    """Run redis-benchmark once; its output goes to files so a chatty run cannot block."""
-    command = argv(binary, host, port, cpus, params, requests)
+def run_once(aim: Aim, params: dict[str, Any], requests: int, timeout: float) -> LoadgenResult:
+    """Run redis-benchmark once; its output goes to files so a chatty run cannot block.
+
+    Stopped early (and reported) if the server dies: redis-benchmark would wait forever.
+    """
+    command = argv(aim, params, requests)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.monotonic()
         proc = procs.spawn(command, stdout=out, stderr=err)
         try:
-            exit_code, cpu_s = procs.wait_with_rusage(proc, timeout)
+            exit_code, cpu_s = procs.wait_with_rusage(proc, timeout, aim.server_alive)
             problem = None
-        except TimeoutError:
+        except procs.Abandoned as exc:
             exit_code, cpu_s = -9, 0.0
-            problem = f"redis-benchmark did not finish within {timeout:.0f} s and was killed"
+            problem = f"redis-benchmark {exc}"
         except BaseException:
             procs.stop(proc, grace=1.0)
             raise
@@ -198,20 +186,13 @@ class WarmUp:
     failure: LoadgenResult | None = None
 
 
-def warm_up(
-    binary: LoadgenBinary,
-    host: str,
-    port: int,
-    cpus: tuple[int, ...],
-    params: dict[str, Any],
-    seconds: float,
-) -> WarmUp:
+def warm_up(aim: Aim, params: dict[str, Any], seconds: float) -> WarmUp:
     """Run for about ``seconds`` (at least one short probe) and measure the rate."""
     probe = PROBE_REQUESTS_PER_DEPTH * max(1, int(params["pipeline"]))
     requests = probe
     spent = 0.0
     while True:
-        result = run_once(binary, host, port, cpus, params, requests, timeout=60 + 10 * seconds)
+        result = run_once(aim, params, requests, timeout=60 + 10 * seconds)
         if result.problem or not result.ops_per_sec:
             return WarmUp(seconds=spent, rate=None, failure=result)
         spent += result.wall_s
@@ -220,15 +201,7 @@ def warm_up(
         requests = max(probe, int(result.ops_per_sec * (seconds - spent)))
 
 
-def run_for(
-    binary: LoadgenBinary,
-    host: str,
-    port: int,
-    cpus: tuple[int, ...],
-    params: dict[str, Any],
-    duration: float,
-    rate: float,
-) -> LoadgenResult:
+def run_for(aim: Aim, params: dict[str, Any], duration: float, rate: float) -> LoadgenResult:
     """Ask for ``rate x duration`` requests: a trial of about ``duration`` seconds."""
     requests = max(PROBE_REQUESTS_PER_DEPTH, int(rate * duration))
-    return run_once(binary, host, port, cpus, params, requests, timeout=30 + 10 * duration)
+    return run_once(aim, params, requests, timeout=30 + 10 * duration)

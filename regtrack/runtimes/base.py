@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,10 +13,21 @@ from redis.retry import Retry
 
 from regtrack.errors import CannotMeasure
 
+CONTROL_NAME = "regtrack-control"
+# Nothing on connect that an older server answers with an error (which would count
+# against the trial it happens in): RESP2 (no HELLO 3 and its follow-ups) and no
+# CLIENT SETINFO, which arrived in 7.2. redis-py 8 spells the latter driver_info=None.
+_NO_SETINFO: dict[str, Any] = (
+    {"driver_info": None}
+    if "driver_info" in inspect.signature(redis.Redis.__init__).parameters
+    else {"lib_name": None, "lib_version": None}
+)
+
 
 def connect(host: str, port: int, timeout: float = 30.0) -> redis.Redis:
     """A control connection that never retries: a retry would hide a dead server (and
-    redis-py's default back-off turns every SHUTDOWN into seconds of waiting)."""
+    redis-py's default back-off turns every SHUTDOWN into seconds of waiting). Named, so
+    regtrack can tell its own connections from the load generator's."""
     return redis.Redis(
         host=host,
         port=port,
@@ -23,6 +35,9 @@ def connect(host: str, port: int, timeout: float = 30.0) -> redis.Redis:
         socket_connect_timeout=timeout,
         decode_responses=True,
         retry=Retry(NoBackoff(), 0),
+        client_name=CONTROL_NAME,
+        protocol=2,
+        **_NO_SETINFO,
     )
 
 

@@ -32,12 +32,18 @@ def taskset_path() -> str:
     return path
 
 
-def server_argv(binary: str, port: int, cpus: tuple[int, ...], workdir: Path) -> list[str]:
-    """No persistence, loopback only, protected mode: a benchmark server nobody else can reach."""
+def server_argv(
+    binary: str, port: int, cpus: tuple[int, ...], workdir: Path, wrapper: list[str] | None = None
+) -> list[str]:
+    """No persistence, loopback only, protected mode: a benchmark server nobody else can reach.
+
+    ``wrapper`` (e.g. valgrind) runs between taskset and the server, so it is pinned too.
+    """
     return [
         taskset_path(),
         "-c",
         format_cpu_list(cpus),
+        *(wrapper or []),
         binary,
         "--port",
         str(port),
@@ -115,7 +121,11 @@ def shutdown(server: RunningServer, proc: subprocess.Popen) -> None:
 
 @contextlib.contextmanager
 def native_server(
-    binary: str, cpus: tuple[int, ...], *, timeout: float = START_TIMEOUT_S
+    binary: str,
+    cpus: tuple[int, ...],
+    *,
+    timeout: float = START_TIMEOUT_S,
+    wrapper: list[str] | None = None,
 ) -> Iterator[RunningServer]:
     """Run ``binary`` pinned to ``cpus`` for the duration of the block."""
     with tempfile.TemporaryDirectory(prefix="regtrack-server-") as tmp:
@@ -127,7 +137,7 @@ def native_server(
             with log.open("wb") as log_file:
                 try:
                     proc = procs.spawn(
-                        server_argv(binary, port, cpus, workdir),
+                        server_argv(binary, port, cpus, workdir, wrapper),
                         stdout=log_file,
                         stderr=subprocess.STDOUT,
                         cwd=workdir,

@@ -1,0 +1,1 @@
+"""Instructions per operation under callgrind: running the server, reading its profiles."""

@@ -1,0 +1,360 @@
+"""One trial against a running server: the measured window and the evidence around it.
+
+Two kinds of trial share one window: the server's own counters (INFO deltas), CPU use of
+the pinned CPUs, and the server's read/write syscalls are taken around every load
+generator run. A throughput trial is warmed up and timed; an instruction trial runs a
+fixed request count between callgrind's zero and dump.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from regtrack import serverstats, workloads
+from regtrack.callgrind import control as callgrind
+from regtrack.callgrind.profile import FunctionCost, Profile, parse
+from regtrack.config import RunSettings
+from regtrack.cpus import CpuPlan
+from regtrack.errors import CannotMeasure
+from regtrack.loadgen import redis_benchmark
+from regtrack.loadgen.base import Aim, LoadgenBinary, LoadgenResult
+from regtrack.plan import PlannedTrial
+from regtrack.procs import CpuTimes, contention_pct, process_cpu_seconds
+from regtrack.records import TrialRecord
+from regtrack.runtimes.base import RunningServer
+
+# Under callgrind, an idle Redis still runs ~1.2M instructions per second of time-driven
+# work (serverCron etc.), about 0.8% of the count per GET when saturated at pipeline 10;
+# at 60% busy that share grows to ~1.3%, the most we accept.
+SATURATED_SERVER_CPU_PCT = 60.0
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every trial of a run shares."""
+
+    settings: RunSettings
+    cpus: CpuPlan
+    loadgen: LoadgenBinary
+
+    def aim(self, server: RunningServer) -> Aim:
+        return Aim(self.loadgen, server.host, server.port, self.cpus.client, server.alive)
+
+
+@dataclass(frozen=True)
+class Callgrind:
+    """The callgrind session of a server started under valgrind."""
+
+    control: str
+    outdir: Path
+
+
+def syscalls(pid: int | None) -> tuple[int, int] | None:
+    """(read, write) syscalls the process made so far, from /proc/<pid>/io."""
+    if pid is None:
+        return None
+    try:
+        fields = dict(
+            line.split(":", 1) for line in Path(f"/proc/{pid}/io").read_text().splitlines()
+        )
+        return int(fields["syscr"]), int(fields["syscw"])
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def new_record(planned: PlannedTrial, mode: str) -> TrialRecord:
+    return TrialRecord(
+        seq=planned.seq,
+        repetition=planned.repetition,
+        target_label=planned.target,
+        workload=planned.point.workload,
+        point=planned.point.label,
+        params=planned.point.params,
+        started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        mode=mode,
+    )
+
+
+def _window(
+    ctx: Context,
+    server: RunningServer,
+    record: TrialRecord,
+    run: Callable[[], LoadgenResult],
+    before_run: Callable[[], None] = lambda: None,
+    after_run: Callable[[], Any] = lambda: None,
+) -> tuple[LoadgenResult, Any] | None:
+    """Run the load generator once with the server's evidence taken around it.
+
+    Fills every figure of ``record`` both trial kinds share; returns the load generator's
+    result and what ``after_run`` returned, or None if the server was lost.
+    """
+    client = server.client()
+    try:
+        before = serverstats.snapshot(client)
+        io_before = syscalls(server.pid)
+        server_cpus_before = CpuTimes.read(ctx.cpus.server)
+        client_cpus_before = CpuTimes.read(ctx.cpus.client)
+        before_run()
+        # The server's CPU time is read right around the load generator, so that the
+        # share is of the measured run alone (not of callgrind's zero/dump round trips).
+        cpu_start = process_cpu_seconds(server.pid) if server.pid else None
+        result = run()
+        cpu_end = process_cpu_seconds(server.pid) if server.pid else None
+        extra = after_run() if server.alive() else None
+        server_cpus_after = CpuTimes.read(ctx.cpus.server)
+        client_cpus_after = CpuTimes.read(ctx.cpus.client)
+        io_after = syscalls(server.pid)
+        after = serverstats.snapshot(client) if server.alive() else None
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        record.mark_invalid(f"lost the server during the trial: {exc}")
+        return None
+    finally:
+        client.close()
+
+    record.argv, record.raw_output = result.argv, result.raw_output
+    record.exit_code, record.requests = result.exit_code, result.requests
+    record.wall_s = result.wall_s
+    record.ops_per_sec = result.ops_per_sec
+    record.latency_ms = result.latency_ms
+    record.client_cpu_pct = result.client_cpu_pct
+    record.steal_pct = max(
+        server_cpus_after.steal_pct_since(server_cpus_before),
+        client_cpus_after.steal_pct_since(client_cpus_before),
+    )
+    record.valid = True
+    if result.problem:
+        record.mark_invalid(result.problem)
+    if after is None:
+        record.mark_invalid("the server exited during the trial")
+        return None
+
+    delta = serverstats.delta(before, after)
+    record.server_stats = delta
+    if cpu_start is not None and cpu_end is not None and result.wall_s > 0:
+        record.server_cpu_pct = 100.0 * (cpu_end - cpu_start) / result.wall_s
+    else:
+        record.server_cpu_pct = delta["server_cpu_pct"]
+    record.keyspace_hits = int(delta["keyspace_hits"])
+    record.keyspace_misses = int(delta["keyspace_misses"])
+    record.error_replies = int(delta["error_replies"])
+    command = str(record.params["command"]).lower()
+    record.server_calls = int(delta["commands"].get(command, {}).get("calls", 0))
+    if io_before and io_after:
+        record.syscalls_read = io_after[0] - io_before[0]
+        record.syscalls_write = io_after[1] - io_before[1]
+    for problem in workloads.reply_problems(delta):
+        record.mark_invalid(problem)
+    if not result.problem and record.server_calls < result.requests:
+        record.mark_invalid(
+            f"the server counted {record.server_calls} {command.upper()} calls, "
+            f"the load generator claims {result.requests}"
+        )
+    record.contention_pct = max(
+        contention_pct(
+            server_cpus_before,
+            server_cpus_after,
+            delta["server_cpu_s"],
+            result.wall_s,
+            len(ctx.cpus.server),
+        ),
+        contention_pct(
+            client_cpus_before,
+            client_cpus_after,
+            result.client_cpu_s,
+            result.wall_s,
+            len(ctx.cpus.client),
+        ),
+    )
+    return result, extra
+
+
+def throughput_trial(ctx: Context, server: RunningServer, planned: PlannedTrial) -> TrialRecord:
+    """Warm-up (not recorded, it sizes the trial), then about ``duration`` seconds."""
+    record = new_record(planned, "throughput")
+    params = planned.point.params
+    aim = ctx.aim(server)
+    warm = redis_benchmark.warm_up(aim, params, ctx.settings.warmup)
+    record.warmup_s = warm.seconds
+    if warm.rate is None:
+        failed = warm.failure
+        assert failed is not None
+        record.argv, record.raw_output = failed.argv, failed.raw_output
+        record.exit_code = failed.exit_code
+        record.mark_invalid(f"warm-up failed: {failed.problem}")
+        if not server.alive():
+            record.mark_invalid("the server exited during the warm-up")
+        return record
+    rate = warm.rate
+
+    def run() -> LoadgenResult:
+        return redis_benchmark.run_for(aim, params, ctx.settings.duration, rate)
+
+    if _window(ctx, server, record, run) is None:
+        return record
+    limit = ctx.settings.contention_limit_pct
+    if record.contention_pct is not None and record.contention_pct > limit:
+        record.mark_invalid(
+            f"contended: other processes used {record.contention_pct:.0f}% of the pinned CPUs "
+            f"(limit {limit:.0f}%), so stop other work on this machine"
+        )
+    capacity = 100.0 * min(int(params.get("threads", 1)), len(aim.cpus))
+    threshold = ctx.settings.client_bound_cpu_pct * capacity / 100.0
+    if (record.client_cpu_pct or 0) >= threshold:
+        record.mark_invalid(
+            f"client-bound: the load generator used {record.client_cpu_pct:.0f}% CPU "
+            f"(limit {threshold:.0f}%), so this measures the client, not Redis"
+        )
+    return record
+
+
+def instruction_trial(
+    ctx: Context, server: RunningServer, planned: PlannedTrial, session: Callgrind
+) -> tuple[TrialRecord, Profile | None]:
+    """See _instruction_trial; a server that dies mid-trial gives an invalid trial."""
+    record = new_record(planned, "instructions")
+    try:
+        return _instruction_trial(ctx, server, record, session)
+    except CannotMeasure as exc:
+        if server.alive():
+            raise
+        record.mark_invalid(f"the server exited during the trial ({exc})")
+        return record, None
+
+
+def _instruction_trial(
+    ctx: Context, server: RunningServer, record: TrialRecord, session: Callgrind
+) -> tuple[TrialRecord, Profile | None]:
+    """Instructions per operation: two windows of a fixed request count in one server.
+
+    An unrecorded warm-up first (first-touch allocations, code run once). Each window:
+    zero callgrind, run half the requests, wait until the server has run every request
+    still in flight when the load generator exited, dump. Instructions are divided by
+    the commands the server counted in that window. The two windows of one process must
+    agree within the repeatability limit, or the trial is not trusted. (Between server
+    processes counts differ more, e.g. by the random seed of the command table's hash:
+    that is the spread between repetitions, reported separately.)
+    """
+    params = record.params
+    aim = ctx.aim(server)
+    half = ctx.settings.instruction_requests // 2
+    timeout = 120 + half / 200  # callgrind runs the server ~50x slower
+    pid = server.pid
+    assert pid is not None
+    control = server.client(timeout=120)
+    command = str(params["command"])
+    # The warm-up runs inside a zero/dump cycle of its own, whose dump is dropped: the
+    # first window measured after a server's first dump counts 1-2% more than every
+    # later one (seen with 7.0.15 under valgrind 3.19), so that window is the warm-up.
+    callgrind.zero(session.control, session.outdir, pid, server.alive)
+    warm = redis_benchmark.run_once(aim, params, max(20_000, half // 2), timeout)
+    if server.alive():
+        serverstats.wait_idle(control)
+        callgrind.dump(session.control, session.outdir, pid, server.alive).unlink(missing_ok=True)
+    if warm.problem:
+        control.close()
+        record.argv, record.raw_output, record.exit_code = (
+            warm.argv,
+            warm.raw_output,
+            warm.exit_code,
+        )
+        record.mark_invalid(f"warm-up failed: {warm.problem}")
+        return record, None
+    record.warmup_s = warm.wall_s
+
+    windows: list[tuple[LoadgenResult, float | None, int]] = []
+    dumps: list[Path] = []
+
+    def one_window() -> LoadgenResult:
+        """zero, run, let in-flight requests finish, dump: one clean window."""
+        calls_before = serverstats.command_calls(control, command)
+        callgrind.zero(session.control, session.outdir, pid, server.alive)
+        cpu_start = process_cpu_seconds(pid)
+        result = redis_benchmark.run_once(aim, params, half, timeout)
+        cpu_end = process_cpu_seconds(pid)
+        if not server.alive():
+            return result
+        if not serverstats.wait_idle(control):
+            result.problem = result.problem or "load generator connections never closed"
+        dumps.append(callgrind.dump(session.control, session.outdir, pid, server.alive))
+        calls = serverstats.command_calls(control, command) - calls_before
+        busy = cpu_end - cpu_start if cpu_start is not None and cpu_end is not None else None
+        windows.append((result, busy, calls))
+        return result
+
+    def run() -> LoadgenResult:
+        first = one_window()
+        if first.problem or not server.alive():
+            return first
+        return _joined(first, one_window())
+
+    try:
+        window = _window(ctx, server, record, run)
+    finally:
+        control.close()
+    if window is None or len(dumps) != 2 or any(calls <= 0 for _, _, calls in windows):
+        return record, None
+    profiles = [parse(path) for path in dumps]
+    for path in dumps:
+        path.unlink(missing_ok=True)  # the costs go to the store; the dumps are large
+    profile = _merged(profiles)
+    calls = sum(c for _, _, c in windows)
+    record.instructions = profile.instructions
+    record.instructions_per_op = profile.instructions / calls
+    record.server_calls = calls  # the count the instructions belong to
+    per_window = [p.instructions / c for p, (_, _, c) in zip(profiles, windows, strict=True)]
+    record.instructions_repeat_pct = (
+        100.0 * abs(per_window[0] - per_window[1]) / (sum(per_window) / 2)
+    )
+    if record.instructions_repeat_pct > ctx.settings.repeatability_pct:
+        record.mark_invalid(
+            f"not repeatable: the two windows in one server counted "
+            f"{per_window[0]:,.1f} and {per_window[1]:,.1f} instructions/op "
+            f"({record.instructions_repeat_pct:.2f}% apart, limit "
+            f"{ctx.settings.repeatability_pct}%)"
+        )
+    busy = [b for _, b, _ in windows if b is not None]
+    wall = sum(r.wall_s for r, _, _ in windows)
+    if len(busy) == len(windows) and wall > 0:
+        record.server_cpu_pct = 100.0 * sum(busy) / wall
+    if (record.server_cpu_pct or 0) < SATURATED_SERVER_CPU_PCT:
+        record.mark_invalid(
+            f"server not saturated: it used {record.server_cpu_pct or 0:.0f}% CPU under "
+            "callgrind, so time-driven work (serverCron) inflates the count per operation"
+        )
+    return record, profile
+
+
+def _joined(first: LoadgenResult, second: LoadgenResult) -> LoadgenResult:
+    """Two load generator runs reported as one (requests, time and CPU add up)."""
+    return LoadgenResult(
+        argv=second.argv,
+        exit_code=second.exit_code or first.exit_code,
+        wall_s=first.wall_s + second.wall_s,
+        client_cpu_s=first.client_cpu_s + second.client_cpu_s,
+        requests=first.requests + second.requests,
+        ops_per_sec=(first.requests + second.requests) / (first.wall_s + second.wall_s),
+        latency_ms={},
+        raw_output=f"{first.raw_output}\n[second window]\n{second.raw_output}",
+        problem=second.problem,
+    )
+
+
+def _merged(profiles: list[Profile]) -> Profile:
+    """One profile whose totals and function costs are the sums of several."""
+    merged = Profile(events=list(profiles[0].events), totals={})
+    for profile in profiles:
+        for event, value in profile.totals.items():
+            merged.totals[event] = merged.totals.get(event, 0) + value
+        for ident, cost in profile.functions.items():
+            into = merged.functions.setdefault(
+                ident, FunctionCost(cost.function, cost.file, cost.object)
+            )
+            into.exclusive += cost.exclusive
+            into.inclusive += cost.inclusive
+    return merged

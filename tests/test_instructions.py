@@ -1,0 +1,215 @@
+"""Instructions per operation under callgrind, with real servers and redis-benchmark."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from regtrack import analysis
+from regtrack.store import Store
+from tests.conftest import our_processes, run_cli, wait_for_trials
+
+pytestmark = pytest.mark.usefixtures("redis_benchmark_bin")
+
+INSTR = ["--metric", "instructions", "--pipelines", "10", "--warmup", "0.2", "--keys", "2000"]
+
+
+@pytest.fixture(autouse=True)
+def valgrind():
+    if not shutil.which("valgrind"):
+        pytest.skip("valgrind is not installed (apt-get install valgrind)")
+
+
+def test_instructions_per_op_function_costs_and_syscalls_are_stored(tmp_path, redis_server):
+    db = tmp_path / "r.db"
+    proc = run_cli(
+        "run",
+        "--versions",
+        f"a=bin:{redis_server},b=bin:{redis_server}",
+        *INSTR,
+        "--repetitions",
+        "2",
+        "--instruction-requests",
+        "40000",
+        "--db",
+        str(db),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "instructions_per_op (Ir/op, lower is better)" in proc.stdout
+    assert "largest spread between server processes" in proc.stdout
+    conn = sqlite3.connect(db)
+    trials = conn.execute(
+        "SELECT mode, instructions, instructions_per_op, server_calls, syscalls_read,"
+        " syscalls_write, id FROM trials"
+    ).fetchall()
+    assert len(trials) == 4
+    for mode, instr, per_op, calls, sysr, sysw, trial_id in trials:
+        assert mode == "instructions"
+        assert calls >= 40000
+        assert per_op == pytest.approx(instr / calls)
+        assert 500 < per_op < 100_000
+        assert sysr > 0 and sysw > 0
+        total = conn.execute(
+            "SELECT SUM(exclusive) FROM function_costs WHERE trial_id = ?", (trial_id,)
+        ).fetchone()[0]
+        assert total == instr, "per-function exclusive costs add up to the total"
+
+    records = json.loads(
+        run_cli(
+            "compare", "--db", str(db), "--format", "json", "--metric", "instructions_per_op"
+        ).stdout
+    )
+    (record,) = records
+    assert record["metric"] == "instructions_per_op" and record["higher_is_better"] is False
+    assert record["spread_pct_baseline"] is not None
+    # The same binary twice: an A/A comparison, so the count barely moves.
+    assert abs(record["change_pct"]) < 3
+
+    explained = run_cli(
+        "explain", "--db", str(db), "--baseline", "a", "--candidate", "b", "--format", "json"
+    )
+    assert explained.returncode == 0, explained.stderr
+    (table,) = json.loads(explained.stdout)
+    assert table["point"] == "pipeline=10"
+    diffs = sum(f["diff_per_op"] for f in table["functions"])
+    assert diffs == pytest.approx(table["diff_total"], abs=1e-6), "rows reconcile to the total"
+    text = run_cli("explain", "--db", str(db), "--baseline", "a", "--candidate", "b").stdout
+    assert "share of difference" in text and "total" in text
+
+
+def test_throughput_trials_record_syscalls_too(tmp_path, redis_server):
+    db = tmp_path / "r.db"
+    proc = run_cli(
+        "run",
+        "--versions",
+        f"bin:{redis_server}",
+        "--pipelines",
+        "1",
+        "--repetitions",
+        "1",
+        "--duration",
+        "0.5",
+        "--warmup",
+        "0.2",
+        "--keys",
+        "1000",
+        "--db",
+        str(db),
+    )
+    assert proc.returncode == 0, proc.stderr
+    sysr, sysw, calls = (
+        sqlite3.connect(db)
+        .execute("SELECT syscalls_read, syscalls_write, server_calls FROM trials")
+        .fetchone()
+    )
+    # Pipeline 1: about one read and one write per request, batched over 50 connections.
+    assert 0 < sysr <= calls * 1.1 and 0 < sysw <= calls * 1.1
+    assert "syscalls_per_op" in run_cli("compare", "--db", str(db)).stdout
+
+
+def test_missing_valgrind_is_one_line_and_exit_3(tmp_path, redis_server):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for tool in ("taskset", "redis-benchmark", "git"):
+        (bindir / tool).symlink_to(shutil.which(tool))
+    proc = run_cli(
+        "run",
+        "--versions",
+        f"bin:{redis_server}",
+        "--metric",
+        "instructions",
+        "--db",
+        str(tmp_path / "r.db"),
+        env={"PATH": str(bindir)},
+    )
+    assert proc.returncode == 3
+    lines = proc.stderr.strip().splitlines()
+    assert (
+        len(lines) == 1 and "needs valgrind" in lines[0] and "apt-get install valgrind" in lines[0]
+    )
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_a_server_killed_under_callgrind_stops_the_run_and_keeps_trials(tmp_path, redis_server):
+    db = tmp_path / "r.db"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "regtrack",
+            "run",
+            "--versions",
+            f"bin:{redis_server}",
+            "--metric",
+            "instructions",
+            "--pipelines",
+            "1,5,10,15",
+            "--repetitions",
+            "1",
+            "--instruction-requests",
+            "20000",
+            "--warmup",
+            "0.2",
+            "--keys",
+            "1000",
+            "--db",
+            str(db),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    measured = wait_for_trials(db, 1)
+    assert measured >= 1
+    victims = [p.split(":")[0] for p in our_processes() if "valgrind" in p or "callgrind" in p]
+    assert victims, our_processes()
+    for pid in victims:
+        os.kill(int(pid), signal.SIGKILL)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 3, err
+    assert "exited" in err and "Traceback" not in err
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT status FROM runs").fetchone()[0] == "failed"
+    assert conn.execute("SELECT COUNT(*) FROM trials").fetchone()[0] >= 1
+
+
+def test_windows_that_disagree_make_the_trial_not_repeatable(tmp_path, redis_server):
+    """With a limit no real measurement meets, every trial is flagged, none is compared."""
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "regtrack.toml").write_text("[run]\nrepeatability_pct = 0.000001\n")
+    db = tmp_path / "r.db"
+    proc = run_cli(
+        "run",
+        "--versions",
+        f"a=bin:{redis_server},b=bin:{redis_server}",
+        *INSTR,
+        "--repetitions",
+        "1",
+        "--instruction-requests",
+        "10000",
+        "--db",
+        str(db),
+        env={"REGTRACK_CONFIG_DIR": str(configs)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = (
+        sqlite3.connect(db)
+        .execute("SELECT valid, invalid_reason, instructions_repeat_pct FROM trials")
+        .fetchall()
+    )
+    assert rows and all(not valid and "not repeatable" in reason for valid, reason, _ in rows)
+    assert all(pct is not None and pct > 0 for _, _, pct in rows)
+    store = Store.open(db, create=False)
+    result = analysis.compare(store, 1, "a")
+    (record,) = [r for r in result["comparisons"] if r["metric"] == "instructions_per_op"]
+    assert record["trusted"] is False
+    assert any("not repeatable" in p for p in record["problems"])
+    assert "not repeatable" in proc.stdout and " !" in proc.stdout
