@@ -12,6 +12,8 @@ from typing import Any
 
 import pandas as pd
 
+from regtrack import stats
+from regtrack.config import Thresholds
 from regtrack.errors import BadInput
 from regtrack.store import Store
 
@@ -36,6 +38,8 @@ METRICS = (
     ),
 )
 METRIC_BY_NAME = {m.name: m for m in METRICS}
+# Metrics whose regressions fail `regtrack ci`; the others are reported with verdicts.
+GATING = ("throughput", "instructions_per_op")
 
 
 def trials_frame(store: Store, run_id: int) -> pd.DataFrame:
@@ -69,7 +73,8 @@ def _rows_for(frame: pd.DataFrame, metric: Metric) -> pd.DataFrame:
 
 
 def cells(frame: pd.DataFrame, metric: Metric) -> pd.DataFrame:
-    """One row per (workload, point, target): median of valid trials, counts, spread."""
+    """One row per (workload, point, target): median of valid trials, counts, spread, and
+    the valid values by repetition (what paired intervals are built from)."""
     out = []
     rows = _rows_for(frame, metric)
     for (workload, point, target), group in rows.groupby(
@@ -82,6 +87,11 @@ def cells(frame: pd.DataFrame, metric: Metric) -> pd.DataFrame:
         spread = (
             100.0 * (values.max() - values.min()) / value if value and len(values) > 1 else None
         )
+        by_rep = {
+            int(r): float(v)
+            for r, v in zip(valid["repetition"], valid[metric.column], strict=True)
+            if pd.notna(v)
+        }
         out.append(
             {
                 "workload": workload,
@@ -97,19 +107,29 @@ def cells(frame: pd.DataFrame, metric: Metric) -> pd.DataFrame:
                 "n_invalid": int(len(group) - len(valid)),
                 "trusted": not valid.empty,
                 "problems": _reasons(group),
+                "by_rep": by_rep,
             }
         )
     return pd.DataFrame(out)
+
+
+def _labels(store: Store, run_id: int) -> list[str]:
+    return [t["label"] for t in store.targets(run_id)]
 
 
 def compare(
     store: Store,
     run_id: int,
     baseline: str | None = None,
+    thresholds: Thresholds | None = None,
     metrics: tuple[Metric, ...] = METRICS,
 ) -> dict[str, Any]:
-    """Comparisons of every other target against ``baseline`` (default: the first target)."""
-    targets = [t["label"] for t in store.targets(run_id)]
+    """Every other target of a run against ``baseline`` (default: the first target).
+
+    Trials of one run were interleaved, so repetition r of the baseline and of a
+    candidate were measured side by side and can be paired (``[verdict] method``).
+    """
+    targets = _labels(store, run_id)
     frame = trials_frame(store, run_id)
     if frame.empty:
         raise BadInput(f"run {run_id} has no trials to compare")
@@ -119,14 +139,87 @@ def compare(
             f"baseline {baseline!r} is not a version of run {run_id}: "
             f"its versions are {', '.join(targets)}"
         )
+    thresholds = thresholds or Thresholds()
+    result = _compare(
+        frame,
+        targets,
+        baseline,
+        paired=thresholds.method == "paired",
+        thresholds=thresholds,
+        metrics=metrics,
+    )
+    result["run_id"] = run_id
+    return result
+
+
+def compare_runs(
+    store: Store,
+    baseline_run: int,
+    baseline_label: str,
+    candidate_run: int,
+    candidate_label: str,
+    thresholds: Thresholds | None = None,
+    metrics: tuple[Metric, ...] = METRICS,
+) -> dict[str, Any]:
+    """A candidate of one run against a stored baseline of another (unpaired intervals:
+    they were not measured side by side)."""
+    for run_id, label in ((baseline_run, baseline_label), (candidate_run, candidate_label)):
+        if label not in _labels(store, run_id):
+            raise BadInput(f"{label!r} is not a version of run {run_id}")
+    base = trials_frame(store, baseline_run)
+    cand = trials_frame(store, candidate_run)
+    base = base[base["target"] == baseline_label].copy()
+    cand = cand[cand["target"] == candidate_label].copy()
+    if base.empty or cand.empty:
+        raise BadInput("the stored baseline or the candidate has no trials to compare")
+    shown_base = (
+        baseline_label if baseline_label != candidate_label else f"{baseline_label} (stored)"
+    )
+    base["target"] = shown_base
+    frame = pd.concat([base, cand], ignore_index=True)
+    result = _compare(
+        frame,
+        [shown_base, candidate_label],
+        shown_base,
+        paired=False,
+        thresholds=thresholds,
+        metrics=metrics,
+    )
+    result["run_id"] = candidate_run
+    result["baseline_run_id"] = baseline_run
+    return result
+
+
+def _compare(
+    frame: pd.DataFrame,
+    targets: list[str],
+    baseline: str,
+    *,
+    paired: bool,
+    thresholds: Thresholds | None,
+    metrics: tuple[Metric, ...],
+) -> dict[str, Any]:
+    thresholds = thresholds or Thresholds()
     candidates = [t for t in targets if t != baseline]
+    tables = {m.name: cells(frame, m) for m in metrics}
+    tables = {name: table for name, table in tables.items() if not table.empty}
+    if not tables:
+        raise BadInput("no measured values to compare")
+    # Bonferroni: the gating metrics' cells form one family, so a sweep of many cells
+    # does not multiply false alarms; every other metric is a family of its own.
+    family = {
+        name: len(table[["workload", "point"]].drop_duplicates()) * len(candidates)
+        for name, table in tables.items()
+    }
+    gating = sum(n for name, n in family.items() if name in GATING)
     records: list[dict[str, Any]] = []
-    all_cells: list[pd.DataFrame] = []
     for metric in metrics:
-        table = cells(frame, metric)
-        if table.empty:
+        table = tables.get(metric.name)
+        if table is None:
             continue
-        all_cells.append(table)
+        cells_in_family = gating if metric.name in GATING else family[metric.name]
+        confidence = 1 - (1 - stats.CONFIDENCE) / max(1, cells_in_family)
+        threshold = thresholds.for_metric(metric.name)
         indexed = {(r.workload, r.point, r.target): r for r in table.itertuples()}
         points = table[["workload", "point", "point_order"]].drop_duplicates()
         for p in points.sort_values(["workload", "point_order"]).itertuples():
@@ -135,138 +228,85 @@ def compare(
                 cand = indexed.get((p.workload, p.point, candidate))
                 if base is None or cand is None:
                     continue
-                change = None
-                if base.value and cand.value is not None:
-                    change = 100.0 * (cand.value / base.value - 1.0)
                 records.append(
-                    {
-                        "workload": p.workload,
-                        "point": p.point,
-                        "baseline": baseline,
-                        "candidate": candidate,
-                        "metric": metric.name,
-                        "unit": metric.unit,
-                        "higher_is_better": metric.higher_is_better,
-                        "baseline_value": base.value,
-                        "candidate_value": cand.value,
-                        "change_pct": change,
-                        "n_valid_baseline": base.n_valid,
-                        "n_valid_candidate": cand.n_valid,
-                        "n_invalid_baseline": base.n_invalid,
-                        "n_invalid_candidate": cand.n_invalid,
-                        "spread_pct_baseline": _none_if_nan(base.spread_pct),
-                        "spread_pct_candidate": _none_if_nan(cand.spread_pct),
-                        "trusted": bool(base.trusted and cand.trusted),
-                        "problems": sorted(set(base.problems) | set(cand.problems)),
-                    }
+                    _record(
+                        metric, p, baseline, candidate, base, cand, paired, confidence, threshold
+                    )
                 )
-    if not all_cells:
-        raise BadInput(f"run {run_id} has no measured values to compare")
-    cell_frame = pd.concat(all_cells, ignore_index=True)
+    cell_frame = pd.concat(tables.values(), ignore_index=True)
     return {
-        "run_id": run_id,
         "baseline": baseline,
         "targets": targets,
-        "metrics": list(dict.fromkeys(cell_frame["metric"])),
+        "metrics": list(tables),
         "cells": cell_frame,
         "comparisons": records,
+        "method": "paired-t" if paired else "welch-t",
+        "family_cells": gating,
+    }
+
+
+def _record(
+    metric: Metric,
+    p: Any,
+    baseline: str,
+    candidate: str,
+    base: Any,
+    cand: Any,
+    paired: bool,
+    confidence: float,
+    threshold: float,
+) -> dict[str, Any]:
+    if paired:
+        reps = sorted(set(base.by_rep) & set(cand.by_rep))
+        change = stats.paired(
+            [base.by_rep[r] for r in reps], [cand.by_rep[r] for r in reps], confidence
+        )
+    else:
+        change = stats.unpaired(list(base.by_rep.values()), list(cand.by_rep.values()), confidence)
+    if change is not None:
+        estimate = change.estimate_pct
+    elif base.value and cand.value is not None:
+        estimate = 100.0 * (cand.value / base.value - 1.0)
+    else:
+        estimate = None
+    verdict = stats.verdict(change, threshold, metric.higher_is_better)
+    problems = sorted(set(base.problems) | set(cand.problems))
+    if change is None:
+        problems.append("fewer than 2 valid repetitions on each side: no interval")
+    return {
+        "workload": p.workload,
+        "point": p.point,
+        "baseline": baseline,
+        "candidate": candidate,
+        "metric": metric.name,
+        "unit": metric.unit,
+        "higher_is_better": metric.higher_is_better,
+        "baseline_value": base.value,
+        "candidate_value": cand.value,
+        "change_pct": estimate,
+        "ci_low_pct": change.low_pct if change else None,
+        "ci_high_pct": change.high_pct if change else None,
+        "confidence": confidence,
+        "threshold_pct": threshold,
+        "verdict": verdict,
+        "extra_repetitions": (
+            stats.extra_repetitions(change, threshold) if verdict == "inconclusive" else None
+        ),
+        "n_valid": change.n if change else 0,
+        "method": change.method if change else None,
+        "n_valid_baseline": base.n_valid,
+        "n_valid_candidate": cand.n_valid,
+        "n_invalid_baseline": base.n_invalid,
+        "n_invalid_candidate": cand.n_invalid,
+        "spread_pct_baseline": _none_if_nan(base.spread_pct),
+        "spread_pct_candidate": _none_if_nan(cand.spread_pct),
+        "trusted": bool(base.trusted and cand.trusted),
+        "problems": problems,
     }
 
 
 def _none_if_nan(value: Any) -> float | None:
     return None if value is None or pd.isna(value) else float(value)
-
-
-def attribution(
-    store: Store,
-    run_id: int,
-    baseline: str,
-    candidate: str,
-    point: str | None = None,
-    top: int = 15,
-) -> list[dict[str, Any]]:
-    """Which functions' instructions per operation changed, per point, reconciled to the total.
-
-    Exclusive costs are used because they add up to the total (inclusive costs overlap).
-    Per-op costs are averaged over valid instruction trials; a function absent from a trial
-    counts as zero there, so sums of averages equal the average of totals.
-    """
-    labels = [t["label"] for t in store.targets(run_id)]
-    for label in (baseline, candidate):
-        if label not in labels:
-            raise BadInput(
-                f"{label!r} is not a version of run {run_id}: its versions are {', '.join(labels)}"
-            )
-    costs = pd.DataFrame(store.function_costs(run_id))
-    if costs.empty:
-        raise BadInput(
-            f"run {run_id} has no instruction profiles: measure with --metric instructions"
-        )
-    costs = costs[costs["target"].isin([baseline, candidate])]
-    points = list(dict.fromkeys(costs.sort_values("point_order")["point"]))
-    if point is not None:
-        if point not in points:
-            raise BadInput(
-                f"point {point!r} is not in run {run_id}: its points are {', '.join(points)}"
-            )
-        points = [point]
-    tables = []
-    for p in points:
-        here = costs[costs["point"] == p]
-        per_op: dict[str, pd.Series] = {}
-        trials: dict[str, pd.DataFrame] = {}
-        for label in (baseline, candidate):
-            mine = here[here["target"] == label]
-            trials[label] = mine.drop_duplicates("trial_id")
-            n = trials[label]["trial_id"].nunique()
-            if n == 0:
-                raise BadInput(f"{label!r} has no valid instruction trial at {p} in run {run_id}")
-            per_op[label] = (mine["exclusive"] / mine["server_calls"]).groupby(
-                mine["function"]
-            ).sum() / n
-        table = pd.DataFrame({"baseline": per_op[baseline], "candidate": per_op[candidate]})
-        table = table.fillna(0.0)
-        table["diff"] = table["candidate"] - table["baseline"]
-        total_base, total_cand = table["baseline"].sum(), table["candidate"].sum()
-        total_diff = total_cand - total_base
-        ranked = table.reindex(table["diff"].abs().sort_values(ascending=False).index)
-        shown = ranked.head(top)
-        rows = [
-            {
-                "function": name,
-                "baseline_per_op": float(r["baseline"]),
-                "candidate_per_op": float(r["candidate"]),
-                "diff_per_op": float(r["diff"]),
-                "share_pct": 100.0 * r["diff"] / total_diff if total_diff else None,
-            }
-            for name, r in shown.to_dict("index").items()
-        ]
-        rest = ranked.iloc[len(shown) :]
-        rows.append(
-            {
-                "function": f"(other {len(rest)} functions)",
-                "baseline_per_op": float(rest["baseline"].sum()),
-                "candidate_per_op": float(rest["candidate"].sum()),
-                "diff_per_op": float(rest["diff"].sum()),
-                "share_pct": 100.0 * rest["diff"].sum() / total_diff if total_diff else None,
-            }
-        )
-        tables.append(
-            {
-                "point": p,
-                "workload": str(here["workload"].iloc[0]),
-                "baseline": baseline,
-                "candidate": candidate,
-                "n_baseline": int(trials[baseline]["trial_id"].nunique()),
-                "n_candidate": int(trials[candidate]["trial_id"].nunique()),
-                "baseline_total": float(total_base),
-                "candidate_total": float(total_cand),
-                "diff_total": float(total_diff),
-                "change_pct": 100.0 * total_diff / total_base if total_base else None,
-                "functions": rows,
-            }
-        )
-    return tables
 
 
 DISAGREEMENT_PCT = 2.0
@@ -306,3 +346,25 @@ def disagreements(result: dict[str, Any]) -> list[dict[str, Any]]:
                 }
             )
     return out
+
+
+def gate(result: dict[str, Any]) -> dict[str, Any]:
+    """The CI decision from a comparison's gating metrics.
+
+    ``regression`` if any gating cell is a regression; ``not measured`` if no gating cell
+    had valid trials on both sides; ``inconclusive`` if some cell could not be decided;
+    otherwise ``no regression``.
+    """
+    gating = [r for r in result["comparisons"] if r["metric"] in GATING]
+    by_verdict: dict[str, list[dict[str, Any]]] = {}
+    for r in gating:
+        by_verdict.setdefault(r["verdict"], []).append(r)
+    if by_verdict.get("regression"):
+        outcome = "regression"
+    elif not any(r["n_valid"] for r in gating):
+        outcome = "not measured"
+    elif by_verdict.get("inconclusive"):
+        outcome = "inconclusive"
+    else:
+        outcome = "no regression"
+    return {"outcome": outcome, "cells": gating, "by_verdict": by_verdict}

@@ -3,25 +3,28 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
+from pathlib import Path
+from typing import Any
 
 import click
 
-from regtrack import __version__, analysis, build, environment, present, versions
-from regtrack.callgrind import control as callgrind
-from regtrack.config import load_settings, load_workload
+from regtrack import __version__, analysis, attribution, environment, present, versions
+from regtrack.config import load_settings, load_thresholds
 from regtrack.console import build_progress, err, run_progress
-from regtrack.cpus import plan_cpus
 from regtrack.errors import (
     EXIT_BAD_INPUT,
     EXIT_CANNOT_MEASURE,
     EXIT_INTERRUPTED,
+    EXIT_REGRESSION,
     BadInput,
+    CannotMeasure,
     Interrupted,
     RegtrackError,
 )
-from regtrack.loadgen import redis_benchmark
+from regtrack.prepare import Options, int_list, prepare_job
 from regtrack.runner import Job, execute
 from regtrack.store import Store
 
@@ -31,31 +34,12 @@ Exit codes: 0 success (no regression), 1 regression found (ci), 2 bad usage or i
 """
 
 
-def _int_list(text: str | None, option: str) -> list[int] | None:
-    if text is None:
-        return None
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise BadInput(f"{option} {text!r}: give comma-separated numbers like 1,10,30") from None
-    if not values or any(v <= 0 for v in values):
-        raise BadInput(f"{option} {text!r}: give positive numbers like 1,10,30")
-    return values
-
-
 def _source_repo_option(f):
     return click.option(
         "--source-repo",
         help="Git repository URL or path that tags, branches and commits resolve in "
         "(default: upstream Redis; a fork such as Valkey, or an offline mirror).",
         envvar="REGTRACK_SOURCE_REPO",
-    )(f)
-
-
-def _build_flags_option(f):
-    return click.option(
-        "--build-flags",
-        help='make variables for source builds, e.g. "MALLOC=libc OPTIMIZATION=-O2".',
     )(f)
 
 
@@ -68,6 +52,94 @@ def _db_option(f):
         help="SQLite database (default: reports/regtrack.db, or $REGTRACK_DB).",
         envvar="REGTRACK_DB",
     )(f)
+
+
+MEASURE_OPTIONS = [
+    click.option("--workload", default="get-pipeline", show_default=True, help="Name or .toml."),
+    click.option("--pipelines", help="GET pipeline depths, e.g. 1,10,30 (default: workload's)."),
+    click.option("--duration", type=float, help="Seconds measured per trial (default 10)."),
+    click.option("--warmup", type=float, help="Seconds of unrecorded warm-up (default 2)."),
+    click.option("--repetitions", type=int, help="Trials per version and point (default 3)."),
+    click.option("--keys", type=int, help="Keys populated and read (default: workload's)."),
+    click.option("--data-size", type=int, help="Value size in bytes (default: workload's)."),
+    click.option("--clients", type=int, help="Load generator connections (default: workload's)."),
+    click.option("--server-cpus", help="CPUs for the server, e.g. 0 (default: first CPU)."),
+    click.option("--client-cpus", help="CPUs for the load generator (default: the others)."),
+    click.option("--loadgen-bin", type=click.Path(dir_okay=False), help="redis-benchmark to use."),
+    click.option(
+        "--metric",
+        type=click.Choice(["throughput", "instructions", "both"]),
+        default="throughput",
+        show_default=True,
+        help="throughput (ops/s, latency), instructions (server instructions per op under "
+        "callgrind, repeatable on a noisy machine), or both.",
+    ),
+    click.option(
+        "--instruction-requests", type=int, help="Requests per instruction trial (default 200000)."
+    ),
+    _source_repo_option,
+    click.option(
+        "--build-flags",
+        help='make variables for source builds, e.g. "MALLOC=libc OPTIMIZATION=-O2".',
+    ),
+    _db_option,
+]
+
+
+def _measure_options(f):
+    for option in reversed(MEASURE_OPTIONS):
+        f = option(f)
+    return f
+
+
+def _options(kw: dict[str, Any]) -> Options:
+    return Options(
+        workload=kw["workload"],
+        pipelines=int_list(kw["pipelines"], "--pipelines"),
+        duration=kw["duration"],
+        warmup=kw["warmup"],
+        repetitions=kw["repetitions"],
+        keys=kw["keys"],
+        data_size=kw["data_size"],
+        clients=kw["clients"],
+        server_cpus=kw["server_cpus"],
+        client_cpus=kw["client_cpus"],
+        loadgen_bin=kw["loadgen_bin"],
+        metric=kw["metric"],
+        instruction_requests=kw["instruction_requests"],
+        source_repo=kw["source_repo"],
+        build_flags=kw["build_flags"],
+    )
+
+
+def _prepare(specs: list[versions.VersionSpec], kw: dict[str, Any]) -> Job:
+    with build_progress() as phase:
+        job = prepare_job(specs, _options(kw), phase)
+    for target in job.targets:
+        if "build" in target.details:
+            b = target.details["build"]
+            how = "cached build" if b["cached"] else f"built in {b['seconds']:.0f} s"
+            err.print(f"regtrack: {target.label}: {how}: {b['server_version']}")
+    return job
+
+
+def _measure(job: Job, db: str | None) -> tuple[Store, int]:
+    """Record the run, execute it with progress, and say where the trials went."""
+    store = Store.open(db or job.settings.database)
+    env = environment.capture(job.cpus, job.loadgen.as_dict())
+    run_id = store.create_run(["regtrack", *sys.argv[1:]], job.config(), env, job.loadgen.as_dict())
+    err.print(
+        f"regtrack: run {run_id}: {len(job.targets)} versions x {len(job.points)} points x "
+        f"{job.settings.repetitions} repetitions; server on CPU {job.cpus.server_list}, "
+        f"{job.loadgen.name} on CPU {job.cpus.client_list}"
+    )
+    try:
+        with run_progress() as progress:
+            execute(job, store, run_id, progress)
+    finally:
+        n = len(store.trials(run_id))
+        err.print(f"regtrack: {n} trials of run {run_id} stored in {store.path}")
+    return store, run_id
 
 
 @click.group(epilog=EXIT_CODES_HELP)
@@ -83,119 +155,155 @@ def cli() -> None:
     required=True,
     help="Comma-separated specs, each optionally labelled: a=bin:/usr/bin/redis-server,...",
 )
-@click.option("--workload", default="get-pipeline", show_default=True, help="Name or .toml path.")
-@click.option("--pipelines", help="GET pipeline depths, e.g. 1,10,30 (default from workload).")
-@click.option("--duration", type=float, help="Seconds measured per trial (default 10).")
-@click.option("--warmup", type=float, help="Seconds of unrecorded warm-up per trial (default 2).")
-@click.option("--repetitions", type=int, help="Trials per version and point (default 3).")
-@click.option("--keys", type=int, help="Keys populated and read (default from workload).")
-@click.option("--data-size", type=int, help="Value size in bytes (default from workload).")
-@click.option("--clients", type=int, help="Load generator connections (default from workload).")
-@click.option("--server-cpus", help="CPUs for the server, e.g. 0 (default: first CPU).")
-@click.option("--client-cpus", help="CPUs for the load generator (default: the others).")
-@click.option("--loadgen-bin", type=click.Path(dir_okay=False), help="redis-benchmark to use.")
 @click.option("--baseline", help="Label the table compares against (default: the first version).")
-@click.option(
-    "--metric",
-    type=click.Choice(["throughput", "instructions", "both"]),
-    default="throughput",
-    show_default=True,
-    help="throughput (ops/s, latency), instructions (server instructions per op under "
-    "callgrind, repeatable on a noisy machine), or both.",
-)
-@click.option(
-    "--instruction-requests", type=int, help="Requests per instruction trial (default 200000)."
-)
-@_source_repo_option
-@_build_flags_option
-@_db_option
-def run(
-    version_specs: str,
-    workload: str,
-    pipelines: str | None,
-    duration: float | None,
-    warmup: float | None,
-    repetitions: int | None,
-    keys: int | None,
-    data_size: int | None,
-    clients: int | None,
-    server_cpus: str | None,
-    client_cpus: str | None,
-    loadgen_bin: str | None,
-    baseline: str | None,
-    metric: str,
-    instruction_requests: int | None,
-    source_repo: str | None,
-    build_flags: str | None,
-    db: str | None,
-) -> None:
+@click.option("--threshold", type=float, help="Verdict threshold in percent, for every metric.")
+@_measure_options
+def run(version_specs: str, baseline: str | None, threshold: float | None, **kw: Any) -> None:
     """Measure every version at every workload point, interleaved, and store each trial."""
-    settings = load_settings(
-        duration=duration,
-        warmup=warmup,
-        repetitions=repetitions,
-        instruction_requests=instruction_requests,
-    )
-    load = load_workload(
-        workload,
-        pipelines=_int_list(pipelines, "--pipelines"),
-        keys=keys,
-        data_size=data_size,
-        clients=clients,
-    )
     specs = versions.parse_specs(version_specs)
     if baseline and baseline not in [s.label for s in specs]:
         raise BadInput(f"--baseline {baseline!r} is not one of the labels of --versions")
-    cpus = plan_cpus(server_cpus, client_cpus)
-    flags = build.parse_build_flags(build_flags)
-    if metric != "throughput":
-        callgrind.require()  # before any build: say at once that valgrind is missing
-    if loadgen_bin:
-        redis_benchmark.locate(loadgen_bin)  # a wrong path fails before any build
-    targets = versions.resolve(specs, source_repo)
-    with build_progress() as phase:
-        build.obtain(targets, flags, phase)
-    for target in targets:
-        if "build" in target.details:
-            b = target.details["build"]
-            how = "cached build" if b["cached"] else f"built in {b['seconds']:.0f} s"
-            err.print(f"regtrack: {target.label}: {how}: {b['server_version']}")
-    built_benchmarks = [
-        t.details["build"]["benchmark"]
-        for t in reversed(targets)
-        if t.details.get("build", {}).get("benchmark")
-    ]
-    loadgen = redis_benchmark.locate(loadgen_bin, built_benchmarks)
-    job = Job(
-        targets=targets,
-        workload=load,
-        settings=settings,
-        cpus=cpus,
-        loadgen=loadgen,
-        metric=metric,
-    )
-
-    store = Store.open(db or settings.database)
-    env = environment.capture(cpus, loadgen.as_dict())
-    run_id = store.create_run(["regtrack", *sys.argv[1:]], job.config(), env, loadgen.as_dict())
-    err.print(
-        f"regtrack: run {run_id}: {len(targets)} versions x {len(job.points)} points x "
-        f"{settings.repetitions} repetitions; server on CPU {cpus.server_list}, "
-        f"{loadgen.name} on CPU {cpus.client_list}"
-    )
-    try:
-        with run_progress() as progress:
-            execute(job, store, run_id, progress)
-    finally:
-        n = len(store.trials(run_id))
-        err.print(f"regtrack: {n} trials of run {run_id} stored in {store.path}")
-    result = analysis.compare(store, run_id, baseline)
+    thresholds = load_thresholds(threshold)
+    store, run_id = _measure(_prepare(specs, kw), kw["db"])
+    result = analysis.compare(store, run_id, baseline, thresholds)
     shown = ["throughput", "instructions_per_op", "syscalls_per_op"]
     click.echo(present.render(result, "table", shown))
     click.echo(
         f"Results: {store.path} (run {run_id}). More: regtrack compare --db {store.path} "
         f"--run {run_id} --format markdown|csv|json"
     )
+
+
+def _ci_specs(baseline: str | None, candidate: str) -> list[versions.VersionSpec]:
+    """Baseline and candidate as labelled specs; equal labels become baseline/candidate."""
+    cand = versions.parse_spec(candidate)
+    if baseline is None:
+        return [cand]
+    base = versions.parse_spec(baseline)
+    if base.label == cand.label:
+        base = versions.VersionSpec("baseline", base.kind, base.value, base.text)
+        cand = versions.VersionSpec("candidate", cand.kind, cand.value, cand.text)
+    return [base, cand]
+
+
+@cli.command(epilog=EXIT_CODES_HELP)
+@click.option("--baseline", "baseline_spec", help="Baseline version spec, measured alongside.")
+@click.option("--candidate", "candidate_spec", required=True, help="Candidate version spec.")
+@click.option("--baseline-run", help="Compare with a stored baseline (regtrack baseline save).")
+@click.option("--force", is_flag=True, help="Compare with a stored baseline from another machine.")
+@click.option("--threshold", type=float, help="Verdict threshold in percent, for every metric.")
+@click.option("--summary", type=click.Path(dir_okay=False), help="Write the Markdown summary.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write JSON records.")
+@click.option("--fail-on-inconclusive", is_flag=True, help="Exit 1 when a cell cannot be decided.")
+@_measure_options
+def ci(
+    baseline_spec: str | None,
+    candidate_spec: str,
+    baseline_run: str | None,
+    force: bool,
+    threshold: float | None,
+    summary: str | None,
+    json_out: str | None,
+    fail_on_inconclusive: bool,
+    **kw: Any,
+) -> None:
+    """Did CANDIDATE make the workload slower than BASELINE? Exit 1 on a real regression.
+
+    By default both are measured here, interleaved (the reliable way). With
+    --baseline-run, the candidate is compared with a stored baseline, only if it was
+    measured on a machine with the same fingerprint (CPU, cores, kernel, load generator).
+    """
+    if bool(baseline_spec) == bool(baseline_run):
+        raise BadInput("give exactly one of --baseline SPEC (measured now) or --baseline-run NAME")
+    thresholds = load_thresholds(threshold)
+    stored = None
+    if baseline_run:
+        probe = Store.open(kw["db"] or load_settings().database, create=False)
+        stored = probe.baseline(baseline_run)
+        stored_run = probe.run(stored["run_id"])
+        probe.close()
+    job = _prepare(_ci_specs(baseline_spec, candidate_spec), kw)
+    if stored is not None:
+        here = environment.capture(job.cpus, job.loadgen.as_dict())
+        mismatch = environment.differences(stored_run["environment"], here)
+        if mismatch and not force:
+            raise BadInput(
+                f"baseline {baseline_run!r} was measured on another machine ({mismatch}); "
+                "its numbers are not comparable with this one's. Measure both here "
+                "(--baseline SPEC), or pass --force"
+            )
+    store, run_id = _measure(job, kw["db"])
+    if stored is None:
+        result = analysis.compare(store, run_id, job.targets[0].label, thresholds)
+        baseline_text = job.targets[0].spec
+    else:
+        result = analysis.compare_runs(
+            store, stored["run_id"], stored["label"], run_id, job.targets[-1].label, thresholds
+        )
+        baseline_text = (
+            f"{stored['label']} (stored baseline {baseline_run!r}, run {stored['run_id']})"
+        )
+    decision = analysis.gate(result)
+    context = {
+        "baseline": baseline_text,
+        "candidate": job.targets[-1].spec,
+        "workload": job.workload.name,
+        "repetitions": job.settings.repetitions,
+        "environment": store.run(run_id)["environment"],
+    }
+    text = present.ci_summary(result, decision, context)
+    click.echo(text)
+    for path in filter(None, [summary, os.environ.get("GITHUB_STEP_SUMMARY")]):
+        with open(path, "a") as f:
+            f.write(text)
+    if json_out:
+        Path(json_out).write_text(
+            json.dumps({"outcome": decision["outcome"], "records": result["comparisons"]}, indent=2)
+        )
+    if decision["outcome"] == "not measured":
+        raise CannotMeasure("no gating metric had valid trials on both sides; see the summary")
+    if decision["outcome"] == "regression" or (
+        fail_on_inconclusive and decision["outcome"] == "inconclusive"
+    ):
+        sys.exit(EXIT_REGRESSION)
+
+
+@cli.group()
+def baseline() -> None:
+    """Name a measured version as a baseline that later `regtrack ci` runs compare with."""
+
+
+@baseline.command("save")
+@click.argument("name")
+@click.option("--run", "run_id", type=int, required=True, help="The run that measured it.")
+@click.option("--label", help="Which version of the run (default: the first).")
+@_db_option
+def baseline_save(name: str, run_id: int, label: str | None, db: str | None) -> None:
+    """Save version LABEL of run ID as baseline NAME."""
+    if not versions.LABEL_RE.match(name):
+        raise BadInput(f"baseline name {name!r}: use letters, digits, '.', '_', '+', '-'")
+    store = Store.open(db or load_settings().database, create=False)
+    targets = store.targets(run_id)
+    if not targets:
+        raise BadInput(f"run {run_id} is not in {store.path} or has no versions")
+    label = label or targets[0]["label"]
+    store.save_baseline(name, run_id, label)
+    click.echo(f"baseline {name!r} = {label} of run {run_id}")
+
+
+@baseline.command("list")
+@_db_option
+def baseline_list(db: str | None) -> None:
+    """List the saved baselines."""
+    store = Store.open(db or load_settings().database, create=False)
+    rows = store.baselines()
+    if not rows:
+        click.echo("no baselines saved (regtrack baseline save NAME --run ID)")
+    for b in rows:
+        click.echo(
+            f"{b['name']:<20} {b['label']} of run {b['run_id']} ({b['run_created_at']}), "
+            f"machine {b['fingerprint']}"
+        )
 
 
 @cli.command(name="versions", epilog=EXIT_CODES_HELP)
@@ -237,6 +345,7 @@ def versions_command(specs: str, source_repo: str | None, fmt: str) -> None:
     help="Metrics to show (repeatable; default: all).",
 )
 @click.option("--list", "list_runs", is_flag=True, help="List the runs in the database.")
+@click.option("--threshold", type=float, help="Verdict threshold in percent, for every metric.")
 @_db_option
 def compare(
     run_id: int | None,
@@ -244,6 +353,7 @@ def compare(
     fmt: str,
     metrics: tuple[str, ...],
     list_runs: bool,
+    threshold: float | None,
     db: str | None,
 ) -> None:
     """Print % change tables of every version against a baseline."""
@@ -256,7 +366,9 @@ def compare(
                 f"{labels}"
             )
         return
-    result = analysis.compare(store, run_id or store.latest_run_id(), baseline)
+    result = analysis.compare(
+        store, run_id or store.latest_run_id(), baseline, load_thresholds(threshold)
+    )
     click.echo(present.render(result, fmt, list(metrics) or None))
 
 
@@ -279,7 +391,7 @@ def explain(
 ) -> None:
     """Which functions' instructions per op changed between two versions (--metric instructions)."""
     store = Store.open(db or load_settings().database, create=False)
-    tables = analysis.attribution(
+    tables = attribution.attribute(
         store, run_id or store.latest_run_id(), baseline, candidate, point, top
     )
     click.echo(present.attribution(tables, fmt))

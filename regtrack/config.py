@@ -65,6 +65,38 @@ class RunSettings(_Strict):
     database: str = str(DEFAULT_DB)
 
 
+class Thresholds(_Strict):
+    """The smallest change (percent) worth calling a regression or improvement, per metric.
+
+    Defaults come from the measurements in docs/methodology.md; --threshold sets one
+    value for every metric.
+    """
+
+    throughput: Annotated[float, Field(gt=0)] = 5.0
+    latency: Annotated[float, Field(gt=0)] = 10.0
+    instructions: Annotated[float, Field(gt=0)] = 1.0
+    syscalls: Annotated[float, Field(gt=0)] = 2.0
+    # How trials of one run are compared: "welch" (independent samples) or "paired"
+    # (repetition r of baseline with repetition r of candidate). Measured on a 2-core VM,
+    # pairing did not narrow the intervals (docs/methodology.md), so welch is the default.
+    method: Literal["welch", "paired"] = "welch"
+
+    def uniform(self, pct: float) -> Thresholds:
+        """The same threshold for every metric (--threshold), method unchanged."""
+        return self.model_copy(
+            update={"throughput": pct, "latency": pct, "instructions": pct, "syscalls": pct}
+        )
+
+    def for_metric(self, name: str) -> float:
+        if name == "throughput":
+            return self.throughput
+        if name.startswith("latency"):
+            return self.latency
+        if name == "instructions_per_op":
+            return self.instructions
+        return self.syscalls
+
+
 class GetPipelineWorkload(_Strict):
     """Populate ``keys`` keys of ``data_size`` bytes, then GET them at each pipeline depth."""
 
@@ -110,15 +142,16 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise BadInput(f"{path}: not valid TOML: {exc}") from None
 
 
+def _settings_file() -> Path | None:
+    return next(
+        (d / "regtrack.toml" for d in config_dirs() if (d / "regtrack.toml").is_file()), None
+    )
+
+
 def load_settings(path: Path | None = None, **overrides: Any) -> RunSettings:
     """Defaults < configs/regtrack.toml < explicit overrides (command-line options)."""
     data: dict[str, Any] = {}
-    source = path
-    if source is None:
-        for d in config_dirs():
-            if (d / "regtrack.toml").is_file():
-                source = d / "regtrack.toml"
-                break
+    source = path or _settings_file()
     if source is not None:
         data = _read_toml(source).get("run", {})
     data.update({k: v for k, v in overrides.items() if v is not None})
@@ -127,6 +160,19 @@ def load_settings(path: Path | None = None, **overrides: Any) -> RunSettings:
     except ValidationError as exc:
         origin = f"{source} [run]" if source else "settings"
         raise BadInput(f"{origin}: {_one_line(exc)}") from None
+
+
+def load_thresholds(uniform_pct: float | None = None, path: Path | None = None) -> Thresholds:
+    """configs/regtrack.toml [verdict], with one threshold for every metric if given."""
+    if uniform_pct is not None and uniform_pct <= 0:
+        raise BadInput(f"--threshold {uniform_pct}: give a positive percentage, e.g. 3")
+    source = path or _settings_file()
+    data = _read_toml(source).get("verdict", {}) if source else {}
+    try:
+        thresholds = Thresholds(**{k.removesuffix("_pct"): v for k, v in data.items()})
+    except ValidationError as exc:
+        raise BadInput(f"{source} [verdict]: {_one_line(exc)}") from None
+    return thresholds.uniform(uniform_pct) if uniform_pct is not None else thresholds
 
 
 def find_workload(name_or_path: str, config_dir: Path | None = None) -> Path:

@@ -88,3 +88,13 @@ def fingerprint(env: dict[str, Any]) -> str:
     """Short hash of the fields that must match before two runs' numbers are compared."""
     key = {k: env.get(k) for k in FINGERPRINT_KEYS}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def differences(stored: dict[str, Any], current: dict[str, Any]) -> str:
+    """The fingerprint fields that differ, as "kernel 6.1 != 6.18", or "" if none."""
+    diffs = [
+        f"{key} {stored.get(key)!s} != {current.get(key)!s}"
+        for key in FINGERPRINT_KEYS
+        if stored.get(key) != current.get(key)
+    ]
+    return "; ".join(diffs)

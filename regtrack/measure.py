@@ -8,6 +8,7 @@ fixed request count between callgrind's zero and dump.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -221,10 +222,21 @@ def instruction_trial(
     try:
         return _instruction_trial(ctx, server, record, session)
     except CannotMeasure as exc:
-        if server.alive():
+        if not _dies_within(server, 2.0):
             raise
         record.mark_invalid(f"the server exited during the trial ({exc})")
         return record, None
+
+
+def _dies_within(server: RunningServer, seconds: float) -> bool:
+    """Whether the server is gone (or going): a tool failing at the moment the server is
+    killed can notice before the server's exit is visible to us."""
+    deadline = time.monotonic() + seconds
+    while server.alive():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def _instruction_trial(

@@ -26,8 +26,17 @@ def _value(value: float | None, unit: str) -> str:
     return f"{value:.3f}"
 
 
-def _change(value: float | None) -> str:
-    return "-" if value is None else f"{value:+.1f}%"
+def change_text(rec: dict[str, Any]) -> str:
+    """ "-3.2% [-5.1, -1.2] regression": the estimate, its interval and the verdict."""
+    if rec["change_pct"] is None:
+        return "-"
+    text = f"{rec['change_pct']:+.1f}%"
+    if rec["ci_low_pct"] is not None:
+        text += f" [{rec['ci_low_pct']:+.1f}, {rec['ci_high_pct']:+.1f}]"
+    text += f" {rec['verdict']}"
+    if rec.get("extra_repetitions"):
+        text += f" (~{rec['extra_repetitions']} more reps)"
+    return text
 
 
 def _grid(result: dict[str, Any], metric: str) -> tuple[list[str], list[list[str]], list[str]]:
@@ -65,7 +74,7 @@ def _grid(result: dict[str, Any], metric: str) -> tuple[list[str], list[list[str
             row.append(text)
         for candidate in candidates:
             rec = changes.get((p.workload, p.point, candidate))
-            text = _change(rec["change_pct"]) if rec else "-"
+            text = change_text(rec) if rec else "-"
             if rec and not rec["trusted"]:
                 text += f" {UNTRUSTED}"
             row.append(text)
@@ -80,6 +89,13 @@ def _caption(result: dict[str, Any], metric: str) -> str:
         f"run {result['run_id']} · {metric} ({m.unit}, {better}) · median of valid trials · "
         f"baseline {result['baseline']}"
     )
+    recs = [r for r in result["comparisons"] if r["metric"] == metric]
+    if recs:
+        r = recs[0]
+        text += (
+            f" · change [{100 * r['confidence']:.1f}% interval, {result['method']}] "
+            f"and verdict at a {r['threshold_pct']:g}% threshold"
+        )
     if m.deterministic:
         cells = result["cells"]
         spreads = cells.loc[cells["metric"] == metric, "spread_pct"].dropna()
@@ -237,3 +253,48 @@ def versions_table(rows: list[dict[str, str]]) -> str:
     for repo in repos:
         console.print(f"source repository: {repo}", highlight=False)
     return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+OUTCOME_HEADLINE = {
+    "regression": "❌ Regression",
+    "no regression": "✅ No regression",
+    "inconclusive": "⚠️ Inconclusive (no regression found, but some cells could not be decided)",
+    "not measured": "⛔ Could not measure",
+}
+
+
+def ci_summary(result: dict[str, Any], decision: dict[str, Any], context: dict[str, Any]) -> str:
+    """The Markdown a CI job shows: the verdict first, then why, then the tables."""
+    lines = [
+        f"## regtrack: {OUTCOME_HEADLINE[decision['outcome']]}",
+        "",
+        f"Candidate `{context['candidate']}` vs baseline `{context['baseline']}` · workload "
+        f"`{context['workload']}` · {context['repetitions']} interleaved repetitions · "
+        f"run {result['run_id']}",
+        "",
+    ]
+    for verdict in ("regression", "inconclusive", "improvement"):
+        for r in decision["by_verdict"].get(verdict, []):
+            why = f" ({'; '.join(r['problems'])})" if r["ci_low_pct"] is None else ""
+            lines.append(f"- **{r['metric']}** at {r['point']}: {change_text(r)}{why}")
+    if not decision["cells"]:
+        lines.append("- no gating metric was measured")
+    lines += ["", render(result, "markdown")]
+    how = (
+        "paired t intervals of per-repetition log ratios"
+        if result["method"] == "paired-t"
+        else "Welch t intervals of the difference of mean logs"
+    )
+    lines.append(
+        f"Method: {how}, Bonferroni-corrected over {result['family_cells']} gating cells; a "
+        "regression needs the whole interval on the worse side and the estimate beyond the "
+        "threshold (docs/methodology.md)."
+    )
+    if context.get("environment"):
+        env = context["environment"]
+        lines.append(
+            f"Environment: {env.get('cpu_model')}, {env.get('cpu_count')} CPUs, kernel "
+            f"{env.get('kernel')}, {env.get('loadgen_version')}, server CPU "
+            f"{env.get('server_cpus')}, client CPU {env.get('client_cpus')}."
+        )
+    return "\n".join(lines) + "\n"

@@ -111,6 +111,15 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (trial_id, function)
     );
     """,
+    # v3: named baselines (a version of a stored run that later candidates compare with).
+    """
+    CREATE TABLE baselines (
+        name TEXT PRIMARY KEY,
+        run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        label TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -375,6 +384,45 @@ class Store:
             item["point_order"] = json.loads(item.pop("params")).get("pipeline", 0)
             out.append(item)
         return out
+
+    # --- baselines ---------------------------------------------------------------------
+
+    def save_baseline(self, name: str, run_id: int, label: str) -> None:
+        """Name a version of a run as a baseline; an existing name is moved to it."""
+        run = self.run(run_id)
+        labels = [t["label"] for t in self.targets(run_id)]
+        if label not in labels:
+            raise BadInput(
+                f"{label!r} is not a version of run {run_id}: its versions are {', '.join(labels)}"
+            )
+        if run["status"] != "complete":
+            raise BadInput(
+                f"run {run_id} is {run['status']}: only a complete run can be a baseline"
+            )
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT INTO baselines (name, run_id, label, created_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT(name) DO UPDATE SET run_id = excluded.run_id,"
+                " label = excluded.label, created_at = excluded.created_at",
+                (name, run_id, label, now()),
+            )
+
+    def baseline(self, name: str) -> dict[str, Any]:
+        row = self.conn.execute("SELECT * FROM baselines WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            known = [b["name"] for b in self.baselines()]
+            raise BadInput(
+                f"no baseline named {name!r} in {self.path}; known: {', '.join(known) or 'none'}"
+                " (regtrack baseline save NAME --run ID)"
+            )
+        return dict(row)
+
+    def baselines(self) -> list[dict[str, Any]]:
+        rows = self.conn.execute(
+            "SELECT b.*, r.fingerprint, r.created_at AS run_created_at FROM baselines b"
+            " JOIN runs r ON r.id = b.run_id ORDER BY b.name"
+        ).fetchall()
+        return [dict(r) for r in rows]
 
 
 def _decode_run(row: sqlite3.Row) -> dict[str, Any]:

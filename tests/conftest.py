@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from regtrack.sources import cache_root
+
 FIXTURES = Path(__file__).parent / "fixtures"
 ARTIFACTS = Path(__file__).parent / "artifacts"
 SHORT_RUN = ["--duration", "1", "--warmup", "0.3", "--keys", "2000"]
@@ -94,3 +96,57 @@ def wait_for_trials(db: Path, count: int, timeout: float = 120) -> int:
         except sqlite3.OperationalError:
             pass  # the schema is being created
     return measured
+
+
+# --- real Redis sources -------------------------------------------------------------------
+# The offline source repositories and the builds are cached between sessions in regtrack's
+# own cache (~/.cache/regtrack, or $REGTRACK_TEST_CACHE), shared with scripts/quickstart.sh:
+# a fresh machine builds everything once (several minutes), later sessions reuse it.
+
+ROOT = Path(__file__).resolve().parent.parent
+TEST_CACHE = Path(os.environ.get("REGTRACK_TEST_CACHE") or cache_root())
+
+
+def _offline_repo(product: str) -> Path:
+    dest = TEST_CACHE / f"offline-{product}"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "offline_source_repo.py"),
+            product,
+            str(dest),
+            "--work",
+            str(TEST_CACHE / "offline-sources"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    assert proc.returncode == 0, f"offline source repository for {product}: {proc.stderr[-2000:]}"
+    return dest
+
+
+@pytest.fixture(scope="session")
+def offline_redis() -> Path:
+    return _offline_repo("redis")
+
+
+@pytest.fixture(scope="session")
+def offline_valkey() -> Path:
+    return _offline_repo("valkey")
+
+
+@pytest.fixture
+def env() -> dict[str, str]:
+    """Environment for CLI runs that should reuse the shared build cache."""
+    return {"REGTRACK_CACHE": str(TEST_CACHE)}
+
+
+@pytest.fixture(scope="session")
+def slow_repo(offline_redis) -> tuple[Path, str]:
+    """A clone of the offline repository with a known GET slowdown on top of 7.0.15."""
+    from tests.slowdown import make_slow_branch
+
+    dest = TEST_CACHE / "slow-redis"
+    return dest, make_slow_branch(offline_redis, dest, "7.0.15", 25)

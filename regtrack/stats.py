@@ -1,0 +1,151 @@
+"""Changes with confidence intervals, and the verdict they support.
+
+Changes are ratios (candidate / baseline - 1), estimated on the log scale where ratios
+are symmetric. Two estimators, chosen by how the trials were taken:
+
+* paired: trials of baseline and candidate from the same repetition of one interleaved
+  run were measured minutes apart at most, so slow drift of the machine hits both; the
+  interval is a Student t interval of the mean of per-repetition log ratios.
+* unpaired: a candidate measured against a stored baseline run (different time); a Welch
+  t interval of the difference of mean logs.
+
+docs/methodology.md has the A/A and injected-slowdown measurements that chose these over
+a bootstrap of medians, and the default thresholds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scipy import stats as scipy_stats
+
+CONFIDENCE = 0.95
+MAX_EXTRA_REPETITIONS = 50
+
+
+@dataclass(frozen=True)
+class Change:
+    """A relative change in percent with its interval, from ``n`` observations."""
+
+    estimate_pct: float
+    low_pct: float
+    high_pct: float
+    n: int
+    method: str
+
+
+def _pct(log_ratio: float) -> float:
+    return 100.0 * (math.exp(log_ratio) - 1.0)
+
+
+def _logs(values: Sequence[float]) -> list[float]:
+    return [math.log(v) for v in values if v and v > 0]
+
+
+def paired(
+    baseline: Sequence[float], candidate: Sequence[float], confidence: float = CONFIDENCE
+) -> Change | None:
+    """Change from pairs (baseline[i], candidate[i]) measured side by side."""
+    pairs = [(b, c) for b, c in zip(baseline, candidate, strict=True) if b > 0 and c > 0]
+    n = len(pairs)
+    if n < 2:
+        return None
+    diffs = [math.log(c) - math.log(b) for b, c in pairs]
+    mean = sum(diffs) / n
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
+    half = scipy_stats.t.ppf(0.5 + confidence / 2, n - 1) * sd / math.sqrt(n)
+    return Change(_pct(mean), _pct(mean - half), _pct(mean + half), n, "paired-t")
+
+
+def unpaired(
+    baseline: Sequence[float], candidate: Sequence[float], confidence: float = CONFIDENCE
+) -> Change | None:
+    """Change of the geometric means of two independent samples (Welch t interval)."""
+    lb, lc = _logs(baseline), _logs(candidate)
+    if len(lb) < 2 or len(lc) < 2:
+        return None
+    mb, mc = sum(lb) / len(lb), sum(lc) / len(lc)
+    vb = sum((x - mb) ** 2 for x in lb) / (len(lb) - 1) / len(lb)
+    vc = sum((x - mc) ** 2 for x in lc) / (len(lc) - 1) / len(lc)
+    se = math.sqrt(vb + vc)
+    if se == 0:
+        df = float(len(lb) + len(lc) - 2)
+    else:
+        df = (vb + vc) ** 2 / (
+            (vb**2 / (len(lb) - 1) if vb else 0.0) + (vc**2 / (len(lc) - 1) if vc else 0.0)
+        )
+    half = scipy_stats.t.ppf(0.5 + confidence / 2, df) * se
+    diff = mc - mb
+    return Change(
+        _pct(diff), _pct(diff - half), _pct(diff + half), min(len(lb), len(lc)), "welch-t"
+    )
+
+
+def bootstrap_medians(
+    baseline: Sequence[float],
+    candidate: Sequence[float],
+    confidence: float = CONFIDENCE,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> Change | None:
+    """Percentile bootstrap of the ratio of medians (kept for the method comparison)."""
+    import random
+    import statistics
+
+    b, c = [v for v in baseline if v > 0], [v for v in candidate if v > 0]
+    if len(b) < 2 or len(c) < 2:
+        return None
+    rng = random.Random(seed)
+    ratios = sorted(
+        statistics.median(rng.choices(c, k=len(c))) / statistics.median(rng.choices(b, k=len(b)))
+        for _ in range(resamples)
+    )
+    lo = ratios[int((1 - confidence) / 2 * resamples)]
+    hi = ratios[min(resamples - 1, int((1 + confidence) / 2 * resamples))]
+    est = statistics.median(c) / statistics.median(b)
+    return Change(100 * (est - 1), 100 * (lo - 1), 100 * (hi - 1), min(len(b), len(c)), "bootstrap")
+
+
+def verdict(change: Change | None, threshold_pct: float, higher_is_better: bool) -> str:
+    """regression / improvement / no change / inconclusive, as docs/methodology.md defines.
+
+    ``worse`` is the direction that hurts: down for throughput, up for latency and
+    instructions per op.
+    """
+    if change is None:
+        return "inconclusive"
+    sign = 1.0 if higher_is_better else -1.0
+    # In "goodness" terms: positive is better for every metric.
+    est, lo, hi = (
+        sign * change.estimate_pct,
+        *sorted((sign * change.low_pct, sign * change.high_pct)),
+    )
+    if hi < 0 and est < -threshold_pct:
+        return "regression"
+    if lo > 0 and est > threshold_pct:
+        return "improvement"
+    if -threshold_pct <= lo and hi <= threshold_pct:
+        return "no change"
+    return "inconclusive"
+
+
+def extra_repetitions(change: Change | None, threshold_pct: float) -> int | None:
+    """About how many more repetitions would shrink the interval enough to decide.
+
+    The interval's half-width falls like 1/sqrt(n). To decide, it must either clear zero
+    (when the estimate is beyond the threshold) or fit inside the threshold band (when it
+    is not). None when no number of repetitions is likely to decide it (the estimate sits
+    on the threshold) or when there is nothing to extrapolate from.
+    """
+    if change is None or change.n < 2:
+        return None
+    half = (change.high_pct - change.low_pct) / 2
+    est = abs(change.estimate_pct)
+    room = est if est > threshold_pct else threshold_pct - est
+    if half <= 0 or room <= 0.05 * threshold_pct:
+        return None
+    needed = math.ceil(change.n * (half / room) ** 2)
+    extra = max(1, needed - change.n)
+    return extra if extra <= MAX_EXTRA_REPETITIONS else None
