@@ -11,7 +11,15 @@ from typing import Any
 
 import click
 
-from regtrack import __version__, analysis, attribution, environment, present, versions
+from regtrack import (
+    __version__,
+    analysis,
+    attribution,
+    capture,
+    environment,
+    present,
+    versions,
+)
 from regtrack.config import load_settings, load_thresholds
 from regtrack.console import build_progress, err, run_progress
 from regtrack.errors import (
@@ -24,6 +32,7 @@ from regtrack.errors import (
     Interrupted,
     RegtrackError,
 )
+from regtrack.loadgen.builtin import THROUGHPUT_CAVEAT
 from regtrack.prepare import Options, int_list, prepare_job
 from regtrack.runner import Job, execute
 from regtrack.store import Store
@@ -65,7 +74,15 @@ MEASURE_OPTIONS = [
     click.option("--clients", type=int, help="Load generator connections (default: workload's)."),
     click.option("--server-cpus", help="CPUs for the server, e.g. 0 (default: first CPU)."),
     click.option("--client-cpus", help="CPUs for the load generator (default: the others)."),
-    click.option("--loadgen-bin", type=click.Path(dir_okay=False), help="redis-benchmark to use."),
+    click.option(
+        "--loadgen",
+        type=click.Choice(["redis-benchmark", "memtier", "builtin"]),
+        help="Load generator (default: redis-benchmark for GET sweeps; memtier for mixes, "
+        "or the built-in driver when memtier is not installed).",
+    ),
+    click.option(
+        "--loadgen-bin", type=click.Path(dir_okay=False), help="Load generator binary to use."
+    ),
     click.option(
         "--metric",
         type=click.Choice(["throughput", "instructions", "both"]),
@@ -105,6 +122,7 @@ def _options(kw: dict[str, Any]) -> Options:
         server_cpus=kw["server_cpus"],
         client_cpus=kw["client_cpus"],
         loadgen_bin=kw["loadgen_bin"],
+        loadgen=kw["loadgen"],
         metric=kw["metric"],
         instruction_requests=kw["instruction_requests"],
         source_repo=kw["source_repo"],
@@ -120,6 +138,8 @@ def _prepare(specs: list[versions.VersionSpec], kw: dict[str, Any]) -> Job:
             b = target.details["build"]
             how = "cached build" if b["cached"] else f"built in {b['seconds']:.0f} s"
             err.print(f"regtrack: {target.label}: {how}: {b['server_version']}")
+    if job.loadgen.name == "builtin" and job.metric != "instructions":
+        err.print(f"regtrack: note: {THROUGHPUT_CAVEAT}")
     return job
 
 
@@ -266,6 +286,30 @@ def ci(
         fail_on_inconclusive and decision["outcome"] == "inconclusive"
     ):
         sys.exit(EXIT_REGRESSION)
+
+
+@cli.group()
+def mix() -> None:
+    """Command-mix workloads: capture one from a live server."""
+
+
+@mix.command("capture")
+@click.option("--url", required=True, help="The live server, e.g. redis://10.0.0.5:6379/0.")
+@click.option("--seconds", type=float, default=10.0, show_default=True, help="How long to watch.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Workload file.")
+@click.option("--name", help="Workload name (default: the file's stem).")
+def mix_capture(url: str, seconds: float, out: str, name: str | None) -> None:
+    """Write a mix workload from a live server's command statistics (sends only INFO)."""
+    path = Path(out)
+    observed = capture.sample(url, seconds)
+    path.write_text(capture.workload_text(observed, name or path.stem))
+    facts = capture.summary(observed)
+    top = ", ".join(f"{cmd} {n}" for cmd, n in facts["top"])
+    click.echo(
+        f"{path}: {facts['commands']} commands in {seconds:g} s ({facts['per_second']:,.0f}/s); "
+        f"most: {top}. Check key patterns and payload sizes before replaying: "
+        f"regtrack run --workload {path} --versions ..."
+    )
 
 
 @cli.group()

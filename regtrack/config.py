@@ -11,9 +11,10 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from regtrack.errors import BadInput
+from regtrack.workload_spec import GetPipelineWorkload, MixWorkload, Workload
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 DEFAULT_DB = Path("reports") / "regtrack.db"
@@ -97,39 +98,17 @@ class Thresholds(_Strict):
         return self.syscalls
 
 
-class GetPipelineWorkload(_Strict):
-    """Populate ``keys`` keys of ``data_size`` bytes, then GET them at each pipeline depth."""
-
-    name: str
-    kind: Literal["get-pipeline"]
-    description: str = ""
-    keys: PositiveInt = 100_000
-    data_size: PositiveInt = 1000
-    clients: PositiveInt = 50
-    threads: PositiveInt = 1
-    pipelines: list[PositiveInt] = Field(default_factory=lambda: [1, 5, 10, 15, 20, 25, 30])
-
-    @field_validator("pipelines")
-    @classmethod
-    def _distinct(cls, v: list[int]) -> list[int]:
-        if not v:
-            raise ValueError("give at least one pipeline depth")
-        if len(set(v)) != len(v):
-            raise ValueError("pipeline depths repeat")
-        return v
-
-
-Workload = GetPipelineWorkload
-
-
 def _one_line(error: ValidationError) -> str:
+    """The first problem as "field 'commands[2].ratio': ...": where, what, and the fix."""
     first = error.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-    msg = first["msg"]
+    where = ""
+    for part in first["loc"]:
+        where += f"[{part}]" if isinstance(part, int) else f".{part}" if where else str(part)
+    msg = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
         msg = "unknown field (check its spelling against docs/workloads.md)"
     more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
-    return f"field {where!r}: {msg}{more}"
+    return f"field {where!r}: {msg}{more}" if where else f"{msg}{more}"
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -205,7 +184,14 @@ def load_workload(name_or_path: str, config_dir: Path | None = None, **overrides
     data = _read_toml(path)
     data.setdefault("name", path.stem)
     data.update({k: v for k, v in overrides.items() if v is not None})
+    kinds = {"get-pipeline": GetPipelineWorkload, "mix": MixWorkload}
+    model = kinds.get(data.get("kind", ""))
+    if model is None:
+        raise BadInput(
+            f"{path}: field 'kind': {data.get('kind')!r} is not a workload kind; use "
+            '"get-pipeline" or "mix" (docs/workloads.md)'
+        )
     try:
-        return GetPipelineWorkload(**data)
+        return model(**data)
     except ValidationError as exc:
         raise BadInput(f"{path}: {_one_line(exc)}") from None

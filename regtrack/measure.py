@@ -17,18 +17,19 @@ from typing import Any
 
 import redis
 
-from regtrack import serverstats, workloads
+from regtrack import loadgen, serverstats, workloads
 from regtrack.callgrind import control as callgrind
 from regtrack.callgrind.profile import FunctionCost, Profile, parse
 from regtrack.config import RunSettings
 from regtrack.cpus import CpuPlan
 from regtrack.errors import CannotMeasure
-from regtrack.loadgen import redis_benchmark
-from regtrack.loadgen.base import Aim, LoadgenBinary, LoadgenResult
+from regtrack.loadgen import builtin, redis_benchmark
+from regtrack.loadgen.base import Aim, LoadgenBinary, LoadgenResult, LoadSpec
 from regtrack.plan import PlannedTrial
 from regtrack.procs import CpuTimes, contention_pct, process_cpu_seconds
 from regtrack.records import TrialRecord
 from regtrack.runtimes.base import RunningServer
+from regtrack.workload_spec import GetPipelineWorkload, Workload
 
 # Under callgrind, an idle Redis still runs ~1.2M instructions per second of time-driven
 # work (serverCron etc.), about 0.8% of the count per GET when saturated at pipeline 10;
@@ -43,9 +44,16 @@ class Context:
     settings: RunSettings
     cpus: CpuPlan
     loadgen: LoadgenBinary
+    workload: Workload
 
     def aim(self, server: RunningServer) -> Aim:
         return Aim(self.loadgen, server.host, server.port, self.cpus.client, server.alive)
+
+    @property
+    def counts_gets(self) -> bool:
+        """GET sweeps count operations on the server (GET calls); mixes trust the load
+        generator's count, because commands inside scripts are counted by the server too."""
+        return isinstance(self.workload, GetPipelineWorkload)
 
 
 @dataclass(frozen=True)
@@ -82,18 +90,36 @@ def new_record(planned: PlannedTrial, mode: str) -> TrialRecord:
     )
 
 
+def _reply_checks(
+    ctx: Context, record: TrialRecord, delta: dict[str, Any], result: LoadgenResult
+) -> None:
+    """The server's counters against what the load generator says it did."""
+    if ctx.counts_gets:
+        record.server_calls = int(delta["commands"].get("get", {}).get("calls", 0))
+        for problem in workloads.reply_problems(delta):
+            record.mark_invalid(problem)
+        if not result.problem and record.server_calls < result.requests:
+            record.mark_invalid(
+                f"the server counted {record.server_calls} GET calls, "
+                f"the load generator claims {result.requests}"
+            )
+        return
+    assert not isinstance(ctx.workload, GetPipelineWorkload)
+    record.server_calls = int(sum(c.get("calls", 0) for c in delta["commands"].values()))
+    for problem in workloads.mix_problems(ctx.workload, delta, result.requests_per_process):
+        record.mark_invalid(problem)
+
+
 def _window(
     ctx: Context,
     server: RunningServer,
     record: TrialRecord,
     run: Callable[[], LoadgenResult],
-    before_run: Callable[[], None] = lambda: None,
-    after_run: Callable[[], Any] = lambda: None,
-) -> tuple[LoadgenResult, Any] | None:
-    """Run the load generator once with the server's evidence taken around it.
+) -> LoadgenResult | None:
+    """Run the load once with the server's evidence taken around it.
 
     Fills every figure of ``record`` both trial kinds share; returns the load generator's
-    result and what ``after_run`` returned, or None if the server was lost.
+    result, or None if the server was lost.
     """
     client = server.client()
     try:
@@ -101,13 +127,11 @@ def _window(
         io_before = syscalls(server.pid)
         server_cpus_before = CpuTimes.read(ctx.cpus.server)
         client_cpus_before = CpuTimes.read(ctx.cpus.client)
-        before_run()
         # The server's CPU time is read right around the load generator, so that the
         # share is of the measured run alone (not of callgrind's zero/dump round trips).
         cpu_start = process_cpu_seconds(server.pid) if server.pid else None
         result = run()
         cpu_end = process_cpu_seconds(server.pid) if server.pid else None
-        extra = after_run() if server.alive() else None
         server_cpus_after = CpuTimes.read(ctx.cpus.server)
         client_cpus_after = CpuTimes.read(ctx.cpus.client)
         io_after = syscalls(server.pid)
@@ -124,6 +148,7 @@ def _window(
     record.ops_per_sec = result.ops_per_sec
     record.latency_ms = result.latency_ms
     record.client_cpu_pct = result.client_cpu_pct
+    record.per_command = result.per_command
     record.steal_pct = max(
         server_cpus_after.steal_pct_since(server_cpus_before),
         client_cpus_after.steal_pct_since(client_cpus_before),
@@ -144,18 +169,10 @@ def _window(
     record.keyspace_hits = int(delta["keyspace_hits"])
     record.keyspace_misses = int(delta["keyspace_misses"])
     record.error_replies = int(delta["error_replies"])
-    command = str(record.params["command"]).lower()
-    record.server_calls = int(delta["commands"].get(command, {}).get("calls", 0))
     if io_before and io_after:
         record.syscalls_read = io_after[0] - io_before[0]
         record.syscalls_write = io_after[1] - io_before[1]
-    for problem in workloads.reply_problems(delta):
-        record.mark_invalid(problem)
-    if not result.problem and record.server_calls < result.requests:
-        record.mark_invalid(
-            f"the server counted {record.server_calls} {command.upper()} calls, "
-            f"the load generator claims {result.requests}"
-        )
+    _reply_checks(ctx, record, delta, result)
     record.contention_pct = max(
         contention_pct(
             server_cpus_before,
@@ -172,55 +189,81 @@ def _window(
             len(ctx.cpus.client),
         ),
     )
-    return result, extra
+    return result
 
 
-def throughput_trial(ctx: Context, server: RunningServer, planned: PlannedTrial) -> TrialRecord:
-    """Warm-up (not recorded, it sizes the trial), then about ``duration`` seconds."""
+def throughput_trial(
+    ctx: Context, server: RunningServer, planned: PlannedTrial, specs: list[LoadSpec]
+) -> TrialRecord:
+    """Warm-up (not recorded), then about ``duration`` seconds of load."""
     record = new_record(planned, "throughput")
-    params = planned.point.params
     aim = ctx.aim(server)
-    warm = redis_benchmark.warm_up(aim, params, ctx.settings.warmup)
-    record.warmup_s = warm.seconds
-    if warm.rate is None:
-        failed = warm.failure
-        assert failed is not None
-        record.argv, record.raw_output = failed.argv, failed.raw_output
-        record.exit_code = failed.exit_code
-        record.mark_invalid(f"warm-up failed: {failed.problem}")
-        if not server.alive():
-            record.mark_invalid("the server exited during the warm-up")
-        return record
-    rate = warm.rate
+    settings = ctx.settings
+    timeout = 60 + 10 * (settings.duration + settings.warmup)
+    if ctx.loadgen.name == redis_benchmark.NAME:
+        # redis-benchmark runs a request count: the warm-up measures the rate that sizes it.
+        warm = redis_benchmark.warm_up(aim, specs[0], settings.warmup)
+        record.warmup_s = warm.seconds
+        if warm.rate is None:
+            failed = warm.failure
+            assert failed is not None
+            record.argv, record.raw_output = failed.argv, failed.raw_output
+            record.exit_code = failed.exit_code
+            record.mark_invalid(f"warm-up failed: {failed.problem}")
+            if not server.alive():
+                record.mark_invalid("the server exited during the warm-up")
+            return record
+        requests = redis_benchmark.requests_for(settings.duration, warm.rate)
 
-    def run() -> LoadgenResult:
-        return redis_benchmark.run_for(aim, params, ctx.settings.duration, rate)
+        def run() -> LoadgenResult:
+            return loadgen.run(ctx.loadgen, aim, specs, requests=requests, timeout=timeout)
+
+    else:
+        if settings.warmup > 0:
+            warm_result = loadgen.run(
+                ctx.loadgen, aim, specs, seconds=settings.warmup, timeout=timeout
+            )
+            record.warmup_s = warm_result.wall_s
+            if warm_result.problem:
+                record.argv, record.raw_output = warm_result.argv, warm_result.raw_output
+                record.mark_invalid(f"warm-up failed: {warm_result.problem}")
+                return record
+
+        def run() -> LoadgenResult:
+            return loadgen.run(ctx.loadgen, aim, specs, seconds=settings.duration, timeout=timeout)
 
     if _window(ctx, server, record, run) is None:
         return record
-    limit = ctx.settings.contention_limit_pct
+    limit = settings.contention_limit_pct
     if record.contention_pct is not None and record.contention_pct > limit:
         record.mark_invalid(
             f"contended: other processes used {record.contention_pct:.0f}% of the pinned CPUs "
             f"(limit {limit:.0f}%), so stop other work on this machine"
         )
-    capacity = 100.0 * min(int(params.get("threads", 1)), len(aim.cpus))
-    threshold = ctx.settings.client_bound_cpu_pct * capacity / 100.0
+    threads = sum(s.threads for s in specs)
+    capacity = 100.0 * min(threads, len(aim.cpus))
+    threshold = settings.client_bound_cpu_pct * capacity / 100.0
     if (record.client_cpu_pct or 0) >= threshold:
         record.mark_invalid(
             f"client-bound: the load generator used {record.client_cpu_pct:.0f}% CPU "
             f"(limit {threshold:.0f}%), so this measures the client, not Redis"
         )
+    if ctx.loadgen.name == builtin.NAME:
+        record.mark_invalid(builtin.THROUGHPUT_CAVEAT)
     return record
 
 
 def instruction_trial(
-    ctx: Context, server: RunningServer, planned: PlannedTrial, session: Callgrind
+    ctx: Context,
+    server: RunningServer,
+    planned: PlannedTrial,
+    specs: list[LoadSpec],
+    session: Callgrind,
 ) -> tuple[TrialRecord, Profile | None]:
     """See _instruction_trial; a server that dies mid-trial gives an invalid trial."""
     record = new_record(planned, "instructions")
     try:
-        return _instruction_trial(ctx, server, record, session)
+        return _instruction_trial(ctx, server, record, specs, session)
     except CannotMeasure as exc:
         if not _dies_within(server, 2.0):
             raise
@@ -240,31 +283,42 @@ def _dies_within(server: RunningServer, seconds: float) -> bool:
 
 
 def _instruction_trial(
-    ctx: Context, server: RunningServer, record: TrialRecord, session: Callgrind
+    ctx: Context,
+    server: RunningServer,
+    record: TrialRecord,
+    specs: list[LoadSpec],
+    session: Callgrind,
 ) -> tuple[TrialRecord, Profile | None]:
     """Instructions per operation: two windows of a fixed request count in one server.
 
     An unrecorded warm-up first (first-touch allocations, code run once). Each window:
     zero callgrind, run half the requests, wait until the server has run every request
     still in flight when the load generator exited, dump. Instructions are divided by
-    the commands the server counted in that window. The two windows of one process must
-    agree within the repeatability limit, or the trial is not trusted. (Between server
-    processes counts differ more, e.g. by the random seed of the command table's hash:
-    that is the spread between repetitions, reported separately.)
+    the operations of that window. The two windows of one process must agree within the
+    repeatability limit, or the trial is not trusted. (Between server processes counts
+    differ more, e.g. by the random seed of the command table's hash: that is the spread
+    between repetitions, reported separately.)
     """
-    params = record.params
     aim = ctx.aim(server)
     half = ctx.settings.instruction_requests // 2
     timeout = 120 + half / 200  # callgrind runs the server ~50x slower
     pid = server.pid
     assert pid is not None
     control = server.client(timeout=120)
-    command = str(params["command"])
+
+    def load(requests: int) -> LoadgenResult:
+        return loadgen.run(ctx.loadgen, aim, specs, requests=requests, timeout=timeout)
+
+    def operations(before: int, result: LoadgenResult) -> int:
+        if ctx.counts_gets:
+            return serverstats.command_calls(control, "get") - before
+        return result.requests
+
     # The warm-up runs inside a zero/dump cycle of its own, whose dump is dropped: the
     # first window measured after a server's first dump counts 1-2% more than every
     # later one (seen with 7.0.15 under valgrind 3.19), so that window is the warm-up.
     callgrind.zero(session.control, session.outdir, pid, server.alive)
-    warm = redis_benchmark.run_once(aim, params, max(20_000, half // 2), timeout)
+    warm = load(max(20_000, half // 2))
     if server.alive():
         serverstats.wait_idle(control)
         callgrind.dump(session.control, session.outdir, pid, server.alive).unlink(missing_ok=True)
@@ -284,42 +338,41 @@ def _instruction_trial(
 
     def one_window() -> LoadgenResult:
         """zero, run, let in-flight requests finish, dump: one clean window."""
-        calls_before = serverstats.command_calls(control, command)
+        gets_before = serverstats.command_calls(control, "get") if ctx.counts_gets else 0
         callgrind.zero(session.control, session.outdir, pid, server.alive)
         cpu_start = process_cpu_seconds(pid)
-        result = redis_benchmark.run_once(aim, params, half, timeout)
+        result = load(half)
         cpu_end = process_cpu_seconds(pid)
         if not server.alive():
             return result
         if not serverstats.wait_idle(control):
             result.problem = result.problem or "load generator connections never closed"
         dumps.append(callgrind.dump(session.control, session.outdir, pid, server.alive))
-        calls = serverstats.command_calls(control, command) - calls_before
         busy = cpu_end - cpu_start if cpu_start is not None and cpu_end is not None else None
-        windows.append((result, busy, calls))
+        windows.append((result, busy, operations(gets_before, result)))
         return result
 
     def run() -> LoadgenResult:
         first = one_window()
         if first.problem or not server.alive():
             return first
-        return _joined(first, one_window())
+        return loadgen.sequence([first, one_window()])
 
     try:
         window = _window(ctx, server, record, run)
     finally:
         control.close()
-    if window is None or len(dumps) != 2 or any(calls <= 0 for _, _, calls in windows):
+    if window is None or len(dumps) != 2 or any(ops <= 0 for _, _, ops in windows):
         return record, None
     profiles = [parse(path) for path in dumps]
     for path in dumps:
         path.unlink(missing_ok=True)  # the costs go to the store; the dumps are large
     profile = _merged(profiles)
-    calls = sum(c for _, _, c in windows)
+    ops = sum(o for _, _, o in windows)
     record.instructions = profile.instructions
-    record.instructions_per_op = profile.instructions / calls
-    record.server_calls = calls  # the count the instructions belong to
-    per_window = [p.instructions / c for p, (_, _, c) in zip(profiles, windows, strict=True)]
+    record.instructions_per_op = profile.instructions / ops
+    record.server_calls = ops  # the count the instructions belong to
+    per_window = [p.instructions / o for p, (_, _, o) in zip(profiles, windows, strict=True)]
     record.instructions_repeat_pct = (
         100.0 * abs(per_window[0] - per_window[1]) / (sum(per_window) / 2)
     )
@@ -340,21 +393,6 @@ def _instruction_trial(
             "callgrind, so time-driven work (serverCron) inflates the count per operation"
         )
     return record, profile
-
-
-def _joined(first: LoadgenResult, second: LoadgenResult) -> LoadgenResult:
-    """Two load generator runs reported as one (requests, time and CPU add up)."""
-    return LoadgenResult(
-        argv=second.argv,
-        exit_code=second.exit_code or first.exit_code,
-        wall_s=first.wall_s + second.wall_s,
-        client_cpu_s=first.client_cpu_s + second.client_cpu_s,
-        requests=first.requests + second.requests,
-        ops_per_sec=(first.requests + second.requests) / (first.wall_s + second.wall_s),
-        latency_ms={},
-        raw_output=f"{first.raw_output}\n[second window]\n{second.raw_output}",
-        problem=second.problem,
-    )
 
 
 def _merged(profiles: list[Profile]) -> Profile:

@@ -7,16 +7,18 @@ before the first measurement.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from regtrack import build, versions
+from regtrack import build, loadgen, versions
 from regtrack.callgrind import control as callgrind
 from regtrack.config import load_settings, load_workload
 from regtrack.cpus import plan_cpus
 from regtrack.errors import BadInput
-from regtrack.loadgen import redis_benchmark
+from regtrack.loadgen import memtier
 from regtrack.runner import Job
+from regtrack.workload_spec import MixWorkload, Workload
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,7 @@ class Options:
     server_cpus: str | None = None
     client_cpus: str | None = None
     loadgen_bin: str | None = None
+    loadgen: str | None = None  # redis-benchmark | memtier | builtin (default: by workload)
     metric: str = "throughput"
     instruction_requests: int | None = None
     source_repo: str | None = None
@@ -76,8 +79,11 @@ def prepare_job(
     flags = build.parse_build_flags(options.build_flags)
     if options.metric != "throughput":
         callgrind.require()  # before any build: say at once that valgrind is missing
-    if options.loadgen_bin:
-        redis_benchmark.locate(options.loadgen_bin)  # a wrong path fails before any build
+    tool = choose_tool(options.loadgen, workload)
+    if tool != "redis-benchmark":
+        loadgen.locate(tool, options.loadgen_bin)  # memtier missing: say so before building
+    elif options.loadgen_bin:
+        loadgen.locate(tool, options.loadgen_bin)  # a wrong path fails before any build
     targets = versions.resolve(specs, options.source_repo)
     build.obtain(targets, flags, on_phase)
     built_benchmarks = [
@@ -85,12 +91,30 @@ def prepare_job(
         for t in reversed(targets)
         if t.details.get("build", {}).get("benchmark")
     ]
-    loadgen = redis_benchmark.locate(options.loadgen_bin, built_benchmarks)
+    binary = loadgen.locate(tool, options.loadgen_bin, built_benchmarks)
     return Job(
         targets=targets,
         workload=workload,
         settings=settings,
         cpus=cpus,
-        loadgen=loadgen,
+        loadgen=binary,
         metric=options.metric,
     )
+
+
+def choose_tool(requested: str | None, workload: Workload) -> str:
+    """redis-benchmark for GET sweeps; memtier for mixes, or the built-in driver without it.
+
+    redis-benchmark sends one command per run, so it cannot replay a mix.
+    """
+    is_mix = isinstance(workload, MixWorkload)
+    if requested == "redis-benchmark" and is_mix:
+        raise BadInput(
+            f"workload {workload.name} is a command mix; redis-benchmark sends one command "
+            "per run and cannot replay it: use --loadgen memtier or --loadgen builtin"
+        )
+    if requested:
+        return requested
+    if not is_mix:
+        return "redis-benchmark"
+    return "memtier" if shutil.which(memtier.NAME) else "builtin"

@@ -44,6 +44,7 @@ class TrialRecord:
     argv: list[str] = field(default_factory=list)
     raw_output: str = ""
     server_stats: dict[str, Any] = field(default_factory=dict)
+    per_command: dict[str, dict[str, float]] = field(default_factory=dict)  # load generator rows
 
     def mark_invalid(self, reason: str) -> None:
         """Add a reason; reasons are joined with "; ", so a reason must not contain one."""

@@ -57,7 +57,9 @@ class Job:
 
     @property
     def context(self) -> measure.Context:
-        return measure.Context(settings=self.settings, cpus=self.cpus, loadgen=self.loadgen)
+        return measure.Context(
+            settings=self.settings, cpus=self.cpus, loadgen=self.loadgen, workload=self.workload
+        )
 
     def visits(self) -> list[Visit]:
         return interleave(
@@ -117,6 +119,7 @@ def preflight(job: Job, store: Store, run_id: int, progress: Progress) -> dict[s
             _binary(target), job.cpus.server, timeout=job.settings.server_start_timeout
         ) as server:
             identity = server.server_identity()
+        workloads.check_version(job.workload, target.label, server.version)
         ids[target.label] = store.add_target(run_id, position, target, identity)
     return ids
 
@@ -157,19 +160,22 @@ def _run_visit(
     under = " under callgrind" if visit.mode == "instructions" else ""
     progress.phase(f"{rep} · starting {target.label}{under}")
     with serve(job, target, visit.mode) as (server, session):
-        progress.phase(f"{rep} · populating {target.label}{under}")
+        progress.phase(f"{rep} · setting up {target.label}{under}")
         client = server.client(timeout=600)
         try:
-            workloads.populate(client, job.workload)
+            saved = workloads.prepare(client, job.workload, job.loadgen.name)
         finally:
             client.close()
         for planned in visit.trials:
             progress.phase(f"{rep} · {target.label} · {planned.point.label}{under}")
+            specs = workloads.load_specs(job.workload, planned.point, job.loadgen.name, saved)
             functions = None
             if session is None:
-                record = measure.throughput_trial(job.context, server, planned)
+                record = measure.throughput_trial(job.context, server, planned, specs)
             else:
-                record, profile = measure.instruction_trial(job.context, server, planned, session)
+                record, profile = measure.instruction_trial(
+                    job.context, server, planned, specs, session
+                )
                 functions = list(profile.by_key().values()) if profile else None
             store.add_trial(run_id, target_ids[target.label], record, functions)
             progress.trial_done(record)

@@ -120,6 +120,22 @@ MIGRATIONS: list[str] = [
         created_at TEXT NOT NULL
     );
     """,
+    # v4: per-command figures of every trial, from the server (INFO commandstats deltas)
+    # and from the load generator (memtier's per-command rows).
+    """
+    CREATE TABLE command_stats (
+        trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
+        source TEXT NOT NULL,
+        command TEXT NOT NULL,
+        calls REAL,
+        usec REAL,
+        failed_calls REAL,
+        ops_per_sec REAL,
+        p50_ms REAL,
+        p99_ms REAL,
+        PRIMARY KEY (trial_id, source, command)
+    );
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -299,6 +315,11 @@ class Store:
             )
             trial_id = int(cur.lastrowid)
             conn.executemany(
+                "INSERT INTO command_stats (trial_id, source, command, calls, usec,"
+                " failed_calls, ops_per_sec, p50_ms, p99_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                _command_rows(trial_id, t),
+            )
+            conn.executemany(
                 "INSERT INTO function_costs (trial_id, function, file, object, exclusive,"
                 " inclusive) VALUES (?, ?, ?, ?, ?, ?)",
                 [
@@ -423,6 +444,20 @@ class Store:
             " JOIN runs r ON r.id = b.run_id ORDER BY b.name"
         ).fetchall()
         return [dict(r) for r in rows]
+
+
+def _command_rows(trial_id: int, t: TrialRecord) -> list[tuple]:
+    rows = [
+        (trial_id, "server", name, c.get("calls"), c.get("usec"), c.get("failed_calls"),
+         None, None, None)
+        for name, c in t.server_stats.get("commands", {}).items()
+    ]  # fmt: skip
+    rows += [
+        (trial_id, "loadgen", name, c.get("count"), None, None, c.get("ops_per_sec"),
+         c.get("p50"), c.get("p99"))
+        for name, c in t.per_command.items()
+    ]  # fmt: skip
+    return rows
 
 
 def _decode_run(row: sqlite3.Row) -> dict[str, Any]:

@@ -2,19 +2,27 @@
 
 redis-benchmark's ``-t get -r N`` reads ``key:%012d`` keys and reports a plausible rate even
 when every GET misses, so the keys are written first and misses make a trial invalid.
+memtier counts error replies as successes, so a mix trial is checked against the server's
+own counters: no error replies, and per-command calls in the declared ratios.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import redis
 
-from regtrack.config import GetPipelineWorkload
-from regtrack.errors import CannotMeasure
+from regtrack import commands
+from regtrack.errors import BadInput, CannotMeasure
+from regtrack.loadgen.base import LoadSpec, MixCommand
+from regtrack.workload_spec import GetPipelineWorkload, MixWorkload, Workload
 
 POPULATE_BATCH = 1000
+REDIS_BENCHMARK = "redis-benchmark"
+SCRIPT_COMMANDS = {"EVAL", "EVALSHA", "FCALL", "EVAL_RO", "EVALSHA_RO", "FCALL_RO"}
 
 
 @dataclass(frozen=True)
@@ -26,20 +34,19 @@ class Point:
     params: dict[str, Any] = field(hash=False, compare=False)
 
 
-def points(workload: GetPipelineWorkload) -> list[Point]:
+def points(workload: Workload) -> list[Point]:
+    base: dict[str, Any] = {
+        "clients": workload.clients,
+        "threads": workload.threads,
+        "data_size": workload.data_size,
+        "keyspace": workload.keys,
+    }
+    if isinstance(workload, GetPipelineWorkload):
+        base["command"] = "GET"
+    else:
+        base["mix"] = workload.name
     return [
-        Point(
-            workload=workload.name,
-            label=f"pipeline={depth}",
-            params={
-                "command": "GET",
-                "pipeline": depth,
-                "clients": workload.clients,
-                "threads": workload.threads,
-                "data_size": workload.data_size,
-                "keyspace": workload.keys,
-            },
-        )
+        Point(workload.name, f"pipeline={depth}", {**base, "pipeline": depth})
         for depth in workload.pipelines
     ]
 
@@ -49,15 +56,84 @@ def benchmark_key(i: int) -> str:
     return f"key:{i:012d}"
 
 
-def populate(client: redis.Redis, workload: GetPipelineWorkload) -> None:
+def get_keys(loadgen: str, n: int) -> Iterator[str]:
+    """The keys a GET sweep reads with this load generator, as it spells them."""
+    if loadgen == REDIS_BENCHMARK:
+        return (benchmark_key(i) for i in range(n))
+    return (f"key:{i}" for i in range(1, n + 1))  # memtier and the built-in driver
+
+
+def load_specs(
+    workload: Workload, point: Point, loadgen: str, saved: dict[str, str] | None = None
+) -> list[LoadSpec]:
+    """What each load generator process sends at this point (one per [[process]])."""
+    depth = int(point.params["pipeline"])
+    if isinstance(workload, GetPipelineWorkload):
+        first = 0 if loadgen == REDIS_BENCHMARK else 1
+        return [
+            LoadSpec(
+                clients=workload.clients,
+                threads=workload.threads,
+                pipeline=depth,
+                data_size=workload.data_size,
+                key_min=first,
+                key_max=first + workload.keys - 1,
+                key_prefix="key:",
+            )
+        ]
+    saved = saved or {}
+    return [
+        LoadSpec(
+            clients=process.clients or workload.clients,
+            threads=workload.threads,
+            pipeline=depth,
+            data_size=workload.data_size,
+            key_min=1,
+            key_max=workload.keys,
+            key_prefix="",
+            commands=tuple(
+                MixCommand(
+                    args=tuple(substitute(a, saved) for a in c.args),
+                    ratio=c.ratio,
+                    # memtier takes P for all commands or none; unkeyed ones do not care
+                    key_pattern="P" if process.lockstep else c.key_pattern,
+                )
+                for c in process.commands
+            ),
+        )
+        for process in workload.processes
+    ]
+
+
+def substitute(arg: str, saved: dict[str, str]) -> str:
+    for name, value in saved.items():
+        arg = arg.replace(f"${{{name}}}", value)
+    return arg
+
+
+def prepare(client: redis.Redis, workload: Workload, loadgen: str) -> dict[str, str]:
+    """Put the server in the state the workload measures from; returns saved replies
+    (e.g. a script's SHA) for the commands to use."""
+    if isinstance(workload, GetPipelineWorkload):
+        populate(client, workload, loadgen)
+        return {}
+    return run_setup(client, workload)
+
+
+def populate(client: redis.Redis, workload: GetPipelineWorkload, loadgen: str) -> None:
     """Write every key the GETs will read, then check the server holds exactly those."""
     value = "x" * workload.data_size
     pipe = client.pipeline(transaction=False)
-    for start in range(0, workload.keys, POPULATE_BATCH):
-        stop = min(start + POPULATE_BATCH, workload.keys)
-        pipe.mset({benchmark_key(i): value for i in range(start, stop)})
-        if (start // POPULATE_BATCH) % 20 == 19:
+    batch: dict[str, str] = {}
+    for i, key in enumerate(get_keys(loadgen, workload.keys), start=1):
+        batch[key] = value
+        if len(batch) == POPULATE_BATCH:
+            pipe.mset(batch)
+            batch = {}
+        if i % (20 * POPULATE_BATCH) == 0:
             pipe.execute()
+    if batch:
+        pipe.mset(batch)
     pipe.execute()
     size = client.dbsize()
     if size != workload.keys:
@@ -66,6 +142,36 @@ def populate(client: redis.Redis, workload: GetPipelineWorkload) -> None:
             "is maxmemory set with eviction?"
         )
     settle_rehash(client, workload.keys)
+
+
+def run_setup(client: redis.Redis, workload: MixWorkload) -> dict[str, str]:
+    """The workload's setup steps, in order, through redis-py (not timed)."""
+    saved: dict[str, str] = {}
+    payload = "x" * workload.data_size
+    for i, step in enumerate(workload.setup):
+        args = [substitute(a, saved) for a in step.command]
+        try:
+            if step.per_key:
+                pipe = client.pipeline(transaction=False)
+                for n in range(1, workload.keys + 1):
+                    pipe.execute_command(*_fill(args, n, payload))
+                    if n % POPULATE_BATCH == 0:
+                        pipe.execute()
+                pipe.execute()
+                continue
+            reply = client.execute_command(*_fill(args, 1, payload))
+        except redis.ResponseError as exc:
+            raise CannotMeasure(
+                f"workload {workload.name}: setup[{i}] {' '.join(args)[:80]} failed: {exc}"
+            ) from None
+        if step.save_as:
+            saved[step.save_as] = reply if isinstance(reply, str) else str(reply)
+    settle_rehash(client, int(client.dbsize()))
+    return saved
+
+
+def _fill(args: list[str], n: int, payload: str) -> list[str]:
+    return [payload if a == "__data__" else a.replace("__key__", str(n)) for a in args]
 
 
 def settle_rehash(client: redis.Redis, keys: int) -> None:
@@ -85,12 +191,73 @@ def settle_rehash(client: redis.Redis, keys: int) -> None:
 
 
 def reply_problems(delta: dict[str, Any]) -> list[str]:
-    """Reasons the replies of a trial cannot be trusted (misses, error replies)."""
+    """Reasons the replies of a GET trial cannot be trusted (misses, error replies)."""
     problems = []
     misses = int(delta.get("keyspace_misses", 0))
     if misses > 0:
         problems.append(f"{misses} GET misses (keys not populated or evicted)")
-    errors = int(delta.get("error_replies", 0))
-    if errors > 0:
-        problems.append(f"{errors} error replies")
+    problems.extend(error_problems(delta))
     return problems
+
+
+def error_problems(delta: dict[str, Any]) -> list[str]:
+    errors = int(delta.get("error_replies", 0))
+    if errors <= 0:
+        return []
+    named = ", ".join(f"{n} x{int(c)}" for n, c in sorted(delta.get("errors", {}).items()))
+    return [f"{errors} error replies ({named or 'see errorstats'})"]
+
+
+def mix_problems(
+    workload: MixWorkload, delta: dict[str, Any], requests_per_process: list[int]
+) -> list[str]:
+    """Error replies, and per-command calls out of the declared ratios.
+
+    memtier counts error replies as successes, so the server's counters decide. Each
+    process's commands are expected in its own ratios over its own requests. Commands run
+    inside scripts and functions are counted by the server too, so with EVAL/EVALSHA/FCALL
+    in the mix only a shortfall is a problem, not an excess.
+    """
+    problems = error_problems(delta)
+    calls = delta.get("commands", {})
+    expected: dict[str, float] = {}
+    example: dict[str, list[str]] = {}
+    if len(requests_per_process) != len(workload.processes):
+        return problems
+    for process, requests in zip(workload.processes, requests_per_process, strict=True):
+        total_ratio = sum(c.ratio for c in process.commands)
+        for c in process.commands:
+            key = commands.name(c.args)
+            expected[key] = expected.get(key, 0.0) + requests * c.ratio / total_ratio
+            example.setdefault(key, c.args)
+    scripted = any(k in SCRIPT_COMMANDS for k in expected)
+    tolerance = workload.tolerance_pct / 100.0
+    for key, want in expected.items():
+        observed = sum(calls.get(n, {}).get("calls", 0) for n in commands.stat_names(example[key]))
+        low = math.floor(want * (1 - tolerance))
+        high = math.ceil(want * (1 + tolerance))
+        if observed < low or (observed > high and not scripted):
+            problems.append(
+                f"{key} ran {int(observed)} times, the declared ratios expect about {want:.0f} "
+                f"(tolerance {workload.tolerance_pct:g}%)"
+            )
+    return problems
+
+
+def check_version(workload: Workload, label: str, version: str) -> None:
+    """A mix that needs a newer Redis than a target runs fails before measuring."""
+    if isinstance(workload, GetPipelineWorkload):
+        return
+    have = commands.version_tuple(version)
+    if have < commands.version_tuple(workload.min_redis):
+        raise BadInput(
+            f"workload {workload.name}: min_redis is {workload.min_redis} but version "
+            f"{label!r} runs {version}; drop that version or choose another workload"
+        )
+    for where, args in workload.located_args():
+        need = commands.since(args)
+        if need and have < commands.version_tuple(need):
+            raise BadInput(
+                f"workload {workload.name}: {where} {commands.name(args)} needs Redis {need} "
+                f"but version {label!r} runs {version}; drop that version or the command"
+            )

@@ -29,8 +29,17 @@ def our_processes() -> list[str]:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        if "regtrack-server-" in cmdline or cmdline.startswith(
-            ("redis-benchmark", "/usr/bin/redis-benchmark", "memtier_benchmark")
+        if (
+            "regtrack-server-" in cmdline
+            or "regtrack-callgrind-" in cmdline
+            or cmdline.startswith(
+                (
+                    "redis-benchmark",
+                    "/usr/bin/redis-benchmark",
+                    "memtier_benchmark",
+                    "/usr/local/bin/memtier_benchmark",
+                )
+            )
         ):
             found.append(f"{entry.name}: {cmdline.strip()}")
     return found

@@ -56,7 +56,15 @@ def test_an_a_a_comparison_does_not_fail(tmp_path, offline_redis, env):
     assert "## regtrack: " in proc.stdout
 
 
-def test_stored_baseline_needs_a_matching_machine(tmp_path, redis_server):
+def test_stored_baseline_needs_a_matching_machine(tmp_path, redis_server, monkeypatch):
+    # This test is about machine fingerprints, not noise: a busy runner must not turn
+    # every trial invalid (contended, client-bound) and leave nothing to compare.
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "regtrack.toml").write_text(
+        "[run]\ncontention_limit_pct = 100\nclient_bound_cpu_pct = 100\n"
+    )
+    monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(configs))
     db = tmp_path / "r.db"
     first = run_cli("run", "--versions", f"shipped=bin:{redis_server}", *TPUT, "--db", str(db))
     assert first.returncode == 0, first.stderr

@@ -1,8 +1,11 @@
 from pathlib import Path
 
+import pytest
+
 from regtrack.cpus import CpuPlan
+from regtrack.errors import BadInput
 from regtrack.loadgen import redis_benchmark
-from regtrack.loadgen.base import Aim, LoadgenBinary
+from regtrack.loadgen.base import Aim, LoadgenBinary, LoadSpec, MixCommand
 
 FIXTURES = Path(__file__).parent / "fixtures" / "redis-benchmark"
 
@@ -44,24 +47,23 @@ def test_parse_garbage_gives_nothing():
 def test_argv_is_pinned_and_complete():
     binary = LoadgenBinary("redis-benchmark", "/usr/bin/redis-benchmark", "7.0.15", "0" * 64)
     plan = CpuPlan(server=(0,), client=(1, 2, 3))
-    params = {
-        "command": "GET",
-        "pipeline": 10,
-        "clients": 50,
-        "data_size": 1000,
-        "keyspace": 100000,
-        "threads": 1,
-    }
+    spec = LoadSpec(clients=50, threads=1, pipeline=10, data_size=1000, key_min=0,
+                    key_max=99999, key_prefix="key:")  # fmt: skip
     aim = Aim(binary, "127.0.0.1", 7000, plan.client)
-    argv = redis_benchmark.argv(aim, params, 12345)
+    argv = redis_benchmark.argv(aim, spec, 12345)
     assert argv[1:3] == ["-c", "1-3"] and argv[0].endswith("taskset")
     joined = " ".join(argv[3:])
     assert joined == (
         "/usr/bin/redis-benchmark -h 127.0.0.1 -p 7000 -c 50 -n 12345 -P 10 -d 1000 "
         "-r 100000 -t get --csv"
     )
-    params["threads"] = 2
-    assert redis_benchmark.argv(aim, params, 1)[-2:] == [
-        "--threads",
-        "2",
-    ]
+    threaded = LoadSpec(clients=50, threads=2, pipeline=1, data_size=10, key_min=0, key_max=9)
+    assert redis_benchmark.argv(aim, threaded, 1)[-2:] == ["--threads", "2"]
+
+
+def test_a_mix_is_refused():
+    binary = LoadgenBinary("redis-benchmark", "/usr/bin/redis-benchmark", "7.0.15", "0" * 64)
+    spec = LoadSpec(clients=1, threads=1, pipeline=1, data_size=1, key_min=1, key_max=2,
+                    commands=(MixCommand(("SET", "k", "v")),))  # fmt: skip
+    with pytest.raises(BadInput, match="cannot replay a command mix"):
+        redis_benchmark.argv(Aim(binary, "127.0.0.1", 1, (1,)), spec, 1)

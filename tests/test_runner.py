@@ -28,7 +28,7 @@ def test_gets_that_miss_make_the_trial_invalid(
 ):
     """Fault: populate writes only half the keys, as a broken setup would."""
 
-    def half(client, workload):
+    def half(client, workload, loadgen):
         value = "x" * workload.data_size
         client.mset({workloads.benchmark_key(i): value for i in range(workload.keys // 2)})
 
@@ -49,7 +49,7 @@ def test_populate_checks_the_server_holds_every_key(redis_server):
     workload = load_workload("get-pipeline", keys=2500, data_size=10)
     with native_server(redis_server, (0,)) as server:
         client = server.client()
-        workloads.populate(client, workload)
+        workloads.populate(client, workload, "redis-benchmark")
         assert client.dbsize() == 2500
         assert client.get(workloads.benchmark_key(2499)) == "x" * 10
         client.close()

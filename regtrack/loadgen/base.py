@@ -21,6 +21,14 @@ class LoadgenResult:
     latency_ms: dict[str, float] = field(default_factory=dict)
     raw_output: str = ""
     problem: str | None = None  # why the tool's output cannot be used, if it cannot
+    # Per command row of the tool's report, e.g. {"Xadds": {"ops_per_sec": .., "p50": ..}}
+    per_command: dict[str, dict[str, float]] = field(default_factory=dict)
+    # The results of load generator processes that ran side by side, when there were several.
+    parts: list[LoadgenResult] = field(default_factory=list)
+
+    @property
+    def requests_per_process(self) -> list[int]:
+        return [p.requests for p in self.parts] if self.parts else [self.requests]
 
     @property
     def client_cpu_pct(self) -> float:
@@ -62,3 +70,35 @@ class Aim:
     port: int
     cpus: tuple[int, ...]
     server_alive: Callable[[], bool] = lambda: True
+
+
+@dataclass(frozen=True)
+class MixCommand:
+    """One command of a mix as the load generator sends it.
+
+    ``args`` may hold the placeholders ``__key__`` (inside an argument, a number drawn by
+    ``key_pattern``) and ``__data__`` (a whole argument: the payload). ``ratio`` is how
+    many times in a row the command is sent before the rotation moves on.
+    """
+
+    args: tuple[str, ...]
+    ratio: int = 1
+    key_pattern: str = "R"  # R random, P parallel (lockstep), S sequential, G gaussian
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """What one load generator process sends: GETs of populated keys, or a command mix."""
+
+    clients: int
+    threads: int
+    pipeline: int
+    data_size: int
+    key_min: int
+    key_max: int
+    key_prefix: str = ""
+    commands: tuple[MixCommand, ...] = ()  # empty: GET-only sweep of [key_min, key_max]
+
+    @property
+    def is_mix(self) -> bool:
+        return bool(self.commands)

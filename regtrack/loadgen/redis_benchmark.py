@@ -15,12 +15,11 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from regtrack import procs
 from regtrack.cpus import format_cpu_list
 from regtrack.errors import BadInput, CannotMeasure
-from regtrack.loadgen.base import Aim, LoadgenBinary, LoadgenResult, sha256_of
+from regtrack.loadgen.base import Aim, LoadgenBinary, LoadgenResult, LoadSpec, sha256_of
 from regtrack.runtimes.native import taskset_path
 
 NAME = "redis-benchmark"
@@ -76,8 +75,14 @@ def _version(path: str) -> str:
     return text.splitlines()[0]
 
 
-def argv(aim: Aim, params: dict[str, Any], requests: int) -> list[str]:
-    """The exact command line of one run, pinned to the client CPUs."""
+def argv(aim: Aim, spec: LoadSpec, requests: int) -> list[str]:
+    """The exact command line of one run, pinned to the client CPUs (GET sweeps only:
+    redis-benchmark sends one command per run, so it cannot replay a mix)."""
+    if spec.is_mix:
+        raise BadInput(
+            "redis-benchmark cannot replay a command mix (one command per run): "
+            "use --loadgen memtier or --loadgen builtin"
+        )
     args = [
         taskset_path(),
         "-c",
@@ -88,21 +93,21 @@ def argv(aim: Aim, params: dict[str, Any], requests: int) -> list[str]:
         "-p",
         str(aim.port),
         "-c",
-        str(params["clients"]),
+        str(spec.clients),
         "-n",
         str(requests),
         "-P",
-        str(params["pipeline"]),
+        str(spec.pipeline),
         "-d",
-        str(params["data_size"]),
+        str(spec.data_size),
         "-r",
-        str(params["keyspace"]),
+        str(spec.key_max - spec.key_min + 1),
         "-t",
-        str(params["command"]).lower(),
+        "get",
         "--csv",
     ]
-    if int(params.get("threads", 1)) > 1:
-        args += ["--threads", str(params["threads"])]
+    if spec.threads > 1:
+        args += ["--threads", str(spec.threads)]
     return args
 
 
@@ -130,12 +135,12 @@ def parse_csv(text: str) -> dict[str, dict[str, float]]:
     return rows
 
 
-def run_once(aim: Aim, params: dict[str, Any], requests: int, timeout: float) -> LoadgenResult:
+def run_once(aim: Aim, spec: LoadSpec, requests: int, timeout: float) -> LoadgenResult:
     """Run redis-benchmark once; its output goes to files so a chatty run cannot block.
 
     Stopped early (and reported) if the server dies: redis-benchmark would wait forever.
     """
-    command = argv(aim, params, requests)
+    command = argv(aim, spec, requests)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.monotonic()
         proc = procs.spawn(command, stdout=out, stderr=err)
@@ -163,7 +168,7 @@ def run_once(aim: Aim, params: dict[str, Any], requests: int, timeout: float) ->
         raw_output=raw,
     )
     rows = parse_csv(stdout)
-    test = str(params["command"]).upper()
+    test = "GET"
     row = rows.get(test)
     if problem is None and exit_code != 0:
         tail = (stderr.strip() or stdout.strip()).splitlines()[-1:] or [""]
@@ -186,13 +191,13 @@ class WarmUp:
     failure: LoadgenResult | None = None
 
 
-def warm_up(aim: Aim, params: dict[str, Any], seconds: float) -> WarmUp:
+def warm_up(aim: Aim, spec: LoadSpec, seconds: float) -> WarmUp:
     """Run for about ``seconds`` (at least one short probe) and measure the rate."""
-    probe = PROBE_REQUESTS_PER_DEPTH * max(1, int(params["pipeline"]))
+    probe = PROBE_REQUESTS_PER_DEPTH * max(1, spec.pipeline)
     requests = probe
     spent = 0.0
     while True:
-        result = run_once(aim, params, requests, timeout=60 + 10 * seconds)
+        result = run_once(aim, spec, requests, timeout=60 + 10 * seconds)
         if result.problem or not result.ops_per_sec:
             return WarmUp(seconds=spent, rate=None, failure=result)
         spent += result.wall_s
@@ -201,7 +206,6 @@ def warm_up(aim: Aim, params: dict[str, Any], seconds: float) -> WarmUp:
         requests = max(probe, int(result.ops_per_sec * (seconds - spent)))
 
 
-def run_for(aim: Aim, params: dict[str, Any], duration: float, rate: float) -> LoadgenResult:
-    """Ask for ``rate x duration`` requests: a trial of about ``duration`` seconds."""
-    requests = max(PROBE_REQUESTS_PER_DEPTH, int(rate * duration))
-    return run_once(aim, params, requests, timeout=30 + 10 * duration)
+def requests_for(duration: float, rate: float) -> int:
+    """``rate x duration`` requests: a trial of about ``duration`` seconds."""
+    return max(PROBE_REQUESTS_PER_DEPTH, int(rate * duration))

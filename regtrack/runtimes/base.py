@@ -17,11 +17,14 @@ CONTROL_NAME = "regtrack-control"
 # Nothing on connect that an older server answers with an error (which would count
 # against the trial it happens in): RESP2 (no HELLO 3 and its follow-ups) and no
 # CLIENT SETINFO, which arrived in 7.2. redis-py 8 spells the latter driver_info=None.
-_NO_SETINFO: dict[str, Any] = (
-    {"driver_info": None}
-    if "driver_info" in inspect.signature(redis.Redis.__init__).parameters
-    else {"lib_name": None, "lib_version": None}
-)
+QUIET_CONNECT: dict[str, Any] = {
+    "protocol": 2,
+    **(
+        {"driver_info": None}
+        if "driver_info" in inspect.signature(redis.Redis.__init__).parameters
+        else {"lib_name": None, "lib_version": None}
+    ),
+}
 
 
 def connect(host: str, port: int, timeout: float = 30.0) -> redis.Redis:
@@ -36,8 +39,7 @@ def connect(host: str, port: int, timeout: float = 30.0) -> redis.Redis:
         decode_responses=True,
         retry=Retry(NoBackoff(), 0),
         client_name=CONTROL_NAME,
-        protocol=2,
-        **_NO_SETINFO,
+        **QUIET_CONNECT,
     )
 
 

@@ -1,0 +1,106 @@
+"""What regtrack knows about Redis commands: since which version they exist, which block.
+
+Used to reject a mix before it runs against a server that lacks one of its commands, and
+to keep blocking commands out of a load generator process that also sends others
+(memtier rotates commands per connection, so a BRPOP stalls the rotation).
+"""
+
+from __future__ import annotations
+
+import re
+
+# First Redis version with the command (the form a mix can use). Missing: assumed old.
+SINCE: dict[str, str] = {
+    "XADD": "5.0",
+    "XREADGROUP": "5.0",
+    "XREAD": "5.0",
+    "XACK": "5.0",
+    "XGROUP": "5.0",
+    "XCLAIM": "5.0",
+    "XPENDING": "5.0",
+    "XLEN": "5.0",
+    "XRANGE": "5.0",
+    "XDEL": "5.0",
+    "XTRIM": "5.0",
+    "XINFO": "5.0",
+    "ZPOPMIN": "5.0",
+    "ZPOPMAX": "5.0",
+    "BZPOPMIN": "5.0",
+    "BZPOPMAX": "5.0",
+    "UNLINK": "4.0",
+    "XAUTOCLAIM": "6.2",
+    "LMOVE": "6.2",
+    "BLMOVE": "6.2",
+    "GETDEL": "6.2",
+    "GETEX": "6.2",
+    "ZRANGESTORE": "6.2",
+    "HRANDFIELD": "6.2",
+    "SMISMEMBER": "6.2",
+    "COPY": "6.2",
+    "LPOS": "6.0.6",
+    "FCALL": "7.0",
+    "FCALL_RO": "7.0",
+    "FUNCTION": "7.0",
+    "EVAL_RO": "7.0",
+    "EVALSHA_RO": "7.0",
+    "LMPOP": "7.0",
+    "BLMPOP": "7.0",
+    "ZMPOP": "7.0",
+    "BZMPOP": "7.0",
+    "SINTERCARD": "7.0",
+    "EXPIRETIME": "7.0",
+    "HEXPIRE": "7.4",
+    "HPEXPIRE": "7.4",
+    "HGETDEL": "8.0",
+    "HGETEX": "8.0",
+    "HSETEX": "8.0",
+}
+
+KNOWN = set(SINCE) | {
+    "GET", "SET", "SETNX", "SETEX", "PSETEX", "MGET", "MSET", "DEL", "EXISTS", "EXPIRE",
+    "PEXPIRE", "TTL", "PTTL", "PERSIST", "INCR", "INCRBY", "DECR", "DECRBY", "APPEND",
+    "STRLEN", "GETSET", "TYPE", "KEYS", "SCAN", "RENAME", "LPUSH", "RPUSH", "LPOP", "RPOP",
+    "LLEN", "LRANGE", "LREM", "LTRIM", "LINDEX", "LSET", "RPOPLPUSH", "BRPOPLPUSH", "BLPOP",
+    "BRPOP", "SADD", "SREM", "SMEMBERS", "SISMEMBER", "SCARD", "SPOP", "HSET", "HSETNX",
+    "HGET", "HMSET", "HMGET", "HGETALL", "HDEL", "HEXISTS", "HINCRBY", "HLEN", "HKEYS",
+    "HVALS", "ZADD", "ZREM", "ZRANGE", "ZREVRANGE", "ZRANGEBYSCORE", "ZREVRANGEBYSCORE",
+    "ZCARD", "ZSCORE", "ZINCRBY", "ZCOUNT", "ZRANK", "ZREMRANGEBYSCORE", "MULTI", "EXEC",
+    "DISCARD", "WATCH", "UNWATCH", "EVAL", "EVALSHA", "SCRIPT", "PUBLISH", "PING", "ECHO",
+    "WAIT", "DBSIZE", "INFO", "CONFIG", "CLIENT", "OBJECT", "MEMORY",
+}  # fmt: skip
+
+ALWAYS_BLOCKING = {"BLPOP", "BRPOP", "BRPOPLPUSH", "BLMOVE", "BZPOPMIN", "BZPOPMAX", "BLMPOP",
+                   "BZMPOP", "WAIT"}  # fmt: skip
+SOMETIMES_BLOCKING = {"XREAD", "XREADGROUP"}  # with a BLOCK argument
+
+
+def name(args: list[str] | tuple[str, ...]) -> str:
+    return args[0].upper() if args else ""
+
+
+def blocks(args: list[str] | tuple[str, ...]) -> bool:
+    """Whether the command can wait for data (and so stall a rotation of commands)."""
+    cmd = name(args)
+    if cmd in ALWAYS_BLOCKING:
+        return True
+    return cmd in SOMETIMES_BLOCKING and any(a.upper() == "BLOCK" for a in args[1:])
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """ "7.0.15" -> (7, 0, 15); anything unparsable sorts as very new."""
+    parts = re.findall(r"\d+", version)
+    return tuple(int(p) for p in parts[:3]) if parts else (999,)
+
+
+def since(args: list[str] | tuple[str, ...]) -> str | None:
+    return SINCE.get(name(args))
+
+
+def stat_names(args: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """The INFO commandstats names a command may be counted under (lower case, and with
+    ``|subcommand`` for container commands since 7.0)."""
+    cmd = name(args).lower()
+    if len(args) > 1 and cmd in {"xgroup", "xinfo", "script", "function", "client", "config",
+                                 "object", "memory"}:  # fmt: skip
+        return (cmd, f"{cmd}|{args[1].lower()}")
+    return (cmd,)

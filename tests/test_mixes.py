@@ -1,0 +1,319 @@
+"""Command-mix workloads: validation, replay with real servers, reply checks, capture."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from regtrack import capture
+from regtrack.config import list_workloads, load_workload
+from regtrack.errors import BadInput
+from regtrack.runtimes.native import native_server
+from tests.conftest import run_cli
+
+PRESETS = ["streams-queue", "list-queue", "priority-streams", "lua-dispatch"]
+SHORT = ["--pipelines", "10", "--duration", "1", "--warmup", "0.3", "--repetitions", "1"]
+
+GOOD = """
+name = "t"
+kind = "mix"
+min_redis = "6.2"
+data_size = 16
+keys = 100
+[[setup]]
+command = ["XAUTOCLAIM", "s", "g", "c", "0", "0"]
+[[setup]]
+command = ["SCRIPT", "LOAD", "return 1"]
+save_as = "one"
+[[commands]]
+args = ["SET", "k:__key__", "__data__"]
+[[commands]]
+args = ["EVALSHA", "${one}", "0"]
+"""
+
+
+SET_LINE = 'args = ["SET", "k:__key__", "__data__"]'
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "mix.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_presets_load_and_cite_what_they_model(name):
+    workload = load_workload(name)
+    assert workload.kind == "mix" and workload.models and workload.approximations
+    assert name in list_workloads()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("data_size = 16", "data_size = 16\ncolour = 1"), "field 'colour': unknown field"),
+        ((SET_LINE, SET_LINE + "\nratio = 0"),
+         "field 'commands[0].ratio': Input should be greater than 0"),
+        (('"__data__"]', '"x__data__"]'), "__data__ must be a whole argument"),
+        (('min_redis = "6.2"', 'min_redis = "5.0"'),
+         "setup[0]: XAUTOCLAIM needs Redis 6.2 but min_redis is 5.0; raise min_redis to 6.2"),
+        (('"EVALSHA"', '"EVALSAH"'), "unknown command 'EVALSAH'"),
+        (("${one}", "${two}"), "${two} is used but no earlier setup step has save_as = 'two'"),
+        (('kind = "mix"', 'kind = "soup"'), "'soup' is not a workload kind"),
+        (('args = ["EVALSHA", "${one}", "0"]', 'args = ["BRPOP", "q", "1"]'),
+         "mixes the blocking BRPOP with other commands"),
+        (('args = ["EVALSHA", "${one}", "0"]', 'args = ["GET", "k:__key__"]\nkey_pattern = "P"'),
+         "lockstep (key_pattern P) needs every command with __key__ on P"),
+    ],
+)  # fmt: skip
+def test_each_mistake_is_one_line_naming_file_and_field(tmp_path, change, message):
+    old, new = change
+    assert old in GOOD
+    path = _write(tmp_path, GOOD.replace(old, new, 1))
+    with pytest.raises(BadInput) as failure:
+        load_workload(str(path))
+    text = str(failure.value)
+    assert text.startswith(str(path)) and message in text and "\n" not in text
+
+
+def test_a_bad_workload_file_on_the_command_line_is_exit_2(tmp_path, redis_server):
+    path = _write(tmp_path, GOOD.replace("data_size = 16", "data_size = -1"))
+    proc = run_cli("run", "--versions", f"bin:{redis_server}", "--workload", str(path))
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "field 'data_size'" in proc.stderr
+
+
+def test_a_mix_newer_than_a_target_is_refused_before_measuring(tmp_path, redis_server):
+    path = _write(tmp_path, GOOD.replace('min_redis = "6.2"', 'min_redis = "99.0"'))
+    db = tmp_path / "r.db"
+    proc = run_cli(
+        "run", "--versions", f"bin:{redis_server}", "--workload", str(path), "--loadgen",
+        "builtin", *SHORT, "--db", str(db),
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "min_redis is 99.0 but version" in proc.stderr
+    assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM trials").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_presets_replay_with_the_builtin_driver_without_errors(tmp_path, redis_server, name):
+    db = tmp_path / "r.db"
+    proc = run_cli(
+        "run", "--versions", f"bin:{redis_server}", "--workload", name, "--loadgen", "builtin",
+        *SHORT, "--db", str(db),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "built-in driver: its throughput measures the Python client" in proc.stderr
+    (reason, errors, requests, calls) = (
+        sqlite3.connect(db)
+        .execute("SELECT invalid_reason, error_replies, requests, server_calls FROM trials")
+        .fetchone()
+    )
+    assert errors == 0 and requests > 100 and calls >= requests * 0.9
+    assert "error replies" not in reason and "declared ratios" not in reason
+    assert "built-in driver" in reason, "builtin throughput never reaches a verdict"
+    stats = (
+        sqlite3.connect(db)
+        .execute("SELECT command FROM command_stats WHERE source = 'server'")
+        .fetchall()
+    )
+    assert stats, "per-command server counts are stored"
+
+
+def test_a_mix_that_gets_wrongtype_is_invalid_and_names_the_error(tmp_path, redis_server):
+    wrong = """
+name = "wrong"
+kind = "mix"
+keys = 50
+[[commands]]
+args = ["SET", "k:__key__", "v"]
+[[commands]]
+args = ["HSET", "k:__key__", "f", "v"]
+"""
+    path = _write(tmp_path, wrong)
+    db = tmp_path / "r.db"
+    proc = run_cli(
+        "run", "--versions", f"bin:{redis_server}", "--workload", str(path),
+        "--loadgen", "builtin", *SHORT, "--db", str(db),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    errors, reason = (
+        sqlite3.connect(db).execute("SELECT error_replies, invalid_reason FROM trials").fetchone()
+    )
+    assert errors > 0
+    assert f"{errors} error replies (WRONGTYPE x{errors})" in reason
+
+
+def test_ratio_drift_is_invalid(tmp_path, redis_server):
+    """Fault: the server ran a command far more often than the mix declares (a second
+    client sends GETs during the trial), so the observed ratios are off."""
+    path = _write(
+        tmp_path,
+        GOOD.replace('args = ["EVALSHA", "${one}", "0"]', 'args = ["GET", "k:__key__"]').replace(
+            '[[setup]]\ncommand = ["SCRIPT", "LOAD", "return 1"]\nsave_as = "one"\n', ""
+        ),
+    )
+    workload = load_workload(str(path))
+    from regtrack import workloads
+
+    delta = {"error_replies": 0, "commands": {"set": {"calls": 500}, "get": {"calls": 2000}}}
+    problems = workloads.mix_problems(workload, delta, [1000])
+    assert problems == ["GET ran 2000 times, the declared ratios expect about 500 (tolerance 10%)"]
+    assert (
+        workloads.mix_problems(
+            workload, {"commands": {"set": {"calls": 500}, "get": {"calls": 500}}}, [1000]
+        )
+        == []
+    )
+
+
+def test_capture_sends_only_info(redis_server):
+    with native_server(redis_server, (0,)) as server:
+        control = server.client()
+        before = control.info("commandstats")
+        observed = capture.sample(f"redis://127.0.0.1:{server.port}", 0.2)
+        after = control.info("commandstats")
+        control.close()
+    assert observed.calls == {}
+    changed = {
+        name: after[name]["calls"] - before.get(name, {}).get("calls", 0)
+        for name in after
+        if after[name]["calls"] != before.get(name, {}).get("calls", 0)
+    }
+    # The capture's two INFO commandstats and one INFO server, plus our own second INFO.
+    assert changed == {"cmdstat_info": 4}, changed
+
+
+def test_capture_of_a_busy_server_writes_a_mix_that_replays(
+    tmp_path, redis_server, redis_benchmark_bin
+):
+    out = tmp_path / "captured.toml"
+    with native_server(redis_server, (0,)) as server:
+        client = subprocess.Popen(
+            ["taskset", "-c", "1", redis_benchmark_bin, "-p", str(server.port), "-t",
+             "set,get,lpush", "-n", "10000000", "-c", "5", "-q"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            time.sleep(0.3)
+            proc = run_cli(
+                "mix", "capture", "--url", f"redis://127.0.0.1:{server.port}",
+                "--seconds", "1", "--out", str(out),
+            )  # fmt: skip
+        finally:
+            client.kill()
+            client.wait()
+    assert proc.returncode == 0, proc.stderr
+    assert f"{out}:" in proc.stdout and "commands in 1 s" in proc.stdout
+    workload = load_workload(str(out))
+    names = {c.args[0] for c in workload.all_commands}
+    assert names & {"SET", "GET", "LPUSH"}, names
+    db = tmp_path / "r.db"
+    replay = run_cli(
+        "run", "--versions", f"bin:{redis_server}", "--workload", str(out),
+        "--loadgen", "builtin", *SHORT, "--db", str(db),
+    )  # fmt: skip
+    assert replay.returncode == 0, replay.stderr
+    assert sqlite3.connect(db).execute("SELECT error_replies FROM trials").fetchone()[0] == 0
+
+
+def test_capture_of_an_unreachable_server_is_exit_3(tmp_path):
+    proc = run_cli("mix", "capture", "--url", "redis://127.0.0.1:1", "--seconds", "0.1",
+                   "--out", str(tmp_path / "x.toml"))  # fmt: skip
+    assert proc.returncode == 3 and "cannot read INFO" in proc.stderr
+    assert not (tmp_path / "x.toml").exists()
+
+
+@pytest.mark.skipif(
+    not shutil.which("memtier_benchmark"),
+    reason="memtier_benchmark is not installed: build it from "
+    "https://github.com/RedisLabs/memtier_benchmark and put it on PATH",
+)
+@pytest.mark.parametrize("name", PRESETS)
+def test_presets_replay_with_memtier(tmp_path, redis_server, name):
+    db = tmp_path / "r.db"
+    proc = run_cli(
+        "run", "--versions", f"bin:{redis_server}", "--workload", name, "--loadgen",
+        "memtier", *SHORT, "--db", str(db),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    row = (
+        sqlite3.connect(db)
+        .execute("SELECT invalid_reason, error_replies, requests, ops_per_sec FROM trials")
+        .fetchone()
+    )
+    reason, errors, requests, ops = row
+    assert errors == 0 and requests > 100 and ops > 0, row
+    assert reason is None or ("error replies" not in reason and "declared ratios" not in reason)
+    rows = (
+        sqlite3.connect(db)
+        .execute("SELECT command FROM command_stats WHERE source = 'loadgen'")
+        .fetchall()
+    )
+    assert rows, "memtier's per-command rows are stored"
+    assert json.loads(json.dumps(rows))
+
+
+LOADGENS = [
+    "builtin",
+    pytest.param(
+        "memtier",
+        marks=pytest.mark.skipif(
+            not shutil.which("memtier_benchmark"),
+            reason="memtier_benchmark is not installed: build it from "
+            "https://github.com/RedisLabs/memtier_benchmark and put it on PATH",
+        ),
+    ),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tool", LOADGENS)
+@pytest.mark.parametrize("name", PRESETS)
+def test_presets_on_real_6_2_7_0_and_8_0(tmp_path, offline_redis, env, name, tool):
+    db = tmp_path / "r.db"
+    proc = run_cli(
+        "run", "--versions", "6.2,7.0,unstable", "--source-repo", str(offline_redis),
+        "--workload", name, "--loadgen", tool, *SHORT, "--db", str(db),
+        env=env, timeout=1800,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = (
+        sqlite3.connect(db)
+        .execute(
+            "SELECT g.redis_version, t.error_replies, t.requests, t.invalid_reason"
+            " FROM trials t JOIN targets g ON g.id = t.target_id"
+        )
+        .fetchall()
+    )
+    assert sorted(r[0] for r in rows) == ["6.2.14", "7.0.15", "8.0.6"]
+    for version, errors, requests, reason in rows:
+        assert errors == 0, (version, reason)
+        assert requests > 100, (version, requests)
+        assert reason is None or "declared ratios" not in reason, (version, reason)
+
+
+def test_the_builtin_driver_is_valid_for_instructions(tmp_path, redis_server):
+    if not shutil.which("valgrind"):
+        pytest.skip("valgrind is not installed (apt-get install valgrind)")
+    db = tmp_path / "r.db"
+    proc = run_cli(
+        "run", "--versions", f"bin:{redis_server}", "--workload", "lua-dispatch",
+        "--loadgen", "builtin", "--metric", "instructions", "--pipelines", "10",
+        "--repetitions", "1", "--instruction-requests", "20000", "--db", str(db),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "built-in driver: its throughput" not in proc.stderr, "no caveat for instructions"
+    per_op, reason, errors = (
+        sqlite3.connect(db)
+        .execute("SELECT instructions_per_op, invalid_reason, error_replies FROM trials")
+        .fetchone()
+    )
+    assert per_op > 1000 and errors == 0
+    assert reason is None or "built-in driver" not in reason
