@@ -164,11 +164,34 @@ def _server_version(server: Path) -> str:
     return text
 
 
-def _finish(tree: Path, log: Path) -> tuple[Path, Path | None, str]:
+def _make_build(
+    tree: Path,
+    flags: list[str],
+    compiler: str,
+    log: Path,
+    on_line: Callable[[str], None],
+    key: str,
+    commit: str | None,
+    directory: Path,
+) -> Build:
+    """make, then find the binaries and ask the server its version."""
+    seconds = _make(tree, flags, log, on_line)
     server = _find(tree, SERVER_NAMES)
     if server is None:
         raise CannotMeasure(f"make succeeded but {tree}/src has no redis-server; log: {log}")
-    return server, _find(tree, BENCHMARK_NAMES), _server_version(server)
+    benchmark = _find(tree, BENCHMARK_NAMES)
+    return Build(
+        key=key,
+        commit=commit,
+        flags=flags,
+        compiler=compiler,
+        directory=str(directory),
+        server=str(server),
+        benchmark=str(benchmark) if benchmark else None,
+        seconds=round(seconds, 1),
+        server_version=_server_version(server),
+        log=str(log),
+    )
 
 
 PATH_FIELDS = ("directory", "server", "benchmark", "log")
@@ -220,20 +243,7 @@ def build_commit(
         log.write_text(f"regtrack build of {commit} from {repo.location}\ncompiler: {compiler}\n")
         on_line("exporting sources")
         repo.export(commit, tree)
-        seconds = _make(tree, flags, log, on_line)
-        server, benchmark, version = _finish(tree, log)
-        build = Build(
-            key=key,
-            commit=commit,
-            flags=flags,
-            compiler=compiler,
-            directory=str(entry),
-            server=str(server),
-            benchmark=str(benchmark) if benchmark else None,
-            seconds=round(seconds, 1),
-            server_version=version,
-            log=str(log),
-        )
+        build = _make_build(tree, flags, compiler, log, on_line, key, commit, entry)
         _save_record(record, build)
         return build
 
@@ -250,20 +260,7 @@ def build_tree(
     entry.mkdir(parents=True, exist_ok=True)
     log = entry / "build.log"
     log.write_text(f"regtrack build of the tree {tree}\ncompiler: {compiler}\n")
-    seconds = _make(tree, flags, log, on_line)
-    server, benchmark, version = _finish(tree, log)
-    return Build(
-        key="in-place",
-        commit=None,
-        flags=flags,
-        compiler=compiler,
-        directory=str(tree),
-        server=str(server),
-        benchmark=str(benchmark) if benchmark else None,
-        seconds=round(seconds, 1),
-        server_version=version,
-        log=str(log),
-    )
+    return _make_build(tree, flags, compiler, log, on_line, "in-place", None, tree)
 
 
 def obtain(

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from regtrack.errors import BadInput
 
 
 @dataclass
@@ -102,3 +105,22 @@ class LoadSpec:
     @property
     def is_mix(self) -> bool:
         return bool(self.commands)
+
+
+def tool_version(path: str, name: str) -> str | None:
+    """The first line ``path --version`` prints if it names ``name``, else None.
+
+    A path that cannot run, or hangs, is not a load generator: one clear line (exit 2).
+    """
+    try:
+        out = subprocess.run(
+            [path, "--version"], capture_output=True, text=True, timeout=10, check=False
+        )
+    except OSError as exc:
+        raise BadInput(f"load generator {path} cannot be run: {exc.strerror}") from None
+    except subprocess.TimeoutExpired:
+        raise BadInput(f"load generator {path} hangs on --version: is it {name}?") from None
+    text = (out.stdout or out.stderr).strip()
+    if out.returncode != 0 or name not in text:
+        return None
+    return text.splitlines()[0]

@@ -21,7 +21,6 @@ import json
 import math
 import re
 import shutil
-import subprocess
 import tempfile
 import time
 from collections import deque
@@ -39,6 +38,7 @@ from regtrack.loadgen.base import (
     LoadSpec,
     MixCommand,
     sha256_of,
+    tool_version,
 )
 from regtrack.runtimes.native import taskset_path
 
@@ -91,24 +91,11 @@ def locate(path: str | None = None) -> LoadgenBinary:
 
 def _version(path: str) -> str:
     """The first line of ``--version``, e.g. "memtier_benchmark v=2.3.0 sha=1655c39a:0 ..."."""
-    try:
-        out = subprocess.run(
-            [path, "--version"], capture_output=True, text=True, timeout=10, check=False
-        )
-    except OSError as exc:
-        raise BadInput(f"load generator {path} cannot be run: {exc.strerror}") from None
-    except subprocess.TimeoutExpired:
-        raise BadInput(
-            f"load generator {path} hangs on --version: is it memtier_benchmark?"
-        ) from None
-    text = (out.stdout or out.stderr).strip()
-    if out.returncode != 0 or NAME not in text:
+    version = tool_version(path, NAME)
+    if version is None:
         # Every memtier_benchmark answers --version; anything else would fail later, worse.
-        first = text.splitlines()[0][:200] if text else "nothing"
-        raise BadInput(
-            f"load generator {path} is not memtier_benchmark: --version printed {first!r}"
-        )
-    return text.splitlines()[0]
+        raise BadInput(f"load generator {path} is not memtier_benchmark (see its --version)")
+    return version
 
 
 # --- command line ---------------------------------------------------------------------

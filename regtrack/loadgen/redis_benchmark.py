@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import io
 import shutil
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
@@ -19,7 +18,14 @@ from pathlib import Path
 from regtrack import procs
 from regtrack.cpus import format_cpu_list
 from regtrack.errors import BadInput, CannotMeasure
-from regtrack.loadgen.base import Aim, LoadgenBinary, LoadgenResult, LoadSpec, sha256_of
+from regtrack.loadgen.base import (
+    Aim,
+    LoadgenBinary,
+    LoadgenResult,
+    LoadSpec,
+    sha256_of,
+    tool_version,
+)
 from regtrack.runtimes.native import taskset_path
 
 NAME = "redis-benchmark"
@@ -58,21 +64,8 @@ def locate(path: str | None = None, built: list[str] | None = None) -> LoadgenBi
 
 
 def _version(path: str) -> str:
-    try:
-        out = subprocess.run(
-            [path, "--version"], capture_output=True, text=True, timeout=10, check=False
-        )
-    except OSError as exc:
-        raise BadInput(f"load generator {path} cannot be run: {exc.strerror}") from None
-    except subprocess.TimeoutExpired:
-        raise BadInput(
-            f"load generator {path} hangs on --version: is it redis-benchmark?"
-        ) from None
-    text = (out.stdout or out.stderr).strip()
-    if out.returncode != 0 or "redis-benchmark" not in text:
-        # redis-benchmark before 7.0 has no --version; it still works for measuring.
-        return "unknown"
-    return text.splitlines()[0]
+    # redis-benchmark before 7.0 has no --version; it still works for measuring.
+    return tool_version(path, NAME) or "unknown"
 
 
 def argv(aim: Aim, spec: LoadSpec, requests: int) -> list[str]:
