@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,9 @@ from regtrack import (
     analysis,
     attribution,
     capture,
+    diagnose,
     environment,
+    interrupts,
     present,
     versions,
 )
@@ -35,6 +36,7 @@ from regtrack.errors import (
 from regtrack.loadgen.builtin import THROUGHPUT_CAVEAT
 from regtrack.prepare import Options, int_list, prepare_job
 from regtrack.runner import Job, execute
+from regtrack.runtimes import docker as docker_runtime
 from regtrack.store import Store
 
 EXIT_CODES_HELP = """
@@ -94,6 +96,27 @@ MEASURE_OPTIONS = [
     click.option(
         "--instruction-requests", type=int, help="Requests per instruction trial (default 200000)."
     ),
+    click.option(
+        "--runtime",
+        type=click.Choice(["native", "docker"]),
+        default="native",
+        show_default=True,
+        help="Run servers as pinned processes (taskset) or pinned containers (--cpuset-cpus).",
+    ),
+    click.option(
+        "--docker-images",
+        type=click.Choice(["auto", "official", "build"]),
+        default="auto",
+        show_default=True,
+        help="docker: official redis:<version> images for upstream release tags (auto), for "
+        "every release tag (official), or images of regtrack's own builds (build).",
+    ),
+    click.option(
+        "--builder-image",
+        help="docker: build commits and branches with docker build inside this image (it "
+        "needs make and a C compiler, e.g. gcc:12); default: import regtrack's own build.",
+    ),
+    click.option("--memory", help="docker: container memory limit, e.g. 4g."),
     _source_repo_option,
     click.option(
         "--build-flags",
@@ -127,6 +150,10 @@ def _options(kw: dict[str, Any]) -> Options:
         instruction_requests=kw["instruction_requests"],
         source_repo=kw["source_repo"],
         build_flags=kw["build_flags"],
+        runtime=kw["runtime"],
+        docker_images=kw["docker_images"],
+        builder_image=kw["builder_image"],
+        memory=kw["memory"],
     )
 
 
@@ -137,7 +164,8 @@ def _prepare(specs: list[versions.VersionSpec], kw: dict[str, Any]) -> Job:
         if "build" in target.details:
             b = target.details["build"]
             how = "cached build" if b["cached"] else f"built in {b['seconds']:.0f} s"
-            err.print(f"regtrack: {target.label}: {how}: {b['server_version']}")
+            what = b.get("server_version") or f"image {target.image}"
+            err.print(f"regtrack: {target.label}: {how}: {what}")
     if job.loadgen.name == "builtin" and job.metric != "instructions":
         err.print(f"regtrack: note: {THROUGHPUT_CAVEAT}")
     return job
@@ -146,7 +174,11 @@ def _prepare(specs: list[versions.VersionSpec], kw: dict[str, Any]) -> Job:
 def _measure(job: Job, db: str | None) -> tuple[Store, int]:
     """Record the run, execute it with progress, and say where the trials went."""
     store = Store.open(db or job.settings.database)
+    if job.docker is not None:
+        for name in docker_runtime.remove_leftovers(job.docker):
+            err.print(f"regtrack: removed container {name}, left by a regtrack that was killed")
     env = environment.capture(job.cpus, job.loadgen.as_dict())
+    env["runtime"] = job.runtime
     run_id = store.create_run(["regtrack", *sys.argv[1:]], job.config(), env, job.loadgen.as_dict())
     err.print(
         f"regtrack: run {run_id}: {len(job.targets)} versions x {len(job.points)} points x "
@@ -288,6 +320,14 @@ def ci(
         sys.exit(EXIT_REGRESSION)
 
 
+@cli.command(epilog=EXIT_CODES_HELP)
+@click.option("--clean", is_flag=True, help="Remove regtrack containers left behind.")
+def doctor(clean: bool) -> None:
+    """What this machine offers for measuring: CPUs, tools, the Docker engine, leftovers."""
+    for line in diagnose.report(clean):
+        click.echo(line)
+
+
 @cli.group()
 def mix() -> None:
     """Command-mix workloads: capture one from a live server."""
@@ -390,6 +430,12 @@ def versions_command(specs: str, source_repo: str | None, fmt: str) -> None:
 )
 @click.option("--list", "list_runs", is_flag=True, help="List the runs in the database.")
 @click.option("--threshold", type=float, help="Verdict threshold in percent, for every metric.")
+@click.option(
+    "--baseline-run",
+    type=int,
+    help="Compare --run's --candidate with --baseline of this other run (unpaired).",
+)
+@click.option("--candidate", help="With --baseline-run: the version of --run (default: first).")
 @_db_option
 def compare(
     run_id: int | None,
@@ -398,6 +444,8 @@ def compare(
     metrics: tuple[str, ...],
     list_runs: bool,
     threshold: float | None,
+    baseline_run: int | None,
+    candidate: str | None,
     db: str | None,
 ) -> None:
     """Print % change tables of every version against a baseline."""
@@ -410,9 +458,16 @@ def compare(
                 f"{labels}"
             )
         return
-    result = analysis.compare(
-        store, run_id or store.latest_run_id(), baseline, load_thresholds(threshold)
-    )
+    run_id = run_id or store.latest_run_id()
+    if baseline_run is not None:
+        store.run(baseline_run)  # an unknown run is one clear line
+        base_label = baseline or store.targets(baseline_run)[0]["label"]
+        cand_label = candidate or store.targets(run_id)[0]["label"]
+        result = analysis.compare_runs(
+            store, baseline_run, base_label, run_id, cand_label, load_thresholds(threshold)
+        )
+    else:
+        result = analysis.compare(store, run_id, baseline, load_thresholds(threshold))
     click.echo(present.render(result, fmt, list(metrics) or None))
 
 
@@ -441,13 +496,9 @@ def explain(
     click.echo(present.attribution(tables, fmt))
 
 
-def _raise_interrupted(signum: int, _frame: object) -> None:
-    raise Interrupted(signal.Signals(signum).name)
-
-
 def main(argv: list[str] | None = None) -> None:
     """Entry point: one line and a documented exit code for every expected failure."""
-    signal.signal(signal.SIGTERM, _raise_interrupted)
+    interrupts.install()
     try:
         cli.main(args=argv, prog_name="regtrack", standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -455,7 +506,7 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(EXIT_BAD_INPUT)
-    except (click.exceptions.Abort, KeyboardInterrupt, Interrupted) as exc:
+    except (click.exceptions.Abort, KeyboardInterrupt) as exc:
         how = f" by {exc}" if isinstance(exc, Interrupted) else ""
         err.print(f"regtrack: interrupted{how}; results measured so far are kept")
         sys.exit(EXIT_INTERRUPTED)

@@ -33,7 +33,11 @@ class CannotMeasure(RegtrackError):
     exit_code = EXIT_CANNOT_MEASURE
 
 
-class Interrupted(RegtrackError):
-    """SIGINT or SIGTERM arrived; raised so that every cleanup block runs."""
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived; raised so that every cleanup block runs.
+
+    A KeyboardInterrupt, not an Exception, so that no ``except Exception`` on the way
+    (a retry loop, a best-effort cleanup) can swallow the user's request to stop.
+    """
 
     exit_code = EXIT_INTERRUPTED

@@ -7,18 +7,22 @@ before the first measurement.
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from regtrack import build, loadgen, versions
+from regtrack import build, images, loadgen, versions
 from regtrack.callgrind import control as callgrind
 from regtrack.config import load_settings, load_workload
 from regtrack.cpus import plan_cpus
 from regtrack.errors import BadInput
 from regtrack.loadgen import memtier
 from regtrack.runner import Job
+from regtrack.runtimes import docker as docker_runtime
 from regtrack.workload_spec import MixWorkload, Workload
+
+MEMORY_RE = re.compile(r"^[1-9][0-9]*[bkmgBKMG]?$")
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,10 @@ class Options:
     instruction_requests: int | None = None
     source_repo: str | None = None
     build_flags: str | None = None
+    runtime: str = "native"  # native | docker
+    docker_images: str = "auto"  # auto | official | build
+    builder_image: str | None = None  # docker build commits in this image
+    memory: str | None = None  # container memory limit, e.g. 2g
 
 
 def int_list(text: str | None, option: str) -> list[int] | None:
@@ -77,7 +85,11 @@ def prepare_job(
     )
     cpus = plan_cpus(options.server_cpus, options.client_cpus)
     flags = build.parse_build_flags(options.build_flags)
-    if options.metric != "throughput":
+    client = None
+    if options.runtime == "docker":
+        docker_runtime.check_metric(options.metric)
+        client = docker_runtime.engine()  # no engine: one line, before any build
+    elif options.metric != "throughput":
         callgrind.require()  # before any build: say at once that valgrind is missing
     tool = choose_tool(options.loadgen, workload)
     if tool != "redis-benchmark":
@@ -85,7 +97,34 @@ def prepare_job(
     elif options.loadgen_bin:
         loadgen.locate(tool, options.loadgen_bin)  # a wrong path fails before any build
     targets = versions.resolve(specs, options.source_repo)
-    build.obtain(targets, flags, on_phase)
+    image_specs = [t for t in targets if t.kind == "image"]
+    if image_specs and options.runtime != "docker":
+        raise BadInput(
+            f"version {image_specs[0].spec!r} is a container image: add --runtime docker, or give "
+            "a tag, commit or bin:PATH"
+        )
+    if options.memory and (options.runtime != "docker" or not MEMORY_RE.match(options.memory)):
+        raise BadInput(
+            f"--memory {options.memory!r}: give a container limit like 512m or 4g, "
+            "with --runtime docker"
+        )
+    if options.builder_image and options.runtime != "docker":
+        raise BadInput("--builder-image builds container images: add --runtime docker")
+    in_container = (
+        {
+            t.label
+            for t in targets
+            if images.uses_official(t, options.docker_images)
+            or images.built_in_docker(t, options.docker_images, options.builder_image)
+        }
+        if client is not None
+        else set()
+    )
+    build.obtain([t for t in targets if t.label not in in_container], flags, on_phase)
+    if client is not None:
+        images.assign(
+            client, targets, options.docker_images, on_phase, options.builder_image, flags
+        )
     built_benchmarks = [
         t.details["build"]["benchmark"]
         for t in reversed(targets)
@@ -99,6 +138,9 @@ def prepare_job(
         cpus=cpus,
         loadgen=binary,
         metric=options.metric,
+        runtime=options.runtime,
+        memory=options.memory,
+        docker=client,
     )
 
 

@@ -13,14 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from regtrack import measure, workloads
+from regtrack import interrupts, measure, workloads
 from regtrack.callgrind import control as callgrind
 from regtrack.config import RunSettings, Workload
 from regtrack.cpus import CpuPlan
-from regtrack.errors import CannotMeasure, Interrupted
+from regtrack.errors import CannotMeasure
 from regtrack.loadgen.base import LoadgenBinary
 from regtrack.plan import MODES_BY_METRIC, Visit, interleave, trial_count
 from regtrack.records import TrialRecord
+from regtrack.runtimes import docker as docker_runtime
 from regtrack.runtimes.base import RunningServer
 from regtrack.runtimes.native import native_server
 from regtrack.store import Store
@@ -48,11 +49,14 @@ class Job:
     cpus: CpuPlan
     loadgen: LoadgenBinary
     metric: str = "throughput"  # throughput | instructions | both
+    runtime: str = "native"  # native | docker
+    memory: str | None = None  # container memory limit
+    docker: Any = None  # the Docker engine client, for --runtime docker
     points: list[workloads.Point] = field(init=False)
 
     def __post_init__(self) -> None:
         self.points = workloads.points(self.workload)
-        if self.metric != "throughput":
+        if self.metric != "throughput" and self.runtime == "native":
             callgrind.require()
 
     @property
@@ -72,6 +76,8 @@ class Job:
     def config(self) -> dict[str, Any]:
         return {
             "metric": self.metric,
+            "runtime": self.runtime,
+            "memory": self.memory,
             "settings": self.settings.model_dump(),
             "workload": self.workload.model_dump(),
             "cpus": self.cpus.as_dict(),
@@ -86,13 +92,30 @@ def _binary(target: Target) -> str:
     return target.binary
 
 
+def _plain_server(job: Job, target: Target, run_id: int) -> contextlib.AbstractContextManager:
+    """The target's server as the run's runtime starts it (a process, or a container)."""
+    if job.runtime == "docker":
+        assert target.image, f"{target.label} has no image"
+        return docker_runtime.docker_server(
+            job.docker,
+            target.image,
+            job.cpus.server,
+            run_id=run_id,
+            memory=job.memory,
+            timeout=job.settings.server_start_timeout,
+        )
+    return native_server(
+        _binary(target), job.cpus.server, timeout=job.settings.server_start_timeout
+    )
+
+
 @contextlib.contextmanager
-def serve(job: Job, target: Target, mode: str) -> Iterator[tuple[RunningServer, Any]]:
+def serve(
+    job: Job, target: Target, mode: str, run_id: int = 0
+) -> Iterator[tuple[RunningServer, Any]]:
     """A pinned server for one visit; under callgrind for instruction trials."""
     if mode != "instructions":
-        with native_server(
-            _binary(target), job.cpus.server, timeout=job.settings.server_start_timeout
-        ) as server:
+        with _plain_server(job, target, run_id) as server:
             yield server, None
         return
     valgrind, control = callgrind.require()
@@ -115,9 +138,7 @@ def preflight(job: Job, store: Store, run_id: int, progress: Progress) -> dict[s
     ids: dict[str, int] = {}
     for position, target in enumerate(job.targets):
         progress.phase(f"checking {target.label}")
-        with native_server(
-            _binary(target), job.cpus.server, timeout=job.settings.server_start_timeout
-        ) as server:
+        with _plain_server(job, target, run_id) as server:
             identity = server.server_identity()
         workloads.check_version(job.workload, target.label, server.version)
         ids[target.label] = store.add_target(run_id, position, target, identity)
@@ -133,8 +154,9 @@ def execute(job: Job, store: Store, run_id: int, progress: Progress | None = Non
         target_ids = preflight(job, store, run_id, progress)
         progress.started(trial_count(visits))
         for visit in visits:
+            interrupts.check()
             _run_visit(job, store, run_id, visit, by_label[visit.target], target_ids, progress)
-    except (KeyboardInterrupt, Interrupted):
+    except KeyboardInterrupt:
         store.finish_run(run_id, "interrupted", "stopped by the user; measured trials are kept")
         raise
     except CannotMeasure as exc:
@@ -159,7 +181,7 @@ def _run_visit(
     rep = f"rep {visit.repetition + 1}/{job.settings.repetitions}"
     under = " under callgrind" if visit.mode == "instructions" else ""
     progress.phase(f"{rep} · starting {target.label}{under}")
-    with serve(job, target, visit.mode) as (server, session):
+    with serve(job, target, visit.mode, run_id) as (server, session):
         progress.phase(f"{rep} · setting up {target.label}{under}")
         client = server.client(timeout=600)
         try:
@@ -179,6 +201,7 @@ def _run_visit(
                 functions = list(profile.by_key().values()) if profile else None
             store.add_trial(run_id, target_ids[target.label], record, functions)
             progress.trial_done(record)
+            interrupts.check()
             if not server.alive():
                 raise CannotMeasure(
                     f"redis-server of {target.label} exited during {planned.point.label}"

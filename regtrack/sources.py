@@ -30,7 +30,7 @@ def cache_root() -> Path:
     return Path(base) / "regtrack"
 
 
-def _git_env() -> dict[str, str]:
+def git_env() -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         GIT_TERMINAL_PROMPT="0",  # never wait for a password in a benchmark run
@@ -48,7 +48,7 @@ def git(
         proc = subprocess.run(
             ["git", *args],
             cwd=cwd,
-            env=_git_env(),
+            env=git_env(),
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -266,7 +266,7 @@ class SourceRepo:
         archive = subprocess.Popen(
             ["git", "-C", str(self.path), "archive", "--format=tar", commit],
             stdout=subprocess.PIPE,
-            env=_git_env(),
+            env=git_env(),
         )
         untar = subprocess.run(
             ["tar", "-x", "--no-same-owner", "-C", str(dest)],

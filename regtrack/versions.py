@@ -174,8 +174,5 @@ def resolve(
             repo = repo or SourceRepo(source_repo, cache)
             targets.append(resolve_git(spec, repo))
         else:
-            raise BadInput(
-                f"version {spec.text!r}: image specs need the docker runtime, "
-                "which this regtrack does not have yet; use a tag, commit or bin:PATH"
-            )
+            targets.append(Target(label=spec.label, spec=spec.text, kind="image", image=spec.value))
     return targets

@@ -38,7 +38,10 @@ def test_real_versions_differ_and_each_is_repeatable(tmp_path, offline_redis, en
     )  # fmt: skip
     # 7.0.15 executes ~10% more instructions per GET than 6.2.14 (docs/methodology.md).
     assert rec["verdict"] == "regression"
-    assert 5 < rec["ci_low_pct"] <= rec["change_pct"] <= rec["ci_high_pct"] < 20
+    # Each process draws its own hash seed (~2% per-process scatter), so with three
+    # repetitions the interval is a few percent wide: bound the estimate, not the interval.
+    assert 6 < rec["change_pct"] < 15
+    assert 1 < rec["ci_low_pct"] <= rec["change_pct"] <= rec["ci_high_pct"] < 25
     assert rec["spread_pct_baseline"] < 3 and rec["spread_pct_candidate"] < 3
 
 

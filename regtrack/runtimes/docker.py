@@ -1,0 +1,292 @@
+"""Servers in Docker containers, pinned with --cpuset-cpus, on the host network, removed for sure.
+
+Images: released versions run the official ``redis:<version>`` image (pulled when
+missing), ``image:`` specs run as given, and commits, branches, source trees and binaries
+run an image made from regtrack's own build: by a Dockerfile build on a builder image, or,
+without one (no registry, no base image), by importing the built redis-server with the
+libraries it links into a minimal image (``docker import``).
+
+Every container carries the labels ``regtrack.run`` (run id) and ``regtrack.pid`` (the
+regtrack process), so leftovers of a killed regtrack can be found and removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import subprocess
+import tarfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from regtrack.cpus import format_cpu_list
+from regtrack.errors import BadInput, CannotMeasure
+from regtrack.procs import free_port
+from regtrack.runtimes.base import RunningServer, ServerStartError, connect
+
+RUN_LABEL = "regtrack.run"
+PID_LABEL = "regtrack.pid"
+IMPORTED_REPO = "regtrack/redis"
+HOST = "127.0.0.1"
+SERVER_PATH = "/usr/local/bin/redis-server"
+
+
+def engine() -> Any:
+    """The Docker engine, or one line saying why there is none (exit 3)."""
+    try:
+        import docker
+    except ImportError:
+        raise CannotMeasure("the Docker SDK for Python is missing: pip install docker") from None
+    try:
+        client = docker.from_env(timeout=60)
+        client.ping()
+    except Exception as exc:  # the SDK raises many kinds for "no engine"
+        raise CannotMeasure(
+            f"cannot reach the Docker engine ({short(exc)}): start it (systemctl start "
+            "docker), check DOCKER_HOST and your permissions, or use --runtime native"
+        ) from None
+    return client
+
+
+def short(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:200] or type(exc).__name__
+
+
+def official_image(version: str) -> str:
+    """redis:<version> for a release tag; other refs have no official image."""
+    return f"redis:{version}"
+
+
+def has_image(client: Any, name: str) -> bool:
+    import docker
+
+    try:
+        client.images.get(name)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
+def ensure_image(client: Any, name: str, on_line: Callable[[str], None]) -> str:
+    """The image's id, pulling it (with progress) when the engine does not have it."""
+    import docker
+
+    try:
+        return client.images.get(name).id
+    except docker.errors.ImageNotFound:
+        pass
+    except docker.errors.APIError as exc:
+        raise CannotMeasure(f"cannot inspect image {name}: {short(exc)}") from None
+    repository, _, tag = name.rpartition(":") if ":" in name.split("/")[-1] else (name, "", "")
+    try:
+        for event in client.api.pull(repository, tag=tag or "latest", stream=True, decode=True):
+            if "error" in event:
+                raise CannotMeasure(f"cannot pull {name}: {event['error']}")
+            status = event.get("status", "")
+            detail = event.get("progress", "")
+            on_line(f"pulling {name}: {status} {detail}".strip())
+        return client.images.get(name).id
+    except CannotMeasure:
+        raise
+    except Exception as exc:
+        raise CannotMeasure(
+            f"cannot pull {name}: {short(exc)}; without a registry, run the version from "
+            "source (--docker-images build) or load the image with docker load"
+        ) from None
+
+
+def _libraries(binary: Path) -> list[Path]:
+    """The shared libraries ``binary`` links, and the dynamic loader, from ldd."""
+    out = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        return []  # static
+    libs = []
+    for line in out.stdout.splitlines():
+        m = re.search(r"(/\S+)", line)
+        if m and Path(m.group(1)).exists():
+            libs.append(Path(m.group(1)))
+    return libs
+
+
+def import_binary(client: Any, binary: Path, tag: str) -> str:
+    """A minimal image: the server, the libraries it links, /tmp and /data. No registry,
+    no base image needed. Returns the image's id; reused when the tag exists."""
+    import docker
+
+    name = f"{IMPORTED_REPO}:{tag}"
+    with contextlib.suppress(docker.errors.ImageNotFound):
+        return client.images.get(name).id
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for directory in ("tmp", "data", "etc", "usr/local/bin"):
+            info = tarfile.TarInfo(directory)
+            info.type, info.mode = tarfile.DIRTYPE, 0o1777 if directory == "tmp" else 0o755
+            tar.addfile(info)
+        passwd = b"root:x:0:0:root:/root:/bin/sh\n"
+        info = tarfile.TarInfo("etc/passwd")
+        info.size = len(passwd)
+        tar.addfile(info, io.BytesIO(passwd))
+        tar.add(str(binary.resolve()), arcname=SERVER_PATH.lstrip("/"))
+        for lib in _libraries(binary):
+            tar.add(str(lib.resolve()), arcname=str(lib).lstrip("/"))
+    buffer.seek(0)
+    try:
+        client.api.import_image_from_data(
+            buffer.getvalue(),
+            repository=IMPORTED_REPO,
+            tag=tag,
+            changes=["ENV PATH=/usr/local/bin", f'CMD ["{SERVER_PATH}"]'],
+        )
+        return client.images.get(name).id
+    except Exception as exc:
+        raise CannotMeasure(f"cannot import {binary} as image {name}: {short(exc)}") from None
+
+
+def image_digest(client: Any, image: str) -> dict[str, Any]:
+    """What identifies an image: its id and, for a pulled one, its registry digest."""
+    found = client.images.get(image)
+    return {"image_id": found.id, "repo_digests": found.attrs.get("RepoDigests", [])}
+
+
+def server_command(port: int) -> list[str]:
+    """redis-server from the image's PATH: the official images' entrypoint recognises it,
+    regtrack's imported images put it on PATH. No persistence, loopback only."""
+    return [
+        "redis-server", "--port", str(port), "--bind", HOST, "--protected-mode", "yes",
+        "--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", "/data",
+        "--logfile", "",
+    ]  # fmt: skip
+
+
+def _affinity(pid: int) -> str:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Cpus_allowed_list:"):
+            return line.split(":", 1)[1].strip()
+    return "?"
+
+
+def remove_leftovers(client: Any, all_of_them: bool = False) -> list[str]:
+    """Remove regtrack containers whose regtrack process is gone (killed with -9), or
+    every regtrack container with ``all_of_them``."""
+    removed = []
+    for container in client.containers.list(all=True, filters={"label": RUN_LABEL}):
+        pid = container.labels.get(PID_LABEL, "")
+        owner_alive = pid.isdigit() and Path(f"/proc/{pid}").exists()
+        if owner_alive and not all_of_them:
+            continue  # a live regtrack's (this one's, or a concurrent run's)
+        with contextlib.suppress(Exception):
+            container.remove(force=True)
+            removed.append(container.name)
+    return removed
+
+
+@contextlib.contextmanager
+def docker_server(
+    client: Any,
+    image: str,
+    cpus: tuple[int, ...],
+    *,
+    run_id: int | str,
+    memory: str | None = None,
+    timeout: float = 30.0,
+) -> Iterator[RunningServer]:
+    """A container of ``image`` pinned to ``cpus``, for the duration of the block."""
+    import docker
+
+    port = free_port(HOST)
+    name = f"regtrack-{run_id}-{uuid.uuid4().hex[:8]}"
+    try:
+        container = client.containers.run(
+            image,
+            command=server_command(port),
+            name=name,
+            detach=True,
+            network_mode="host",
+            cpuset_cpus=format_cpu_list(cpus),
+            mem_limit=memory,
+            labels={RUN_LABEL: str(run_id), PID_LABEL: str(os.getpid())},
+            tmpfs={"/data": ""},
+        )
+    except docker.errors.ImageNotFound:
+        raise CannotMeasure(f"image {image} is not present") from None
+    except docker.errors.APIError as exc:
+        raise ServerStartError(f"container of {image} did not start: {short(exc)}") from None
+    try:
+        server = _wait_ready(container, port, image, cpus, timeout)
+        yield server
+    finally:
+        with contextlib.suppress(Exception):
+            container.remove(force=True)
+
+
+def _wait_ready(
+    container: Any, port: int, image: str, cpus: tuple[int, ...], timeout: float
+) -> RunningServer:
+    deadline = time.monotonic() + timeout
+    client = connect(HOST, port, timeout=2.0)
+    try:
+        while time.monotonic() < deadline:
+            container.reload()
+            if container.status in ("exited", "dead"):
+                logs = container.logs(tail=5).decode(errors="replace").strip().replace("\n", " | ")
+                raise ServerStartError(f"container of {image} exited: {logs}")
+            try:
+                if client.ping():
+                    break
+            except (redis.ConnectionError, redis.TimeoutError):
+                pass
+            time.sleep(0.05)
+        else:
+            raise ServerStartError(
+                f"container of {image} did not answer PING within {timeout:.0f} s"
+            )
+        info = client.info("server")
+    finally:
+        client.close()
+    pid = int(container.attrs["State"]["Pid"])
+    wanted = format_cpu_list(cpus)
+    actual = _affinity(pid)
+    if actual != wanted:
+        raise CannotMeasure(
+            f"container of {image} runs on CPUs {actual}, not {wanted}: the engine ignored "
+            "--cpuset-cpus (cgroup cpuset controller missing?); use --runtime native"
+        )
+
+    def alive() -> bool:
+        return Path(f"/proc/{pid}").exists()
+
+    info = dict(info)
+    info["container"] = {"id": container.id, "name": container.name, "cpuset": actual}
+    return RunningServer(host=HOST, port=port, pid=pid, info=info, is_alive=alive)
+
+
+def describe_engine(client: Any) -> dict[str, Any]:
+    """For `regtrack doctor`: the engine, regtrack's and redis images, leftover containers."""
+    version = client.version()
+    images = [
+        {"tags": i.tags, "id": i.short_id}
+        for i in client.images.list()
+        if any(t.startswith((IMPORTED_REPO, "redis:")) for t in i.tags)
+    ]
+    leftovers = [
+        {"name": c.name, "status": c.status, "run": c.labels.get(RUN_LABEL)}
+        for c in client.containers.list(all=True, filters={"label": RUN_LABEL})
+    ]
+    return {"version": version.get("Version"), "images": images, "leftovers": leftovers}
+
+
+def check_metric(metric: str) -> None:
+    if metric != "throughput":
+        raise BadInput(
+            "--metric instructions needs --runtime native: callgrind runs the server under "
+            "valgrind, which the containers here do not have; run the same versions with "
+            "--runtime native (they are built from source)"
+        )

@@ -1,0 +1,246 @@
+"""The docker runtime against the real engine; images are made here (no registry)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from regtrack.errors import CannotMeasure
+from regtrack.runtimes import docker as docker_runtime
+from tests.conftest import run_cli, wait_for_trials
+
+SHORT = ["--pipelines", "10", "--duration", "1", "--warmup", "0.3", "--keys", "2000"]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    try:
+        return docker_runtime.engine()
+    except CannotMeasure as exc:
+        pytest.skip(f"no Docker engine here: {exc}")
+
+
+@pytest.fixture(scope="module")
+def server_image(engine) -> str:
+    """The installed redis-server imported into a minimal image (binary + libraries)."""
+    binary = Path(shutil.which("redis-server") or "/usr/bin/redis-server")
+    docker_runtime.import_binary(engine, binary, "test-debian")
+    return f"{docker_runtime.IMPORTED_REPO}:test-debian"
+
+
+BUILDER = "regtrack-test/builder:bookworm"
+
+
+@pytest.fixture(scope="module")
+def builder_image(engine, tmp_path_factory) -> str:
+    """A Debian base with make and gcc, from debootstrap (no registry to pull one from)."""
+    if docker_runtime.has_image(engine, BUILDER):
+        return BUILDER
+    if not shutil.which("debootstrap"):
+        pytest.skip("debootstrap is not installed (apt-get install debootstrap)")
+    root = tmp_path_factory.mktemp("builder") / "root"
+    subprocess.run(
+        ["debootstrap", "--variant=minbase", "--include=make,gcc,libc6-dev", "bookworm",
+         str(root), "http://deb.debian.org/debian"],
+        check=True, capture_output=True, timeout=900,
+    )  # fmt: skip
+    archive = root.parent / "root.tar"
+    subprocess.run(["tar", "-C", str(root), "-cf", str(archive), "."], check=True)
+    repository, tag = BUILDER.split(":")
+    engine.api.import_image_from_file(str(archive), repository=repository, tag=tag)
+    return BUILDER
+
+
+@pytest.fixture(autouse=True)
+def no_containers_left(engine):
+    yield
+    left = engine.containers.list(all=True, filters={"label": docker_runtime.RUN_LABEL})
+    assert not left, f"containers left behind: {[c.name for c in left]}"
+
+
+def test_the_container_is_pinned_on_the_host_network(engine, server_image):
+    with docker_runtime.docker_server(
+        engine, server_image, (0,), run_id="t", memory="256m"
+    ) as server:
+        status = Path(f"/proc/{server.pid}/status").read_text()
+        assert "Cpus_allowed_list:\t0\n" in status
+        container = engine.containers.get(server.info["container"]["id"])
+        assert container.attrs["HostConfig"]["CpusetCpus"] == "0"
+        assert container.attrs["HostConfig"]["NetworkMode"] == "host"
+        assert container.attrs["HostConfig"]["Memory"] == 256 * 1024 * 1024
+        client = server.client()
+        assert client.ping() and client.config_get("bind")["bind"] == "127.0.0.1"
+        assert client.config_get("save")["save"] == ""
+        client.close()
+        assert server.alive()
+    assert not Path(f"/proc/{server.pid}").exists()
+
+
+def test_two_image_targets_end_to_end(tmp_path, engine, server_image, redis_benchmark_bin):
+    db = tmp_path / "r.db"
+    proc = run_cli(
+        "run", "--runtime", "docker", "--versions",
+        f"a=image:{server_image},b=image:{server_image}", *SHORT, "--repetitions", "2",
+        "--db", str(db),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "% change b vs a" in proc.stdout
+    conn = sqlite3.connect(db)
+    rows = conn.execute("SELECT label, redis_version, details FROM targets").fetchall()
+    assert [r[0] for r in rows] == ["a", "b"] and all(r[1] for r in rows)
+    details = json.loads(rows[0][2])["docker"]
+    assert details["image"] == server_image and details["image_id"].startswith("sha256:")
+    env = json.loads(conn.execute("SELECT environment FROM runs").fetchone()[0])
+    assert env["runtime"] == "docker"
+    assert conn.execute("SELECT COUNT(*) FROM trials WHERE ops_per_sec > 0").fetchone()[0] == 4
+
+
+def test_a_pull_that_cannot_happen_is_one_line_and_exit_3(tmp_path):
+    proc = run_cli(
+        "run", "--runtime", "docker", "--versions", "image:redis:0.0.0-regtrack-nonexistent",
+        *SHORT, "--db", str(tmp_path / "r.db"),
+    )  # fmt: skip
+    assert proc.returncode == 3
+    assert proc.stderr.startswith("regtrack: error: cannot pull redis:0.0.0-regtrack-nonexistent")
+    assert proc.stderr.count("\n") == 1
+
+
+def test_a_commit_is_built_into_an_image_and_run(tmp_path, engine, offline_redis, env):
+    db = tmp_path / "r.db"
+    proc = run_cli(
+        "run", "--runtime", "docker", "--versions", "7.0.15", "--source-repo",
+        str(offline_redis), *SHORT, "--repetitions", "1", "--db", str(db),
+        env=env, timeout=1800,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    version, details = (
+        sqlite3.connect(db).execute("SELECT redis_version, details FROM targets").fetchone()
+    )
+    details = json.loads(details)
+    assert version == "7.0.15"
+    assert details["docker"]["how"] == "imported from regtrack's build"
+    assert details["docker"]["image"].startswith(docker_runtime.IMPORTED_REPO)
+    assert details["build"]["commit"], "the image is of an exact commit's build"
+
+
+def test_a_commit_is_built_by_docker_build_in_a_builder_image(
+    tmp_path, engine, offline_redis, builder_image, env
+):
+    db = tmp_path / "r.db"
+    args = ["run", "--runtime", "docker", "--builder-image", builder_image, "--versions",
+            "7.0.15", "--source-repo", str(offline_redis), *SHORT, "--repetitions", "1",
+            "--build-flags", "MALLOC=libc"]  # fmt: skip
+    first = run_cli(*args, "--db", str(db), env=env, timeout=1800)
+    assert first.returncode == 0, first.stderr[-2000:]
+    version, details = (
+        sqlite3.connect(db).execute("SELECT redis_version, details FROM targets").fetchone()
+    )
+    details = json.loads(details)
+    assert version == "7.0.15"
+    assert details["build"]["how"] == "docker build"
+    assert details["build"]["builder_image"] == builder_image
+    assert details["build"]["flags"] == ["MALLOC=libc"]
+    image = engine.images.get(details["docker"]["image"])
+    assert image.attrs["Config"]["Cmd"] == ["redis-server"]
+    # The same commit, flags and builder again: the cached image, no second build.
+    again = run_cli(*args, "--db", str(tmp_path / "again.db"), env=env, timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "cached build" in again.stderr
+
+
+def test_a_failing_docker_build_is_exit_3_with_its_tail(
+    tmp_path, engine, server_image, offline_redis, env
+):
+    proc = run_cli(
+        "run", "--runtime", "docker", "--builder-image", f"{docker_runtime.IMPORTED_REPO}:"
+        "test-debian", "--versions", "7.0.15", "--source-repo", str(offline_redis), *SHORT,
+        "--db", str(tmp_path / "r.db"), env=env, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert "regtrack: error: docker build of 7.0.15 in regtrack/redis:test-debian failed" in (
+        proc.stderr
+    )
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_server_that_cannot_start_leaves_no_container(tmp_path, engine):
+    docker_runtime.import_binary(engine, Path("/bin/false"), "test-false")
+    proc = run_cli(
+        "run", "--runtime", "docker", "--versions",
+        f"image:{docker_runtime.IMPORTED_REPO}:test-false", *SHORT,
+        "--db", str(tmp_path / "r.db"),
+    )  # fmt: skip
+    assert proc.returncode == 3
+    assert "exited" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_sigint_removes_the_container_and_keeps_trials(tmp_path, engine, server_image):
+    db = tmp_path / "r.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "regtrack", "run", "--runtime", "docker", "--versions",
+         f"a=image:{server_image},b=image:{server_image}", "--pipelines", "1,5,10",
+         "--duration", "1", "--warmup", "0.3", "--keys", "2000", "--repetitions", "3",
+         "--db", str(db)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert wait_for_trials(db, 2, timeout=120) >= 2
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert sqlite3.connect(db).execute("SELECT status FROM runs").fetchone()[0] == "interrupted"
+
+
+def test_no_engine_is_one_line_and_exit_3(tmp_path):
+    proc = run_cli(
+        "run", "--runtime", "docker", "--versions", "bin:/usr/bin/redis-server", *SHORT,
+        "--db", str(tmp_path / "r.db"), env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"},
+    )  # fmt: skip
+    assert proc.returncode == 3
+    assert proc.stderr.startswith("regtrack: error: cannot reach the Docker engine")
+    assert proc.stderr.count("\n") == 1
+
+
+def test_instructions_need_the_native_runtime(tmp_path):
+    proc = run_cli(
+        "run", "--runtime", "docker", "--metric", "instructions", "--versions",
+        "bin:/usr/bin/redis-server", "--db", str(tmp_path / "r.db"),
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "--metric instructions needs --runtime native" in proc.stderr
+
+
+def test_a_bad_memory_limit_is_refused_before_anything_runs(tmp_path):
+    proc = run_cli(
+        "run", "--runtime", "docker", "--memory", "lots", "--versions",
+        "bin:/usr/bin/redis-server", "--db", str(tmp_path / "r.db"),
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        "regtrack: error: --memory 'lots': give a container limit like 512m or 4g, "
+        "with --runtime docker\n"
+    )
+
+
+def test_native_and_docker_runs_of_one_binary_agree(tmp_path, engine, redis_benchmark_bin):
+    db = tmp_path / "r.db"
+    binary = shutil.which("redis-server")
+    args = ["--pipelines", "10", "--duration", "1", "--warmup", "0.3", "--keys", "2000",
+            "--repetitions", "3", "--db", str(db)]  # fmt: skip
+    native = run_cli("run", "--versions", f"native=bin:{binary}", *args)
+    docker = run_cli("run", "--runtime", "docker", "--versions", f"docker=bin:{binary}", *args)
+    assert native.returncode == 0 and docker.returncode == 0, native.stderr + docker.stderr
+    compared = run_cli(
+        "compare", "--db", str(db), "--run", "2", "--baseline-run", "1", "--format", "json",
+        "--metric", "throughput", "--threshold", "25",
+    )  # fmt: skip
+    assert compared.returncode == 0, compared.stderr
+    (record,) = json.loads(compared.stdout)
+    assert record["baseline"] == "native" and record["candidate"] == "docker"
+    assert record["verdict"] in ("no change", "inconclusive"), record
