@@ -35,6 +35,7 @@ from regtrack.errors import (
 )
 from regtrack.loadgen.builtin import THROUGHPUT_CAVEAT
 from regtrack.prepare import Options, int_list, prepare_job
+from regtrack.report import write_report
 from regtrack.runner import Job, execute
 from regtrack.runtimes import docker as docker_runtime
 from regtrack.store import Store
@@ -121,6 +122,12 @@ MEASURE_OPTIONS = [
     click.option(
         "--build-flags",
         help='make variables for source builds, e.g. "MALLOC=libc OPTIMIZATION=-O2".',
+    ),
+    click.option(
+        "--report/--no-report",
+        default=True,
+        show_default=True,
+        help="Write the HTML report (next to the database) when the run ends.",
     ),
     _db_option,
 ]
@@ -224,6 +231,18 @@ def run(version_specs: str, baseline: str | None, threshold: float | None, **kw:
         f"Results: {store.path} (run {run_id}). More: regtrack compare --db {store.path} "
         f"--run {run_id} --format markdown|csv|json"
     )
+    if kw["report"]:
+        _auto_report(store, run_id)
+
+
+def _auto_report(store: Store, run_id: int) -> None:
+    """The report of a finished run; failing to write it never fails the measured run."""
+    try:
+        files = write_report(store, store.path.parent, [run_id])
+    except (RegtrackError, OSError) as exc:
+        err.print(f"regtrack: warning: the HTML report was not written: {exc}")
+        return
+    click.echo(f"Report: {files.runs[run_id]}")
 
 
 def _ci_specs(baseline: str | None, candidate: str) -> list[versions.VersionSpec]:
@@ -312,12 +331,33 @@ def ci(
         Path(json_out).write_text(
             json.dumps({"outcome": decision["outcome"], "records": result["comparisons"]}, indent=2)
         )
+    if kw["report"]:
+        _auto_report(store, run_id)
     if decision["outcome"] == "not measured":
         raise CannotMeasure("no gating metric had valid trials on both sides; see the summary")
     if decision["outcome"] == "regression" or (
         fail_on_inconclusive and decision["outcome"] == "inconclusive"
     ):
         sys.exit(EXIT_REGRESSION)
+
+
+@cli.command(epilog=EXIT_CODES_HELP)
+@click.option(
+    "--run", "run_ids", type=int, multiple=True, help="Run page(s) to write (default: every run)."
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    help="Report folder (default: the database's folder, reports/ for the default database).",
+)
+@_db_option
+def report(run_ids: tuple[int, ...], out: str | None, db: str | None) -> None:
+    """Write HTML pages: every run, each run's charts and tables, history with change points."""
+    store = Store.open(db or load_settings().database, create=False)
+    files = write_report(store, out or store.path.parent, list(run_ids) or None)
+    for path in files.runs.values():
+        click.echo(f"Run page: {path}")
+    click.echo(f"{len(files.histories)} history pages; index: {files.index}")
 
 
 @cli.command(epilog=EXIT_CODES_HELP)

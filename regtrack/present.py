@@ -16,7 +16,7 @@ FORMATS = ("table", "markdown", "csv", "json")
 UNTRUSTED = "!"
 
 
-def _value(value: float | None, unit: str) -> str:
+def format_value(value: float | None, unit: str) -> str:
     if value is None:
         return "-"
     if unit == "ops/s":
@@ -66,7 +66,7 @@ def _grid(result: dict[str, Any], metric: str) -> tuple[list[str], list[list[str
             if cell is None:
                 row.append("-")
                 continue
-            text = _value(cell.value, unit)
+            text = format_value(cell.value, unit)
             if not cell.trusted:
                 text += f" {UNTRUSTED}"
                 for problem in cell.problems:

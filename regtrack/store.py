@@ -406,6 +406,22 @@ class Store:
             out.append(item)
         return out
 
+    def command_stats(self, run_id: int) -> list[dict[str, Any]]:
+        """Per-command rows of every trial of a run (server deltas and load generator)."""
+        rows = self.conn.execute(
+            "SELECT c.*, t.workload, t.point, t.params, t.valid, t.mode, t.repetition,"
+            " g.label AS target FROM command_stats c JOIN trials t ON t.id = c.trial_id"
+            " JOIN targets g ON g.id = t.target_id WHERE t.run_id = ? ORDER BY t.seq",
+            (run_id,),
+        ).fetchall()
+        out = []
+        for row in rows:
+            item = dict(row)
+            item["point_order"] = json.loads(item.pop("params")).get("pipeline", 0)
+            item["valid"] = bool(item["valid"])
+            out.append(item)
+        return out
+
     # --- baselines ---------------------------------------------------------------------
 
     def save_baseline(self, name: str, run_id: int, label: str) -> None:

@@ -37,7 +37,9 @@ def test_a_known_regression_fails_the_job_with_a_summary(tmp_path, slow_repo, en
     data = json.loads(records.read_text())
     assert data["outcome"] == "regression"
     (rec,) = [r for r in data["records"] if r["metric"] == "instructions_per_op"]
-    assert rec["verdict"] == "regression" and rec["n_valid"] == 3
+    # A trial whose two callgrind windows disagree (a loaded machine changes how requests
+    # batch per event-loop turn) is flagged and left out: at most one of three here.
+    assert rec["verdict"] == "regression" and rec["n_valid"] >= 2
     # 25 loop iterations are ~150 instructions on ~3,600 per GET: about +4%.
     assert 0 < rec["ci_low_pct"] <= rec["change_pct"] <= rec["ci_high_pct"]
     assert 2.5 < rec["change_pct"] < 6

@@ -42,7 +42,8 @@ def test_real_versions_differ_and_each_is_repeatable(tmp_path, offline_redis, en
     # repetitions the interval is a few percent wide: bound the estimate, not the interval.
     assert 6 < rec["change_pct"] < 15
     assert 1 < rec["ci_low_pct"] <= rec["change_pct"] <= rec["ci_high_pct"] < 25
-    assert rec["spread_pct_baseline"] < 3 and rec["spread_pct_candidate"] < 3
+    # Between processes (hash seed, batching on a loaded machine): ~2%, up to ~4% seen in CI.
+    assert rec["spread_pct_baseline"] < 5 and rec["spread_pct_candidate"] < 5
 
 
 def test_a_patched_get_is_attributed_to_the_function_that_changed(tmp_path, slow_repo, env):
