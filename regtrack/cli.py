@@ -15,10 +15,12 @@ from regtrack import (
     analysis,
     attribution,
     capture,
+    cpulock,
     diagnose,
     environment,
     interrupts,
     present,
+    resume,
     versions,
 )
 from regtrack.config import load_settings, load_thresholds
@@ -124,6 +126,11 @@ MEASURE_OPTIONS = [
         help='make variables for source builds, e.g. "MALLOC=libc OPTIMIZATION=-O2".',
     ),
     click.option(
+        "--no-wait",
+        is_flag=True,
+        help="Fail at once when another regtrack is benchmarking on these CPUs.",
+    ),
+    click.option(
         "--report/--no-report",
         default=True,
         show_default=True,
@@ -178,27 +185,51 @@ def _prepare(specs: list[versions.VersionSpec], kw: dict[str, Any]) -> Job:
     return job
 
 
-def _measure(job: Job, db: str | None) -> tuple[Store, int]:
-    """Record the run, execute it with progress, and say where the trials went."""
-    store = Store.open(db or job.settings.database)
-    if job.docker is not None:
-        for name in docker_runtime.remove_leftovers(job.docker):
-            err.print(f"regtrack: removed container {name}, left by a regtrack that was killed")
-    env = environment.capture(job.cpus, job.loadgen.as_dict())
-    env["runtime"] = job.runtime
-    run_id = store.create_run(["regtrack", *sys.argv[1:]], job.config(), env, job.loadgen.as_dict())
-    err.print(
-        f"regtrack: run {run_id}: {len(job.targets)} versions x {len(job.points)} points x "
-        f"{job.settings.repetitions} repetitions; server on CPU {job.cpus.server_list}, "
-        f"{job.loadgen.name} on CPU {job.cpus.client_list}"
-    )
-    try:
-        with run_progress() as progress:
-            execute(job, store, run_id, progress)
-    finally:
-        n = len(store.trials(run_id))
-        err.print(f"regtrack: {n} trials of run {run_id} stored in {store.path}")
-    return store, run_id
+def _measure(
+    job: Job, db: str | None, wait: bool = True, resume_store: tuple[Store, int] | None = None
+) -> tuple[Store, int, str]:
+    """Record the run (or reopen it), execute it with progress, say where the trials went.
+
+    The CPUs are held (cpulock) from before the run is recorded until it ends, so a run
+    that waits for another one's CPUs is not recorded as running meanwhile.
+    """
+    store = resume_store[0] if resume_store else Store.open(db or job.settings.database)
+    with cpulock.hold(
+        job.cpus.server + job.cpus.client,
+        wait=wait,
+        on_wait=lambda text: err.print(f"regtrack: {text} (--no-wait to fail instead)"),
+    ):
+        if job.docker is not None:
+            for name in docker_runtime.remove_leftovers(job.docker):
+                err.print(f"regtrack: removed container {name}, left by a regtrack that was killed")
+        if resume_store:
+            run_id = resume_store[1]
+            resume.check_resumable(store, run_id)
+            store.reopen_run(run_id)
+            err.print(f"regtrack: resuming run {run_id}")
+        else:
+            env = environment.capture(job.cpus, job.loadgen.as_dict())
+            env["runtime"] = job.runtime
+            run_id = store.create_run(
+                ["regtrack", *sys.argv[1:]], job.config(), env, job.loadgen.as_dict()
+            )
+            err.print(
+                f"regtrack: run {run_id}: {len(job.targets)} versions x {len(job.points)} points "
+                f"x {job.settings.repetitions} repetitions; server on CPU "
+                f"{job.cpus.server_list}, {job.loadgen.name} on CPU {job.cpus.client_list}"
+            )
+        try:
+            with run_progress() as progress:
+                status = execute(job, store, run_id, progress, resume=bool(resume_store))
+        finally:
+            n = len(store.trials(run_id))
+            err.print(f"regtrack: {n} trials of run {run_id} stored in {store.path}")
+    return store, run_id, status
+
+
+def _fail_if_incomplete(store: Store, run_id: int, status: str) -> None:
+    if status == "incomplete":
+        raise CannotMeasure(f"run {run_id} is incomplete: {store.run(run_id)['status_detail']}")
 
 
 @click.group(epilog=EXIT_CODES_HELP)
@@ -211,19 +242,41 @@ def cli() -> None:
 @click.option(
     "--versions",
     "version_specs",
-    required=True,
     help="Comma-separated specs, each optionally labelled: a=bin:/usr/bin/redis-server,...",
+)
+@click.option(
+    "--resume",
+    "resume_id",
+    type=int,
+    help="Measure only what run ID is missing (interrupted, failed, incomplete), with its "
+    "own plan and binaries.",
 )
 @click.option("--baseline", help="Label the table compares against (default: the first version).")
 @click.option("--threshold", type=float, help="Verdict threshold in percent, for every metric.")
 @_measure_options
-def run(version_specs: str, baseline: str | None, threshold: float | None, **kw: Any) -> None:
+def run(
+    version_specs: str | None,
+    resume_id: int | None,
+    baseline: str | None,
+    threshold: float | None,
+    **kw: Any,
+) -> None:
     """Measure every version at every workload point, interleaved, and store each trial."""
-    specs = versions.parse_specs(version_specs)
-    if baseline and baseline not in [s.label for s in specs]:
-        raise BadInput(f"--baseline {baseline!r} is not one of the labels of --versions")
     thresholds = load_thresholds(threshold)
-    store, run_id = _measure(_prepare(specs, kw), kw["db"])
+    wait = not kw["no_wait"]
+    if resume_id is not None:
+        if version_specs:
+            raise BadInput("--resume measures the run's own versions: leave out --versions")
+        resumed = Store.open(kw["db"] or load_settings().database, create=False)
+        job = resume.load_job(resumed, resume_id)
+        store, run_id, status = _measure(job, kw["db"], wait, (resumed, resume_id))
+    else:
+        if not version_specs:
+            raise BadInput("give --versions SPECS (or --resume RUN_ID)")
+        specs = versions.parse_specs(version_specs)
+        if baseline and baseline not in [s.label for s in specs]:
+            raise BadInput(f"--baseline {baseline!r} is not one of the labels of --versions")
+        store, run_id, status = _measure(_prepare(specs, kw), kw["db"], wait)
     result = analysis.compare(store, run_id, baseline, thresholds)
     shown = ["throughput", "instructions_per_op", "syscalls_per_op"]
     click.echo(present.render(result, "table", shown))
@@ -233,6 +286,7 @@ def run(version_specs: str, baseline: str | None, threshold: float | None, **kw:
     )
     if kw["report"]:
         _auto_report(store, run_id)
+    _fail_if_incomplete(store, run_id, status)
 
 
 def _auto_report(store: Store, run_id: int) -> None:
@@ -303,7 +357,7 @@ def ci(
                 "its numbers are not comparable with this one's. Measure both here "
                 "(--baseline SPEC), or pass --force"
             )
-    store, run_id = _measure(job, kw["db"])
+    store, run_id, status = _measure(job, kw["db"], not kw["no_wait"])
     if stored is None:
         result = analysis.compare(store, run_id, job.targets[0].label, thresholds)
         baseline_text = job.targets[0].spec
@@ -333,6 +387,8 @@ def ci(
         )
     if kw["report"]:
         _auto_report(store, run_id)
+    if decision["outcome"] != "regression":
+        _fail_if_incomplete(store, run_id, status)
     if decision["outcome"] == "not measured":
         raise CannotMeasure("no gating metric had valid trials on both sides; see the summary")
     if decision["outcome"] == "regression" or (

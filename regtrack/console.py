@@ -69,6 +69,7 @@ def run_progress() -> Iterator[RunProgress]:
             started=lambda total: bar.update(task, total=total),
             phase=lambda text: bar.update(task, description=text),
             trial_done=trial_done,
+            note=lambda text: bar.console.print(f"regtrack: {text}", style="yellow"),
         )
         with bar:
             yield hooks
@@ -91,7 +92,10 @@ def run_progress() -> Iterator[RunProgress]:
             flush=True,
         )
 
-    yield RunProgress(started=started, trial_done=line)
+    def note(text: str) -> None:
+        print(f"regtrack: {text}", file=sys.stderr, flush=True)
+
+    yield RunProgress(started=started, trial_done=line, note=note)
 
 
 @contextmanager

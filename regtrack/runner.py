@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import redis
+
 from regtrack import interrupts, measure, workloads
 from regtrack.callgrind import control as callgrind
 from regtrack.config import RunSettings, Workload
@@ -37,6 +39,11 @@ class Progress:
     started: Callable[[int], None] = lambda total: None
     phase: Callable[[str], None] = lambda text: None
     trial_done: Callable[[TrialRecord], None] = lambda record: None
+    note: Callable[[str], None] = lambda text: None
+
+
+class ServerDied(CannotMeasure):
+    """The server of one visit exited (killed, crashed): that visit ends, the run goes on."""
 
 
 @dataclass
@@ -145,26 +152,67 @@ def preflight(job: Job, store: Store, run_id: int, progress: Progress) -> dict[s
     return ids
 
 
-def execute(job: Job, store: Store, run_id: int, progress: Progress | None = None) -> str:
-    """Run every visit of the plan; returns the run's final status."""
+def _finish(store: Store, run_id: int, status: str, detail: str) -> None:
+    """Record how a run ended, unless the database is what failed (then the first error
+    is the one to show, and the run stays 'running' until resumed)."""
+    with contextlib.suppress(CannotMeasure):
+        store.finish_run(run_id, status, detail)
+
+
+def remaining(visits: list[Visit], done: set[int]) -> list[Visit]:
+    """The plan without the trials already stored (for --resume); empty visits dropped."""
+    out = []
+    for visit in visits:
+        left = tuple(t for t in visit.trials if t.seq not in done)
+        if left:
+            out.append(Visit(visit.repetition, visit.target, left, visit.mode))
+    return out
+
+
+def execute(
+    job: Job,
+    store: Store,
+    run_id: int,
+    progress: Progress | None = None,
+    resume: bool = False,
+) -> str:
+    """Run every visit of the plan (only the trials not stored yet, when resuming);
+    returns the run's final status: complete, or incomplete when a server died."""
     progress = progress or Progress()
-    visits = job.visits()
+    planned = job.visits()
+    visits = remaining(planned, store.trial_seqs(run_id)) if resume else planned
     by_label = {t.label: t for t in job.targets}
+    lost: list[str] = []
     try:
-        target_ids = preflight(job, store, run_id, progress)
+        if resume:
+            target_ids = {t["label"]: t["id"] for t in store.targets(run_id)}
+        else:
+            target_ids = preflight(job, store, run_id, progress)
         progress.started(trial_count(visits))
         for visit in visits:
             interrupts.check()
-            _run_visit(job, store, run_id, visit, by_label[visit.target], target_ids, progress)
+            try:
+                _run_visit(job, store, run_id, visit, by_label[visit.target], target_ids, progress)
+            except ServerDied as exc:
+                lost.append(str(exc))
+                progress.note(f"{exc}; the rest of that visit is skipped, the run goes on")
     except KeyboardInterrupt:
-        store.finish_run(run_id, "interrupted", "stopped by the user; measured trials are kept")
+        _finish(store, run_id, "interrupted", "stopped by the user; measured trials are kept")
         raise
     except CannotMeasure as exc:
-        store.finish_run(run_id, "failed", str(exc))
+        _finish(store, run_id, "failed", str(exc))
         raise
     except BaseException as exc:
-        store.finish_run(run_id, "failed", f"{type(exc).__name__}: {exc}")
+        _finish(store, run_id, "failed", f"{type(exc).__name__}: {exc}")
         raise
+    missing = trial_count(remaining(planned, store.trial_seqs(run_id)))
+    if missing:
+        detail = (
+            f"{missing} planned trials not measured ({'; '.join(dict.fromkeys(lost))}); "
+            f"regtrack run --resume {run_id} measures them"
+        )
+        store.finish_run(run_id, "incomplete", detail)
+        return "incomplete"
     store.finish_run(run_id, "complete")
     return "complete"
 
@@ -186,24 +234,40 @@ def _run_visit(
         client = server.client(timeout=600)
         try:
             saved = workloads.prepare(client, job.workload, job.loadgen.name)
+        except (redis.RedisError, OSError):
+            if server.alive():
+                raise
+            raise ServerDied(
+                f"redis-server of {target.label} exited while setting up{under}"
+            ) from None
         finally:
             client.close()
         for planned in visit.trials:
             progress.phase(f"{rep} · {target.label} · {planned.point.label}{under}")
             specs = workloads.load_specs(job.workload, planned.point, job.loadgen.name, saved)
             functions = None
-            if session is None:
-                record = measure.throughput_trial(job.context, server, planned, specs)
-            else:
-                record, profile = measure.instruction_trial(
-                    job.context, server, planned, specs, session
+            try:
+                if session is None:
+                    record = measure.throughput_trial(job.context, server, planned, specs)
+                else:
+                    record, profile = measure.instruction_trial(
+                        job.context, server, planned, specs, session
+                    )
+                    functions = list(profile.by_key().values()) if profile else None
+            except (redis.RedisError, CannotMeasure, OSError) as exc:
+                if server.alive():
+                    raise
+                record = measure.new_record(planned, visit.mode)
+                record.mark_invalid(f"server died: {' '.join(str(exc).split())[:200]}")
+            died = not server.alive()
+            if died and "server died" not in (record.invalid_reason or ""):
+                record.mark_invalid(
+                    f"server died: redis-server of {target.label} exited during the trial"
                 )
-                functions = list(profile.by_key().values()) if profile else None
             store.add_trial(run_id, target_ids[target.label], record, functions)
             progress.trial_done(record)
             interrupts.check()
-            if not server.alive():
-                raise CannotMeasure(
-                    f"redis-server of {target.label} exited during {planned.point.label}"
-                    f"{under}; the trials measured so far are stored"
+            if died:
+                raise ServerDied(
+                    f"redis-server of {target.label} exited during {planned.point.label}{under}"
                 )

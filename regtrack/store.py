@@ -7,6 +7,7 @@ everything it measured.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +20,15 @@ from regtrack.errors import BadInput, CannotMeasure
 from regtrack.records import LATENCY_KEYS, TrialRecord
 from regtrack.versions import Target
 
-BUSY_TIMEOUT_MS = 30_000
+BUSY_TIMEOUT_MS = 30_000  # how long a write waits for another writer; $REGTRACK_DB_TIMEOUT_S
+
+
+def busy_timeout_ms() -> int:
+    try:
+        return int(float(os.environ["REGTRACK_DB_TIMEOUT_S"]) * 1000)
+    except (KeyError, ValueError):
+        return BUSY_TIMEOUT_MS
+
 
 MIGRATIONS: list[str] = [
     # v1: runs, their targets and trials.
@@ -165,10 +174,17 @@ class Store:
                 db.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise BadInput(f"cannot create the directory of {db}: {exc.strerror}") from None
+            target = db if db.exists() else db.parent
+            if not os.access(target, os.W_OK):
+                raise BadInput(
+                    f"cannot write the database {db}: {target} is read-only; pass --db with a "
+                    "path in a writable directory"
+                )
         try:
-            conn = sqlite3.connect(db, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            timeout_ms = busy_timeout_ms()
+            conn = sqlite3.connect(db, timeout=timeout_ms / 1000, isolation_level=None)
             conn.row_factory = sqlite3.Row
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute(f"PRAGMA busy_timeout = {timeout_ms}")
             conn.execute("PRAGMA foreign_keys = ON")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version < SCHEMA_VERSION and create:
@@ -202,13 +218,38 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        self.conn.execute("BEGIN IMMEDIATE")
+        """One write; a locked database, a full disk or a read-only file become one clear
+        error (what was committed before stays committed)."""
         try:
-            yield self.conn
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            raise CannotMeasure(self._write_problem(exc)) from None
+
+    def _write_problem(self, exc: sqlite3.OperationalError) -> str:
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            return (
+                f"database {self.path} stayed locked by another process for "
+                f"{busy_timeout_ms() / 1000:g} s; what was stored before is kept; stop the other "
+                "writer (or use another --db) and resume with regtrack run --resume RUN_ID"
+            )
+        if "full" in text:
+            return (
+                f"the disk holding {self.path} is full; what was stored before is kept; free "
+                "space and resume with regtrack run --resume RUN_ID"
+            )
+        if "readonly" in text or "read-only" in text:
+            return (
+                f"database {self.path} has become read-only; what was stored before is kept; "
+                "make it writable and resume with regtrack run --resume RUN_ID"
+            )
+        return f"cannot write database {self.path}: {text}"
 
     def close(self) -> None:
         self.conn.close()
@@ -374,6 +415,20 @@ class Store:
             item["details"] = json.loads(item["details"] or "{}")
             out.append(item)
         return out
+
+    def trial_seqs(self, run_id: int) -> set[int]:
+        """Which planned trials of a run are stored (what --resume skips)."""
+        rows = self.conn.execute("SELECT seq FROM trials WHERE run_id = ?", (run_id,))
+        return {int(r[0]) for r in rows}
+
+    def reopen_run(self, run_id: int) -> None:
+        """Mark a run running again (regtrack run --resume)."""
+        with self.transaction() as conn:
+            conn.execute(
+                "UPDATE runs SET status = 'running', status_detail = NULL, finished_at = NULL"
+                " WHERE id = ?",
+                (run_id,),
+            )
 
     def trials(self, run_id: int) -> list[dict[str, Any]]:
         rows = self.conn.execute(

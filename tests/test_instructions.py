@@ -137,7 +137,7 @@ def test_missing_valgrind_is_one_line_and_exit_3(tmp_path, redis_server):
     assert not (tmp_path / "r.db").exists()
 
 
-def test_a_server_killed_under_callgrind_stops_the_run_and_keeps_trials(tmp_path, redis_server):
+def test_a_server_killed_under_callgrind_ends_its_visit_and_keeps_trials(tmp_path, redis_server):
     db = tmp_path / "r.db"
     proc = subprocess.Popen(
         [
@@ -175,9 +175,12 @@ def test_a_server_killed_under_callgrind_stops_the_run_and_keeps_trials(tmp_path
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 3, err
     assert "exited" in err and "Traceback" not in err
+    assert "run 1 is incomplete" in err.strip().splitlines()[-1]
     conn = sqlite3.connect(db)
-    assert conn.execute("SELECT status FROM runs").fetchone()[0] == "failed"
-    assert conn.execute("SELECT COUNT(*) FROM trials").fetchone()[0] >= 1
+    assert conn.execute("SELECT status FROM runs").fetchone()[0] == "incomplete"
+    assert conn.execute("SELECT COUNT(*) FROM trials").fetchone()[0] >= 2
+    died = conn.execute("SELECT COUNT(*) FROM trials WHERE invalid_reason LIKE '%server died%'")
+    assert died.fetchone()[0] == 1
 
 
 def test_windows_that_disagree_make_the_trial_not_repeatable(tmp_path, redis_server):

@@ -1,0 +1,101 @@
+"""Version specs, labels and workload files are untrusted: whatever they hold, parsing either
+accepts them or raises BadInput (one line, exit 2), never another exception."""
+
+from __future__ import annotations
+
+import string
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from regtrack import versions
+from regtrack.config import load_workload
+from regtrack.errors import BadInput
+from tests.conftest import run_cli
+
+PRESETS = sorted((Path(__file__).parent.parent / "configs" / "workloads").glob("*.toml"))
+SPEC_ALPHABET = string.ascii_letters + string.digits + "=:,./-_+~^@{}[]<>'\"`$;&|\\ \t\n\x00\x7f"
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=SPEC_ALPHABET, max_size=80) | st.text(max_size=40))
+def test_any_version_text_parses_or_is_bad_input(text):
+    try:
+        specs = versions.parse_specs(text)
+    except BadInput as exc:
+        assert str(exc) and "\n" not in str(exc)
+        return
+    for spec in specs:
+        assert spec.kind in ("git", "bin", "src", "image")
+        assert spec.label and spec.value
+        if spec.kind == "git":
+            # What reaches git as an argv: never an option, never a range or a path escape.
+            assert not spec.value.startswith("-") and ".." not in spec.value
+
+
+def _mutate(text: str, data) -> str:
+    lines = text.splitlines()
+    for _ in range(data.draw(st.integers(1, 4))):
+        if not lines:
+            break
+        i = data.draw(st.integers(0, len(lines) - 1))
+        how = data.draw(st.sampled_from(["drop", "dup", "value", "key", "junk"]))
+        line = lines[i]
+        if how == "drop":
+            del lines[i]
+        elif how == "dup":
+            lines.insert(i, line)
+        elif how == "value" and "=" in line:
+            key = line.split("=", 1)[0]
+            value = data.draw(
+                st.sampled_from(
+                    ['""', "0", "-1", "1e309", "[]", '["__data__x"]', "true", '"7.0.99"', "{}"]
+                )
+                | st.text(max_size=12).map(
+                    lambda t: '"' + t.replace('"', "").replace("\\", "") + '"'
+                )
+            )
+            lines[i] = f"{key}= {value}"
+        elif how == "key" and "=" in line:
+            lines[i] = data.draw(st.sampled_from(["colour", "ratio", "args", "kind", "name"]))
+            lines[i] += " =" + line.split("=", 1)[1]
+        else:
+            lines[i] = data.draw(st.text(max_size=30))
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("preset", PRESETS, ids=lambda p: p.stem)
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_any_mutation_of_a_workload_file_loads_or_is_bad_input(tmp_path, preset, data):
+    path = tmp_path / "w.toml"
+    path.write_text(_mutate(preset.read_text(), data))
+    try:
+        load_workload(str(path))
+    except BadInput as exc:
+        message = str(exc)
+        assert message.startswith(str(path)) and "\n" not in message, message
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "--upload-pack=touch /tmp/pwned",
+        "a=$(touch /tmp/pwned)",
+        "x;rm -rf /",
+        "7.0..8.0",
+        "evil=bin:",
+        "<script>=7.0",
+        "a=7.0,a=7.2",
+        "bad\x07label=7.0",
+    ],
+)
+def test_hostile_specs_on_the_command_line_are_one_line_and_exit_2(tmp_path, spec):
+    proc = run_cli("run", "--versions", spec, "--db", str(tmp_path / "r.db"))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("regtrack: error: ") and proc.stderr.count("\n") == 1
+    assert not Path("/tmp/pwned").exists()
