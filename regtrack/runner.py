@@ -136,6 +136,8 @@ def serve(
                 wrapper=callgrind.wrapper(valgrind, outdir),
             ) as server:
                 yield server, measure.Callgrind(control=control, outdir=outdir)
+        except ServerDied:
+            raise  # already names the version and the mode; the run goes on
         except CannotMeasure as exc:
             raise CannotMeasure(f"{target.label} under callgrind: {exc}") from None
 
@@ -255,10 +257,14 @@ def _run_visit(
                     )
                     functions = list(profile.by_key().values()) if profile else None
             except (redis.RedisError, CannotMeasure, OSError) as exc:
-                if server.alive():
+                alive = server.alive()
+                if alive and not isinstance(exc, redis.RedisError):
                     raise
+                # A server that died, or that refuses us (max clients, a stalled server
+                # timing out): this trial cannot be trusted; the reason says why.
+                what = "server died" if not alive else "server refused the trial"
                 record = measure.new_record(planned, visit.mode)
-                record.mark_invalid(f"server died: {' '.join(str(exc).split())[:200]}")
+                record.mark_invalid(f"{what}: {' '.join(str(exc).split())[:200]}")
             died = not server.alive()
             if died and "server died" not in (record.invalid_reason or ""):
                 record.mark_invalid(

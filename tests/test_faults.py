@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -257,3 +258,36 @@ def test_a_full_disk_stops_cleanly_and_keeps_what_was_stored(tmp_path, redis_ser
         assert kept >= 1
         assert sqlite3.connect(db).execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     assert not our_processes()
+
+
+def test_a_server_that_refuses_connections_invalidates_trials_and_the_run_goes_on(
+    tmp_path, redis_server
+):
+    import redis
+
+    db = tmp_path / "r.db"
+    proc = start(
+        "--versions", f"a=bin:{redis_server},b=bin:{redis_server}", "--pipelines", "1,5,10",
+        "--repetitions", "1", *SHORT_RUN, "--db", str(db),
+    )  # fmt: skip
+    assert wait_for_trials(db, 1, timeout=60) >= 1
+    (pid,) = children(proc.pid, "redis-server")
+    title = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    port = int(re.search(r":(\d+)", title).group(1))
+    refuser = redis.Redis(host="127.0.0.1", port=port)
+    refuser.config_set("maxclients", 1)  # this connection holds the only slot... or more
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        refuser.close()
+    assert proc.returncode == 0, err
+    assert status(db)[0] == "complete" and "Traceback" not in err
+    reasons = [
+        r[0]
+        for r in sqlite3.connect(db).execute(
+            "SELECT invalid_reason FROM trials t JOIN targets g ON g.id = t.target_id"
+            " WHERE g.label = 'a' AND t.valid = 0"
+        )
+    ]
+    assert reasons and all("max number of clients" in r for r in reasons), reasons
+    assert count(db, "target_id = (SELECT id FROM targets WHERE label = 'b') AND valid = 1") == 3
