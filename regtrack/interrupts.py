@@ -9,6 +9,8 @@ between steps, so a swallowed signal still stops the run at the next trial bound
 from __future__ import annotations
 
 import signal
+import sys
+from typing import Any
 
 from regtrack.errors import Interrupted
 
@@ -16,9 +18,18 @@ _received: str | None = None
 
 
 def install() -> None:
-    """Route SIGINT and SIGTERM to ``Interrupted`` (main thread only)."""
+    """Route SIGINT and SIGTERM to ``Interrupted`` (main thread only), and keep the
+    interpreter from printing a traceback for the one it swallows (e.g. in the at-fork
+    hook of logging, which runs each time a subprocess starts)."""
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _on_signal)
+    sys.unraisablehook = _unraisable
+
+
+def _unraisable(args: Any) -> None:
+    if isinstance(args.exc_value, KeyboardInterrupt) and _received is not None:
+        return  # recorded by _on_signal; check() raises it again where it can be handled
+    sys.__unraisablehook__(args)
 
 
 def _on_signal(signum: int, _frame: object) -> None:
