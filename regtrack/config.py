@@ -121,6 +121,13 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise BadInput(f"{path}: not valid TOML: {exc}") from None
 
 
+def _section(path: Path, name: str) -> dict[str, Any]:
+    section = _read_toml(path).get(name, {})
+    if not isinstance(section, dict):
+        raise BadInput(f"{path}: [{name}] is not a table: write it as a [{name}] section")
+    return section
+
+
 def _settings_file() -> Path | None:
     return next(
         (d / "regtrack.toml" for d in config_dirs() if (d / "regtrack.toml").is_file()), None
@@ -132,7 +139,7 @@ def load_settings(path: Path | None = None, **overrides: Any) -> RunSettings:
     data: dict[str, Any] = {}
     source = path or _settings_file()
     if source is not None:
-        data = _read_toml(source).get("run", {})
+        data = _section(source, "run")
     data.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return RunSettings(**data)
@@ -146,7 +153,7 @@ def load_thresholds(uniform_pct: float | None = None, path: Path | None = None) 
     if uniform_pct is not None and uniform_pct <= 0:
         raise BadInput(f"--threshold {uniform_pct}: give a positive percentage, e.g. 3")
     source = path or _settings_file()
-    data = _read_toml(source).get("verdict", {}) if source else {}
+    data = _section(source, "verdict") if source else {}
     try:
         thresholds = Thresholds(**{k.removesuffix("_pct"): v for k, v in data.items()})
     except ValidationError as exc:
@@ -185,7 +192,8 @@ def load_workload(name_or_path: str, config_dir: Path | None = None, **overrides
     data.setdefault("name", path.stem)
     data.update({k: v for k, v in overrides.items() if v is not None})
     kinds = {"get-pipeline": GetPipelineWorkload, "mix": MixWorkload}
-    model = kinds.get(data.get("kind", ""))
+    kind = data.get("kind", "")
+    model = kinds.get(kind) if isinstance(kind, str) else None
     if model is None:
         raise BadInput(
             f"{path}: field 'kind': {data.get('kind')!r} is not a workload kind; use "

@@ -37,7 +37,10 @@ def _owner(path: Path) -> str:
 def _open(cpu: int) -> int:
     folder = lock_dir()
     try:
-        folder.mkdir(mode=0o1777, parents=True, exist_ok=True)
+        if not folder.is_dir():
+            folder.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(OSError):  # shared by every user's regtrack, like /tmp
+                folder.chmod(0o1777)
         return os.open(folder / f"cpu-{cpu}.lock", os.O_RDWR | os.O_CREAT, 0o666)
     except OSError as exc:
         raise CannotMeasure(

@@ -85,6 +85,13 @@ def prepare_job(
     )
     cpus = plan_cpus(options.server_cpus, options.client_cpus)
     flags = build.parse_build_flags(options.build_flags)
+    if options.memory and (options.runtime != "docker" or not MEMORY_RE.match(options.memory)):
+        raise BadInput(
+            f"--memory {options.memory!r}: give a container limit like 512m or 4g, "
+            "with --runtime docker"
+        )
+    if options.builder_image and options.runtime != "docker":
+        raise BadInput("--builder-image builds container images: add --runtime docker")
     client = None
     if options.runtime == "docker":
         docker_runtime.check_metric(options.metric)
@@ -103,13 +110,6 @@ def prepare_job(
             f"version {image_specs[0].spec!r} is a container image: add --runtime docker, or give "
             "a tag, commit or bin:PATH"
         )
-    if options.memory and (options.runtime != "docker" or not MEMORY_RE.match(options.memory)):
-        raise BadInput(
-            f"--memory {options.memory!r}: give a container limit like 512m or 4g, "
-            "with --runtime docker"
-        )
-    if options.builder_image and options.runtime != "docker":
-        raise BadInput("--builder-image builds container images: add --runtime docker")
     in_container = (
         {
             t.label

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from regtrack import versions
-from regtrack.config import load_workload
+from regtrack.config import load_settings, load_thresholds, load_workload
 from regtrack.errors import BadInput
 from tests.conftest import run_cli
 
@@ -68,7 +68,7 @@ def _mutate(text: str, data) -> str:
 
 @pytest.mark.parametrize("preset", PRESETS, ids=lambda p: p.stem)
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(data=st.data())
 def test_any_mutation_of_a_workload_file_loads_or_is_bad_input(tmp_path, preset, data):
@@ -79,6 +79,15 @@ def test_any_mutation_of_a_workload_file_loads_or_is_bad_input(tmp_path, preset,
     except BadInput as exc:
         message = str(exc)
         assert message.startswith(str(path)) and "\n" not in message, message
+
+
+@pytest.mark.parametrize("kind", ["[]", "{}", "3", "true", '"Mix"'])
+def test_a_workload_kind_of_any_type_is_bad_input(tmp_path, kind):
+    # Found by the property test above: kind = [] raised "unhashable type: 'list'".
+    path = tmp_path / "w.toml"
+    path.write_text(f'name = "w"\nkind = {kind}\n')
+    with pytest.raises(BadInput, match="field 'kind'"):
+        load_workload(str(path))
 
 
 @pytest.mark.parametrize(
@@ -99,3 +108,29 @@ def test_hostile_specs_on_the_command_line_are_one_line_and_exit_2(tmp_path, spe
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("regtrack: error: ") and proc.stderr.count("\n") == 1
     assert not Path("/tmp/pwned").exists()
+
+
+SETTINGS = Path(__file__).parent.parent / "configs" / "regtrack.toml"
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_any_mutation_of_the_settings_file_loads_or_is_bad_input(tmp_path, data):
+    path = tmp_path / "regtrack.toml"
+    path.write_text(_mutate(SETTINGS.read_text(), data))
+    for load in (load_settings, lambda path: load_thresholds(None, path)):
+        try:
+            load(path)
+        except BadInput as exc:
+            assert str(exc).startswith(str(path)) and "\n" not in str(exc), str(exc)
+
+
+@pytest.mark.parametrize("text", ["run = 3\n", "verdict = []\n", 'run = "fast"\n'])
+def test_settings_sections_of_the_wrong_type_are_bad_input(tmp_path, text):
+    path = tmp_path / "regtrack.toml"
+    path.write_text(text)
+    with pytest.raises(BadInput, match="is not a table"):
+        load_settings(path)
+        load_thresholds(None, path)
