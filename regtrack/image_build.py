@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import subprocess
 import tarfile
 import time
 from collections.abc import Callable
@@ -21,7 +20,7 @@ from typing import Any
 
 from regtrack.errors import CannotMeasure
 from regtrack.runtimes import docker as docker_runtime
-from regtrack.sources import SourceRepo, git_env
+from regtrack.sources import SourceRepo
 from regtrack.versions import Target
 
 DOCKERFILE_NAME = "regtrack.Dockerfile"
@@ -55,15 +54,7 @@ def dockerfile(flags: list[str], jobs: int) -> str:
 
 def _context(repo: SourceRepo, commit: str, text: str) -> bytes:
     """The commit's tree as a tar, with our Dockerfile appended at its root."""
-    proc = subprocess.run(
-        ["git", "-C", str(repo.path), "archive", "--format=tar", commit],
-        capture_output=True,
-        env=git_env(),
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise CannotMeasure(f"cannot export commit {commit} from {repo.location}")
-    buffer = io.BytesIO(proc.stdout)
+    buffer = io.BytesIO(repo.archive(commit))
     with tarfile.open(fileobj=buffer, mode="a") as tar:
         data = text.encode()
         info = tarfile.TarInfo(DOCKERFILE_NAME)

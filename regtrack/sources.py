@@ -30,7 +30,7 @@ def cache_root() -> Path:
     return Path(base) / "regtrack"
 
 
-def git_env() -> dict[str, str]:
+def _git_env() -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         GIT_TERMINAL_PROMPT="0",  # never wait for a password in a benchmark run
@@ -48,7 +48,7 @@ def git(
         proc = subprocess.run(
             ["git", *args],
             cwd=cwd,
-            env=git_env(),
+            env=_git_env(),
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -260,13 +260,25 @@ class SourceRepo:
                 return m.group(1)
         return None
 
+    def archive(self, commit: str) -> bytes:
+        """The tree of ``commit`` as a tar (``git archive``), e.g. a docker build context."""
+        proc = subprocess.run(
+            ["git", "-C", str(self.path), "archive", "--format=tar", commit],
+            capture_output=True,
+            env=_git_env(),
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise CannotMeasure(f"cannot export commit {commit} from {self.location}")
+        return proc.stdout
+
     def export(self, commit: str, dest: Path) -> None:
         """Write the tree of ``commit`` into ``dest`` (no .git, nothing ignored dropped)."""
         dest.mkdir(parents=True, exist_ok=True)
         archive = subprocess.Popen(
             ["git", "-C", str(self.path), "archive", "--format=tar", commit],
             stdout=subprocess.PIPE,
-            env=git_env(),
+            env=_git_env(),
         )
         untar = subprocess.run(
             ["tar", "-x", "--no-same-owner", "-C", str(dest)],

@@ -454,12 +454,7 @@ class Store:
             " WHERE t.run_id = ? AND t.valid = 1 AND t.server_calls > 0",
             (run_id,),
         ).fetchall()
-        out = []
-        for row in rows:
-            item = dict(row)
-            item["point_order"] = json.loads(item.pop("params")).get("pipeline", 0)
-            out.append(item)
-        return out
+        return [_with_point_order(row) for row in rows]
 
     def command_stats(self, run_id: int) -> list[dict[str, Any]]:
         """Per-command rows of every trial of a run (server deltas and load generator)."""
@@ -469,13 +464,7 @@ class Store:
             " JOIN targets g ON g.id = t.target_id WHERE t.run_id = ? ORDER BY t.seq",
             (run_id,),
         ).fetchall()
-        out = []
-        for row in rows:
-            item = dict(row)
-            item["point_order"] = json.loads(item.pop("params")).get("pipeline", 0)
-            item["valid"] = bool(item["valid"])
-            out.append(item)
-        return out
+        return [{**_with_point_order(row), "valid": bool(row["valid"])} for row in rows]
 
     # --- baselines ---------------------------------------------------------------------
 
@@ -515,6 +504,13 @@ class Store:
             " JOIN runs r ON r.id = b.run_id ORDER BY b.name"
         ).fetchall()
         return [dict(r) for r in rows]
+
+
+def _with_point_order(row: sqlite3.Row) -> dict[str, Any]:
+    """A joined row with the trial's params reduced to the point's sort key."""
+    item = dict(row)
+    item["point_order"] = json.loads(item.pop("params")).get("pipeline", 0)
+    return item
 
 
 def _command_rows(trial_id: int, t: TrialRecord) -> list[tuple]:

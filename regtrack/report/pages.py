@@ -54,10 +54,11 @@ def safe_compare(store: Store, run_id: int, thresholds: Thresholds) -> dict[str,
         return None  # a run without trials (failed before measuring)
 
 
-def run_summary(store: Store, run: dict[str, Any], result: dict[str, Any] | None) -> dict:
-    """One row of the index."""
+def run_summary(
+    store: Store, run: dict[str, Any], result: dict[str, Any] | None, trials: list[dict]
+) -> dict:
+    """One row of the index; ``trials`` are the run's stored trials (read once by the caller)."""
     targets = store.targets(run["id"])
-    trials = store.trials(run["id"])
     workloads = sorted({t["workload"] for t in trials})
     invalid = sum(1 for t in trials if not t["valid"])
     warnings = []
@@ -122,7 +123,7 @@ def _charts(result: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _invalid_trials(store: Store, run_id: int) -> list[dict[str, Any]]:
+def _invalid_trials(trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
         {
             "seq": t["seq"],
@@ -134,7 +135,7 @@ def _invalid_trials(store: Store, run_id: int) -> list[dict[str, Any]]:
             "ops_per_sec": t["ops_per_sec"],
             "reason": t["invalid_reason"] or "",
         }
-        for t in store.trials(run_id)
+        for t in trials
         if not t["valid"]
     ]
 
@@ -159,18 +160,13 @@ def _commands(store: Store, run_id: int) -> list[dict[str, Any]]:
     loadgen = frame[frame["source"] == "loadgen"].set_index(
         ["workload", "point", "target", "command"]
     )
+    totals = server.groupby(cell)["calls"].sum()
     rows = []
     keys = ["workload", "point", "point_order", "target", "command"]
     for (workload, point, order, target, command), group in server.groupby(keys, sort=True):
         calls = float(group["calls"].sum())
         usec = float(group["usec"].sum())
-        total = float(
-            server[
-                (server["workload"] == workload)
-                & (server["point"] == point)
-                & (server["target"] == target)
-            ]["calls"].sum()
-        )
+        total = float(totals[(workload, point, target)])
         client = (
             loadgen.loc[[(workload, point, target, command)]]
             if (workload, point, target, command) in loadgen.index
@@ -246,16 +242,22 @@ def _environment(run: dict[str, Any], targets: list[dict[str, Any]]) -> dict[str
 
 
 def run_page(
-    store: Store, run: dict[str, Any], result: dict[str, Any] | None, history_links: dict
+    store: Store,
+    run: dict[str, Any],
+    result: dict[str, Any] | None,
+    history_links: dict,
+    summary: dict[str, Any],
+    trials: list[dict[str, Any]],
 ) -> dict[str, Any]:
-    """Everything the run page shows; ``result`` is this run's comparison (or None)."""
+    """Everything the run page shows; ``result`` is this run's comparison (or None),
+    ``summary`` its index row and ``trials`` its stored trials."""
     run_id = run["id"]
     targets = store.targets(run_id)
     page: dict[str, Any] = {
         "run": run,
-        "summary": run_summary(store, run, result),
+        "summary": summary,
         "environment": _environment(run, targets),
-        "invalid": _invalid_trials(store, run_id),
+        "invalid": _invalid_trials(trials),
         "charts": [],
         "comparisons": [],
         "markdown": "",

@@ -108,9 +108,11 @@ def write_report(store: Store, folder: str | Path, run_ids: list[int] | None = N
     summaries = []
     for run in runs:
         result = results[run["id"]]
-        summaries.append(pages.run_summary(store, run, result))
+        trials = store.trials(run["id"])
+        summary = pages.run_summary(store, run, result, trials)
+        summaries.append(summary)
         if run["id"] in wanted:
-            page = pages.run_page(store, run, result, links)
+            page = pages.run_page(store, run, result, links, summary, trials)
             path = out / pages.run_file(run["id"])
             _write(path, env.get_template("run.html.j2").render(page=page, **common))
             files.runs[run["id"]] = path
