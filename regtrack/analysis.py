@@ -7,12 +7,13 @@ why it cannot be trusted instead of a silent gap.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
-from regtrack import stats
+from regtrack import sequential, stats
 from regtrack.config import Thresholds
 from regtrack.errors import BadInput
 from regtrack.store import Store
@@ -40,6 +41,8 @@ METRICS = (
 METRIC_BY_NAME = {m.name: m for m in METRICS}
 # Metrics whose regressions fail `regtrack ci`; the others are reported with verdicts.
 GATING = ("throughput", "instructions_per_op")
+# The family-wise error rate of one comparison's gate (split over gating metrics).
+ALPHA = 0.05
 
 
 def trials_frame(store: Store, run_id: int) -> pd.DataFrame:
@@ -144,7 +147,8 @@ def compare(
         frame,
         targets,
         baseline,
-        paired=thresholds.method == "paired",
+        paired=True,
+        method=_method(store, run_id),
         thresholds=thresholds,
         metrics=metrics,
     )
@@ -177,11 +181,13 @@ def compare_runs(
     )
     base["target"] = shown_base
     frame = pd.concat([base, cand], ignore_index=True)
+    seeded = _block_key(frame) == "seed"
     result = _compare(
         frame,
         [shown_base, candidate_label],
         shown_base,
-        paired=False,
+        paired=seeded,
+        method=_method(store, candidate_run),
         thresholds=thresholds,
         metrics=metrics,
     )
@@ -190,49 +196,101 @@ def compare_runs(
     return result
 
 
+def _method(store: Store, run_id: int) -> str:
+    """The interval a run's design allows: one look at planned repetitions (t), or a
+    sequential gate that looked after every block (t-spending, regtrack.sequential)."""
+    design = store.run(run_id)["config"].get("design", "fixed")
+    return "t-spending" if design == "sequential" else "t"
+
+
 def _compare(
     frame: pd.DataFrame,
     targets: list[str],
     baseline: str,
     *,
     paired: bool,
+    method: str = "t",
     thresholds: Thresholds | None,
     metrics: tuple[Metric, ...],
 ) -> dict[str, Any]:
+    """Per metric and candidate: one pooled answer over the sweep (what gates), and one
+    record per point (where a change lives), both from seed-matched blocks.
+
+    Multiplicity: the gating metrics share alpha (Bonferroni over metrics and candidates);
+    within a metric the pooled test comes first and a point may be called a regression or
+    an improvement only when the pooled test found that change (gatekeeping, then
+    Bonferroni over the points), so correlated points never multiply false alarms.
+    """
     thresholds = thresholds or Thresholds()
     candidates = [t for t in targets if t != baseline]
     tables = {m.name: cells(frame, m) for m in metrics}
     tables = {name: table for name, table in tables.items() if not table.empty}
     if not tables:
         raise BadInput("no measured values to compare")
-    # Bonferroni: the gating metrics' cells form one family, so a sweep of many cells
-    # does not multiply false alarms; every other metric is a family of its own.
-    family = {
-        name: len(table[["workload", "point"]].drop_duplicates()) * len(candidates)
-        for name, table in tables.items()
-    }
-    gating = sum(n for name, n in family.items() if name in GATING)
+    gating_metrics = [name for name in tables if name in GATING]
+    key = _block_key(frame) if paired else None
     records: list[dict[str, Any]] = []
+    pooled: list[dict[str, Any]] = []
     for metric in metrics:
         table = tables.get(metric.name)
         if table is None:
             continue
-        cells_in_family = gating if metric.name in GATING else family[metric.name]
-        confidence = 1 - (1 - stats.CONFIDENCE) / max(1, cells_in_family)
+        family = (len(gating_metrics) if metric.name in GATING else 1) * max(1, len(candidates))
+        alpha = ALPHA / family
         threshold = thresholds.for_metric(metric.name)
+        rows = _rows_for(frame, metric)
         indexed = {(r.workload, r.point, r.target): r for r in table.itertuples()}
         points = table[["workload", "point", "point_order"]].drop_duplicates()
-        for p in points.sort_values(["workload", "point_order"]).itertuples():
-            base = indexed.get((p.workload, p.point, baseline))
+        for workload, wpoints in points.sort_values(["workload", "point_order"]).groupby(
+            "workload", sort=False
+        ):
+            labels = list(wpoints["point"])
+            wrows = rows[rows["workload"] == workload]
             for candidate in candidates:
-                cand = indexed.get((p.workload, p.point, candidate))
-                if base is None or cand is None:
-                    continue
-                records.append(
-                    _record(
-                        metric, p, baseline, candidate, base, cand, paired, confidence, threshold
-                    )
+                ratios = _ratios(wrows, metric, baseline, candidate, key)
+                excluded = _excluded_points(wrows, metric, baseline, candidate, labels)
+                gating_points = [p for p in labels if p not in excluded]
+                top = _pooled(
+                    metric,
+                    workload,
+                    baseline,
+                    candidate,
+                    wrows,
+                    ratios,
+                    gating_points,
+                    key,
+                    alpha,
+                    method,
                 )
+                top.update(
+                    excluded=excluded,
+                    threshold_pct=threshold,
+                    verdict=sequential.decide(
+                        top.pop("interval"), threshold, metric.higher_is_better
+                    ),
+                    gating=metric.name in GATING,
+                )
+                pooled.append(top)
+                for p in wpoints.itertuples():
+                    base = indexed.get((workload, p.point, baseline))
+                    cand = indexed.get((workload, p.point, candidate))
+                    if base is None or cand is None:
+                        continue
+                    records.append(
+                        _record(
+                            metric,
+                            p,
+                            baseline,
+                            candidate,
+                            base,
+                            cand,
+                            ratios.get(p.point) if key else None,
+                            alpha / max(1, len(gating_points)),
+                            threshold,
+                            top,
+                            method,
+                        )
+                    )
     cell_frame = pd.concat(tables.values(), ignore_index=True)
     return {
         "baseline": baseline,
@@ -240,9 +298,121 @@ def _compare(
         "metrics": list(tables),
         "cells": cell_frame,
         "comparisons": records,
-        "method": "paired-t" if paired else "welch-t",
-        "family_cells": gating,
+        "pooled": pooled,
+        "method": pooled[0]["method"] if pooled else None,
+        "alpha": ALPHA,
     }
+
+
+def _block_key(frame: pd.DataFrame) -> str:
+    """Blocks are seed-matched pairs: the seed when every trial has one (it also matches
+    a stored baseline's repetition with a candidate's), else the repetition."""
+    if "seed" in frame and frame["seed"].notna().all():
+        return "seed"
+    return "repetition"
+
+
+def _values(rows: pd.DataFrame, metric: Metric, label: str, key: str) -> dict[Any, dict]:
+    valid = rows[(rows["target"] == label) & rows["valid"] & rows[metric.column].notna()]
+    out: dict[Any, dict[str, float]] = {}
+    for point, block, value in zip(valid["point"], valid[key], valid[metric.column], strict=True):
+        if value > 0:
+            out.setdefault(point, {})[block] = math.log(float(value))
+    return out
+
+
+def _ratios(
+    rows: pd.DataFrame, metric: Metric, baseline: str, candidate: str, key: str | None
+) -> dict[str, dict[Any, float]]:
+    """point -> block -> log(candidate / baseline), for blocks valid on both sides."""
+    if key is None:
+        return {}
+    base, cand = _values(rows, metric, baseline, key), _values(rows, metric, candidate, key)
+    out: dict[str, dict[Any, float]] = {}
+    for point, by_block in cand.items():
+        for block, value in by_block.items():
+            if block in base.get(point, {}):
+                out.setdefault(point, {})[block] = value - base[point][block]
+    return out
+
+
+def _excluded_points(
+    rows: pd.DataFrame, metric: Metric, baseline: str, candidate: str, points: list[str]
+) -> dict[str, str]:
+    """Points that must not gate: the load generator was the bottleneck in some trial."""
+    out = {}
+    both = rows[rows["target"].isin([baseline, candidate])]
+    for point in points:
+        reasons = both.loc[both["point"] == point, "invalid_reason"].dropna()
+        n = sum("client-bound" in str(r) for r in reasons)
+        if n and "throughput" in metric.modes and metric.modes[0] == "throughput":
+            out[point] = f"client-bound in {n} trials: the load generator, not Redis, was measured"
+    return out
+
+
+def _pooled(
+    metric: Metric,
+    workload: str,
+    baseline: str,
+    candidate: str,
+    rows: pd.DataFrame,
+    ratios: dict[str, dict[Any, float]],
+    points: list[str],
+    key: str | None,
+    alpha: float,
+    method: str,
+) -> dict[str, Any]:
+    """One change over the sweep's gating points, from blocks (sequential.block_values)."""
+    interval: Any
+    if key is not None:
+        by_block: dict[Any, dict[str, float]] = {}
+        for point in points:
+            for block, value in ratios.get(point, {}).items():
+                by_block.setdefault(block, {})[point] = value
+        order = sorted(by_block, key=lambda b: _first_seq(rows, key, b))
+        numbered = {i: by_block[b] for i, b in enumerate(order)}
+        values = sequential.block_values(numbered, points)
+        interval = sequential.interval(values, alpha, method=method)
+        n = len(values)
+    else:
+        # No seed-matched blocks (a stored baseline without seeds): each side's repetitions
+        # averaged over the points, then a Welch interval of the two (one look only).
+        sides = []
+        for label in (baseline, candidate):
+            logs = _values(rows, metric, label, "repetition")
+            reps: dict[Any, list[float]] = {}
+            for point in points:
+                for rep, value in logs.get(point, {}).items():
+                    reps.setdefault(rep, []).append(value)
+            sides.append(
+                [math.exp(sum(v) / len(v)) for v in reps.values() if len(v) == len(points)]
+            )
+        interval = stats.unpaired(sides[0], sides[1], 1 - alpha)
+        n = min(len(sides[0]), len(sides[1]))
+    return {
+        "workload": workload,
+        "point": "pooled",
+        "baseline": baseline,
+        "candidate": candidate,
+        "metric": metric.name,
+        "unit": metric.unit,
+        "higher_is_better": metric.higher_is_better,
+        "change_pct": interval.estimate_pct if interval else None,
+        "ci_low_pct": interval.low_pct if interval else None,
+        "ci_high_pct": interval.high_pct if interval else None,
+        "mde_pct": getattr(interval, "mde_pct", None) if interval else None,
+        "confidence": 1 - alpha,
+        "n_blocks": n,
+        "points": points,
+        "method": (interval.method if interval else None) or ("welch-t" if key is None else None),
+        "paired_by": key,
+        "interval": interval,
+    }
+
+
+def _first_seq(rows: pd.DataFrame, key: str, block: Any) -> int:
+    seqs = rows.loc[rows[key] == block, "seq"]
+    return int(seqs.min()) if not seqs.empty else 0
 
 
 def _record(
@@ -252,27 +422,30 @@ def _record(
     candidate: str,
     base: Any,
     cand: Any,
-    paired: bool,
-    confidence: float,
+    ratios: dict[Any, float] | None,
+    alpha: float,
     threshold: float,
+    pooled: dict[str, Any],
+    method: str,
 ) -> dict[str, Any]:
-    if paired:
-        reps = sorted(set(base.by_rep) & set(cand.by_rep))
-        change = stats.paired(
-            [base.by_rep[r] for r in reps], [cand.by_rep[r] for r in reps], confidence
-        )
+    change: Any
+    if ratios is not None:
+        change = sequential.interval(list(ratios.values()), alpha, method=method)
     else:
-        change = stats.unpaired(list(base.by_rep.values()), list(cand.by_rep.values()), confidence)
+        change = stats.unpaired(list(base.by_rep.values()), list(cand.by_rep.values()), 1 - alpha)
     if change is not None:
         estimate = change.estimate_pct
     elif base.value and cand.value is not None:
         estimate = 100.0 * (cand.value / base.value - 1.0)
     else:
         estimate = None
-    verdict = stats.verdict(change, threshold, metric.higher_is_better)
+    verdict = sequential.decide(change, threshold, metric.higher_is_better)
     problems = sorted(set(base.problems) | set(cand.problems))
     if change is None:
         problems.append("fewer than 2 valid repetitions on each side: no interval")
+    if verdict in ("regression", "improvement") and pooled["verdict"] != verdict:
+        problems.append(f"not called at one point: the pooled change is {pooled['verdict']}")
+        verdict = "inconclusive"
     return {
         "workload": p.workload,
         "point": p.point,
@@ -286,7 +459,8 @@ def _record(
         "change_pct": estimate,
         "ci_low_pct": change.low_pct if change else None,
         "ci_high_pct": change.high_pct if change else None,
-        "confidence": confidence,
+        "mde_pct": getattr(change, "mde_pct", None) if change else None,
+        "confidence": 1 - alpha,
         "threshold_pct": threshold,
         "verdict": verdict,
         "extra_repetitions": (
@@ -294,6 +468,7 @@ def _record(
         ),
         "n_valid": change.n if change else 0,
         "method": change.method if change else None,
+        "gating": p.point in pooled["points"] and pooled["gating"],
         "n_valid_baseline": base.n_valid,
         "n_valid_candidate": cand.n_valid,
         "n_invalid_baseline": base.n_invalid,
@@ -349,22 +524,32 @@ def disagreements(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def gate(result: dict[str, Any]) -> dict[str, Any]:
-    """The CI decision from a comparison's gating metrics.
+    """The CI decision from the pooled answers of the gating metrics.
 
-    ``regression`` if any gating cell is a regression; ``not measured`` if no gating cell
-    had valid trials on both sides; ``inconclusive`` if some cell could not be decided;
-    otherwise ``no regression``.
+    ``regression`` if any is a regression; ``not measured`` if none had blocks with valid
+    trials on both sides; ``inconclusive`` if one could not be decided (its minimum
+    detectable effect says how far the budget got); otherwise ``no regression``.
     """
-    gating = [r for r in result["comparisons"] if r["metric"] in GATING]
+    gating = [r for r in result["pooled"] if r["gating"]]
     by_verdict: dict[str, list[dict[str, Any]]] = {}
     for r in gating:
         by_verdict.setdefault(r["verdict"], []).append(r)
     if by_verdict.get("regression"):
         outcome = "regression"
-    elif not any(r["n_valid"] for r in gating):
+    elif not any(r["n_blocks"] for r in gating):
         outcome = "not measured"
     elif by_verdict.get("inconclusive"):
         outcome = "inconclusive"
     else:
         outcome = "no regression"
     return {"outcome": outcome, "cells": gating, "by_verdict": by_verdict}
+
+
+def undecided_modes(result: dict[str, Any]) -> tuple[str, ...]:
+    """The trial modes whose gating metrics more repetitions could still decide; none once
+    a regression is found (the gate has its answer) or every gating answer is in."""
+    decision = gate(result)
+    if decision["outcome"] in ("regression", "no regression", "not measured"):
+        return ()
+    modes = {METRIC_BY_NAME[r["metric"]].modes[0] for r in decision["by_verdict"]["inconclusive"]}
+    return tuple(sorted(modes, reverse=True))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +37,9 @@ from regtrack.errors import (
     RegtrackError,
 )
 from regtrack.loadgen.builtin import THROUGHPUT_CAVEAT
-from regtrack.prepare import Options, int_list, prepare_job
+from regtrack.prepare import Options, int_list, parse_duration, prepare_job
 from regtrack.report import write_report
-from regtrack.runner import Job, execute
+from regtrack.runner import Job, Sequential, execute
 from regtrack.runtimes import docker as docker_runtime
 from regtrack.store import Store
 
@@ -91,10 +92,9 @@ MEASURE_OPTIONS = [
     click.option(
         "--metric",
         type=click.Choice(["throughput", "instructions", "both"]),
-        default="throughput",
-        show_default=True,
         help="throughput (ops/s, latency), instructions (server instructions per op under "
-        "callgrind, repeatable on a noisy machine), or both.",
+        "callgrind, repeatable on a noisy machine), or both (default: throughput for run, "
+        "both for ci).",
     ),
     click.option(
         "--instruction-requests", type=int, help="Requests per instruction trial (default 200000)."
@@ -146,7 +146,33 @@ def _measure_options(f):
     return f
 
 
-def _options(kw: dict[str, Any]) -> Options:
+SEQUENTIAL_OPTIONS = [
+    click.option(
+        "--budget",
+        default="10m",
+        show_default=True,
+        help="Sequential repetitions: stop adding blocks when another would overrun this "
+        "much measuring time (e.g. 600s, 10m, 1h; a bare number is seconds).",
+    ),
+    click.option(
+        "--max-repetitions",
+        type=click.IntRange(2, 1000),
+        default=30,
+        show_default=True,
+        help="Sequential repetitions: at most this many repetitions per version.",
+    ),
+]
+
+
+def _sequential_options(f):
+    for option in reversed(SEQUENTIAL_OPTIONS):
+        f = option(f)
+    return f
+
+
+def _options(kw: dict[str, Any], **defaults: Any) -> Options:
+    """The shared options, with a command's own defaults for what the user left out."""
+    kw = {**kw, **{k: v for k, v in defaults.items() if kw.get(k) is None}}
     return Options(
         workload=kw["workload"],
         pipelines=int_list(kw["pipelines"], "--pipelines"),
@@ -171,9 +197,9 @@ def _options(kw: dict[str, Any]) -> Options:
     )
 
 
-def _prepare(specs: list[versions.VersionSpec], kw: dict[str, Any]) -> Job:
+def _prepare(specs: list[versions.VersionSpec], kw: dict[str, Any], **defaults: Any) -> Job:
     with build_progress() as phase:
-        job = prepare_job(specs, _options(kw), phase)
+        job = prepare_job(specs, _options(kw, **defaults), phase)
     for target in job.targets:
         if "build" in target.details:
             b = target.details["build"]
@@ -182,11 +208,20 @@ def _prepare(specs: list[versions.VersionSpec], kw: dict[str, Any]) -> Job:
             err.print(f"regtrack: {target.label}: {how}: {what}")
     if job.loadgen.name == "builtin" and job.metric != "instructions":
         err.print(f"regtrack: note: {THROUGHPUT_CAVEAT}")
+    if job.seed_problem:
+        err.print(
+            f"regtrack: warning: hash seeds are not controlled ({job.seed_problem}); "
+            "instructions per op then vary ~2-4% between server processes"
+        )
     return job
 
 
 def _measure(
-    job: Job, db: str | None, wait: bool = True, resume_store: tuple[Store, int] | None = None
+    job: Job,
+    db: str | None,
+    wait: bool = True,
+    resume_store: tuple[Store, int] | None = None,
+    sequential: Sequential | None = None,
 ) -> tuple[Store, int, str]:
     """Record the run (or reopen it), execute it with progress, say where the trials went.
 
@@ -220,7 +255,9 @@ def _measure(
             )
         try:
             with run_progress() as progress:
-                status = execute(job, store, run_id, progress, resume=bool(resume_store))
+                status = execute(
+                    job, store, run_id, progress, resume=bool(resume_store), sequential=sequential
+                )
         finally:
             n = len(store.trials(run_id))
             err.print(f"regtrack: {n} trials of run {run_id} stored in {store.path}")
@@ -253,12 +290,22 @@ def cli() -> None:
 )
 @click.option("--baseline", help="Label the table compares against (default: the first version).")
 @click.option("--threshold", type=float, help="Verdict threshold in percent, for every metric.")
+@click.option(
+    "--until-decided",
+    is_flag=True,
+    help="Add blocks of repetitions (A B, B A) until every version's gating answer is "
+    "decided, within --budget and --max-repetitions.",
+)
+@_sequential_options
 @_measure_options
 def run(
     version_specs: str | None,
     resume_id: int | None,
     baseline: str | None,
     threshold: float | None,
+    until_decided: bool,
+    budget: str,
+    max_repetitions: int,
     **kw: Any,
 ) -> None:
     """Measure every version at every workload point, interleaved, and store each trial."""
@@ -276,7 +323,16 @@ def run(
         specs = versions.parse_specs(version_specs)
         if baseline and baseline not in [s.label for s in specs]:
             raise BadInput(f"--baseline {baseline!r} is not one of the labels of --versions")
-        store, run_id, status = _measure(_prepare(specs, kw), kw["db"], wait)
+        job = _prepare(specs, kw, metric="throughput")
+        rule = None
+        if until_decided:
+            rule = _sequential_rule(
+                job,
+                budget,
+                max_repetitions,
+                lambda st, rid: analysis.compare(st, rid, baseline, thresholds),
+            )
+        store, run_id, status = _measure(job, kw["db"], wait, sequential=rule)
     result = analysis.compare(store, run_id, baseline, thresholds)
     shown = ["throughput", "instructions_per_op", "syscalls_per_op"]
     click.echo(present.render(result, "table", shown))
@@ -287,6 +343,26 @@ def run(
     if kw["report"]:
         _auto_report(store, run_id)
     _fail_if_incomplete(store, run_id, status)
+
+
+def _sequential_rule(
+    job: Job,
+    budget: str,
+    max_repetitions: int,
+    comparison: Callable[[Store, int], dict[str, Any]],
+) -> Sequential:
+    """Blocks of two repetitions (A B, B A) while ``comparison``'s gate is undecided."""
+    if job.settings.repetitions % 2 and len(job.targets) > 1:
+        raise BadInput(
+            f"--repetitions {job.settings.repetitions}: sequential repetitions start from an "
+            "even number, so the order A B / B A stays balanced"
+        )
+    job.design = "sequential"
+    return Sequential(
+        needed=lambda store, run_id: analysis.undecided_modes(comparison(store, run_id)),
+        budget_s=parse_duration(budget, "--budget"),
+        max_repetitions=max_repetitions,
+    )
 
 
 def _auto_report(store: Store, run_id: int) -> None:
@@ -311,6 +387,19 @@ def _ci_specs(baseline: str | None, candidate: str) -> list[versions.VersionSpec
     return [base, cand]
 
 
+# What `ci` measures unless told otherwise: both metrics, at GET pipeline depths where the
+# server (not the load generator) is the bottleneck on 2 cores, short trials in many
+# blocks (block-to-block noise dominates, docs/methodology.md), two blocks to start.
+CI_DEFAULTS = {
+    "metric": "both",
+    "pipelines": "10,30",
+    "duration": 3.0,
+    "warmup": 1.0,
+    "repetitions": 4,
+    "instruction_requests": 100_000,
+}
+
+
 @cli.command(epilog=EXIT_CODES_HELP)
 @click.option("--baseline", "baseline_spec", help="Baseline version spec, measured alongside.")
 @click.option("--candidate", "candidate_spec", required=True, help="Candidate version spec.")
@@ -319,7 +408,10 @@ def _ci_specs(baseline: str | None, candidate: str) -> list[versions.VersionSpec
 @click.option("--threshold", type=float, help="Verdict threshold in percent, for every metric.")
 @click.option("--summary", type=click.Path(dir_okay=False), help="Write the Markdown summary.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write JSON records.")
-@click.option("--fail-on-inconclusive", is_flag=True, help="Exit 1 when a cell cannot be decided.")
+@click.option(
+    "--fail-on-inconclusive", is_flag=True, help="Exit 1 when the gate cannot be decided."
+)
+@_sequential_options
 @_measure_options
 def ci(
     baseline_spec: str | None,
@@ -330,24 +422,31 @@ def ci(
     summary: str | None,
     json_out: str | None,
     fail_on_inconclusive: bool,
+    budget: str,
+    max_repetitions: int,
     **kw: Any,
 ) -> None:
     """Did CANDIDATE make the workload slower than BASELINE? Exit 1 on a real regression.
 
-    By default both are measured here, interleaved (the reliable way). With
-    --baseline-run, the candidate is compared with a stored baseline, only if it was
-    measured on a machine with the same fingerprint (CPU, cores, kernel, load generator).
+    By default both are measured here, interleaved and seed-matched, in blocks of two
+    repetitions (A B, B A) until the pooled answer of each gating metric is decided or
+    --budget runs out. With --baseline-run, the candidate is compared with a stored
+    baseline, only if it was measured on a machine with the same fingerprint (CPU, cores,
+    kernel, load generator).
     """
     if bool(baseline_spec) == bool(baseline_run):
         raise BadInput("give exactly one of --baseline SPEC (measured now) or --baseline-run NAME")
-    thresholds = load_thresholds(threshold)
+    thresholds = load_thresholds(threshold).for_gate()
     stored = None
     if baseline_run:
         probe = Store.open(kw["db"] or load_settings().database, create=False)
         stored = probe.baseline(baseline_run)
         stored_run = probe.run(stored["run_id"])
         probe.close()
-    job = _prepare(_ci_specs(baseline_spec, candidate_spec), kw)
+    defaults = dict(CI_DEFAULTS)
+    if kw["workload"] != "get-pipeline":
+        defaults.pop("pipelines")
+    job = _prepare(_ci_specs(baseline_spec, candidate_spec), kw, **defaults)
     if stored is not None:
         here = environment.capture(job.cpus, job.loadgen.as_dict())
         mismatch = environment.differences(stored_run["environment"], here)
@@ -357,34 +456,45 @@ def ci(
                 "its numbers are not comparable with this one's. Measure both here "
                 "(--baseline SPEC), or pass --force"
             )
-    store, run_id, status = _measure(job, kw["db"], not kw["no_wait"])
-    if stored is None:
-        result = analysis.compare(store, run_id, job.targets[0].label, thresholds)
-        baseline_text = job.targets[0].spec
-    else:
-        result = analysis.compare_runs(
-            store, stored["run_id"], stored["label"], run_id, job.targets[-1].label, thresholds
+
+    def comparison(st: Store, rid: int) -> dict[str, Any]:
+        if stored is None:
+            return analysis.compare(st, rid, job.targets[0].label, thresholds)
+        return analysis.compare_runs(
+            st, stored["run_id"], stored["label"], rid, job.targets[-1].label, thresholds
         )
-        baseline_text = (
-            f"{stored['label']} (stored baseline {baseline_run!r}, run {stored['run_id']})"
-        )
+
+    if stored is not None:  # blocks pair by seed with the stored run's: it has so many
+        max_repetitions = min(max_repetitions, stored_run["config"]["settings"]["repetitions"])
+    rule = _sequential_rule(job, budget, max(max_repetitions, job.settings.repetitions), comparison)
+    store, run_id, status = _measure(job, kw["db"], not kw["no_wait"], sequential=rule)
+    result = comparison(store, run_id)
+    baseline_text = (
+        job.targets[0].spec
+        if stored is None
+        else f"{stored['label']} (stored baseline {baseline_run!r}, run {stored['run_id']})"
+    )
     decision = analysis.gate(result)
+    run_row = store.run(run_id)
     context = {
         "baseline": baseline_text,
         "candidate": job.targets[-1].spec,
         "workload": job.workload.name,
-        "repetitions": job.settings.repetitions,
-        "environment": store.run(run_id)["environment"],
+        "repetitions": run_row["config"]["settings"]["repetitions"],
+        "stopped": rule.stopped or "budget",
+        "seeds": run_row["config"].get("seeds"),
+        "environment": run_row["environment"],
     }
     text = present.ci_summary(result, decision, context)
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        for line in present.ci_annotations(decision):
+            click.echo(line)
     click.echo(text)
     for path in filter(None, [summary, os.environ.get("GITHUB_STEP_SUMMARY")]):
         with open(path, "a") as f:
             f.write(text)
     if json_out:
-        Path(json_out).write_text(
-            json.dumps({"outcome": decision["outcome"], "records": result["comparisons"]}, indent=2)
-        )
+        Path(json_out).write_text(json.dumps(present.ci_json(result, decision, context), indent=2))
     if kw["report"]:
         _auto_report(store, run_id)
     if decision["outcome"] != "regression":

@@ -63,6 +63,9 @@ class RunSettings(_Strict):
     server_start_timeout: Annotated[float, Field(gt=0)] = 20.0
     instruction_requests: Annotated[int, Field(ge=2000)] = 200_000
     repeatability_pct: Annotated[float, Field(gt=0)] = 0.5
+    # "fixed": each repetition's servers read regtrack's seed bytes from /dev/urandom
+    # (common random numbers, regtrack/seeds.py); "random": Redis seeds itself.
+    seeds: Literal["fixed", "random"] = "fixed"
     database: str = str(DEFAULT_DB)
 
 
@@ -77,16 +80,25 @@ class Thresholds(_Strict):
     latency: Annotated[float, Field(gt=0)] = 10.0
     instructions: Annotated[float, Field(gt=0)] = 1.0
     syscalls: Annotated[float, Field(gt=0)] = 2.0
-    # How trials of one run are compared: "welch" (independent samples) or "paired"
-    # (repetition r of baseline with repetition r of candidate). Measured on a 2-core VM,
-    # pairing did not narrow the intervals (docs/methodology.md), so welch is the default.
-    method: Literal["welch", "paired"] = "welch"
+    # `regtrack ci` gates throughput only as a guard against large changes: on a shared
+    # machine an A/A pair's throughput spreads ~15% between blocks (docs/methodology.md).
+    throughput_gate: Annotated[float, Field(gt=0)] = 20.0
 
     def uniform(self, pct: float) -> Thresholds:
         """The same threshold for every metric (--threshold), method unchanged."""
         return self.model_copy(
-            update={"throughput": pct, "latency": pct, "instructions": pct, "syscalls": pct}
+            update={
+                "throughput": pct,
+                "latency": pct,
+                "instructions": pct,
+                "syscalls": pct,
+                "throughput_gate": pct,
+            }
         )
+
+    def for_gate(self) -> Thresholds:
+        """The thresholds `regtrack ci` decides with: throughput at its guard value."""
+        return self.model_copy(update={"throughput": self.throughput_gate})
 
     def for_metric(self, name: str) -> float:
         if name == "throughput":

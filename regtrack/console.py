@@ -78,7 +78,9 @@ def run_progress() -> Iterator[RunProgress]:
     state = {"total": 0, "done": 0, "t0": time.monotonic()}
 
     def started(total: int) -> None:
-        state.update(total=total, t0=time.monotonic())
+        if not state["done"]:
+            state["t0"] = time.monotonic()
+        state["total"] = total
         print(f"regtrack: {total} trials to run", file=sys.stderr, flush=True)
 
     def line(record: TrialRecord) -> None:

@@ -35,6 +35,10 @@ from regtrack.workload_spec import GetPipelineWorkload, Workload
 # work (serverCron etc.), about 0.8% of the count per GET when saturated at pipeline 10;
 # at 60% busy that share grows to ~1.3%, the most we accept.
 SATURATED_SERVER_CPU_PCT = 60.0
+# A GET sweep's server runs at 97-99% of its CPU when the client keeps up (docs/methodology.md).
+STALLED_SERVER_CPU_PCT = 85.0
+# ... and when the load generator is well below client-bound too, neither was the limit.
+STALLED_CLIENT_SHARE = 0.8
 
 
 @dataclass(frozen=True)
@@ -248,6 +252,20 @@ def throughput_trial(
             f"client-bound: the load generator used {record.client_cpu_pct:.0f}% CPU "
             f"(limit {threshold:.0f}%), so this measures the client, not Redis"
         )
+    elif (
+        ctx.counts_gets
+        and record.valid
+        and record.server_cpu_pct is not None
+        and record.server_cpu_pct < STALLED_SERVER_CPU_PCT
+        and (record.client_cpu_pct or 0) < STALLED_CLIENT_SHARE * threshold
+    ):
+        # A GET sweep saturates the server unless the client is the bottleneck; when
+        # neither is busy, the machine itself was slowed (steal, throttling, a stall).
+        record.mark_invalid(
+            f"stalled: neither the server ({record.server_cpu_pct or 0:.0f}% CPU) nor the "
+            f"load generator ({record.client_cpu_pct or 0:.0f}%) was busy, so the machine "
+            "was slowed from outside (steal, throttling)"
+        )
     if ctx.loadgen.name == builtin.NAME:
         record.mark_invalid(builtin.THROUGHPUT_CAVEAT)
     return record
@@ -262,8 +280,14 @@ def instruction_trial(
 ) -> tuple[TrialRecord, Profile | None]:
     """See _instruction_trial; a server that dies mid-trial gives an invalid trial."""
     record = new_record(planned, "instructions")
+    pid = server.pid
+    assert pid is not None
     try:
-        return _instruction_trial(ctx, server, record, specs, session)
+        callgrind.instrument(session.control, session.outdir, pid, True, server.alive)
+        result = _instruction_trial(ctx, server, record, specs, session)
+        # Off again until the next trial: whatever runs between trials runs fast.
+        callgrind.instrument(session.control, session.outdir, pid, False, server.alive)
+        return result
     except CannotMeasure as exc:
         if not _dies_within(server, 2.0):
             raise

@@ -64,6 +64,18 @@ def int_list(text: str | None, option: str) -> list[int] | None:
     return values
 
 
+DURATION_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(s|m|h|min)?\s*$")
+
+
+def parse_duration(text: str, option: str) -> float:
+    """ "600", "600s", "10m", "1h" -> seconds; anything else is one clear line."""
+    m = DURATION_RE.match(text or "")
+    if not m or float(m.group(1)) <= 0:
+        raise BadInput(f"{option} {text!r}: give a time like 600s, 10m or 1h")
+    factor = {"s": 1, None: 1, "m": 60, "min": 60, "h": 3600}[m.group(2)]
+    return float(m.group(1)) * factor
+
+
 def prepare_job(
     specs: list[versions.VersionSpec],
     options: Options,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from typing import Any
 
 from rich.console import Console
@@ -34,9 +35,15 @@ def change_text(rec: dict[str, Any]) -> str:
     if rec["ci_low_pct"] is not None:
         text += f" [{rec['ci_low_pct']:+.1f}, {rec['ci_high_pct']:+.1f}]"
     text += f" {rec['verdict']}"
-    if rec.get("extra_repetitions"):
+    if rec["verdict"] == "inconclusive" and rec.get("mde_pct") is not None:
+        text += f" (detectable: ±{_mde(rec['mde_pct'])})"
+    elif rec.get("extra_repetitions"):
         text += f" (~{rec['extra_repetitions']} more reps)"
     return text
+
+
+def _mde(pct: float) -> str:
+    return "unbounded" if pct == float("inf") else f"{pct:.1f}%"
 
 
 def _grid(result: dict[str, Any], metric: str) -> tuple[list[str], list[list[str]], list[str]]:
@@ -79,6 +86,22 @@ def _grid(result: dict[str, Any], metric: str) -> tuple[list[str], list[list[str
                 text += f" {UNTRUSTED}"
             row.append(text)
         rows.append(row)
+    for workload in workloads:
+        pooled = {
+            r["candidate"]: r
+            for r in result.get("pooled", [])
+            if r["metric"] == metric and r["workload"] == workload
+        }
+        if not pooled:
+            continue
+        first = next(iter(pooled.values()))
+        label = f"pooled ({', '.join(first['points']) or 'no point'})"
+        row = ([workload] if len(workloads) > 1 else []) + [label]
+        row += ["" for _ in result["targets"]]
+        row += [change_text(pooled[c]) if c in pooled else "-" for c in candidates]
+        rows.append(row)
+        for point, why in first["excluded"].items():
+            notes[f"{point} does not gate: {why}"] = None
     return header, rows, list(notes)
 
 
@@ -126,7 +149,7 @@ def _footer(notes: list[str]) -> list[str]:
         return []
     return [
         f"{UNTRUSTED} no valid trial in this cell; the value is the median of invalid trials "
-        "and must not be trusted:",
+        "and must not be trusted (and points that do not gate):",
         *[f"  {n}" for n in notes],
     ]
 
@@ -135,7 +158,7 @@ def render(result: dict[str, Any], fmt: str, metrics: list[str] | None = None) -
     """Tables of the requested metrics that the run measured (default: all it measured)."""
     metrics = [m for m in (metrics or result["metrics"]) if m in result["metrics"]]
     if fmt == "json":
-        records = [r for r in result["comparisons"] if r["metric"] in metrics]
+        records = [_plain(r) for r in result["comparisons"] if r["metric"] in metrics]
         return json.dumps(records, indent=2)
     if fmt == "csv":
         out = io.StringIO()
@@ -258,37 +281,94 @@ def versions_table(rows: list[dict[str, str]]) -> str:
 OUTCOME_HEADLINE = {
     "regression": "❌ Regression",
     "no regression": "✅ No regression",
-    "inconclusive": "⚠️ Inconclusive (no regression found, but some cells could not be decided)",
+    "inconclusive": "⚠️ Undecided: no regression found, but the gate could not decide",
     "not measured": "⛔ Could not measure",
 }
+METRIC_TITLE = {"instructions_per_op": "instructions per op", "throughput": "throughput"}
+
+
+def _answer(r: dict[str, Any]) -> str:
+    """ "instructions per op +0.01% [-0.03, +0.05] no change (detectable ±0.1%)" """
+    text = f"{METRIC_TITLE.get(r['metric'], r['metric'])} {change_text(r)}"
+    if r["verdict"] != "inconclusive" and r.get("mde_pct") is not None:
+        text += f" (detectable: ±{_mde(r['mde_pct'])})"
+    return text
+
+
+def ci_headline(decision: dict[str, Any], context: dict[str, Any]) -> str:
+    """The first line: the outcome, each gating answer, and for an undecided gate the
+    smallest change this budget could have detected."""
+    answers = "; ".join(_answer(r) for r in decision["cells"])
+    head = OUTCOME_HEADLINE[decision["outcome"]]
+    reps = f"{context['repetitions']} repetitions"
+    if decision["outcome"] == "inconclusive":
+        why = {"budget": "the time budget ran out", "max-repetitions": "--max-repetitions"}
+        stop = why.get(context.get("stopped", ""), "the plan ended")
+        return f"{head} after {reps} ({stop}): {answers}"
+    return f"{head} after {reps}: {answers}"
+
+
+def ci_annotations(decision: dict[str, Any]) -> list[str]:
+    """GitHub Actions workflow commands, so an undecided gate is never silently green."""
+    outcome = decision["outcome"]
+    answers = "; ".join(_answer(r) for r in decision["cells"])
+    if outcome == "regression":
+        return [f"::error title=regtrack: regression::{answers}"]
+    if outcome == "inconclusive":
+        return [f"::warning title=regtrack: undecided::{answers}"]
+    return []
+
+
+def ci_json(
+    result: dict[str, Any], decision: dict[str, Any], context: dict[str, Any]
+) -> dict[str, Any]:
+    """What a machine reads: the outcome, whether it was decided, each gating answer."""
+    return {
+        "outcome": decision["outcome"],
+        "decided": decision["outcome"] in ("regression", "no regression"),
+        "headline": ci_headline(decision, context),
+        "repetitions": context["repetitions"],
+        "stopped": context.get("stopped"),
+        "seeds": context.get("seeds"),
+        "gate": [_plain(r) for r in decision["cells"]],
+        "pooled": [_plain(r) for r in result.get("pooled", [])],
+        "records": [_plain(r) for r in result["comparisons"]],
+    }
+
+
+def _plain(r: dict[str, Any]) -> dict[str, Any]:
+    """JSON has no infinity: an unbounded interval end or effect is null."""
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
 
 
 def ci_summary(result: dict[str, Any], decision: dict[str, Any], context: dict[str, Any]) -> str:
     """The Markdown a CI job shows: the verdict first, then why, then the tables."""
     lines = [
-        f"## regtrack: {OUTCOME_HEADLINE[decision['outcome']]}",
+        f"## regtrack: {ci_headline(decision, context)}",
         "",
         f"Candidate `{context['candidate']}` vs baseline `{context['baseline']}` · workload "
-        f"`{context['workload']}` · {context['repetitions']} interleaved repetitions · "
-        f"run {result['run_id']}",
+        f"`{context['workload']}` · {context['repetitions']} interleaved, seed-matched "
+        f"repetitions · run {result['run_id']} · seeds: {context.get('seeds') or 'unknown'}",
         "",
     ]
-    for verdict in ("regression", "inconclusive", "improvement"):
-        for r in decision["by_verdict"].get(verdict, []):
-            why = f" ({'; '.join(r['problems'])})" if r["ci_low_pct"] is None else ""
-            lines.append(f"- **{r['metric']}** at {r['point']}: {change_text(r)}{why}")
     if not decision["cells"]:
         lines.append("- no gating metric was measured")
+    for r in decision["cells"]:
+        points = ", ".join(r["points"]) or "no point"
+        lines.append(
+            f"- **{METRIC_TITLE.get(r['metric'], r['metric'])}** over {points} "
+            f"({r['n_blocks']} blocks): {change_text(r)}"
+        )
+        for point, why in r["excluded"].items():
+            lines.append(f"  - {point} does not gate: {why}")
     lines += ["", render(result, "markdown")]
-    how = (
-        "paired t intervals of per-repetition log ratios"
-        if result["method"] == "paired-t"
-        else "Welch t intervals of the difference of mean logs"
-    )
     lines.append(
-        f"Method: {how}, Bonferroni-corrected over {result['family_cells']} gating cells; a "
-        "regression needs the whole interval on the worse side and the estimate beyond the "
-        "threshold (docs/methodology.md)."
+        f"Method: one pooled change per metric over the gating points (the mean of each "
+        f"seed-matched block's log ratios), with a {result['method']} interval that stays "
+        f"valid however often the gate looks; family-wise error {100 * result['alpha']:g}% "
+        "split over the gating metrics; a point is called only when the pooled change is. "
+        "A regression needs the whole interval on the worse side and the estimate beyond "
+        "the threshold (docs/methodology.md)."
     )
     if context.get("environment"):
         env = context["environment"]

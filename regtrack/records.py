@@ -38,6 +38,7 @@ class TrialRecord:
     instructions: int | None = None
     instructions_per_op: float | None = None
     instructions_repeat_pct: float | None = None  # two windows in one server, apart by
+    seed: str | None = None  # the server's /dev/urandom seed (regtrack.seeds), None: its own
     exit_code: int | None = None
     valid: bool = False
     invalid_reason: str | None = None

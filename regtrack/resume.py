@@ -89,4 +89,6 @@ def load_job(store: Store, run_id: int) -> Job:
         runtime=runtime,
         memory=config.get("memory"),
         docker=client,
+        design=config.get("design", "fixed"),
+        narrowed={int(r): tuple(m) for r, m in config.get("narrowed", {}).items()},
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 
 import redis
 
-from regtrack import interrupts, measure, workloads
+from regtrack import interrupts, measure, seeds, workloads
 from regtrack.callgrind import control as callgrind
 from regtrack.config import RunSettings, Workload
 from regtrack.cpus import CpuPlan
@@ -60,11 +61,28 @@ class Job:
     memory: str | None = None  # container memory limit
     docker: Any = None  # the Docker engine client, for --runtime docker
     points: list[workloads.Point] = field(init=False)
+    # "fixed": the planned repetitions, looked at once; "sequential": blocks are added
+    # while a gate is undecided, so intervals must stay valid under repeated looks.
+    design: str = "fixed"
+    # Modes still measured in later repetitions, once a sequential gate decided a metric.
+    narrowed: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    # Why the servers' hash seeds are not regtrack's (None: they are; regtrack.seeds).
+    seed_problem: str | None = field(init=False)
 
     def __post_init__(self) -> None:
         self.points = workloads.points(self.workload)
         if self.metric != "throughput" and self.runtime == "native":
             callgrind.require()
+        if self.settings.seeds == "random":
+            self.seed_problem = 'random seeds were asked for (seeds = "random")'
+        elif self.runtime == "native":
+            self.seed_problem = seeds.native_problem()
+        else:
+            self.seed_problem = None
+
+    def seed(self, repetition: int) -> str | None:
+        """The seed every server of ``repetition`` starts with, or None (Redis's own)."""
+        return None if self.seed_problem else seeds.for_repetition(repetition)
 
     @property
     def context(self) -> measure.Context:
@@ -72,13 +90,23 @@ class Job:
             settings=self.settings, cpus=self.cpus, loadgen=self.loadgen, workload=self.workload
         )
 
-    def visits(self) -> list[Visit]:
+    def visits(self, first: int = 0) -> list[Visit]:
+        """The plan's visits from repetition ``first`` on."""
         return interleave(
             [t.label for t in self.targets],
             self.points,
             self.settings.repetitions,
             MODES_BY_METRIC[self.metric],
+            first,
+            self.narrowed,
         )
+
+    def extend(self, repetitions: int, modes: tuple[str, ...]) -> None:
+        """Grow the plan to ``repetitions``; the new ones measure only ``modes``."""
+        first = self.settings.repetitions
+        self.settings = self.settings.model_copy(update={"repetitions": repetitions})
+        if set(modes) != set(MODES_BY_METRIC[self.metric]):
+            self.narrowed.update({rep: modes for rep in range(first, repetitions)})
 
     def config(self) -> dict[str, Any]:
         return {
@@ -90,6 +118,10 @@ class Job:
             "cpus": self.cpus.as_dict(),
             "targets": [t.as_dict() for t in self.targets],
             "points": [p.label for p in self.points],
+            "design": self.design,
+            "narrowed": {str(rep): list(modes) for rep, modes in self.narrowed.items()},
+            "callgrind_hz": callgrind.CALLGRIND_HZ if self.metric != "throughput" else None,
+            "seeds": f"not controlled: {self.seed_problem}" if self.seed_problem else "fixed",
         }
 
 
@@ -99,7 +131,9 @@ def _binary(target: Target) -> str:
     return target.binary
 
 
-def _plain_server(job: Job, target: Target, run_id: int) -> contextlib.AbstractContextManager:
+def _plain_server(
+    job: Job, target: Target, run_id: int, seed: str | None = None
+) -> contextlib.AbstractContextManager:
     """The target's server as the run's runtime starts it (a process, or a container)."""
     if job.runtime == "docker":
         assert target.image, f"{target.label} has no image"
@@ -110,19 +144,20 @@ def _plain_server(job: Job, target: Target, run_id: int) -> contextlib.AbstractC
             run_id=run_id,
             memory=job.memory,
             timeout=job.settings.server_start_timeout,
+            seed=seed,
         )
     return native_server(
-        _binary(target), job.cpus.server, timeout=job.settings.server_start_timeout
+        _binary(target), job.cpus.server, timeout=job.settings.server_start_timeout, seed=seed
     )
 
 
 @contextlib.contextmanager
 def serve(
-    job: Job, target: Target, mode: str, run_id: int = 0
+    job: Job, target: Target, mode: str, run_id: int = 0, seed: str | None = None
 ) -> Iterator[tuple[RunningServer, Any]]:
     """A pinned server for one visit; under callgrind for instruction trials."""
     if mode != "instructions":
-        with _plain_server(job, target, run_id) as server:
+        with _plain_server(job, target, run_id, seed) as server:
             yield server, None
         return
     valgrind, control = callgrind.require()
@@ -134,12 +169,27 @@ def serve(
                 job.cpus.server,
                 timeout=CALLGRIND_START_TIMEOUT_S,
                 wrapper=callgrind.wrapper(valgrind, outdir),
+                seed=seed,
             ) as server:
+                _slow_cron(server, target)
                 yield server, measure.Callgrind(control=control, outdir=outdir)
         except ServerDied:
             raise  # already names the version and the mode; the run goes on
         except CannotMeasure as exc:
             raise CannotMeasure(f"{target.label} under callgrind: {exc}") from None
+
+
+def _slow_cron(server: RunningServer, target: Target) -> None:
+    """hz 1 under callgrind (callgrind.CALLGRIND_HZ says why)."""
+    client = server.client(timeout=120)
+    try:
+        client.config_set("hz", callgrind.CALLGRIND_HZ)
+    except (redis.RedisError, OSError) as exc:
+        if server.alive():
+            raise CannotMeasure(f"CONFIG SET hz failed: {exc}") from None
+        raise ServerDied(f"redis-server of {target.label} exited under callgrind") from None
+    finally:
+        client.close()
 
 
 def preflight(job: Job, store: Store, run_id: int, progress: Progress) -> dict[str, int]:
@@ -171,18 +221,39 @@ def remaining(visits: list[Visit], done: set[int]) -> list[Visit]:
     return out
 
 
+@dataclass
+class Sequential:
+    """When a run adds repetitions: until ``needed()`` says no mode needs more (every
+    answer is in), the time budget would be overrun by another block, or
+    ``max_repetitions`` is reached.
+
+    Blocks are ``step`` repetitions (2: A B then B A, balanced against drift); the runner
+    asks ``needed`` after each block (which modes' metrics are still undecided; later
+    blocks measure only those) and never decides anything itself."""
+
+    needed: Callable[[Store, int], tuple[str, ...]]
+    budget_s: float
+    max_repetitions: int
+    step: int = 2
+    stopped: str = ""  # why it stopped: decided, budget, max-repetitions
+    modes: tuple[str, ...] = ()  # what the next block measures
+
+
 def execute(
     job: Job,
     store: Store,
     run_id: int,
     progress: Progress | None = None,
     resume: bool = False,
+    sequential: Sequential | None = None,
 ) -> str:
-    """Run every visit of the plan (only the trials not stored yet, when resuming);
-    returns the run's final status: complete, or incomplete when a server died."""
+    """Run every visit of the plan (only the trials not stored yet, when resuming), adding
+    blocks of repetitions while ``sequential`` asks for them; returns the run's final
+    status: complete, or incomplete when a server died."""
     progress = progress or Progress()
-    planned = job.visits()
-    visits = remaining(planned, store.trial_seqs(run_id)) if resume else planned
+    visits = job.visits()
+    if resume:
+        visits = remaining(visits, store.trial_seqs(run_id))
     by_label = {t.label: t for t in job.targets}
     lost: list[str] = []
     try:
@@ -190,14 +261,29 @@ def execute(
             target_ids = {t["label"]: t["id"] for t in store.targets(run_id)}
         else:
             target_ids = preflight(job, store, run_id, progress)
-        progress.started(trial_count(visits))
-        for visit in visits:
-            interrupts.check()
-            try:
-                _run_visit(job, store, run_id, visit, by_label[visit.target], target_ids, progress)
-            except ServerDied as exc:
-                lost.append(str(exc))
-                progress.note(f"{exc}; the rest of that visit is skipped, the run goes on")
+        total = trial_count(visits)
+        progress.started(total)
+        started = time.monotonic()
+        while True:
+            for visit in visits:
+                interrupts.check()
+                try:
+                    _run_visit(
+                        job, store, run_id, visit, by_label[visit.target], target_ids, progress
+                    )
+                except ServerDied as exc:
+                    lost.append(str(exc))
+                    progress.note(f"{exc}; the rest of that visit is skipped, the run goes on")
+            if sequential is None or not _another_block(
+                job, store, run_id, sequential, started, progress
+            ):
+                break
+            first = job.settings.repetitions
+            job.extend(first + sequential.step, sequential.modes)
+            store.update_config(run_id, job.config())
+            visits = job.visits(first)
+            total += trial_count(visits)
+            progress.started(total)
     except KeyboardInterrupt:
         _finish(store, run_id, "interrupted", "stopped by the user; measured trials are kept")
         raise
@@ -207,7 +293,7 @@ def execute(
     except BaseException as exc:
         _finish(store, run_id, "failed", f"{type(exc).__name__}: {exc}")
         raise
-    missing = trial_count(remaining(planned, store.trial_seqs(run_id)))
+    missing = trial_count(remaining(job.visits(), store.trial_seqs(run_id)))
     if missing:
         detail = (
             f"{missing} planned trials not measured ({'; '.join(dict.fromkeys(lost))}); "
@@ -217,6 +303,34 @@ def execute(
         return "incomplete"
     store.finish_run(run_id, "complete")
     return "complete"
+
+
+def _another_block(
+    job: Job, store: Store, run_id: int, rule: Sequential, started: float, progress: Progress
+) -> bool:
+    """Whether to measure one more block: not decided, within budget and cap."""
+    reps = job.settings.repetitions
+    rule.modes = rule.needed(store, run_id)
+    if not rule.modes:
+        rule.stopped = "decided"
+        return False
+    if reps + rule.step > rule.max_repetitions:
+        rule.stopped = "max-repetitions"
+        progress.note(f"undecided after {reps} repetitions, the most allowed (--max-repetitions)")
+        return False
+    elapsed = time.monotonic() - started
+    per_block = elapsed / max(1, reps) * rule.step
+    if elapsed + per_block > rule.budget_s:
+        rule.stopped = "budget"
+        progress.note(
+            f"undecided after {reps} repetitions ({elapsed / 60:.1f} min); another block "
+            f"(~{per_block / 60:.1f} min) would overrun the {rule.budget_s / 60:.0f} min budget"
+        )
+        return False
+    progress.note(
+        f"undecided after {reps} repetitions: measuring {rule.step} more ({', '.join(rule.modes)})"
+    )
+    return True
 
 
 def _run_visit(
@@ -231,7 +345,8 @@ def _run_visit(
     rep = f"rep {visit.repetition + 1}/{job.settings.repetitions}"
     under = " under callgrind" if visit.mode == "instructions" else ""
     progress.phase(f"{rep} · starting {target.label}{under}")
-    with serve(job, target, visit.mode, run_id) as (server, session):
+    seed = job.seed(visit.repetition)
+    with serve(job, target, visit.mode, run_id, seed) as (server, session):
         progress.phase(f"{rep} · setting up {target.label}{under}")
         client = server.client(timeout=600)
         try:
@@ -265,6 +380,7 @@ def _run_visit(
                 what = "server died" if not alive else "server refused the trial"
                 record = measure.new_record(planned, visit.mode)
                 record.mark_invalid(f"{what}: {' '.join(str(exc).split())[:200]}")
+            record.seed = seed
             died = not server.alive()
             if died and "server died" not in (record.invalid_reason or ""):
                 record.mark_invalid(

@@ -139,7 +139,7 @@ def extra_repetitions(change: Change | None, threshold_pct: float) -> int | None
     is not). None when no number of repetitions is likely to decide it (the estimate sits
     on the threshold) or when there is nothing to extrapolate from.
     """
-    if change is None or change.n < 2:
+    if change is None or change.n < 2 or not math.isfinite(change.high_pct - change.low_pct):
         return None
     half = (change.high_pct - change.low_pct) / 2
     est = abs(change.estimate_pct)

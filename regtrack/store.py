@@ -145,6 +145,10 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (trial_id, source, command)
     );
     """,
+    # v5: the seed each trial's server read from /dev/urandom (common random numbers).
+    """
+    ALTER TABLE trials ADD COLUMN seed TEXT;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -278,6 +282,11 @@ class Store:
             )
             return int(cur.lastrowid)
 
+    def update_config(self, run_id: int, config: dict[str, Any]) -> None:
+        """The run's plan as it grew (sequential repetitions): what --resume rebuilds."""
+        with self.transaction() as conn:
+            conn.execute("UPDATE runs SET config = ? WHERE id = ?", (_json(config), run_id))
+
     def add_target(
         self, run_id: int, position: int, target: Target, server_info: dict[str, Any]
     ) -> int:
@@ -341,6 +350,7 @@ class Store:
             "instructions": t.instructions,
             "instructions_per_op": t.instructions_per_op,
             "instructions_repeat_pct": t.instructions_repeat_pct,
+            "seed": t.seed,
             "exit_code": t.exit_code,
             "valid": int(t.valid),
             "invalid_reason": t.invalid_reason,

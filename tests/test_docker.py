@@ -244,3 +244,21 @@ def test_native_and_docker_runs_of_one_binary_agree(tmp_path, engine, redis_benc
     (record,) = json.loads(compared.stdout)
     assert record["baseline"] == "native" and record["candidate"] == "docker"
     assert record["verdict"] in ("no change", "inconclusive"), record
+
+
+def test_a_seed_is_mounted_on_dev_urandom_read_only(engine, server_image):
+    """The container's redis-server reads regtrack's seed: two containers with one seed
+    draw the same run_id (Redis takes it from /dev/urandom, like its hash seeds)."""
+
+    def run_id(seed: str | None) -> str:
+        with docker_runtime.docker_server(engine, server_image, (0,), run_id="t", seed=seed) as s:
+            if seed is not None:
+                container = engine.containers.get(s.info["container"]["id"])
+                (mount,) = [
+                    m for m in container.attrs["Mounts"] if m["Destination"] == "/dev/urandom"
+                ]
+                assert mount["RW"] is False
+            return str(s.info["run_id"])
+
+    assert run_id("dd44") == run_id("dd44") != run_id("ee55")
+    assert run_id(None) != run_id(None)

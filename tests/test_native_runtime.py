@@ -1,11 +1,12 @@
 """A real redis-server, started pinned and stopped for sure."""
 
 import socket
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from regtrack import procs
+from regtrack import procs, seeds
 from regtrack.runtimes.base import ServerStartError
 from regtrack.runtimes.native import native_server
 
@@ -80,3 +81,38 @@ def test_a_server_that_hangs_is_killed_after_the_timeout(tmp_path):
         native_server(str(hang), (0,), timeout=1.0),
     ):
         pass
+
+
+def _run_id(binary: str, seed: str | None, wrapper: list[str] | None = None) -> str:
+    with native_server(binary, (0,), seed=seed, wrapper=wrapper, timeout=60) as server:
+        return str(server.info["run_id"])
+
+
+def test_a_seed_is_what_the_server_reads_from_dev_urandom(redis_server):
+    """Redis draws its run_id (like its hash seeds) from /dev/urandom at start-up: with
+    regtrack's seed two processes draw the same, with another seed or none they differ."""
+    if seeds.native_problem():
+        pytest.skip(f"seeds cannot be controlled here: {seeds.native_problem()}")
+    first, again = _run_id(redis_server, "aa11"), _run_id(redis_server, "aa11")
+    assert first == again
+    assert _run_id(redis_server, "bb22") != first
+    assert _run_id(redis_server, None) != _run_id(redis_server, None)
+
+
+def test_a_seed_reaches_a_server_under_callgrind(redis_server):
+    from regtrack.callgrind import control as callgrind
+
+    valgrind, _ = callgrind.require()
+    if seeds.native_problem():
+        pytest.skip(f"seeds cannot be controlled here: {seeds.native_problem()}")
+    with tempfile.TemporaryDirectory() as tmp:
+        wrapper = callgrind.wrapper(valgrind, Path(tmp))
+        under = _run_id(redis_server, "cc33", wrapper)
+    assert under == _run_id(redis_server, "cc33")
+
+
+def test_seed_bytes_are_fixed_per_repetition_and_differ_between_them():
+    assert seeds.for_repetition(3) == seeds.for_repetition(3)
+    assert len({seeds.for_repetition(r) for r in range(50)}) == 50
+    data = seeds.seed_bytes(seeds.for_repetition(0))
+    assert len(data) == seeds.SEED_FILE_BYTES and data == seeds.seed_bytes(seeds.for_repetition(0))

@@ -29,3 +29,29 @@ def test_each_target_is_first_as_often_as_last():
         next(v.target for v in visits if v.repetition == 1),
     )
     assert firsts == ("A", "B")
+
+
+def test_modes_visit_every_target_back_to_back():
+    visits = interleave(["A", "B"], _points(10), 2, ("throughput", "instructions"))
+    assert [(v.target, v.mode) for v in visits] == [
+        ("A", "throughput"), ("B", "throughput"), ("A", "instructions"), ("B", "instructions"),
+        ("B", "throughput"), ("A", "throughput"), ("B", "instructions"), ("A", "instructions"),
+    ]  # fmt: skip
+    trials = [t for v in visits for t in v.trials]
+    assert [t.seq for t in trials] == list(range(8))
+
+
+def test_an_extended_or_narrowed_plan_numbers_trials_as_the_full_plan():
+    full = interleave(["A", "B"], _points(10, 30), 6, ("throughput", "instructions"))
+    by_key = {
+        (t.repetition, t.target, v.mode, t.point.label): t.seq for v in full for t in v.trials
+    }
+    later = interleave(
+        ["A", "B"], _points(10, 30), 6, ("throughput", "instructions"), first=4,
+        narrowed={4: ("throughput",), 5: ("throughput",)},
+    )  # fmt: skip
+    assert {v.mode for v in later} == {"throughput"}
+    assert {v.repetition for v in later} == {4, 5}
+    for v in later:
+        for t in v.trials:
+            assert t.seq == by_key[(t.repetition, t.target, v.mode, t.point.label)]

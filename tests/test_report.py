@@ -137,6 +137,12 @@ def test_the_run_page_draws_every_chart_and_shows_compare_numbers(measured, brow
         if rec["change_pct"] is not None:
             assert float(row.get_attribute("data-change")) == pytest.approx(rec["change_pct"])
         assert row.locator("td.change").inner_text() == present.change_text(rec)
+    # The pooled answer per metric, and the seed every repetition's servers started with.
+    pooled = page.page.locator("#pooled li")
+    assert pooled.count() >= 1
+    assert {p.get_attribute("data-metric") for p in pooled.all()} >= {"throughput"}
+    seeds = page.page.locator("#seeds").inner_text()
+    assert seeds.startswith("fixed: rep 1 ") and ", rep 2 " in seeds
     markdown = page.page.locator("#markdown").input_value()
     assert (
         markdown.strip()

@@ -18,6 +18,15 @@ from regtrack import procs
 from regtrack.errors import CannotMeasure
 
 CONTROL_TIMEOUT_S = 120.0
+# serverCron runs `hz` times per second of wall time, whatever the server does. Callgrind
+# slows the server ~50x, so at the default hz 10 that time-driven work (memory stats
+# merges, client and database crons) costs ~50x its native share per operation, and that
+# share moves with the machine's speed: 0.2-0.8% between two windows of one process
+# (docs/methodology.md). serverCron itself is not counted (--toggle-collect); hz 1 under
+# callgrind also cuts what it changes for the code that is counted (buffers it resizes)
+# to about its native rate.
+CALLGRIND_HZ = 1
+CRON_FUNCTION = "serverCron"
 
 
 def require() -> tuple[str, str]:
@@ -41,6 +50,14 @@ def wrapper(valgrind: str, outdir: Path) -> list[str]:
         f"--vgdb-prefix={outdir}/vgdb",
         "--dump-instr=no",
         "--collect-jumps=no",
+        # Start without instrumentation: start-up and populate run ~10x faster, and
+        # instrument() switches it on around each instruction trial.
+        "--instr-atstart=no",
+        # Timer-driven work is a cost per second, not per operation: serverCron and what
+        # it calls (memory statistics merges, client and database crons) are not counted.
+        # (--toggle-collect alone would start with collection off: say "yes" explicitly.)
+        f"--toggle-collect={CRON_FUNCTION}",
+        "--collect-atstart=yes",
         "--quiet",
     ]
 
@@ -62,6 +79,11 @@ def _control(control: str, outdir: Path, pid: int, action: str, alive: Callable[
     if code != 0 or "Error" in text:
         last = text.splitlines()[-1:] or ["no output"]
         raise CannotMeasure(f"callgrind_control {action} failed: {last[0]}")
+
+
+def instrument(control: str, outdir: Path, pid: int, on: bool, alive: Callable[[], bool]) -> None:
+    """Switch instrumentation on (before a trial's warm-up) or off (after its last dump)."""
+    _control(control, outdir, pid, f"--instr={'on' if on else 'off'}", alive)
 
 
 def zero(control: str, outdir: Path, pid: int, alive: Callable[[], bool]) -> None:

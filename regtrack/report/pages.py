@@ -241,6 +241,13 @@ def _environment(run: dict[str, Any], targets: list[dict[str, Any]]) -> dict[str
     return {"machine": env, "loadgen": loadgen, "versions": versions}
 
 
+def _seeds(run: dict[str, Any], trials: list[dict[str, Any]]) -> dict[str, Any]:
+    """How the servers' hash seeds were chosen, and each repetition's seed."""
+    by_rep = {t["repetition"] + 1: t.get("seed") for t in trials if t.get("seed")}
+    control = (run.get("config") or {}).get("seeds") or "not recorded (Redis's own)"
+    return {"control": control, "by_repetition": sorted(by_rep.items())}
+
+
 def run_page(
     store: Store,
     run: dict[str, Any],
@@ -258,6 +265,8 @@ def run_page(
         "summary": summary,
         "environment": _environment(run, targets),
         "invalid": _invalid_trials(trials),
+        "seeds": _seeds(run, trials),
+        "pooled": [],
         "charts": [],
         "comparisons": [],
         "markdown": "",
@@ -271,6 +280,14 @@ def run_page(
     page.update(
         charts=_charts(result),
         comparisons=_comparison_rows(result),
+        pooled=[
+            {
+                **p,
+                "change_text": present.change_text(p),
+                "verdict_class": "v-" + p["verdict"].replace(" ", "-"),
+            }
+            for p in result.get("pooled", [])
+        ],
         baseline=result["baseline"],
         markdown=present.render(result, "markdown"),
         disagreements=analysis.disagreements(result),

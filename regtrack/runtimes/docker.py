@@ -18,6 +18,7 @@ import os
 import re
 import subprocess
 import tarfile
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -26,6 +27,7 @@ from typing import Any
 
 import redis
 
+from regtrack import seeds
 from regtrack.cpus import format_cpu_list
 from regtrack.errors import BadInput, CannotMeasure
 from regtrack.procs import free_port
@@ -197,8 +199,30 @@ def docker_server(
     run_id: int | str,
     memory: str | None = None,
     timeout: float = 30.0,
+    seed: str | None = None,
 ) -> Iterator[RunningServer]:
-    """A container of ``image`` pinned to ``cpus``, for the duration of the block."""
+    """A container of ``image`` pinned to ``cpus``, for the duration of the block; with
+    ``seed``, a read-only bind mount puts that seed's bytes on /dev/urandom (regtrack.seeds)."""
+    with tempfile.TemporaryDirectory(prefix="regtrack-seed-") as tmp:
+        volumes = {}
+        if seed is not None:
+            Path(tmp).chmod(0o755)
+            path = seeds.write_file(Path(tmp), seed)
+            volumes[str(path)] = {"bind": "/dev/urandom", "mode": "ro"}
+        with _container(client, image, cpus, run_id, memory, timeout, volumes) as server:
+            yield server
+
+
+@contextlib.contextmanager
+def _container(
+    client: Any,
+    image: str,
+    cpus: tuple[int, ...],
+    run_id: int | str,
+    memory: str | None,
+    timeout: float,
+    volumes: dict[str, dict[str, str]],
+) -> Iterator[RunningServer]:
     import docker
 
     port = free_port(HOST)
@@ -214,6 +238,7 @@ def docker_server(
             mem_limit=memory,
             labels={RUN_LABEL: str(run_id), PID_LABEL: str(os.getpid())},
             tmpfs={"/data": ""},
+            volumes=volumes,
         )
     except docker.errors.ImageNotFound:
         raise CannotMeasure(f"image {image} is not present") from None

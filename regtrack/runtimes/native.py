@@ -12,7 +12,7 @@ from pathlib import Path
 
 import redis
 
-from regtrack import procs
+from regtrack import procs, seeds
 from regtrack.cpus import format_cpu_list
 from regtrack.errors import CannotMeasure
 from regtrack.runtimes.base import RunningServer, ServerStartError, connect
@@ -126,11 +126,15 @@ def native_server(
     *,
     timeout: float = START_TIMEOUT_S,
     wrapper: list[str] | None = None,
+    seed: str | None = None,
 ) -> Iterator[RunningServer]:
-    """Run ``binary`` pinned to ``cpus`` for the duration of the block."""
+    """Run ``binary`` pinned to ``cpus`` for the duration of the block; with ``seed``, it
+    reads that seed's bytes from /dev/urandom (regtrack.seeds)."""
     with tempfile.TemporaryDirectory(prefix="regtrack-server-") as tmp:
         workdir = Path(tmp)
         log = workdir / "server.log"
+        if seed is not None:
+            wrapper = [*seeds.native_wrapper(seeds.write_file(workdir, seed)), *(wrapper or [])]
         last_error: ServerStartError | None = None
         for _ in range(PORT_ATTEMPTS):
             port = procs.free_port(HOST)

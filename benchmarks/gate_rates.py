@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""How often does a default `regtrack ci` gate decide, and decide right, on this machine?
+
+Runs real gates, one after another, each a fresh `regtrack ci` at its default settings
+(both metrics, sequential blocks, 10 minute budget) in a database of its own:
+
+  aa     the same build on both sides: it must never report a regression
+  slow5  a build with a spin loop in getGenericCommand adding about +5% instructions/GET
+  slow2  the same with about +2%
+
+and appends one JSON line per gate to --results (so the gates can run in parts), then
+prints every gate and the rates over all gates in the results file. Asserts nothing.
+
+    benchmarks/gate_rates.py --kind aa --gates 10 --source-repo /tmp/slowrepo
+    benchmarks/gate_rates.py --summary-only
+
+The slow builds come from tests/slowdown.py (branches slow-<spins> on top of --base).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.slowdown import make_slow_branch  # noqa: E402
+
+REGTRACK = str(ROOT / ".venv" / "bin" / "regtrack")
+DEFAULT_RESULTS = ROOT / "benchmarks" / "results" / "gate_rates.jsonl"
+EXPECTED = {"aa": "no regression", "slow5": "regression", "slow2": "regression"}
+
+
+def gate(kind: str, base: str, candidate: str, source: str, extra: list[str]) -> dict:
+    """One real `regtrack ci`; its outcome, answers, repetitions and wall time."""
+    with tempfile.TemporaryDirectory(prefix="gate-") as tmp:
+        out = Path(tmp) / "gate.json"
+        argv = [
+            REGTRACK, "ci", "--baseline", f"base={base}", "--candidate", f"cand={candidate}",
+            "--source-repo", source, "--db", str(Path(tmp) / "gate.db"), "--json", str(out),
+            "--no-report", *extra,
+        ]  # fmt: skip
+        t0 = time.monotonic()
+        proc = subprocess.run(argv, capture_output=True, text=True, env=os.environ)
+        wall = time.monotonic() - t0
+        row = {"kind": kind, "exit": proc.returncode, "wall_s": round(wall, 1)}
+        if not out.exists():
+            row["error"] = proc.stderr.strip().splitlines()[-1:] or ["no output"]
+            return row
+        data = json.loads(out.read_text())
+    row.update(
+        outcome=data["outcome"],
+        decided=data["decided"],
+        repetitions=data["repetitions"],
+        stopped=data["stopped"],
+        headline=data["headline"],
+        gate={
+            g["metric"]: {
+                k: g[k] for k in ("change_pct", "ci_low_pct", "ci_high_pct", "mde_pct", "verdict")
+            }
+            for g in data["gate"]
+        },
+    )
+    return row
+
+
+def show(rows: list[dict]) -> None:
+    print(f"{'kind':<6} {'outcome':<14} {'reps':>4} {'min':>5}  instructions / throughput")
+    for r in rows:
+        if "error" in r:
+            print(f"{r['kind']:<6} error: {r['error']}")
+            continue
+        parts = []
+        for metric in ("instructions_per_op", "throughput"):
+            g = r["gate"].get(metric)
+            if g and g["change_pct"] is not None:
+                lo = "-inf" if g["ci_low_pct"] is None else f"{g['ci_low_pct']:+.2f}"
+                hi = "inf" if g["ci_high_pct"] is None else f"{g['ci_high_pct']:+.2f}"
+                parts.append(f"{g['change_pct']:+.2f}% [{lo}, {hi}] {g['verdict']}")
+        print(
+            f"{r['kind']:<6} {r['outcome']:<14} {r['repetitions']:>4} {r['wall_s'] / 60:>5.1f}  "
+            + " | ".join(parts)
+        )
+    print()
+    for kind in ("aa", "slow5", "slow2"):
+        sel = [r for r in rows if r["kind"] == kind and "error" not in r]
+        if not sel:
+            continue
+        right = sum(r["outcome"] == EXPECTED[kind] for r in sel)
+        regress = sum(r["outcome"] == "regression" for r in sel)
+        decided = sum(r["decided"] for r in sel)
+        improved = sum(g["verdict"] == "improvement" for r in sel for g in r["gate"].values())
+        walls = sorted(r["wall_s"] for r in sel)
+        median = statistics.median(walls)
+        print(
+            f"{kind:<6} gates {len(sel):>2}: expected '{EXPECTED[kind]}' {right}/{len(sel)}, "
+            f"regression {regress}, decided {decided}, improvement calls {improved}, "
+            f"median wall {median / 60:.1f} min, max {walls[-1] / 60:.1f} min"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--kind", choices=sorted(EXPECTED))
+    parser.add_argument("--gates", type=int, default=10)
+    parser.add_argument("--source-repo", default=str(Path.home() / ".cache/regtrack/offline-redis"))
+    parser.add_argument("--slow-repo", default="/tmp/regtrack-slow-repo")
+    parser.add_argument("--base", default="7.0.15")
+    parser.add_argument("--spins5", type=int, default=40, help="spins adding ~5%% Ir/GET")
+    parser.add_argument("--spins2", type=int, default=16, help="spins adding ~2%% Ir/GET")
+    parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
+    parser.add_argument("--summary-only", action="store_true")
+    parser.add_argument("extra", nargs="*", help="more regtrack ci options, after --")
+    args = parser.parse_args()
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    if not args.summary_only:
+        if not args.kind:
+            parser.error("give --kind (or --summary-only)")
+        slow = Path(args.slow_repo)
+        candidate = args.base
+        if args.kind != "aa":
+            spins = args.spins5 if args.kind == "slow5" else args.spins2
+            candidate = make_slow_branch(Path(args.source_repo), slow, args.base, spins)
+        source = str(slow) if args.kind != "aa" else args.source_repo
+        for i in range(args.gates):
+            row = gate(args.kind, args.base, candidate, source, args.extra)
+            with args.results.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+            print(f"gate {i + 1}/{args.gates}: {row.get('headline') or row}", flush=True)
+    rows = [json.loads(line) for line in args.results.read_text().splitlines() if line]
+    show(rows)
+
+
+if __name__ == "__main__":
+    main()

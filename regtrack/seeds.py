@@ -1,0 +1,87 @@
+"""Common random numbers: every server process starts with seed bytes regtrack chooses.
+
+Redis seeds its hash functions (the command table's and every dict's SipHash key) from
+``/dev/urandom`` at start-up. That seed alone moves instructions per GET by 2-4% between
+server processes of one binary, far more than the regressions worth finding. regtrack
+therefore gives each process a file of chosen bytes in place of ``/dev/urandom``:
+
+* natively, a private mount namespace (``unshare --mount``, with ``--map-root-user`` when
+  not root) bind-mounts the file over ``/dev/urandom`` and then execs the server (the pid
+  stays the server's); under callgrind the namespace wraps valgrind, so the same holds;
+* in Docker, a read-only bind mount of the file on ``/dev/urandom``.
+
+Repetition r gives every version the same seed and seeds differ between repetitions, so a
+comparison averages over seeds while each seed-matched pair cancels the seed's effect
+wherever it acts alike on both sides. Seeds depend only on the repetition number, so a
+stored baseline's repetition r is seed-matched with a later candidate's repetition r too.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+# Enough for every reader: Redis reads 16-40 bytes, buffered stdio reads up to 4 KiB.
+SEED_FILE_BYTES = 1 << 16
+NAMESPACE = "regtrack-seed-v1"
+# Bind the seed file over /dev/urandom in the new mount namespace, then become the server.
+_SCRIPT = 'mount --bind "$0" /dev/urandom && exec "$@"'
+
+
+def for_repetition(repetition: int) -> str:
+    """The seed of repetition ``repetition`` (0-based): 16 hex digits, the same everywhere."""
+    return hashlib.sha256(f"{NAMESPACE}:{repetition}".encode()).hexdigest()[:16]
+
+
+def seed_bytes(seed: str) -> bytes:
+    """The bytes a server reads from ``/dev/urandom`` under ``seed``."""
+    return hashlib.shake_256(f"{NAMESPACE}:{seed}".encode()).digest(SEED_FILE_BYTES)
+
+
+def write_file(directory: Path, seed: str) -> Path:
+    """The seed's bytes in ``directory``, readable by the server (and by a container)."""
+    path = directory / f"urandom-{seed}"
+    path.write_bytes(seed_bytes(seed))
+    path.chmod(0o644)
+    return path
+
+
+def _unshare_argv() -> list[str]:
+    unshare = shutil.which("unshare") or "unshare"
+    user = [] if os.geteuid() == 0 else ["--map-root-user"]
+    return [unshare, *user, "--mount", "--propagation", "private", "--"]
+
+
+@functools.cache
+def native_problem() -> str | None:
+    """Why seeds cannot be controlled natively here (None when they can): probed once by
+    bind-mounting a file over /dev/urandom in a throwaway namespace and reading it back."""
+    if not shutil.which("unshare") or not shutil.which("mount"):
+        return "unshare or mount is missing (apt-get install util-linux mount)"
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="regtrack-seed-probe-") as tmp:
+        path = write_file(Path(tmp), "probe")
+        try:
+            out = subprocess.run(
+                [*native_wrapper(path), "head", "-c", "16", "/dev/urandom"],
+                capture_output=True,
+                timeout=10,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"unshare failed: {exc}"
+    if out.returncode != 0 or out.stdout != seed_bytes("probe")[:16]:
+        why = out.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        hint = "" if os.geteuid() == 0 else " (unprivileged user namespaces may be disabled)"
+        return f"a private mount namespace is not available: {why[0]}{hint}"
+    return None
+
+
+def native_wrapper(seed_file: Path) -> list[str]:
+    """The argv prefix that runs the rest of the argv with ``seed_file`` as /dev/urandom."""
+    return [*_unshare_argv(), "sh", "-c", _SCRIPT, str(seed_file)]
