@@ -289,6 +289,7 @@ def _compare(
                             threshold,
                             top,
                             method,
+                            _look(wrows),
                         )
                     )
     cell_frame = pd.concat(tables.values(), ignore_index=True)
@@ -372,7 +373,7 @@ def _pooled(
         order = sorted(by_block, key=lambda b: _first_seq(rows, key, b))
         numbered = {i: by_block[b] for i, b in enumerate(order)}
         values = sequential.block_values(numbered, points)
-        interval = sequential.interval(values, alpha, method=method)
+        interval = sequential.interval(values, alpha, method=method, look=_look(rows))
         n = len(values)
     else:
         # No seed-matched blocks (a stored baseline without seeds): each side's repetitions
@@ -410,6 +411,14 @@ def _pooled(
     }
 
 
+def _look(rows: pd.DataFrame) -> int | None:
+    """Which look of a sequential gate this is: one per block of two repetitions that
+    measured this metric, counted from the repetitions, not the valid blocks."""
+    if rows.empty:
+        return None
+    return math.ceil((int(rows["repetition"].max()) + 1) / 2)
+
+
 def _first_seq(rows: pd.DataFrame, key: str, block: Any) -> int:
     seqs = rows.loc[rows[key] == block, "seq"]
     return int(seqs.min()) if not seqs.empty else 0
@@ -427,10 +436,11 @@ def _record(
     threshold: float,
     pooled: dict[str, Any],
     method: str,
+    look: int | None = None,
 ) -> dict[str, Any]:
     change: Any
     if ratios is not None:
-        change = sequential.interval(list(ratios.values()), alpha, method=method)
+        change = sequential.interval(list(ratios.values()), alpha, method=method, look=look)
     else:
         change = stats.unpaired(list(base.by_rep.values()), list(cand.by_rep.values()), 1 - alpha)
     if change is not None:

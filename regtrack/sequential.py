@@ -204,10 +204,18 @@ def lai_radius(n: int, alpha: float, c: float = LAI_C) -> float:
     return math.sqrt(q * (n + c) * (n - 1) / (n * room))
 
 
-def radius(n: int, alpha: float, look_every: int = 2, method: str = DEFAULT_METHOD) -> float:
-    """Half-width in sample sds of look k = ceil(n / look_every) (inf: unbounded)."""
+def radius(
+    n: int,
+    alpha: float,
+    look_every: int = 2,
+    method: str = DEFAULT_METHOD,
+    look: int | None = None,
+) -> float:
+    """Half-width in sample sds of look k = ``look``, by default ceil(n / look_every)
+    (inf: unbounded). A gate whose blocks can be invalid passes the look it is at (its
+    repetitions / look_every), so two looks never spend the same level."""
     if method == "t-spending":
-        k = math.ceil(n / look_every)
+        k = look if look is not None else math.ceil(n / look_every)
         return t_radius(n, look_alpha(k, alpha, look_every))
     if method == "lai-t-mixture":
         return lai_radius(n, alpha)
@@ -217,7 +225,11 @@ def radius(n: int, alpha: float, look_every: int = 2, method: str = DEFAULT_METH
 
 
 def interval(
-    values: Sequence[float], alpha: float, look_every: int = 2, method: str = DEFAULT_METHOD
+    values: Sequence[float],
+    alpha: float,
+    look_every: int = 2,
+    method: str = DEFAULT_METHOD,
+    look: int | None = None,
 ) -> Sequential | None:
     """The interval of this look for the mean of i.i.d. block values (log ratios).
 
@@ -242,7 +254,7 @@ def interval(
         return None
     mean = _mean(xs)
     sd = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1))
-    r = radius(n, alpha, look_every, method)
+    r = radius(n, alpha, look_every, method, look)
     if math.isinf(r):
         return Sequential(_pct(mean), -100.0, math.inf, n, method, math.inf, alpha)
     half = r * sd

@@ -345,3 +345,14 @@ def test_decide_follows_stats_verdict() -> None:
     assert decide(seq(-3.0, -4.0, -2.0), 5.0, True) == "no change"  # significant, too small
     assert decide(seq(-6.0, -12.0, 1.0), 5.0, True) == "inconclusive"
     assert decide(seq(0.0, -100.0, math.inf), 5.0, True) == "inconclusive"
+
+
+def test_the_look_index_not_the_valid_blocks_sets_the_level():
+    """A gate at its fourth look (8 repetitions) with three invalid blocks has 5 blocks:
+    it must spend the fourth look's level (smaller alpha, wider interval), not the third's
+    again."""
+    values = [0.01, 0.012, 0.009, 0.011, 0.010]
+    by_n = sequential.interval(values, 0.05)
+    at_look_4 = sequential.interval(values, 0.05, look=4)
+    assert by_n is not None and at_look_4 is not None
+    assert at_look_4.high_pct - at_look_4.low_pct > by_n.high_pct - by_n.low_pct
