@@ -250,6 +250,7 @@ def _compare(
                 ratios = _ratios(wrows, metric, baseline, candidate, key)
                 excluded = _excluded_points(wrows, metric, baseline, candidate, labels)
                 gating_points = [p for p in labels if p not in excluded]
+                look = _look(wrows)
                 top = _pooled(
                     metric,
                     workload,
@@ -261,6 +262,7 @@ def _compare(
                     key,
                     alpha,
                     method,
+                    look,
                 )
                 top.update(
                     excluded=excluded,
@@ -289,7 +291,7 @@ def _compare(
                             threshold,
                             top,
                             method,
-                            _look(wrows),
+                            look,
                         )
                     )
     cell_frame = pd.concat(tables.values(), ignore_index=True)
@@ -300,7 +302,7 @@ def _compare(
         "cells": cell_frame,
         "comparisons": records,
         "pooled": pooled,
-        "method": pooled[0]["method"] if pooled else None,
+        "method": method if key else "welch-t",
         "alpha": ALPHA,
     }
 
@@ -346,7 +348,7 @@ def _excluded_points(
     for point in points:
         reasons = both.loc[both["point"] == point, "invalid_reason"].dropna()
         n = sum("client-bound" in str(r) for r in reasons)
-        if n and "throughput" in metric.modes and metric.modes[0] == "throughput":
+        if n and metric.modes[0] == "throughput":
             out[point] = f"client-bound in {n} trials: the load generator, not Redis, was measured"
     return out
 
@@ -362,6 +364,7 @@ def _pooled(
     key: str | None,
     alpha: float,
     method: str,
+    look: int | None,
 ) -> dict[str, Any]:
     """One change over the sweep's gating points, from blocks (sequential.block_values)."""
     interval: Any
@@ -373,7 +376,7 @@ def _pooled(
         order = sorted(by_block, key=lambda b: _first_seq(rows, key, b))
         numbered = {i: by_block[b] for i, b in enumerate(order)}
         values = sequential.block_values(numbered, points)
-        interval = sequential.interval(values, alpha, method=method, look=_look(rows))
+        interval = sequential.interval(values, alpha, method=method, look=look)
         n = len(values)
     else:
         # No seed-matched blocks (a stored baseline without seeds): each side's repetitions
@@ -399,15 +402,22 @@ def _pooled(
         "unit": metric.unit,
         "higher_is_better": metric.higher_is_better,
         "change_pct": interval.estimate_pct if interval else None,
-        "ci_low_pct": interval.low_pct if interval else None,
-        "ci_high_pct": interval.high_pct if interval else None,
-        "mde_pct": getattr(interval, "mde_pct", None) if interval else None,
+        **_bounds(interval),
         "confidence": 1 - alpha,
         "n_blocks": n,
         "points": points,
-        "method": (interval.method if interval else None) or ("welch-t" if key is None else None),
+        "method": interval.method if interval else None,
         "paired_by": key,
         "interval": interval,
+    }
+
+
+def _bounds(change: Any) -> dict[str, float | None]:
+    """The interval's ends and minimum detectable effect (a Welch interval has none)."""
+    return {
+        "ci_low_pct": change.low_pct if change else None,
+        "ci_high_pct": change.high_pct if change else None,
+        "mde_pct": getattr(change, "mde_pct", None) if change else None,
     }
 
 
@@ -467,9 +477,7 @@ def _record(
         "baseline_value": base.value,
         "candidate_value": cand.value,
         "change_pct": estimate,
-        "ci_low_pct": change.low_pct if change else None,
-        "ci_high_pct": change.high_pct if change else None,
-        "mde_pct": getattr(change, "mde_pct", None) if change else None,
+        **_bounds(change),
         "confidence": 1 - alpha,
         "threshold_pct": threshold,
         "verdict": verdict,

@@ -262,7 +262,7 @@ def throughput_trial(
         # A GET sweep saturates the server unless the client is the bottleneck; when
         # neither is busy, the machine itself was slowed (steal, throttling, a stall).
         record.mark_invalid(
-            f"stalled: neither the server ({record.server_cpu_pct or 0:.0f}% CPU) nor the "
+            f"stalled: neither the server ({record.server_cpu_pct:.0f}% CPU) nor the "
             f"load generator ({record.client_cpu_pct or 0:.0f}%) was busy, so the machine "
             "was slowed from outside (steal, throttling)"
         )

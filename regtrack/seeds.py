@@ -23,6 +23,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 # Enough for every reader: Redis reads 16-40 bytes, buffered stdio reads up to 4 KiB.
@@ -62,8 +63,6 @@ def native_problem() -> str | None:
     bind-mounting a file over /dev/urandom in a throwaway namespace and reading it back."""
     if not shutil.which("unshare") or not shutil.which("mount"):
         return "unshare or mount is missing (apt-get install util-linux mount)"
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="regtrack-seed-probe-") as tmp:
         path = write_file(Path(tmp), "probe")
         try:
