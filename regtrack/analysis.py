@@ -95,6 +95,11 @@ def cells(frame: pd.DataFrame, metric: Metric) -> pd.DataFrame:
             for r, v in zip(valid["repetition"], valid[metric.column], strict=True)
             if pd.notna(v)
         }
+        busy = (
+            source["server_cpu_pct"].dropna()
+            if "server_cpu_pct" in source
+            else pd.Series(dtype=float)
+        )
         out.append(
             {
                 "workload": workload,
@@ -111,6 +116,9 @@ def cells(frame: pd.DataFrame, metric: Metric) -> pd.DataFrame:
                 "trusted": not valid.empty,
                 "problems": _reasons(group),
                 "by_rep": by_rep,
+                # how busy the server was (median share of its CPU): a throughput is the
+                # server's capacity only when this is near 100%
+                "server_busy_pct": float(busy.median()) if not busy.empty else None,
             }
         )
     return pd.DataFrame(out)
@@ -118,6 +126,24 @@ def cells(frame: pd.DataFrame, metric: Metric) -> pd.DataFrame:
 
 def _labels(store: Store, run_id: int) -> list[str]:
     return [t["label"] for t in store.targets(run_id)]
+
+
+def comparison_settings(
+    run: dict[str, Any],
+    baseline: str | None,
+    thresholds: Thresholds | None,
+    fallback: Thresholds,
+) -> tuple[str | None, Thresholds]:
+    """The baseline and thresholds a run's verdicts are computed with: what the caller
+    asks for, else what the run stored when its command printed verdicts (so the report
+    and a later `compare` say what the terminal said), else ``fallback``."""
+    stored = (run.get("config") or {}).get("comparison") or {}
+    if thresholds is None:
+        try:
+            thresholds = Thresholds(**stored["thresholds"])
+        except (KeyError, TypeError, ValueError):  # none stored, or from another version
+            thresholds = fallback
+    return baseline or stored.get("baseline"), thresholds
 
 
 def compare(
@@ -476,6 +502,8 @@ def _record(
         "higher_is_better": metric.higher_is_better,
         "baseline_value": base.value,
         "candidate_value": cand.value,
+        "server_busy_pct_baseline": _none_if_nan(base.server_busy_pct),
+        "server_busy_pct_candidate": _none_if_nan(cand.server_busy_pct),
         "change_pct": estimate,
         **_bounds(change),
         "confidence": 1 - alpha,

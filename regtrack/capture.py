@@ -86,9 +86,33 @@ TEMPLATES: dict[str, list[str]] = {
 NEEDS_GROUP = {"XREADGROUP", "XACK", "XAUTOCLAIM"}
 
 
+def _parts(url: str) -> tuple[str, str, str, str]:
+    """(scheme, userinfo, host part, query) of ``url``, split by hand so that nothing in
+    a password (an unencoded ``?``, ``/``, ``#`` or ``@``) can end up in the host part:
+    the userinfo is everything up to the last ``@``."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    userinfo, at, hostpart = rest.rpartition("@")
+    if not at:
+        userinfo, hostpart = "", rest
+    hostpart, _, query = hostpart.partition("?")
+    return scheme, userinfo, hostpart, query
+
+
+def redact(url: str) -> str:
+    """``url`` as it may be shown, written or logged: no password (in the userinfo, or in
+    the query string, where redis-py also reads one), no control characters."""
+    scheme, userinfo, hostpart, query = _parts(url)
+    # user:password@ keeps the user; a lone SECRET@ is what redis-py takes as the password
+    user = f"{userinfo.split(':', 1)[0]}:***@" if ":" in userinfo else "***@" * bool(userinfo)
+    shown = f"{scheme + '://' if scheme else ''}{user}{hostpart}{'?***' if query else ''}"
+    return "".join(c if c.isprintable() else "?" for c in shown)
+
+
 @dataclass(frozen=True)
 class Capture:
-    url: str
+    url: str  # redacted: it is written into the workload file and shown
     seconds: float
     version: str
     calls: dict[str, int]  # command (as commandstats names it) -> calls in the interval
@@ -98,7 +122,8 @@ def _connect(url: str) -> redis.Redis:
     try:
         options = parse_url(url)
     except ValueError as exc:
-        raise BadInput(f"--url {url!r}: {exc}; use redis://HOST:PORT") from None
+        problem = str(exc).replace(url, redact(url))
+        raise BadInput(f"--url {redact(url)}: {problem}; use redis://HOST:PORT") from None
     options.pop("connection_class", None)  # rediss:// (TLS) keeps its ssl settings
     return redis.Redis(**options, socket_timeout=10, decode_responses=True, **QUIET_CONNECT)
 
@@ -108,15 +133,16 @@ def sample(url: str, seconds: float) -> Capture:
     if seconds <= 0:
         raise BadInput("--seconds must be positive")
     client = _connect(url)
+    shown = redact(url)
     try:
         first = client.info("commandstats")
         time.sleep(seconds)
         second = client.info("commandstats")
         version = str(client.info("server").get("redis_version", "unknown"))
     except redis.AuthenticationError as exc:
-        raise BadInput(f"{url}: {exc}; put the password in the URL") from None
+        raise BadInput(f"{shown}: {_scrub(exc, url)}; put the password in the URL") from None
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-        raise CannotMeasure(f"cannot read INFO from {url}: {exc}") from None
+        raise CannotMeasure(f"cannot read INFO from {shown}: {_scrub(exc, url)}") from None
     finally:
         client.close()
     calls: dict[str, int] = {}
@@ -128,7 +154,17 @@ def sample(url: str, seconds: float) -> Capture:
         name = key[len("cmdstat_") :]
         if delta > 0 and name != "info":  # our own INFO calls
             calls[name] = delta
-    return Capture(url=url, seconds=seconds, version=version, calls=calls)
+    return Capture(url=shown, seconds=seconds, version=version, calls=calls)
+
+
+def _scrub(exc: BaseException, url: str) -> str:
+    """An error's text without the credentials, should the library have echoed them."""
+    _, userinfo, _, query = _parts(url)
+    text = str(exc).replace(url, redact(url))
+    for secret in (userinfo, *userinfo.split(":", 1), query):
+        if len(secret) >= 3:  # never blank out every "a" of a message
+            text = text.replace(secret, "***")
+    return text
 
 
 def _toml_list(args: list[str]) -> str:
@@ -136,7 +172,25 @@ def _toml_list(args: list[str]) -> str:
 
 
 def _toml_str(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A TOML basic string that parses whatever ``text`` holds: quotes, backslashes and
+    control characters escaped, a lone surrogate (undecodable argv) replaced."""
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\u{code:04x}")
+        elif 0xD800 <= code <= 0xDFFF:
+            out.append("\\ufffd")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def _comment(text: str) -> str:
+    """Text from the server (its version, command names) made safe for a # comment."""
+    return "".join(c if c.isprintable() else "?" for c in text)
 
 
 def workload_text(capture: Capture, name: str) -> str:
@@ -164,7 +218,8 @@ def workload_text(capture: Capture, name: str) -> str:
         (commands.version_tuple(commands.since([c]) or "2.8") for c in ratios), default=(2, 8)
     )
     lines = [
-        f"# Captured by `regtrack mix capture` from {capture.url} (Redis {capture.version}) over",
+        f"# Captured by `regtrack mix capture` from {_comment(capture.url)} "
+        f"(Redis {_comment(capture.version)}) over",
         f"# {capture.seconds:g} s: {total} commands, {total / capture.seconds:,.0f} per second.",
         "# The ratios are what the server ran. FILL IN what INFO cannot show: key names and",
         "# patterns (__key__), payload size (data_size), the setup your queue needs, and",
@@ -172,11 +227,13 @@ def workload_text(capture: Capture, name: str) -> str:
     ]
     if skipped:
         lines.append("# Not replayed (no template, or under 0.5% of the traffic):")
-        lines += [f"#   {c}: {capture.calls[c]} calls ({100 * shares[c]:.1f}%)" for c in skipped]
+        lines += [
+            f"#   {_comment(c)}: {capture.calls[c]} calls ({100 * shares[c]:.1f}%)" for c in skipped
+        ]
     lines += [
         f"name = {_toml_str(name)}",
         'kind = "mix"',
-        f'description = "Captured from {capture.url}"',
+        f"description = {_toml_str('Captured from ' + capture.url)}",
         f'min_redis = "{".".join(str(p) for p in floor)}"',
         "data_size = 128",
         "keys = 100000",

@@ -16,6 +16,7 @@ from regtrack import (
     analysis,
     attribution,
     capture,
+    comparability,
     cpulock,
     diagnose,
     environment,
@@ -23,6 +24,7 @@ from regtrack import (
     present,
     resume,
     versions,
+    workloads,
 )
 from regtrack.config import load_settings, load_thresholds
 from regtrack.console import build_progress, err, run_progress
@@ -111,8 +113,10 @@ MEASURE_OPTIONS = [
         type=click.Choice(["auto", "official", "build"]),
         default="auto",
         show_default=True,
-        help="docker: official redis:<version> images for upstream release tags (auto), for "
-        "every release tag (official), or images of regtrack's own builds (build).",
+        help="docker: one kind of build for every version: official redis:<version> images "
+        "when every version is an upstream release tag, else regtrack's builds (auto); "
+        "official images (official; every version must be a release tag); or regtrack's "
+        "builds (build).",
     ),
     click.option(
         "--builder-image",
@@ -208,6 +212,14 @@ def _prepare(specs: list[versions.VersionSpec], kw: dict[str, Any], **defaults: 
             err.print(f"regtrack: {target.label}: {how}: {what}")
     if job.loadgen.name == "builtin" and job.metric != "instructions":
         err.print(f"regtrack: note: {THROUGHPUT_CAVEAT}")
+    if not workloads.saturates(job.workload):
+        err.print(
+            f"regtrack: note: {job.workload.name} has blocking commands, which wait by "
+            "design: its trials are exempt from the server-bound check, and its throughput "
+            "is the mix's pace, not the server's capacity"
+        )
+    if job.docker_images:
+        err.print(f"regtrack: docker images: {job.docker_images} for every version")
     if job.seed_problem:
         err.print(
             f"regtrack: warning: hash seeds are not controlled ({job.seed_problem}); "
@@ -309,13 +321,20 @@ def run(
     **kw: Any,
 ) -> None:
     """Measure every version at every workload point, interleaved, and store each trial."""
-    thresholds = load_thresholds(threshold)
     wait = not kw["no_wait"]
     if resume_id is not None:
         if version_specs:
             raise BadInput("--resume measures the run's own versions: leave out --versions")
+        if baseline or threshold is not None:
+            raise BadInput(
+                "--resume keeps the run's own --baseline and --threshold (its report says what "
+                "it printed): see it otherwise with regtrack compare --baseline/--threshold"
+            )
         resumed = Store.open(kw["db"] or load_settings().database, create=False)
         job = resume.load_job(resumed, resume_id)
+        baseline, thresholds = analysis.comparison_settings(
+            resumed.run(resume_id), None, None, load_thresholds(None)
+        )
         store, run_id, status = _measure(job, kw["db"], wait, (resumed, resume_id))
     else:
         if not version_specs:
@@ -323,7 +342,12 @@ def run(
         specs = versions.parse_specs(version_specs)
         if baseline and baseline not in [s.label for s in specs]:
             raise BadInput(f"--baseline {baseline!r} is not one of the labels of --versions")
+        thresholds = load_thresholds(threshold)
         job = _prepare(specs, kw, metric="throughput")
+        job.comparison = {
+            "baseline": baseline or job.targets[0].label,
+            "thresholds": thresholds.model_dump(),
+        }
         rule = None
         if until_decided:
             rule = _sequential_rule(
@@ -387,6 +411,20 @@ def _ci_specs(baseline: str | None, candidate: str) -> list[versions.VersionSpec
     return [base, cand]
 
 
+def _check_comparable(
+    what: str, baseline: dict[str, Any], candidate: dict[str, Any], force: bool, instead: str
+) -> list[str]:
+    """The differences between two runs' comparability keys: refused (exit 2) unless
+    ``force``, and then returned so that every output can say the comparison was forced."""
+    diffs = comparability.differences(baseline, candidate)
+    if diffs and not force:
+        raise BadInput(
+            f"{what} was not measured like this one ({'; '.join(diffs)}): its numbers are "
+            f"not comparable. {instead}, or pass --force"
+        )
+    return diffs
+
+
 # What `ci` measures unless told otherwise: both metrics, at GET pipeline depths where the
 # server (not the load generator) is the bottleneck on 2 cores, short trials in many
 # blocks (block-to-block noise dominates, docs/methodology.md), two blocks to start.
@@ -404,7 +442,7 @@ CI_DEFAULTS = {
 @click.option("--baseline", "baseline_spec", help="Baseline version spec, measured alongside.")
 @click.option("--candidate", "candidate_spec", required=True, help="Candidate version spec.")
 @click.option("--baseline-run", help="Compare with a stored baseline (regtrack baseline save).")
-@click.option("--force", is_flag=True, help="Compare with a stored baseline from another machine.")
+@click.option("--force", is_flag=True, help="Compare with a stored baseline measured differently.")
 @click.option("--threshold", type=float, help="Verdict threshold in percent, for every metric.")
 @click.option("--summary", type=click.Path(dir_okay=False), help="Write the Markdown summary.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write JSON records.")
@@ -431,8 +469,8 @@ def ci(
     By default both are measured here, interleaved and seed-matched, in blocks of two
     repetitions (A B, B A) until the pooled answer of each gating metric is decided or
     --budget runs out. With --baseline-run, the candidate is compared with a stored
-    baseline, only if it was measured on a machine with the same fingerprint (CPU, cores,
-    kernel, load generator).
+    baseline, only if both were measured alike: same machine, runtime, CPUs, load
+    generator and workload settings (regtrack.comparability).
     """
     if bool(baseline_spec) == bool(baseline_run):
         raise BadInput("give exactly one of --baseline SPEC (measured now) or --baseline-run NAME")
@@ -447,15 +485,21 @@ def ci(
     if kw["workload"] != "get-pipeline":
         defaults.pop("pipelines")
     job = _prepare(_ci_specs(baseline_spec, candidate_spec), kw, **defaults)
+    forced: list[str] = []
     if stored is not None:
         here = environment.capture(job.cpus, job.loadgen.as_dict())
-        mismatch = environment.differences(stored_run["environment"], here)
-        if mismatch and not force:
-            raise BadInput(
-                f"baseline {baseline_run!r} was measured on another machine ({mismatch}); "
-                "its numbers are not comparable with this one's. Measure both here "
-                "(--baseline SPEC), or pass --force"
-            )
+        forced = _check_comparable(
+            f"baseline {baseline_run!r}",
+            comparability.of_run(stored_run),
+            comparability.key(job.config(), here, job.loadgen.as_dict()),
+            force,
+            "Measure both here (--baseline SPEC)",
+        )
+    job.comparison = {
+        "baseline": job.targets[0].label,
+        "thresholds": thresholds.model_dump(),
+        "forced": forced,
+    }
 
     def comparison(st: Store, rid: int) -> dict[str, Any]:
         if stored is None:
@@ -484,10 +528,11 @@ def ci(
         "stopped": rule.stopped or "budget",
         "seeds": run_row["config"].get("seeds"),
         "environment": run_row["environment"],
+        "forced": forced,
     }
     text = present.ci_summary(result, decision, context)
     if os.environ.get("GITHUB_ACTIONS") == "true":
-        for line in present.ci_annotations(decision):
+        for line in present.ci_annotations(decision, forced):
             click.echo(line)
     click.echo(text)
     for path in filter(None, [summary, os.environ.get("GITHUB_STEP_SUMMARY")]):
@@ -578,7 +623,11 @@ def baseline_save(name: str, run_id: int, label: str | None, db: str | None) -> 
         raise BadInput(f"run {run_id} is not in {store.path} or has no versions")
     label = label or targets[0]["label"]
     store.save_baseline(name, run_id, label)
-    click.echo(f"baseline {name!r} = {label} of run {run_id}")
+    setup = comparability.digest(comparability.of_run(store.run(run_id)))
+    click.echo(
+        f"baseline {name!r} = {label} of run {run_id} (setup {setup}: later candidates "
+        "must be measured alike)"
+    )
 
 
 @baseline.command("list")
@@ -590,9 +639,10 @@ def baseline_list(db: str | None) -> None:
     if not rows:
         click.echo("no baselines saved (regtrack baseline save NAME --run ID)")
     for b in rows:
+        setup = comparability.digest(comparability.of_run(store.run(b["run_id"])))
         click.echo(
             f"{b['name']:<20} {b['label']} of run {b['run_id']} ({b['run_created_at']}), "
-            f"machine {b['fingerprint']}"
+            f"setup {setup} (ci --baseline-run compares only runs measured alike)"
         )
 
 
@@ -642,6 +692,9 @@ def versions_command(specs: str, source_repo: str | None, fmt: str) -> None:
     help="Compare --run's --candidate with --baseline of this other run (unpaired).",
 )
 @click.option("--candidate", help="With --baseline-run: the version of --run (default: first).")
+@click.option(
+    "--force", is_flag=True, help="With --baseline-run: compare runs measured differently."
+)
 @_db_option
 def compare(
     run_id: int | None,
@@ -652,6 +705,7 @@ def compare(
     threshold: float | None,
     baseline_run: int | None,
     candidate: str | None,
+    force: bool,
     db: str | None,
 ) -> None:
     """Print % change tables of every version against a baseline."""
@@ -666,14 +720,27 @@ def compare(
         return
     run_id = run_id or store.latest_run_id()
     if baseline_run is not None:
-        store.run(baseline_run)  # an unknown run is one clear line
+        forced = _check_comparable(
+            f"run {baseline_run}",
+            comparability.of_run(store.run(baseline_run)),
+            comparability.of_run(store.run(run_id)),
+            force,
+            "Compare versions measured in one run",
+        )
         base_label = baseline or store.targets(baseline_run)[0]["label"]
         cand_label = candidate or store.targets(run_id)[0]["label"]
         result = analysis.compare_runs(
             store, baseline_run, base_label, run_id, cand_label, load_thresholds(threshold)
         )
+        result["forced"] = forced
     else:
-        result = analysis.compare(store, run_id, baseline, load_thresholds(threshold))
+        baseline, thresholds = analysis.comparison_settings(
+            store.run(run_id),
+            baseline,
+            load_thresholds(threshold) if threshold is not None else None,
+            load_thresholds(None),
+        )
+        result = analysis.compare(store, run_id, baseline, thresholds)
     click.echo(present.render(result, fmt, list(metrics) or None))
 
 

@@ -59,6 +59,9 @@ class RunSettings(_Strict):
     warmup: Annotated[float, Field(ge=0, description="seconds run before each trial")] = 2.0
     repetitions: PositiveInt = 3
     client_bound_cpu_pct: Annotated[float, Field(gt=0, le=100)] = 90.0
+    # A saturation workload's server below this busy share was not the bottleneck (a GET
+    # sweep's runs at 97-99% when the client keeps up): "not server-bound". 0 turns it off.
+    server_bound_cpu_pct: Annotated[float, Field(ge=0, le=100)] = 85.0
     contention_limit_pct: Annotated[float, Field(gt=0, le=100)] = 10.0
     server_start_timeout: Annotated[float, Field(gt=0)] = 20.0
     instruction_requests: Annotated[int, Field(ge=2000)] = 200_000

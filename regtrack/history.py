@@ -1,10 +1,11 @@
 """One workload point's values over many runs: the data behind the history pages.
 
 A series is one version spec (a branch such as ``unstable``, a tag, a binary path), from
-one source repository, on one environment fingerprint: values of different machines are
-never drawn as one line, because their difference is the machine's. Each run contributes
-the cell value of ``analysis.cells`` (median of valid trials), so a history point is the
-same number as that run's ``regtrack compare`` shows.
+one source repository, measured alike (one comparability key: machine, runtime, CPUs,
+load generator, workload settings): values measured differently are never drawn as one
+line, nor searched for change points together, because their difference is the setup's.
+Each run contributes the cell value of ``analysis.cells`` (median of valid trials), so a
+history point is the same number as that run's ``regtrack compare`` shows.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from regtrack import analysis, changepoints
+from regtrack import analysis, changepoints, comparability
 from regtrack.errors import BadInput
 from regtrack.store import Store
 from regtrack.versions import parse_spec
@@ -46,6 +47,7 @@ def points(
         known = (cells_by_run or {}).get(run["id"])
         frame = analysis.trials_frame(store, run["id"]) if known is None else None
         targets = {t["label"]: t for t in store.targets(run["id"])}
+        setup = comparability.digest(comparability.of_run(run))
         for name in metrics:
             if known is not None:
                 cells = known[known["metric"] == name]
@@ -60,6 +62,7 @@ def points(
                         "run_id": run["id"],
                         "created_at": run["created_at"],
                         "fingerprint": run.get("fingerprint") or "",
+                        "comparability": setup,
                         "series": series_name(target["spec"]),
                         "source_repo": target.get("source_repo") or "",
                         "label": cell.target,
@@ -82,7 +85,7 @@ def points(
     frame["change_pct"] = None
     frame["step_before"] = None
     frame["step_after"] = None
-    keys = ["workload", "point", "metric", "series", "source_repo", "fingerprint"]
+    keys = ["workload", "point", "metric", "series", "source_repo", "comparability"]
     for _, group in frame.groupby(keys, sort=False):
         for cp in changepoints.detect(group["value"].tolist()):
             row = group.index[cp.index]

@@ -17,7 +17,7 @@ from typing import Any
 
 import redis
 
-from regtrack import loadgen, serverstats, workloads
+from regtrack import loadgen, procs, serverstats, workloads
 from regtrack.callgrind import control as callgrind
 from regtrack.callgrind.profile import FunctionCost, Profile, parse
 from regtrack.config import RunSettings
@@ -35,10 +35,6 @@ from regtrack.workload_spec import GetPipelineWorkload, Workload
 # work (serverCron etc.), about 0.8% of the count per GET when saturated at pipeline 10;
 # at 60% busy that share grows to ~1.3%, the most we accept.
 SATURATED_SERVER_CPU_PCT = 60.0
-# A GET sweep's server runs at 97-99% of its CPU when the client keeps up (docs/methodology.md).
-STALLED_SERVER_CPU_PCT = 85.0
-# ... and when the load generator is well below client-bound too, neither was the limit.
-STALLED_CLIENT_SHARE = 0.8
 
 
 @dataclass(frozen=True)
@@ -51,7 +47,9 @@ class Context:
     workload: Workload
 
     def aim(self, server: RunningServer) -> Aim:
-        return Aim(self.loadgen, server.host, server.port, self.cpus.client, server.alive)
+        return Aim(
+            self.loadgen, server.host, server.port, self.cpus.client, server.alive, server.pid
+        )
 
     @property
     def counts_gets(self) -> bool:
@@ -170,6 +168,13 @@ def _window(
         record.server_cpu_pct = 100.0 * (cpu_end - cpu_start) / result.wall_s
     else:
         record.server_cpu_pct = delta["server_cpu_pct"]
+    # Both shares over the load generator's measured window, when it can be placed: over
+    # its whole life, its start-up and teardown (memtier spends ~1 s there) read as idle.
+    window = procs.busiest_window(result.samples, result.measured_s or 0.0)
+    if window is not None:
+        record.client_cpu_pct = window[0]
+        if window[1] is not None:
+            record.server_cpu_pct = window[1]
     record.keyspace_hits = int(delta["keyspace_hits"])
     record.keyspace_misses = int(delta["keyspace_misses"])
     record.error_replies = int(delta["error_replies"])
@@ -253,18 +258,18 @@ def throughput_trial(
             f"(limit {threshold:.0f}%), so this measures the client, not Redis"
         )
     elif (
-        ctx.counts_gets
+        workloads.saturates(ctx.workload)
         and record.valid
         and record.server_cpu_pct is not None
-        and record.server_cpu_pct < STALLED_SERVER_CPU_PCT
-        and (record.client_cpu_pct or 0) < STALLED_CLIENT_SHARE * threshold
+        and record.server_cpu_pct < settings.server_bound_cpu_pct
     ):
-        # A GET sweep saturates the server unless the client is the bottleneck; when
-        # neither is busy, the machine itself was slowed (steal, throttling, a stall).
+        # A saturation workload measures the server's capacity only when the server is the
+        # bottleneck; the load generator was not (that would be client-bound) either.
         record.mark_invalid(
-            f"stalled: neither the server ({record.server_cpu_pct:.0f}% CPU) nor the "
-            f"load generator ({record.client_cpu_pct or 0:.0f}%) was busy, so the machine "
-            "was slowed from outside (steal, throttling)"
+            f"not server-bound: server busy {record.server_cpu_pct:.0f}%, load generator "
+            f"{record.client_cpu_pct or 0:.0f}% (client-bound at {threshold:.0f}%): neither "
+            "was saturated, so this is not the server's capacity (too few connections or "
+            "too small a pipeline, or the machine was slowed from outside)"
         )
     if ctx.loadgen.name == builtin.NAME:
         record.mark_invalid(builtin.THROUGHPUT_CAVEAT)

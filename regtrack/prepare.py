@@ -12,7 +12,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from regtrack import build, images, loadgen, versions
+from regtrack import build, images, loadgen, versions, workloads
 from regtrack.callgrind import control as callgrind
 from regtrack.config import load_settings, load_workload
 from regtrack.cpus import plan_cpus
@@ -111,6 +111,7 @@ def prepare_job(
     elif options.metric != "throughput":
         callgrind.require()  # before any build: say at once that valgrind is missing
     tool = choose_tool(options.loadgen, workload)
+    workload = workloads.with_loadgen_threads(workload, tool, len(cpus.client))
     if tool != "redis-benchmark":
         loadgen.locate(tool, options.loadgen_bin)  # memtier missing: say so before building
     elif options.loadgen_bin:
@@ -122,21 +123,20 @@ def prepare_job(
             f"version {image_specs[0].spec!r} is a container image: add --runtime docker, or give "
             "a tag, commit or bin:PATH"
         )
+    kind = images.decide(targets, options.docker_images, flags) if client is not None else None
     in_container = (
         {
             t.label
             for t in targets
-            if images.uses_official(t, options.docker_images)
-            or images.built_in_docker(t, options.docker_images, options.builder_image)
+            if images.uses_official(t, kind)
+            or images.built_in_docker(t, kind, options.builder_image)
         }
-        if client is not None
+        if kind is not None
         else set()
     )
     build.obtain([t for t in targets if t.label not in in_container], flags, on_phase)
-    if client is not None:
-        images.assign(
-            client, targets, options.docker_images, on_phase, options.builder_image, flags
-        )
+    if client is not None and kind is not None:
+        images.assign(client, targets, kind, on_phase, options.builder_image, flags)
     built_benchmarks = [
         t.details["build"]["benchmark"]
         for t in reversed(targets)
@@ -153,6 +153,7 @@ def prepare_job(
         runtime=options.runtime,
         memory=options.memory,
         docker=client,
+        docker_images=kind,
     )
 
 

@@ -17,11 +17,14 @@ FORMATS = ("table", "markdown", "csv", "json")
 UNTRUSTED = "!"
 
 
-def format_value(value: float | None, unit: str) -> str:
+def format_value(value: float | None, unit: str, server_busy_pct: float | None = None) -> str:
+    """A cell's value; a throughput with the server's busy share beside it, because it is
+    the server's capacity only when the server was the busy side."""
     if value is None:
         return "-"
     if unit == "ops/s":
-        return f"{value:,.0f}"
+        busy = "" if server_busy_pct is None else f" (server {server_busy_pct:.0f}%)"
+        return f"{value:,.0f}{busy}"
     if unit == "Ir/op":
         return f"{value:,.1f}"
     return f"{value:.3f}"
@@ -73,7 +76,7 @@ def _grid(result: dict[str, Any], metric: str) -> tuple[list[str], list[list[str
             if cell is None:
                 row.append("-")
                 continue
-            text = format_value(cell.value, unit)
+            text = format_value(cell.value, unit, _busy(cell))
             if not cell.trusted:
                 text += f" {UNTRUSTED}"
                 for problem in cell.problems:
@@ -105,6 +108,11 @@ def _grid(result: dict[str, Any], metric: str) -> tuple[list[str], list[list[str
     return header, rows, list(notes)
 
 
+def _busy(cell: Any) -> float | None:
+    busy = getattr(cell, "server_busy_pct", None)
+    return None if busy is None or math.isnan(busy) else float(busy)
+
+
 def _caption(result: dict[str, Any], metric: str) -> str:
     m = METRIC_BY_NAME[metric]
     better = "higher is better" if m.higher_is_better else "lower is better"
@@ -112,6 +120,8 @@ def _caption(result: dict[str, Any], metric: str) -> str:
         f"run {result['run_id']} · {metric} ({m.unit}, {better}) · median of valid trials · "
         f"baseline {result['baseline']}"
     )
+    if m.unit == "ops/s":
+        text += " · (server N%): the server's median busy share"
     recs = [r for r in result["comparisons"] if r["metric"] == metric]
     if recs:
         r = recs[0]
@@ -154,15 +164,27 @@ def _footer(notes: list[str]) -> list[str]:
     ]
 
 
+def forced_line(differences: list[str] | None) -> str | None:
+    """The label of a comparison made with --force between runs measured differently."""
+    if not differences:
+        return None
+    return f"FORCED comparison, not like with like: {'; '.join(differences)}"
+
+
 def render(result: dict[str, Any], fmt: str, metrics: list[str] | None = None) -> str:
     """Tables of the requested metrics that the run measured (default: all it measured)."""
     metrics = [m for m in (metrics or result["metrics"]) if m in result["metrics"]]
+    forced = forced_line(result.get("forced"))
     if fmt == "json":
         records = [_plain(r) for r in result["comparisons"] if r["metric"] in metrics]
+        if forced:
+            records = [{**r, "forced": result["forced"]} for r in records]
         return json.dumps(records, indent=2)
     if fmt == "csv":
         out = io.StringIO()
         writer = csv.writer(out)
+        if forced:
+            writer.writerow(["forced", "; ".join(result["forced"])])
         for i, metric in enumerate(metrics):
             header, rows, _ = _grid(result, metric)
             if i:
@@ -171,7 +193,7 @@ def render(result: dict[str, Any], fmt: str, metrics: list[str] | None = None) -
             writer.writerows([[metric, *row] for row in rows])
         return out.getvalue()
     if fmt == "markdown":
-        parts = []
+        parts = [f"> **{forced}**\n"] if forced else []
         for metric in metrics:
             header, rows, notes = _grid(result, metric)
             parts.append(f"**{_caption(result, metric)}**\n")
@@ -182,6 +204,8 @@ def render(result: dict[str, Any], fmt: str, metrics: list[str] | None = None) -
         parts.extend(f"> {line}" for line in _disagreement_lines(result))
         return "\n".join(parts)
     console = Console(file=io.StringIO(), width=200, force_terminal=False, color_system=None)
+    if forced:
+        console.print(forced, highlight=False, soft_wrap=True)
     for metric in metrics:
         header, rows, notes = _grid(result, metric)
         console.print(_caption(result, metric))
@@ -300,6 +324,8 @@ def ci_headline(decision: dict[str, Any], context: dict[str, Any]) -> str:
     smallest change this budget could have detected."""
     answers = "; ".join(_answer(r) for r in decision["cells"])
     head = OUTCOME_HEADLINE[decision["outcome"]]
+    if context.get("forced"):
+        head = f"{head} (FORCED: not like with like)"
     reps = f"{context['repetitions']} repetitions"
     if decision["outcome"] == "inconclusive":
         why = {"budget": "the time budget ran out", "max-repetitions": "--max-repetitions"}
@@ -308,15 +334,17 @@ def ci_headline(decision: dict[str, Any], context: dict[str, Any]) -> str:
     return f"{head} after {reps}: {answers}"
 
 
-def ci_annotations(decision: dict[str, Any]) -> list[str]:
-    """GitHub Actions workflow commands, so an undecided gate is never silently green."""
+def ci_annotations(decision: dict[str, Any], forced: list[str] | None = None) -> list[str]:
+    """GitHub Actions workflow commands, so an undecided or forced gate is never silently
+    green."""
     outcome = decision["outcome"]
     answers = "; ".join(_answer(r) for r in decision["cells"])
+    lines = [f"::warning title=regtrack: forced::{forced_line(forced)}"] if forced else []
     if outcome == "regression":
-        return [f"::error title=regtrack: regression::{answers}"]
-    if outcome == "inconclusive":
-        return [f"::warning title=regtrack: undecided::{answers}"]
-    return []
+        lines.append(f"::error title=regtrack: regression::{answers}")
+    elif outcome == "inconclusive":
+        lines.append(f"::warning title=regtrack: undecided::{answers}")
+    return lines
 
 
 def ci_json(
@@ -330,6 +358,7 @@ def ci_json(
         "repetitions": context["repetitions"],
         "stopped": context.get("stopped"),
         "seeds": context.get("seeds"),
+        "forced": context.get("forced") or [],
         "gate": [_plain(r) for r in decision["cells"]],
         "pooled": [_plain(r) for r in result.get("pooled", [])],
         "records": [_plain(r) for r in result["comparisons"]],
@@ -351,6 +380,8 @@ def ci_summary(result: dict[str, Any], decision: dict[str, Any], context: dict[s
         f"repetitions · run {result['run_id']} · seeds: {context.get('seeds') or 'unknown'}",
         "",
     ]
+    if context.get("forced"):
+        lines += [f"**{forced_line(context['forced'])}**", ""]
     if not decision["cells"]:
         lines.append("- no gating metric was measured")
     for r in decision["cells"]:

@@ -8,8 +8,8 @@ normal exit or an exception they are stopped explicitly.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -18,13 +18,24 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-_PR_SET_PDEATHSIG = 1
-_libc = ctypes.CDLL(None, use_errno=True)
+from regtrack.errors import CannotMeasure
 
 
-def _die_with_parent() -> None:
-    # Runs in the child between fork and exec; survives exec (taskset execs the real program).
-    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+def util_linux(tool: str, without: str) -> str:
+    """The path of a util-linux tool (taskset, setpriv), or one line saying what is lost
+    ``without`` it and how to install it."""
+    path = shutil.which(tool)
+    if not path:
+        raise CannotMeasure(
+            f"{tool} is not installed, so {without}: install util-linux "
+            "(apt-get install util-linux)"
+        )
+    return path
+
+
+def setpriv_path() -> str:
+    """setpriv: it sets the parent-death signal, then execs the program."""
+    return util_linux("setpriv", "children could outlive regtrack")
 
 
 def spawn(
@@ -38,17 +49,20 @@ def spawn(
     """Start argv (never through a shell) in its own session, killed if regtrack dies.
 
     Its own session keeps the terminal's Ctrl-C away from it, so regtrack decides the order
-    in which things stop and can still read the server after an interrupt.
+    in which things stop and can still read the server after an interrupt. The death
+    signal is set by ``setpriv --pdeathsig KILL`` in the child after the fork, not by a
+    ``preexec_fn``: Python code between fork and exec can deadlock when other threads
+    run (load generators start from a thread pool), and setpriv runs none. The signal
+    survives the exec of taskset and of the program itself.
     """
     return subprocess.Popen(
-        list(argv),
+        [setpriv_path(), "--pdeathsig", "KILL", "--", *argv],
         stdin=subprocess.DEVNULL,
         stdout=stdout,
         stderr=stderr,
         cwd=cwd,
         env=env,
         start_new_session=True,
-        preexec_fn=_die_with_parent,
     )
 
 
@@ -144,22 +158,66 @@ def process_cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / ticks
 
 
+TICK_S = 0.1  # how often on_tick runs while waiting for a child
+
+
+def busiest_window(
+    samples: list[tuple[float, float | None, float | None]], length: float
+) -> tuple[float, float | None] | None:
+    """CPU shares (percent of one CPU) of two processes over the ``length`` seconds in
+    which the first one worked hardest: a load generator's measured window, without its
+    start-up and teardown (which a share over its whole life counts as idle time).
+
+    ``samples`` are (time, CPU seconds of the load generator, of the server); None when
+    there are too few samples to place such a window.
+    """
+    points = [(t, c, srv) for t, c, srv in samples if c is not None]
+    length = min(length, points[-1][0] - points[0][0]) if points else 0.0
+    if length <= TICK_S or len(points) < 3:
+        return None
+    best: tuple[float, int, int] | None = None
+    j = 0
+    for i in range(len(points)):
+        while j < len(points) and points[j][0] - points[i][0] < length - TICK_S / 2:
+            j += 1
+        if j == len(points):
+            break
+        rate = (points[j][1] - points[i][1]) / (points[j][0] - points[i][0])
+        if best is None or rate > best[0]:
+            best = (rate, i, j)
+    if best is None:
+        return None
+    rate, i, j = best
+    span = points[j][0] - points[i][0]
+    first, last = points[i][2], points[j][2]
+    server = 100.0 * (last - first) / span if first is not None and last is not None else None
+    return 100.0 * rate, server
+
+
 class Abandoned(Exception):
     """A child was killed before it finished; the message says why."""
 
 
 def wait_with_rusage(
-    proc: subprocess.Popen, timeout: float, keep_going: Callable[[], bool] = lambda: True
+    proc: subprocess.Popen,
+    timeout: float,
+    keep_going: Callable[[], bool] = lambda: True,
+    on_tick: Callable[[], None] | None = None,
 ) -> tuple[int, float]:
     """Wait for a child and return (exit code, CPU seconds it used).
 
     The kernel's rusage of the reaped child is exact, unlike sampling /proc while it runs.
     Kills the child and raises Abandoned when it runs past ``timeout`` or when
     ``keep_going`` (checked every 0.2 s, e.g. "is the server still alive?") turns false.
+    ``on_tick`` is called at the start and every 0.1 s (e.g. to sample CPU times).
     """
     deadline = time.monotonic() + timeout
     next_check = time.monotonic() + 0.2
+    next_tick = time.monotonic()
     while True:
+        if on_tick is not None and time.monotonic() >= next_tick:
+            next_tick += TICK_S
+            on_tick()
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid == proc.pid:
             proc.returncode = os.waitstatus_to_exitcode(status)

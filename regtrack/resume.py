@@ -89,6 +89,8 @@ def load_job(store: Store, run_id: int) -> Job:
         runtime=runtime,
         memory=config.get("memory"),
         docker=client,
+        docker_images=config.get("docker_images"),
         design=config.get("design", "fixed"),
         narrowed={int(r): tuple(m) for r, m in config.get("narrowed", {}).items()},
+        comparison=config.get("comparison") or {},
     )

@@ -60,6 +60,8 @@ class Job:
     runtime: str = "native"  # native | docker
     memory: str | None = None  # container memory limit
     docker: Any = None  # the Docker engine client, for --runtime docker
+    # --runtime docker: the one kind of build every version runs, official | build (images.py)
+    docker_images: str | None = None
     points: list[workloads.Point] = field(init=False)
     # "fixed": the planned repetitions, looked at once; "sequential": blocks are added
     # while a gate is undecided, so intervals must stay valid under repeated looks.
@@ -68,6 +70,9 @@ class Job:
     narrowed: dict[int, tuple[str, ...]] = field(default_factory=dict)
     # Why the servers' hash seeds are not regtrack's (None: they are; regtrack.seeds).
     seed_problem: str | None = field(init=False)
+    # The baseline label and thresholds the command printed its verdicts with, so the
+    # report and a later `compare` show the same verdicts (analysis.comparison_settings).
+    comparison: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.points = workloads.points(self.workload)
@@ -113,6 +118,7 @@ class Job:
             "metric": self.metric,
             "runtime": self.runtime,
             "memory": self.memory,
+            "docker_images": self.docker_images,
             "settings": self.settings.model_dump(),
             "workload": self.workload.model_dump(),
             "cpus": self.cpus.as_dict(),
@@ -122,6 +128,7 @@ class Job:
             "narrowed": {str(rep): list(modes) for rep, modes in self.narrowed.items()},
             "callgrind_hz": callgrind.CALLGRIND_HZ if self.metric != "throughput" else None,
             "seeds": f"not controlled: {self.seed_problem}" if self.seed_problem else "fixed",
+            "comparison": self.comparison,
         }
 
 

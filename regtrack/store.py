@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from regtrack import comparability
 from regtrack.callgrind.profile import FunctionCost
 from regtrack.errors import BadInput, CannotMeasure
 from regtrack.records import LATENCY_KEYS, TrialRecord
@@ -149,6 +150,10 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE trials ADD COLUMN seed TEXT;
     """,
+    # v6: each run's comparability key (regtrack.comparability), as it was when created.
+    """
+    ALTER TABLE runs ADD COLUMN comparability TEXT;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -202,11 +207,18 @@ class Store:
                 f"understands ({SCHEMA_VERSION}): upgrade regtrack"
             )
         store = cls(conn, db)
+        if version == 0 and not create:
+            conn.close()
+            raise BadInput(f"database {db} is not a regtrack database (or is empty)")
         if version < SCHEMA_VERSION:
-            if not create:
+            if not create and not (os.access(db, os.W_OK) and os.access(db.parent, os.W_OK)):
                 conn.close()
-                raise BadInput(f"database {db} is not a regtrack database (or is empty)")
-            store._migrate(version)
+                raise BadInput(
+                    f"database {db} has schema version {version}, older than this regtrack's "
+                    f"({SCHEMA_VERSION}), and is read-only: make it writable once, and regtrack "
+                    "upgrades it in place, keeping every result"
+                )
+            store._migrate(version)  # migrations only add: older results stay as they were
         return store
 
     def _migrate(self, current: int) -> None:
@@ -270,7 +282,7 @@ class Store:
         with self.transaction() as conn:
             cur = conn.execute(
                 "INSERT INTO runs (created_at, status, command, config, environment, fingerprint,"
-                " loadgen) VALUES (?, 'running', ?, ?, ?, ?, ?)",
+                " loadgen, comparability) VALUES (?, 'running', ?, ?, ?, ?, ?, ?)",
                 (
                     now(),
                     _json(command),
@@ -278,6 +290,7 @@ class Store:
                     _json(environment),
                     environment.get("fingerprint"),
                     _json(loadgen),
+                    _json(comparability.key(config, environment, loadgen)),
                 ),
             )
             return int(cur.lastrowid)
@@ -539,7 +552,7 @@ def _command_rows(trial_id: int, t: TrialRecord) -> list[tuple]:
 
 def _decode_run(row: sqlite3.Row) -> dict[str, Any]:
     item = dict(row)
-    for key in ("command", "config", "environment", "loadgen"):
+    for key in ("command", "config", "environment", "loadgen", "comparability"):
         if item.get(key):
             item[key] = json.loads(item[key])
     return item

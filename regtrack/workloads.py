@@ -261,3 +261,27 @@ def check_version(workload: Workload, label: str, version: str) -> None:
                 f"workload {workload.name}: {where} {commands.name(args)} needs Redis {need} "
                 f"but version {label!r} runs {version}; drop that version or the command"
             )
+
+
+def saturates(workload: Workload) -> bool:
+    """Whether a trial of ``workload`` should keep the server busy: GET sweeps and mixes do,
+    unless a mix has blocking commands (BRPOP, XREADGROUP BLOCK), which wait by design."""
+    if isinstance(workload, GetPipelineWorkload):
+        return True
+    return not any(commands.blocks(c.args) for c in workload.all_commands)
+
+
+def with_loadgen_threads(workload: Workload, tool: str, client_cpus: int) -> Workload:
+    """A GET sweep under memtier runs one thread per client CPU unless the workload file
+    says how many: one memtier thread saturates its core before a Redis server saturates
+    its own, so with the cores to spare more threads let the server be the bottleneck.
+    (``clients`` is per thread, as memtier counts it.) Mixes keep their threads: their
+    connections per process are part of what the mix models."""
+    if (
+        tool != "memtier"
+        or not isinstance(workload, GetPipelineWorkload)
+        or "threads" in workload.model_fields_set
+        or client_cpus <= 1
+    ):
+        return workload
+    return workload.model_copy(update={"threads": client_cpus})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import sqlite3
@@ -19,30 +20,74 @@ ARTIFACTS = Path(__file__).parent / "artifacts"
 SHORT_RUN = ["--duration", "1", "--warmup", "0.3", "--keys", "2000"]
 
 
-def our_processes() -> list[str]:
-    """Command lines of servers and load generators regtrack may have started."""
-    found = []
+PR_SET_CHILD_SUBREAPER = 36
+# What regtrack starts: servers (natively, under valgrind, or via the seed wrapper) and
+# load generators. Matched on the executable and on comm, never on the command line:
+# redis-server rewrites its title (and so its /proc cmdline) once it starts.
+SPAWNED = ("redis-server", "redis-benchmark", "memtier_benchmark", "valkey-server")
+VALGRIND = ("valgrind", "callgrind-", "memcheck-")
+
+
+def _become_subreaper() -> None:
+    """Orphans of this test process (a server whose regtrack was killed with -9, or that
+    daemonized itself) are re-parented here instead of to init, so the guard still sees
+    them as ours."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+
+
+def _stat(pid: str) -> tuple[str, str, int] | None:
+    """(comm, state, ppid) of a process, or None once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    comm = text[text.index("(") + 1 : text.rindex(")")]
+    state, ppid = text[text.rindex(")") + 2 :].split()[:2]
+    return comm, state, int(ppid)
+
+
+def _descendants(root: int) -> list[str]:
+    table = {}
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+        if entry.name.isdigit() and (stat := _stat(entry.name)):
+            table[int(entry.name)] = stat
+    children: dict[int, list[int]] = {}
+    for pid, (_, _, ppid) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found, todo = [], list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        if table[pid][1] != "Z":  # a zombie has exited: nothing is left running
+            found.append(pid)
+    return [str(pid) for pid in found]
+
+
+def our_processes() -> list[str]:
+    """Servers and load generators running below this test process, as
+    ``pid: [executable] command line``."""
+    found = []
+    for pid in _descendants(os.getpid()):
         try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
         except OSError:
-            continue
-        if (
-            "regtrack-server-" in cmdline
-            or "regtrack-callgrind-" in cmdline
-            or cmdline.startswith(
-                (
-                    "redis-benchmark",
-                    "/usr/bin/redis-benchmark",
-                    "memtier_benchmark",
-                    "/usr/local/bin/memtier_benchmark",
-                )
-            )
+            exe = ""
+        stat = _stat(pid)
+        comm = stat[0] if stat else ""
+        if any(name in (exe, comm) for name in SPAWNED) or any(
+            exe.startswith(v) or comm.startswith(v) for v in VALGRIND
         ):
-            found.append(f"{entry.name}: {cmdline.strip()}")
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                cmdline = ""
+            found.append(f"{pid}: [{exe or comm}] {cmdline.strip()}")
     return found
+
+
+_become_subreaper()
 
 
 @pytest.fixture(autouse=True)
@@ -50,7 +95,9 @@ def nothing_left_running():
     """Every test must leave no server or load generator behind."""
     before = set(our_processes())
     yield
-    left = [p for p in our_processes() if p not in before]
+    deadline = time.monotonic() + 2.0  # a process being stopped may take a moment
+    while (left := [p for p in our_processes() if p not in before]) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert not left, f"processes left behind: {left}"
 
 
@@ -76,8 +123,11 @@ def run_cli(
     env: dict[str, str] | None = None,
     timeout: float = 300,
 ) -> subprocess.CompletedProcess:
-    """The real command line, in a subprocess, as a user would run it."""
-    full_env = dict(os.environ)
+    """The real command line, in a subprocess, as a user would run it (outside GitHub
+    Actions unless ``env`` says otherwise: its annotations would come first in stdout)."""
+    full_env = {
+        k: v for k, v in os.environ.items() if k not in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY")
+    }
     full_env.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "regtrack", *args],

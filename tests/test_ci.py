@@ -93,6 +93,7 @@ def test_blocks_are_added_until_decided_and_a_decided_metric_stops(
     configs.mkdir()
     (configs / "regtrack.toml").write_text(
         "[run]\ncontention_limit_pct = 100\nclient_bound_cpu_pct = 100\n"
+        "server_bound_cpu_pct = 0\n"
         "[verdict]\nthroughput_gate_pct = 0.001\n"
     )
     monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(configs))
@@ -124,7 +125,7 @@ def test_stored_baseline_needs_a_matching_machine(tmp_path, redis_server, monkey
     configs = tmp_path / "configs"
     configs.mkdir()
     (configs / "regtrack.toml").write_text(
-        "[run]\ncontention_limit_pct = 100\nclient_bound_cpu_pct = 100\n"
+        "[run]\ncontention_limit_pct = 100\nclient_bound_cpu_pct = 100\nserver_bound_cpu_pct = 0\n"
     )
     monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(configs))
     db = tmp_path / "r.db"
@@ -138,31 +139,81 @@ def test_stored_baseline_needs_a_matching_machine(tmp_path, redis_server, monkey
         "ci", "--baseline-run", "prod", "--candidate", f"new=bin:{redis_server}", *TPUT,
         "--db", str(db), "--json", str(tmp_path / "r.json"),
     )  # fmt: skip
-    assert ok.returncode in (0, 1), ok.stderr  # a verdict, whichever the noise allows
     data = json.loads((tmp_path / "r.json").read_text())
+    # The noise decides the verdict; the exit code must say what the summary says.
+    assert ok.returncode == (1 if data["outcome"] == "regression" else 0), ok.stderr
+    assert data["headline"] in ok.stdout.splitlines()[0]
     (rec,) = [r for r in data["records"] if r["metric"] == "throughput"]
     # The stored run's repetition r and the candidate's share a seed: they pair.
     assert rec["method"] == "t-spending" and rec["baseline"] == "shipped"
 
     # Fault: the stored run says it was measured on a different kernel.
     conn = sqlite3.connect(db)
-    env_json = json.loads(conn.execute("SELECT environment FROM runs WHERE id = 1").fetchone()[0])
-    env_json["kernel"] = "0.0.0-elsewhere"
-    conn.execute("UPDATE runs SET environment = ? WHERE id = 1", (json.dumps(env_json),))
+    key = json.loads(conn.execute("SELECT comparability FROM runs WHERE id = 1").fetchone()[0])
+    key["machine.kernel"] = "0.0.0-elsewhere"
+    conn.execute("UPDATE runs SET comparability = ? WHERE id = 1", (json.dumps(key),))
     conn.commit()
     refused = run_cli(
         "ci", "--baseline-run", "prod", "--candidate", f"new=bin:{redis_server}", *TPUT,
         "--db", str(db),
     )  # fmt: skip
     assert refused.returncode == 2
-    assert "measured on another machine (kernel 0.0.0-elsewhere" in refused.stderr
+    assert "was not measured like this one (kernel 0.0.0-elsewhere != " in refused.stderr
     runs_before = conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
     forced = run_cli(
         "ci", "--baseline-run", "prod", "--candidate", f"new=bin:{redis_server}", *TPUT,
-        "--db", str(db), "--force",
+        "--db", str(db), "--force", "--json", str(tmp_path / "forced.json"),
     )  # fmt: skip
-    assert forced.returncode in (0, 1), forced.stderr
+    outcome = json.loads((tmp_path / "forced.json").read_text())["outcome"]
+    assert forced.returncode == (1 if outcome == "regression" else 0), forced.stderr
+    assert "(FORCED: not like with like)" in forced.stdout.splitlines()[0]
     assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == runs_before + 1
+
+
+def test_a_baseline_measured_with_other_settings_is_refused_unless_forced(
+    tmp_path, redis_server, monkeypatch
+):
+    """A baseline saved from a run with --clients 10 is not like a candidate measured with
+    the default 50: ci and compare refuse it with the differences (exit 2, nothing
+    measured); with --force they compare and every output says so."""
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "regtrack.toml").write_text(
+        "[run]\ncontention_limit_pct = 100\nclient_bound_cpu_pct = 100\nserver_bound_cpu_pct = 0\n"
+    )
+    monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(configs))
+    db = tmp_path / "r.db"
+    first = run_cli(
+        "run", "--versions", f"shipped=bin:{redis_server}", *TPUT, "--clients", "10",
+        "--db", str(db), "--no-report",
+    )  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    assert run_cli("baseline", "save", "prod", "--run", "1", "--db", str(db)).returncode == 0
+    gate = ["ci", "--baseline-run", "prod", "--candidate", f"new=bin:{redis_server}", *TPUT]
+    refused = run_cli(*gate, "--db", str(db))
+    assert refused.returncode == 2, refused.stderr
+    last = refused.stderr.strip().splitlines()[-1]
+    assert last.startswith("regtrack: error: baseline 'prod' was not measured like this one")
+    assert "(clients 10 != 50)" in last
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1, "nothing measured"
+
+    out = tmp_path / "ci.json"
+    forced = run_cli(*gate, "--db", str(db), "--force", "--json", str(out), "--no-report")
+    assert forced.returncode == (1 if json.loads(out.read_text())["outcome"] == "regression" else 0)
+    assert "(FORCED: not like with like)" in forced.stdout.splitlines()[0]
+    assert "FORCED comparison, not like with like: clients 10 != 50" in forced.stdout
+    assert json.loads(out.read_text())["forced"] == ["clients 10 != 50"]
+
+    compare = ["compare", "--run", "2", "--baseline-run", "1", "--db", str(db)]
+    assert run_cli(*compare).returncode == 2
+    assert "run 1 was not measured like this one (clients 10 != 50)" in run_cli(*compare).stderr
+    for fmt in ("table", "markdown", "csv"):
+        shown = run_cli(*compare, "--force", "--format", fmt)
+        assert shown.returncode == 0, shown.stderr
+        assert "clients 10 != 50" in shown.stdout.splitlines()[0], (fmt, shown.stdout)
+    records = json.loads(run_cli(*compare, "--force", "--format", "json").stdout)
+    assert records and all(r["forced"] == ["clients 10 != 50"] for r in records)
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -112,6 +112,7 @@ def test_compare_formats(tmp_path, redis_server):
     md = run_cli("compare", "--db", str(db), "--format", "markdown", "--metric", "throughput")
     assert "| point | old ops/s | new ops/s | % change new vs old |" in md.stdout
     assert "| pipeline=5 |" in md.stdout
+    assert re.search(r"\| pipeline=5 \| [\d,]+ \(server \d+%\)", md.stdout), md.stdout
     csv_out = run_cli("compare", "--db", str(db), "--format", "csv", "--baseline", "new")
     assert csv_out.stdout.splitlines()[0] == (
         "metric,point,old ops/s,new ops/s,% change old vs new"
@@ -145,6 +146,30 @@ def test_client_bound_trials_are_flagged_and_marked_in_the_table(tmp_path, redis
     reason = sqlite3.connect(db).execute("SELECT valid, invalid_reason FROM trials").fetchone()
     assert reason[0] == 0 and "client-bound" in reason[1]
     assert " !" in proc.stdout and "client-bound" in proc.stdout
+
+
+def test_a_trial_where_neither_side_is_saturated_is_flagged(tmp_path, redis_server):
+    """One connection at pipeline 1: every GET waits for its round trip, so neither the
+    server nor the load generator is busy; such a trial is not the server's capacity."""
+    configs = tmp_path / "configs"  # not about noise: only the server-bound check acts
+    configs.mkdir()
+    (configs / "regtrack.toml").write_text(
+        "[run]\ncontention_limit_pct = 100\nclient_bound_cpu_pct = 100\n"
+    )
+    db = tmp_path / "r.db"
+    proc = run_cli(
+        "run", "--versions", f"bin:{redis_server}", "--pipelines", "1", "--clients", "1",
+        "--repetitions", "1", "--db", str(db), "--no-report", *SHORT_RUN,
+        env={"REGTRACK_CONFIG_DIR": str(configs)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    valid, reason, server, client = (
+        sqlite3.connect(db)
+        .execute("SELECT valid, invalid_reason, server_cpu_pct, client_cpu_pct FROM trials")
+        .fetchone()
+    )
+    assert server < 85 and client < 100, (server, client)
+    assert valid == 0 and f"not server-bound: server busy {server:.0f}%" in reason, reason
 
 
 @pytest.mark.parametrize(
@@ -257,8 +282,13 @@ def test_interrupt_keeps_measured_trials_and_leaves_nothing(tmp_path, redis_serv
 
 
 def test_python_m_regtrack_and_console_script_agree():
-    proc = run_cli("--version")
-    assert proc.returncode == 0 and "regtrack" in proc.stdout
-    help_text = run_cli("run", "--help").stdout
-    assert "Exit codes" in help_text and "--versions" in help_text
-    assert Path(os.__file__).exists()
+    """`python -m regtrack` (what the tests run) and the installed `regtrack` script
+    are one program: same version, same help."""
+    script = Path(sys.executable).parent / "regtrack"
+    assert script.is_file(), f"no console script next to {sys.executable}"
+    for args in (["--version"], ["run", "--help"]):
+        module = run_cli(*args)
+        console = subprocess.run([str(script), *args], capture_output=True, text=True, timeout=60)
+        assert module.returncode == console.returncode == 0, console.stderr
+        assert module.stdout == console.stdout
+    assert "Exit codes" in console.stdout and "--versions" in console.stdout

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+import redis
 
+from regtrack import procs
 from regtrack.errors import CannotMeasure
 from regtrack.runtimes import docker as docker_runtime
+from regtrack.runtimes.base import connect
 from tests.conftest import run_cli, wait_for_trials
 
 SHORT = ["--pipelines", "10", "--duration", "1", "--warmup", "0.3", "--keys", "2000"]
@@ -58,11 +63,24 @@ def builder_image(engine, tmp_path_factory) -> str:
     return BUILDER
 
 
+def _our_containers() -> list[str]:
+    """Names of regtrack's containers; none can exist where no engine answers."""
+    try:
+        client = docker_runtime.engine()
+    except CannotMeasure:
+        return []
+    return [
+        c.name
+        for c in client.containers.list(all=True, filters={"label": docker_runtime.RUN_LABEL})
+    ]
+
+
 @pytest.fixture(autouse=True)
-def no_containers_left(engine):
+def no_containers_left():
+    """Every test leaves no container behind; tests that need no engine still run."""
     yield
-    left = engine.containers.list(all=True, filters={"label": docker_runtime.RUN_LABEL})
-    assert not left, f"containers left behind: {[c.name for c in left]}"
+    left = _our_containers()
+    assert not left, f"containers left behind: {left}"
 
 
 def test_the_container_is_pinned_on_the_host_network(engine, server_image):
@@ -102,7 +120,7 @@ def test_two_image_targets_end_to_end(tmp_path, engine, server_image, redis_benc
     assert conn.execute("SELECT COUNT(*) FROM trials WHERE ops_per_sec > 0").fetchone()[0] == 4
 
 
-def test_a_pull_that_cannot_happen_is_one_line_and_exit_3(tmp_path):
+def test_a_pull_that_cannot_happen_is_one_line_and_exit_3(tmp_path, engine):
     proc = run_cli(
         "run", "--runtime", "docker", "--versions", "image:redis:0.0.0-regtrack-nonexistent",
         *SHORT, "--db", str(tmp_path / "r.db"),
@@ -128,6 +146,8 @@ def test_a_commit_is_built_into_an_image_and_run(tmp_path, engine, offline_redis
     assert details["docker"]["how"] == "imported from regtrack's build"
     assert details["docker"]["image"].startswith(docker_runtime.IMPORTED_REPO)
     assert details["build"]["commit"], "the image is of an exact commit's build"
+    config = json.loads(sqlite3.connect(db).execute("SELECT config FROM runs").fetchone()[0])
+    assert config["docker_images"] == "build", "a mirror's tag: regtrack's build, recorded"
 
 
 def test_a_commit_is_built_by_docker_build_in_a_builder_image(
@@ -236,14 +256,28 @@ def test_native_and_docker_runs_of_one_binary_agree(tmp_path, engine, redis_benc
     native = run_cli("run", "--versions", f"native=bin:{binary}", *args)
     docker = run_cli("run", "--runtime", "docker", "--versions", f"docker=bin:{binary}", *args)
     assert native.returncode == 0 and docker.returncode == 0, native.stderr + docker.stderr
-    compared = run_cli(
-        "compare", "--db", str(db), "--run", "2", "--baseline-run", "1", "--format", "json",
-        "--metric", "throughput", "--threshold", "25",
-    )  # fmt: skip
+    compare = ["compare", "--db", str(db), "--run", "2", "--baseline-run", "1", "--format",
+               "json", "--metric", "throughput", "--threshold", "25"]  # fmt: skip
+    refused = run_cli(*compare)
+    assert refused.returncode == 2 and "runtime native != docker" in refused.stderr
+    compared = run_cli(*compare, "--force")
     assert compared.returncode == 0, compared.stderr
     (record,) = json.loads(compared.stdout)
     assert record["baseline"] == "native" and record["candidate"] == "docker"
     assert record["verdict"] in ("no change", "inconclusive"), record
+    assert "runtime native != docker" in record["forced"]
+
+    # A baseline measured in a container is not like a native candidate, in ci either.
+    assert run_cli("baseline", "save", "boxed", "--run", "2", "--db", str(db)).returncode == 0
+    gate = ["ci", "--baseline-run", "boxed", "--candidate", f"bin:{binary}", "--metric",
+            "throughput", *args[:-2], "--db", str(db), "--no-report"]  # fmt: skip
+    refused = run_cli(*gate)
+    assert refused.returncode == 2 and "runtime docker != native" in refused.stderr
+    forced = run_cli(*gate, "--force", "--json", str(tmp_path / "ci.json"))
+    outcome = json.loads((tmp_path / "ci.json").read_text())["outcome"]
+    assert forced.returncode == (1 if outcome == "regression" else 0), forced.stderr
+    assert "(FORCED: not like with like)" in forced.stdout.splitlines()[0]
+    assert "runtime docker != native" in forced.stdout
 
 
 def test_a_seed_is_mounted_on_dev_urandom_read_only(engine, server_image):
@@ -262,3 +296,91 @@ def test_a_seed_is_mounted_on_dev_urandom_read_only(engine, server_image):
 
     assert run_id("dd44") == run_id("dd44") != run_id("ee55")
     assert run_id(None) != run_id(None)
+
+
+def test_a_server_that_took_the_port_is_never_measured(
+    engine, server_image, redis_server, tmp_path, monkeypatch
+):
+    """The host network lets another server win the race for the chosen port: regtrack
+    reads its own token (the container's `dir`) back, refuses the impostor, leaves it
+    alone and starts on another port."""
+    port = procs.free_port("127.0.0.1")
+    decoy = subprocess.Popen(
+        [redis_server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        decoy_client = connect("127.0.0.1", port, timeout=2.0)
+        for _ in range(100):
+            with contextlib.suppress(redis.ConnectionError):
+                if decoy_client.ping():
+                    break
+            time.sleep(0.05)
+        ports = iter([port])
+        real = docker_runtime.free_port
+        monkeypatch.setattr(
+            docker_runtime, "free_port", lambda host: next(ports, None) or real(host)
+        )
+        with docker_runtime.docker_server(engine, server_image, (0,), run_id="t") as server:
+            assert server.port != port
+            client = server.client()
+            assert client.config_get("dir")["dir"] == server.token_dir
+            client.close()
+        assert decoy_client.ping() and decoy.poll() is None  # the impostor was left alone
+        decoy_client.close()
+    finally:
+        decoy.kill()
+        decoy.wait()
+
+
+def test_a_killed_regtracks_container_is_removed_by_the_next_run(tmp_path, engine, server_image):
+    """Drill: SIGKILL regtrack while its container serves a trial. The container outlives
+    it (the engine owns it), labelled with the dead regtrack's pid; the next docker run
+    removes it and says so."""
+    db = tmp_path / "r.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "regtrack", "run", "--runtime", "docker", "--versions",
+         f"image:{server_image}", "--pipelines", "1,10", "--repetitions", "3", "--duration",
+         "3", "--warmup", "0.3", "--keys", "2000", "--db", str(db), "--no-report"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert wait_for_trials(db, 1, timeout=120) >= 1
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not engine.containers.list(
+            filters={"label": docker_runtime.RUN_LABEL}
+        ):
+            time.sleep(0.05)
+    finally:
+        proc.kill()
+        proc.communicate(timeout=30)
+    (left,) = engine.containers.list(all=True, filters={"label": docker_runtime.RUN_LABEL})
+    assert left.labels[docker_runtime.PID_LABEL] == str(proc.pid)
+    again = run_cli(
+        "run", "--runtime", "docker", "--versions", f"image:{server_image}", *SHORT,
+        "--repetitions", "1", "--db", str(tmp_path / "again.db"), "--no-report",
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert f"removed container {left.name}, left by a regtrack that was killed" in again.stderr
+
+
+def test_one_comparison_runs_one_kind_of_build(tmp_path, engine, offline_redis, env):
+    """Official images only for all versions or none; --build-flags never silently
+    skipped; the kind is recorded with the run."""
+    base = ["run", "--runtime", "docker", "--source-repo", str(offline_redis), *SHORT,
+            "--db", str(tmp_path / "r.db"), "--no-report"]  # fmt: skip
+    flags = run_cli(
+        *base, "--versions", "7.0.15", "--docker-images", "official", "--build-flags",
+        "MALLOC=libc", env=env,
+    )  # fmt: skip
+    assert flags.returncode == 2
+    assert "--build-flags cannot apply to official images" in flags.stderr
+    mixed = run_cli(*base, "--versions", "7.0.15,unstable", "--docker-images", "official", env=env)
+    assert mixed.returncode == 2, mixed.stderr
+    assert "version 'unstable' is not a release tag" in mixed.stderr
+    assert (
+        not (tmp_path / "r.db").exists()
+        or sqlite3.connect(tmp_path / "r.db").execute("SELECT COUNT(*) FROM trials").fetchone()[0]
+        == 0
+    )

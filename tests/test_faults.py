@@ -28,7 +28,7 @@ def quiet_machine_rules(tmp_path, monkeypatch):
     configs = tmp_path / "configs"
     configs.mkdir()
     (configs / "regtrack.toml").write_text(
-        "[run]\ncontention_limit_pct = 100\nclient_bound_cpu_pct = 100\n"
+        "[run]\ncontention_limit_pct = 100\nclient_bound_cpu_pct = 100\nserver_bound_cpu_pct = 0\n"
     )
     monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(configs))
     monkeypatch.setenv("REGTRACK_LOCK_DIR", str(tmp_path / "locks"))

@@ -648,7 +648,7 @@ def memtier_bin() -> str:
     path = shutil.which(memtier.NAME)
     if not path:
         pytest.skip(
-            "memtier_benchmark not installed: build it from "
+            "memtier_benchmark is not installed: build it from "
             "https://github.com/RedisLabs/memtier_benchmark and put it on PATH"
         )
     return path

@@ -6,16 +6,20 @@ import json
 import shutil
 import sqlite3
 import subprocess
+import sys
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from regtrack import capture
 from regtrack.config import list_workloads, load_workload
 from regtrack.errors import BadInput
 from regtrack.runtimes.native import native_server
-from tests.conftest import run_cli
+from tests.conftest import our_processes, run_cli
 
 PRESETS = ["streams-queue", "list-queue", "priority-streams", "lua-dispatch"]
 SHORT = ["--pipelines", "10", "--duration", "1", "--warmup", "0.3", "--repetitions", "1"]
@@ -150,9 +154,49 @@ args = ["HSET", "k:__key__", "f", "v"]
     assert f"{errors} error replies (WRONGTYPE x{errors})" in reason
 
 
-def test_ratio_drift_is_invalid(tmp_path, redis_server):
-    """Fault: the server ran a command far more often than the mix declares (a second
-    client sends GETs during the trial), so the observed ratios are off."""
+def test_ratio_drift_is_invalid(tmp_path, redis_server, redis_benchmark_bin):
+    """Fault drill: a second client sends GETs to the server while a mix of SET and GET
+    (1:1) is measured, so the server ran GET far more often than the mix declares: the
+    trial is invalid and the reason names the command."""
+    path = _write(
+        tmp_path,
+        'name = "sets"\nkind = "mix"\nkeys = 100\n[[commands]]\nargs = ["SET", "k:__key__", '
+        '"v"]\n[[commands]]\nargs = ["GET", "k:__key__"]\n',
+    )
+    db = tmp_path / "r.db"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "regtrack", "run", "--versions", f"bin:{redis_server}",
+         "--workload", str(path), "--loadgen", "builtin", "--pipelines", "10", "--duration",
+         "3", "--warmup", "0.3", "--repetitions", "1", "--db", str(db), "--no-report"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    intruder = None
+    try:
+        deadline = time.monotonic() + 60
+        while intruder is None and time.monotonic() < deadline and run.poll() is None:
+            for line in our_processes():  # the server's title: redis-server 127.0.0.1:PORT
+                if "] " in line and " 127.0.0.1:" in line and "redis-server" in line:
+                    port = line.rsplit(":", 1)[1].strip()
+                    intruder = subprocess.Popen(
+                        [redis_benchmark_bin, "-p", port, "-t", "get", "-n", "100000000",
+                         "-c", "1", "-q"],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                    )  # fmt: skip
+                    break
+            time.sleep(0.02)
+        _, err = run.communicate(timeout=120)
+    finally:
+        if intruder is not None:
+            intruder.kill()
+            intruder.wait()
+    assert intruder is not None, "never saw the run's server"
+    assert run.returncode == 0, err
+    (reason,) = sqlite3.connect(db).execute("SELECT invalid_reason FROM trials").fetchone()
+    assert "GET ran" in reason and "the declared ratios expect" in reason, reason
+
+
+def test_the_ratio_rule_names_the_command_that_drifted(tmp_path):
+    """The rule behind the drill above, on counts: 2000 GETs where the mix declares 500."""
     path = _write(
         tmp_path,
         GOOD.replace('args = ["EVALSHA", "${one}", "0"]', 'args = ["GET", "k:__key__"]').replace(
@@ -317,3 +361,79 @@ def test_the_builtin_driver_is_valid_for_instructions(tmp_path, redis_server):
     )
     assert per_op > 1000 and errors == 0
     assert reason is None or "built-in driver" not in reason
+
+
+SECRET = "s3cr3t-Pa55"
+
+
+def test_capture_never_writes_or_prints_the_password(tmp_path, redis_server, redis_benchmark_bin):
+    """A password in --url stays out of the workload file, stdout and every error line
+    (an idle server, a wrong password, a malformed URL); the file still parses."""
+    out = tmp_path / "captured.toml"
+    with native_server(redis_server, (0,)) as server:
+        control = server.client()
+        control.config_set("requirepass", SECRET)
+        control.close()
+        url = f"redis://:{SECRET}@127.0.0.1:{server.port}/0"
+        idle = run_cli("mix", "capture", "--url", url, "--seconds", "0.2", "--out", str(out))
+        wrong = run_cli(
+            "mix", "capture", "--url", url.replace(SECRET, SECRET + "x"), "--seconds", "0.2",
+            "--out", str(out),
+        )  # fmt: skip
+        client = subprocess.Popen(
+            ["taskset", "-c", "1", redis_benchmark_bin, "-p", str(server.port), "-a", SECRET,
+             "-t", "set,get", "-n", "10000000", "-c", "5", "-q"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            time.sleep(0.3)
+            busy = run_cli("mix", "capture", "--url", url, "--seconds", "0.5", "--out", str(out))
+        finally:
+            client.kill()
+            client.wait()
+    malformed = run_cli(
+        "mix", "capture", "--url", f"redis://:{SECRET}@127.0.0.1:99999999", "--out", str(out)
+    )
+    assert idle.returncode == 3 and "ran no commands" in idle.stderr, idle.stderr
+    assert wrong.returncode == 2 and wrong.stderr.startswith("regtrack: error:"), wrong.stderr
+    assert malformed.returncode == 2, malformed.stderr
+    assert busy.returncode == 0, busy.stderr
+    for proc in (idle, wrong, busy, malformed):
+        assert SECRET not in proc.stdout + proc.stderr
+    text = out.read_text()
+    assert SECRET not in text and ":***@127.0.0.1" in text
+    assert "***" in tomllib.loads(text)["description"]
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(
+    name=st.text(),
+    version=st.text(),
+    password=st.text(
+        alphabet=st.characters(codec="ascii", categories=["L", "N", "P", "S"]), min_size=6
+    ),
+    odd=st.text(min_size=1),
+)
+def test_captured_files_parse_whatever_the_server_and_the_user_send(name, version, password, odd):
+    """Names, server versions and command names with quotes, newlines or control
+    characters are escaped (the file always parses), and the password never appears."""
+    from urllib.parse import quote
+
+    password = "PW" + password  # never a substring of what the file legitimately holds
+    assume(password not in name + version + odd)
+    url = f"redis://:{quote(password, safe='')}@h:6379"
+    # Unencoded too (?, /, # or @ in it), as a user may type it: nothing of it is shown.
+    assert capture.redact(f"redis://:{password}@h:6379") == "redis://:***@h:6379"
+    lone = password.replace(":", "")  # a lone userinfo with a ':' is user:password
+    assert capture.redact(f"redis://{lone}@h:6379/0") == "redis://***@h:6379/0"
+    observed = capture.Capture(
+        url=capture.redact(url),
+        seconds=1.0,
+        version=version,
+        calls={"get": 90, "lpush": 9, odd: 1},
+    )
+    text = capture.workload_text(observed, name)
+    parsed = tomllib.loads(text)
+    assert parsed["name"] == name
+    assert parsed["description"] == "Captured from redis://:***@h:6379"
+    assert quote(password, safe="") not in text and password not in text

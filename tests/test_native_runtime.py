@@ -1,13 +1,17 @@
 """A real redis-server, started pinned and stopped for sure."""
 
+import contextlib
 import socket
+import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
+import redis
 
 from regtrack import procs, seeds
-from regtrack.runtimes.base import ServerStartError
+from regtrack.runtimes.base import ImpostorError, ServerStartError, check_token, connect
 from regtrack.runtimes.native import native_server
 
 
@@ -116,3 +120,52 @@ def test_seed_bytes_are_fixed_per_repetition_and_differ_between_them():
     assert len({seeds.for_repetition(r) for r in range(50)}) == 50
     data = seeds.seed_bytes(seeds.for_repetition(0))
     assert len(data) == seeds.SEED_FILE_BYTES and data == seeds.seed_bytes(seeds.for_repetition(0))
+
+
+def test_the_server_proves_it_is_the_one_started(redis_server):
+    """Each server's `dir` is its own directory, read back before use: a server with
+    another `dir` on that port is an impostor, and regtrack never shuts it down."""
+    with native_server(redis_server, (0,)) as server:
+        client = server.client()
+        assert server.token_dir and client.config_get("dir")["dir"] == server.token_dir
+        check_token(client, server.port, server.token_dir)
+        with pytest.raises(ImpostorError, match="another server"):
+            check_token(client, server.port, server.token_dir + "-not-this-one")
+        client.close()
+
+
+def test_a_server_that_took_the_port_is_never_measured_nor_stopped(
+    redis_server, tmp_path, monkeypatch
+):
+    """Drill: another redis-server holds the port regtrack chose. Ours cannot bind it, or
+    the other one answers first; either way regtrack starts on another port, reads its
+    own token back, and leaves the other server running."""
+    port = procs.free_port()
+    decoy = subprocess.Popen(
+        [redis_server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        other = connect("127.0.0.1", port, timeout=1.0)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with contextlib.suppress(redis.ConnectionError):
+                if other.ping():
+                    break
+            time.sleep(0.05)
+        ports = iter([port])
+        real = procs.free_port
+        monkeypatch.setattr(
+            procs, "free_port", lambda host="127.0.0.1": next(ports, None) or real()
+        )
+        with native_server(redis_server, (0,)) as server:
+            assert server.port != port
+            client = server.client()
+            assert client.config_get("dir")["dir"] == server.token_dir
+            client.close()
+        assert other.ping() and decoy.poll() is None, "the other server was left alone"
+        other.close()
+    finally:
+        decoy.kill()
+        decoy.wait()

@@ -37,7 +37,7 @@ def measured(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     configs = folder / "configs"
     configs.mkdir()
     (configs / "regtrack.toml").write_text(
-        "[run]\ncontention_limit_pct = 100\nclient_bound_cpu_pct = 100\n"
+        "[run]\ncontention_limit_pct = 100\nclient_bound_cpu_pct = 100\nserver_bound_cpu_pct = 0\n"
     )
     env = {"REGTRACK_CONFIG_DIR": str(configs)}
     db = folder / "r.db"
@@ -215,3 +215,67 @@ def test_report_command_and_its_errors(measured, tmp_path):
     assert proc.returncode == 2 and "cannot create the report folder" in proc.stderr
     missing = run_cli("report", "--db", str(tmp_path / "none.db"))
     assert missing.returncode == 2 and "does not exist" in missing.stderr
+
+
+def _quiet_configs(folder: Path, client_bound: int = 100) -> dict[str, str]:
+    configs = folder / "configs"
+    configs.mkdir()
+    (configs / "regtrack.toml").write_text(
+        f"[run]\ncontention_limit_pct = 100\nclient_bound_cpu_pct = {client_bound}\n"
+        "server_bound_cpu_pct = 0\n"
+    )
+    return {"REGTRACK_CONFIG_DIR": str(configs)}
+
+
+def test_the_run_page_shows_the_verdicts_the_terminal_printed(tmp_path, browser):
+    """`run --threshold 20 --baseline b` prints b as the baseline and 20% thresholds; the
+    page (written by that run) and a later plain `compare` use the same."""
+    server = shutil.which("redis-server")
+    env = _quiet_configs(tmp_path)
+    db = tmp_path / "r.db"
+    proc = run_cli(
+        "run", "--versions", f"a=bin:{server},b=bin:{server}", "--pipelines", "1,10",
+        "--repetitions", "2", *SHORT_RUN, "--threshold", "20", "--baseline", "b",
+        "--db", str(db), env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "% change a vs b" in proc.stdout
+    asked = ["compare", "--db", str(db), "--run", "1", "--format", "json"]
+    terminal = json.loads(run_cli(*asked, "--threshold", "20", "--baseline", "b", env=env).stdout)
+    assert json.loads(run_cli(*asked, env=env).stdout) == terminal
+    assert {r["baseline"] for r in terminal} == {"b"}
+    page = Page(browser, tmp_path / "run-1.html")
+    rows = {
+        (r.get_attribute("data-metric"), r.get_attribute("data-point")): r
+        for r in page.page.locator("#comparisons tr.cmp").all()
+    }
+    assert len(rows) == len(terminal)
+    for rec in terminal:
+        row = rows[(rec["metric"], rec["point"])]
+        assert row.get_attribute("data-verdict") == rec["verdict"]
+        assert row.get_attribute("data-candidate") == rec["candidate"] == "a"
+        assert row.locator("td.change").inner_text() == present.change_text(rec)
+    page.clean()
+
+
+def test_a_point_without_a_valid_trial_is_not_drawn_as_measured(tmp_path, browser):
+    """Every trial is invalid here (a 1% client-bound limit): the charts draw no line
+    through such cells, only markers named 'no valid trial'."""
+    server = shutil.which("redis-server")
+    env = _quiet_configs(tmp_path, client_bound=1)
+    db = tmp_path / "r.db"
+    proc = run_cli(
+        "run", "--versions", f"a=bin:{server}", "--pipelines", "1,10", "--repetitions", "1",
+        *SHORT_RUN, "--db", str(db), env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    page = Page(browser, tmp_path / "run-1.html")
+    traces = page.page.evaluate(
+        "() => [...document.querySelectorAll('.chart')].flatMap("
+        "c => c.data.map(t => ({name: t.name, y: t.y})))"
+    )
+    lines = [t for t in traces if not t["name"].endswith("no valid trial")]
+    markers = [t for t in traces if t["name"].endswith("no valid trial")]
+    assert markers and all(all(v is not None for v in t["y"]) for t in markers), traces
+    assert lines and all(all(v is None for v in t["y"]) for t in lines), traces
+    page.clean()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -174,9 +175,14 @@ def test_src_tree_is_built_in_place(tmp_path, cache, redis_server):
     (tree / "src").mkdir(parents=True)
     (tree / "Makefile").write_text(GOOD_MAKEFILE.replace("{server}", redis_server))
     (target,) = resolve(parse_specs(f"mine=src:{tree}"))
+    before = {p.relative_to(tree) for p in tree.rglob("*")}
     build.obtain([target], [])
     assert target.binary == str(tree / "src" / "redis-server")
-    assert not (tree / "regtrack-build.log").exists(), "the user's tree gets no log file"
+    added = {p.relative_to(tree) for p in tree.rglob("*")} - before
+    made = {Path("src/redis-server"), Path("src/redis-benchmark"), Path("build-count.txt")}
+    assert added == made, "what make wrote, and no log, in the user's tree"
+    (log,) = (cache / "trees").glob("*/build.log")
+    assert f"regtrack build of the tree {tree}" in log.read_text()
 
 
 def test_versions_command_prints_resolution_without_building(repo, cache):

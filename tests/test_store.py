@@ -1,4 +1,6 @@
+import shutil
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -6,6 +8,7 @@ from regtrack.errors import BadInput
 from regtrack.records import TrialRecord
 from regtrack.store import SCHEMA_VERSION, Store
 from regtrack.versions import Target
+from tests.conftest import run_cli
 
 
 def _trial(seq: int, valid: bool = True) -> TrialRecord:
@@ -85,3 +88,31 @@ def test_reading_a_missing_database_is_bad_input(tmp_path):
     with pytest.raises(BadInput, match="does not exist"):
         Store.open(tmp_path / "none.db", create=False)
     assert not (tmp_path / "none.db").exists()
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_a_database_from_an_older_regtrack_opens_in_read_only_commands(tmp_path):
+    """tests/fixtures/schema-v4.db was written by regtrack 278c5fe (schema 4, before
+    seeds): `report` and `baseline save` upgrade it in place and keep its results."""
+    path = tmp_path / "old.db"
+    shutil.copy(FIXTURES / "schema-v4.db", path)
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 4
+    report = run_cli("report", "--db", str(path), "--out", str(tmp_path / "html"))
+    assert report.returncode == 0, report.stderr
+    assert (tmp_path / "html" / "index.html").exists()
+    saved = run_cli("baseline", "save", "old", "--run", "1", "--db", str(path))
+    assert saved.returncode == 0, saved.stderr
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    (ops, seed) = conn.execute("SELECT ops_per_sec, seed FROM trials").fetchone()
+    assert ops > 0 and seed is None  # measured before seeds existed: none is invented
+
+
+def test_an_empty_file_is_not_a_regtrack_database_for_read_only_commands(tmp_path):
+    path = tmp_path / "empty.db"
+    sqlite3.connect(path).close()
+    path.touch()
+    with pytest.raises(BadInput, match="not a regtrack database"):
+        Store.open(path, create=False)

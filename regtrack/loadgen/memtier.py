@@ -22,13 +22,11 @@ import math
 import re
 import shutil
 import tempfile
-import time
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from regtrack import procs
 from regtrack.cpus import format_cpu_list
 from regtrack.errors import BadInput, CannotMeasure
 from regtrack.loadgen.base import (
@@ -37,6 +35,8 @@ from regtrack.loadgen.base import (
     LoadgenResult,
     LoadSpec,
     MixCommand,
+    result_of,
+    run_tool,
     sha256_of,
     tool_version,
 )
@@ -464,39 +464,13 @@ def run_once(
     Stopped early (and reported) if the server dies. Error replies are counted from stderr
     into ``per_command["__errors__"]``: memtier's report has no trace of them.
     """
-    with (
-        tempfile.TemporaryDirectory(prefix="regtrack-memtier-") as tmp,
-        tempfile.TemporaryFile() as out,
-        tempfile.TemporaryFile() as err,
-    ):
+    with tempfile.TemporaryDirectory(prefix="regtrack-memtier-") as tmp:
         json_out = Path(tmp) / "report.json"
         command = argv(aim, spec, json_out=json_out, test_time=test_time, requests=requests)
-        start = time.monotonic()
-        proc = procs.spawn(command, stdout=out, stderr=err)
-        try:
-            exit_code, cpu_s = procs.wait_with_rusage(proc, timeout, aim.server_alive)
-            problem = None
-        except procs.Abandoned as exc:
-            exit_code, cpu_s = -9, 0.0
-            problem = f"{NAME} {exc}"
-        except BaseException:
-            procs.stop(proc, grace=1.0)
-            raise
-        wall = time.monotonic() - start
-        out.seek(0)
-        stdout = out.read().decode(errors="replace")
-        err.seek(0)
-        stderr = _digest_stderr(err)
+        done = run_tool(NAME, command, timeout, aim, _digest_stderr)
         report = json_out.read_text(errors="replace") if json_out.is_file() else ""
-    raw = stdout + (f"\n[stderr]\n{stderr.text}" if stderr.text.strip() else "")
-    result = LoadgenResult(
-        argv=command,
-        exit_code=exit_code,
-        wall_s=wall,
-        client_cpu_s=cpu_s,
-        requests=0,
-        raw_output=raw,
-    )
+    stdout, stderr, exit_code, problem = done.stdout, done.stderr, done.exit_code, done.problem
+    result = result_of(done, command, 0, stderr.text)
     if problem is None and exit_code != 0:
         problem = f"{NAME} exited with code {exit_code}: {stderr.message or _last(stdout)}"
     parsed = None

@@ -10,12 +10,9 @@ from __future__ import annotations
 import csv
 import io
 import shutil
-import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from regtrack import procs
 from regtrack.cpus import format_cpu_list
 from regtrack.errors import BadInput, CannotMeasure
 from regtrack.loadgen.base import (
@@ -23,6 +20,8 @@ from regtrack.loadgen.base import (
     LoadgenBinary,
     LoadgenResult,
     LoadSpec,
+    result_of,
+    run_tool,
     sha256_of,
     tool_version,
 )
@@ -134,32 +133,9 @@ def run_once(aim: Aim, spec: LoadSpec, requests: int, timeout: float) -> Loadgen
     Stopped early (and reported) if the server dies: redis-benchmark would wait forever.
     """
     command = argv(aim, spec, requests)
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.monotonic()
-        proc = procs.spawn(command, stdout=out, stderr=err)
-        try:
-            exit_code, cpu_s = procs.wait_with_rusage(proc, timeout, aim.server_alive)
-            problem = None
-        except procs.Abandoned as exc:
-            exit_code, cpu_s = -9, 0.0
-            problem = f"redis-benchmark {exc}"
-        except BaseException:
-            procs.stop(proc, grace=1.0)
-            raise
-        wall = time.monotonic() - start
-        out.seek(0)
-        err.seek(0)
-        stdout = out.read().decode(errors="replace")
-        stderr = err.read().decode(errors="replace")
-    raw = stdout + (f"\n[stderr]\n{stderr}" if stderr.strip() else "")
-    result = LoadgenResult(
-        argv=command,
-        exit_code=exit_code,
-        wall_s=wall,
-        client_cpu_s=cpu_s,
-        requests=requests,
-        raw_output=raw,
-    )
+    done = run_tool(NAME, command, timeout, aim)
+    stdout, stderr, exit_code, problem = done.stdout, done.stderr, done.exit_code, done.problem
+    result = result_of(done, command, requests, stderr)
     rows = parse_csv(stdout)
     test = "GET"
     row = rows.get(test)

@@ -38,22 +38,48 @@ def _layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> None:
     )
 
 
+def _measured(mine: pd.DataFrame) -> pd.Series:
+    """The cell's value where a valid trial backs it, else None: a gap in the line."""
+    return mine["value"].astype(float).where(mine["trusted"].astype(bool))
+
+
+def _unmeasured(fig: go.Figure, mine: pd.DataFrame, name: str, color: str, unit: str) -> None:
+    """Cells with no valid trial, drawn apart: a hollow cross at the invalid trials'
+    median, named as such, never joined to the measured line."""
+    bad = mine[~mine["trusted"].astype(bool) & mine["value"].notna()]
+    if bad.empty:
+        return
+    fig.add_trace(
+        go.Scatter(
+            x=bad["point"].tolist(),
+            y=bad["value"].astype(float).tolist(),
+            name=f"{name}: no valid trial",
+            mode="markers",
+            marker={"symbol": "x-open", "size": 12, "color": color},
+            text=["; ".join(problems) for problems in bad["problems"]],
+            hovertemplate=f"%{{x}}: %{{y:,.4g}} {unit}, NO VALID TRIAL: %{{text}}<extra></extra>",
+        )
+    )
+
+
 def by_point(cells: pd.DataFrame, title: str, unit: str, targets: list[str]) -> dict[str, Any]:
-    """One line per version across the workload points, with min-max bars."""
+    """One line per version across the workload points, with min-max bars; a point with
+    no valid trial is a separate, labelled marker, not part of the line."""
     fig = go.Figure()
     ordered = cells.sort_values("point_order")
     for i, target in enumerate(targets):
         mine = ordered[ordered["target"] == target]
         if mine.empty:
             continue
-        value = mine["value"].astype(float)
+        color = PALETTE[i % len(PALETTE)]
+        value = _measured(mine)
         fig.add_trace(
             go.Scatter(
                 x=mine["point"].tolist(),
                 y=value.tolist(),
                 name=target,
                 mode="lines+markers",
-                line={"color": PALETTE[i % len(PALETTE)]},
+                line={"color": color},
                 error_y={
                     "type": "data",
                     "symmetric": False,
@@ -64,6 +90,7 @@ def by_point(cells: pd.DataFrame, title: str, unit: str, targets: list[str]) -> 
                 hovertemplate=f"%{{x}}: %{{y:,.4g}} {unit} (%{{customdata}} valid)",
             )
         )
+        _unmeasured(fig, mine, target, color, unit)
     _layout(fig, title, "workload point", unit)
     return _as_dict(fig)
 
@@ -80,13 +107,14 @@ def latency(p50: pd.DataFrame, p99: pd.DataFrame, targets: list[str]) -> dict[st
             fig.add_trace(
                 go.Scatter(
                     x=mine["point"].tolist(),
-                    y=mine["value"].astype(float).tolist(),
+                    y=_measured(mine).tolist(),
                     name=f"{target} {name}",
                     mode="lines+markers",
                     line={"color": color, "dash": dash},
                     hovertemplate=f"%{{x}}: %{{y:.3f}} ms ({target} {name})",
                 )
             )
+            _unmeasured(fig, mine, f"{target} {name}", color, "ms")
     _layout(fig, "Latency p50 and p99", "workload point", "ms")
     return _as_dict(fig)
 

@@ -47,9 +47,12 @@ def _verdict_counts(result: dict[str, Any] | None) -> dict[str, int]:
     return dict(Counter(r["verdict"] for r in gating))
 
 
-def safe_compare(store: Store, run_id: int, thresholds: Thresholds) -> dict[str, Any] | None:
+def safe_compare(
+    store: Store, run_id: int, baseline: str | None, thresholds: Thresholds
+) -> dict[str, Any] | None:
+    """The run's comparison as its command printed it (analysis.comparison_settings)."""
     try:
-        return analysis.compare(store, run_id, None, thresholds)
+        return analysis.compare(store, run_id, baseline, thresholds)
     except BadInput:
         return None  # a run without trials (failed before measuring)
 
@@ -66,6 +69,9 @@ def run_summary(
         warnings.append(f"{invalid} of {len(trials)} trials invalid")
     if run["status"] != "complete":
         warnings.append(f"{run['status']}: {run.get('status_detail') or ''}".strip(": "))
+    forced = ((run.get("config") or {}).get("comparison") or {}).get("forced")
+    if forced:  # a ci gate against a stored baseline not measured alike (--force)
+        warnings.append(present.forced_line(forced) or "")
     return {
         "id": run["id"],
         "file": run_file(run["id"]),
@@ -95,8 +101,12 @@ def _comparison_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
         rows.append(
             {
                 **r,
-                "baseline_text": present.format_value(r["baseline_value"], r["unit"]),
-                "candidate_text": present.format_value(r["candidate_value"], r["unit"]),
+                "baseline_text": present.format_value(
+                    r["baseline_value"], r["unit"], r.get("server_busy_pct_baseline")
+                ),
+                "candidate_text": present.format_value(
+                    r["candidate_value"], r["unit"], r.get("server_busy_pct_candidate")
+                ),
                 "change_text": present.change_text(r),
                 "verdict_class": "v-" + r["verdict"].replace(" ", "-"),
             }
@@ -317,10 +327,10 @@ def history_pages(store: Store, frame: pd.DataFrame) -> list[dict[str, Any]]:
             frame["label"], frame["redis_version"], frame["commit"], strict=True
         )
     ]
-    fingerprints = frame["fingerprint"].nunique()
+    setups = frame["comparability"].nunique()  # one line per series measured alike
     frame["trace"] = [
-        series if fingerprints == 1 else f"{series} on {fp[:8]}"
-        for series, fp in zip(frame["series"], frame["fingerprint"], strict=True)
+        series if setups == 1 else f"{series} (setup {setup[:8]})"
+        for series, setup in zip(frame["series"], frame["comparability"], strict=True)
     ]
     pages = []
     for (workload, point, metric), group in frame.groupby(

@@ -17,7 +17,7 @@ from typing import Any
 
 import jinja2
 
-from regtrack import __version__
+from regtrack import __version__, analysis
 from regtrack.config import load_thresholds
 from regtrack.errors import BadInput
 from regtrack.report import pages
@@ -101,7 +101,12 @@ def write_report(store: Store, folder: str | Path, run_ids: list[int] | None = N
     _plotly_js(out)
 
     # One comparison per run feeds the index, the run pages and the history pages alike.
-    results = {run["id"]: pages.safe_compare(store, run["id"], thresholds) for run in runs}
+    results = {
+        run["id"]: pages.safe_compare(
+            store, run["id"], *analysis.comparison_settings(run, None, None, thresholds)
+        )
+        for run in runs
+    }
     histories = pages.history_pages(store, pages.history_frame(store, results))
     links = {(h["workload"], h["point"], h["metric"]): h["file"] for h in histories}
     files = ReportFiles(folder=out, index=out / "index.html")

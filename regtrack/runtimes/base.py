@@ -54,6 +54,33 @@ class ServerStartError(CannotMeasure):
     """The server did not come up; the message carries the tail of its log."""
 
 
+class PortRace(ServerStartError):
+    """The chosen port was lost to another process: start again on another port."""
+
+
+class ImpostorError(PortRace):
+    """The port answers, but not with the server regtrack started (a lost port race)."""
+
+
+def check_token(client: redis.Redis, port: int, token_dir: str) -> None:
+    """Prove that the server answering on ``port`` is the one regtrack started: each server
+    gets a directory of its own (the token) as ``dir``, read back before anything is
+    measured. A server that lost the race for the port would otherwise be measured in
+    place of the one that won it."""
+    try:
+        answered = client.config_get("dir").get("dir")
+    except redis.ResponseError as exc:
+        raise ImpostorError(
+            f"port {port} is answered by a server that refuses CONFIG GET dir ({exc}), "
+            "not the server regtrack started"
+        ) from None
+    if answered != token_dir:
+        raise ImpostorError(
+            f"port {port} is answered by another server (dir {answered!r}), not the one "
+            f"regtrack started (dir {token_dir!r})"
+        )
+
+
 @dataclass
 class RunningServer:
     """A live server on ``host:port``; ``info`` is its ``INFO server`` at start."""
@@ -62,6 +89,7 @@ class RunningServer:
     port: int
     pid: int | None
     info: dict[str, Any] = field(default_factory=dict)
+    token_dir: str | None = None  # its `dir`, unique to it: see check_token
     is_alive: Callable[[], bool] = lambda: True
 
     def alive(self) -> bool:

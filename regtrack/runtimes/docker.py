@@ -31,13 +31,22 @@ from regtrack import seeds
 from regtrack.cpus import format_cpu_list
 from regtrack.errors import BadInput, CannotMeasure
 from regtrack.procs import free_port
-from regtrack.runtimes.base import RunningServer, ServerStartError, connect
+from regtrack.runtimes.base import (
+    ImpostorError,
+    PortRace,
+    RunningServer,
+    ServerStartError,
+    check_token,
+    connect,
+)
 
 RUN_LABEL = "regtrack.run"
 PID_LABEL = "regtrack.pid"
 IMPORTED_REPO = "regtrack/redis"
 HOST = "127.0.0.1"
 SERVER_PATH = "/usr/local/bin/redis-server"
+TOKEN_ROOT = "/regtrack"  # each container's `dir` is TOKEN_ROOT/<its name>
+PORT_ATTEMPTS = 3
 
 
 def engine() -> Any:
@@ -158,12 +167,13 @@ def image_digest(client: Any, image: str) -> dict[str, Any]:
     return {"image_id": found.id, "repo_digests": found.attrs.get("RepoDigests", [])}
 
 
-def server_command(port: int) -> list[str]:
+def server_command(port: int, token_dir: str) -> list[str]:
     """redis-server from the image's PATH: the official images' entrypoint recognises it,
-    regtrack's imported images put it on PATH. No persistence, loopback only."""
+    regtrack's imported images put it on PATH. No persistence, loopback only; ``dir`` is
+    the container's own directory (the token check_token reads back)."""
     return [
         "redis-server", "--port", str(port), "--bind", HOST, "--protected-mode", "yes",
-        "--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", "/data",
+        "--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", token_dir,
         "--logfile", "",
     ]  # fmt: skip
 
@@ -202,19 +212,27 @@ def docker_server(
     seed: str | None = None,
 ) -> Iterator[RunningServer]:
     """A container of ``image`` pinned to ``cpus``, for the duration of the block; with
-    ``seed``, a read-only bind mount puts that seed's bytes on /dev/urandom (regtrack.seeds)."""
+    ``seed``, a read-only bind mount puts that seed's bytes on /dev/urandom (regtrack.seeds).
+    Its ``dir`` is a directory of its own, read back before it is used (check_token)."""
     with tempfile.TemporaryDirectory(prefix="regtrack-seed-") as tmp:
-        volumes = {}
+        volumes: dict[str, dict[str, str]] = {}
         if seed is not None:
-            Path(tmp).chmod(0o755)
+            Path(tmp).chmod(0o755)  # the official images run redis-server as user redis
             path = seeds.write_file(Path(tmp), seed)
             volumes[str(path)] = {"bind": "/dev/urandom", "mode": "ro"}
-        with _container(client, image, cpus, run_id, memory, timeout, volumes) as server:
+        container, server = _start(client, image, cpus, run_id, memory, timeout, volumes)
+        try:
             yield server
+        finally:
+            _remove(container)
 
 
-@contextlib.contextmanager
-def _container(
+def _remove(container: Any) -> None:
+    with contextlib.suppress(Exception):
+        container.remove(force=True)
+
+
+def _start(
     client: Any,
     image: str,
     cpus: tuple[int, ...],
@@ -222,38 +240,50 @@ def _container(
     memory: str | None,
     timeout: float,
     volumes: dict[str, dict[str, str]],
-) -> Iterator[RunningServer]:
+) -> tuple[Any, RunningServer]:
+    """Start the container on a free port; a port lost to another process (the host
+    network: the server cannot bind it, or another server answers on it, which the token
+    shows) is retried on another port."""
     import docker
 
-    port = free_port(HOST)
-    name = f"regtrack-{run_id}-{uuid.uuid4().hex[:8]}"
-    try:
-        container = client.containers.run(
-            image,
-            command=server_command(port),
-            name=name,
-            detach=True,
-            network_mode="host",
-            cpuset_cpus=format_cpu_list(cpus),
-            mem_limit=memory,
-            labels={RUN_LABEL: str(run_id), PID_LABEL: str(os.getpid())},
-            tmpfs={"/data": ""},
-            volumes=volumes,
-        )
-    except docker.errors.ImageNotFound:
-        raise CannotMeasure(f"image {image} is not present") from None
-    except docker.errors.APIError as exc:
-        raise ServerStartError(f"container of {image} did not start: {short(exc)}") from None
-    try:
-        server = _wait_ready(container, port, image, cpus, timeout)
-        yield server
-    finally:
-        with contextlib.suppress(Exception):
-            container.remove(force=True)
+    last: PortRace | None = None
+    for _ in range(PORT_ATTEMPTS):
+        port = free_port(HOST)
+        name = f"regtrack-{run_id}-{uuid.uuid4().hex[:8]}"
+        token_dir = f"{TOKEN_ROOT}/{name}"
+        try:
+            container = client.containers.run(
+                image,
+                command=server_command(port, token_dir),
+                name=name,
+                detach=True,
+                network_mode="host",
+                cpuset_cpus=format_cpu_list(cpus),
+                mem_limit=memory,
+                labels={RUN_LABEL: str(run_id), PID_LABEL: str(os.getpid())},
+                # its own tmpfs as `dir`: the token, writable by the image's redis user
+                tmpfs={"/data": "", token_dir: "mode=1777"},
+                volumes=volumes,
+            )
+        except docker.errors.ImageNotFound:
+            raise CannotMeasure(f"image {image} is not present") from None
+        except docker.errors.APIError as exc:
+            raise ServerStartError(f"container of {image} did not start: {short(exc)}") from None
+        try:
+            server = _wait_ready(container, port, image, cpus, timeout, token_dir)
+        except PortRace as exc:
+            _remove(container)
+            last = exc
+            continue
+        except BaseException:
+            _remove(container)
+            raise
+        return container, server
+    raise ServerStartError(str(last))
 
 
 def _wait_ready(
-    container: Any, port: int, image: str, cpus: tuple[int, ...], timeout: float
+    container: Any, port: int, image: str, cpus: tuple[int, ...], timeout: float, token_dir: str
 ) -> RunningServer:
     deadline = time.monotonic() + timeout
     client = connect(HOST, port, timeout=2.0)
@@ -262,12 +292,19 @@ def _wait_ready(
             container.reload()
             if container.status in ("exited", "dead"):
                 logs = container.logs(tail=5).decode(errors="replace").strip().replace("\n", " | ")
-                raise ServerStartError(f"container of {image} exited: {logs}")
+                lost = "Address already in use" in logs  # the host network: a port race
+                raise (PortRace if lost else ServerStartError)(
+                    f"container of {image} exited: {logs}"
+                )
             try:
                 if client.ping():
+                    check_token(client, port, token_dir)
                     break
             except (redis.ConnectionError, redis.TimeoutError):
                 pass
+            except redis.ResponseError as exc:  # LOADING, or a password-protected impostor
+                if "LOADING" not in str(exc):
+                    raise ImpostorError(f"port {port} answered PING with an error: {exc}") from None
             time.sleep(0.05)
         else:
             raise ServerStartError(
@@ -290,7 +327,9 @@ def _wait_ready(
 
     info = dict(info)
     info["container"] = {"id": container.id, "name": container.name, "cpuset": actual}
-    return RunningServer(host=HOST, port=port, pid=pid, info=info, is_alive=alive)
+    return RunningServer(
+        host=HOST, port=port, pid=pid, info=info, token_dir=token_dir, is_alive=alive
+    )
 
 
 def describe_engine(client: Any) -> dict[str, Any]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import shutil
 import subprocess
 import tempfile
 import time
@@ -14,8 +13,14 @@ import redis
 
 from regtrack import procs, seeds
 from regtrack.cpus import format_cpu_list
-from regtrack.errors import CannotMeasure
-from regtrack.runtimes.base import RunningServer, ServerStartError, connect
+from regtrack.runtimes.base import (
+    ImpostorError,
+    PortRace,
+    RunningServer,
+    ServerStartError,
+    check_token,
+    connect,
+)
 
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 20.0
@@ -23,13 +28,7 @@ PORT_ATTEMPTS = 3
 
 
 def taskset_path() -> str:
-    path = shutil.which("taskset")
-    if not path:
-        raise CannotMeasure(
-            "taskset is not installed, so servers cannot be pinned to CPUs: "
-            "install util-linux (apt-get install util-linux)"
-        )
-    return path
+    return procs.util_linux("taskset", "servers cannot be pinned to CPUs")
 
 
 def server_argv(
@@ -72,7 +71,9 @@ def _log_tail(path: Path, lines: int = 5) -> str:
     return " | ".join(line.strip() for line in text[-lines:])
 
 
-def _wait_ready(proc: subprocess.Popen, port: int, log: Path, timeout: float) -> dict:
+def _wait_ready(
+    proc: subprocess.Popen, port: int, log: Path, timeout: float, token_dir: str
+) -> dict:
     deadline = time.monotonic() + timeout
     client = connect(HOST, port, timeout=2.0)
     try:
@@ -81,13 +82,8 @@ def _wait_ready(proc: subprocess.Popen, port: int, log: Path, timeout: float) ->
                 raise ServerStartError(f"exited with code {proc.returncode}: {_log_tail(log)}")
             try:
                 if client.ping():
-                    info = client.info("server")
-                    if int(info.get("process_id", -1)) != proc.pid:
-                        raise ServerStartError(
-                            f"port {port} is answered by another process "
-                            f"(pid {info.get('process_id')}), not the server we started"
-                        )
-                    return info
+                    check_token(client, port, token_dir)
+                    return client.info("server")
             except (redis.ConnectionError, redis.TimeoutError):
                 pass
             except redis.ResponseError as exc:  # e.g. LOADING, or a password-protected impostor
@@ -105,11 +101,13 @@ def shutdown(server: RunningServer, proc: subprocess.Popen) -> None:
         client = connect(server.host, server.port, timeout=2.0)
         try:
             client.ping()
+            if server.token_dir:  # never shut down a server that is not ours
+                check_token(client, server.port, server.token_dir)
             asked = True
             # The server closes the connection as it exits; that is the expected answer.
             with contextlib.suppress(redis.ConnectionError):
                 client.execute_command("SHUTDOWN", "NOSAVE")
-        except (redis.RedisError, OSError):
+        except (redis.RedisError, OSError, ImpostorError):
             asked = False
         finally:
             client.close()
@@ -131,7 +129,7 @@ def native_server(
     """Run ``binary`` pinned to ``cpus`` for the duration of the block; with ``seed``, it
     reads that seed's bytes from /dev/urandom (regtrack.seeds)."""
     with tempfile.TemporaryDirectory(prefix="regtrack-server-") as tmp:
-        workdir = Path(tmp)
+        workdir = Path(tmp).resolve()  # the token: CONFIG GET dir must give it back
         log = workdir / "server.log"
         if seed is not None:
             wrapper = [*seeds.native_wrapper(seeds.write_file(workdir, seed)), *(wrapper or [])]
@@ -149,14 +147,18 @@ def native_server(
                 except OSError as exc:
                     raise ServerStartError(f"cannot start {binary}: {exc.strerror}") from None
             server = RunningServer(
-                host=HOST, port=port, pid=proc.pid, is_alive=lambda p=proc: p.poll() is None
+                host=HOST,
+                port=port,
+                pid=proc.pid,
+                token_dir=str(workdir),
+                is_alive=lambda p=proc: p.poll() is None,
             )
             try:
-                server.info = _wait_ready(proc, port, log, timeout)
+                server.info = _wait_ready(proc, port, log, timeout, str(workdir))
             except ServerStartError as exc:
                 shutdown(server, proc)
                 last_error = exc
-                if "Address already in use" in str(exc) or "another process" in str(exc):
+                if isinstance(exc, PortRace) or "Address already in use" in str(exc):
                     continue  # lost a race for the port: take another one
                 raise ServerStartError(f"{binary} {exc}") from None
             except BaseException:
