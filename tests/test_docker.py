@@ -248,7 +248,16 @@ def test_a_bad_memory_limit_is_refused_before_anything_runs(tmp_path):
     )
 
 
-def test_native_and_docker_runs_of_one_binary_agree(tmp_path, engine, redis_benchmark_bin):
+def test_native_and_docker_runs_of_one_binary_agree(
+    tmp_path, engine, redis_benchmark_bin, monkeypatch
+):
+    # About comparability, not noise: a busy runner must not leave a side without valid trials.
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "regtrack.toml").write_text(
+        "[run]\ncontention_limit_pct = 100\nclient_bound_cpu_pct = 100\nserver_bound_cpu_pct = 0\n"
+    )
+    monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(configs))
     db = tmp_path / "r.db"
     binary = shutil.which("redis-server")
     args = ["--pipelines", "10", "--duration", "1", "--warmup", "0.3", "--keys", "2000",

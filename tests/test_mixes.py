@@ -6,7 +6,6 @@ import json
 import shutil
 import sqlite3
 import subprocess
-import sys
 import time
 import tomllib
 from pathlib import Path
@@ -19,7 +18,7 @@ from regtrack import capture
 from regtrack.config import list_workloads, load_workload
 from regtrack.errors import BadInput
 from regtrack.runtimes.native import native_server
-from tests.conftest import our_processes, run_cli
+from tests.conftest import run_cli
 
 PRESETS = ["streams-queue", "list-queue", "priority-streams", "lua-dispatch"]
 SHORT = ["--pipelines", "10", "--duration", "1", "--warmup", "0.3", "--repetitions", "1"]
@@ -154,49 +153,9 @@ args = ["HSET", "k:__key__", "f", "v"]
     assert f"{errors} error replies (WRONGTYPE x{errors})" in reason
 
 
-def test_ratio_drift_is_invalid(tmp_path, redis_server, redis_benchmark_bin):
-    """Fault drill: a second client sends GETs to the server while a mix of SET and GET
-    (1:1) is measured, so the server ran GET far more often than the mix declares: the
-    trial is invalid and the reason names the command."""
-    path = _write(
-        tmp_path,
-        'name = "sets"\nkind = "mix"\nkeys = 100\n[[commands]]\nargs = ["SET", "k:__key__", '
-        '"v"]\n[[commands]]\nargs = ["GET", "k:__key__"]\n',
-    )
-    db = tmp_path / "r.db"
-    run = subprocess.Popen(
-        [sys.executable, "-m", "regtrack", "run", "--versions", f"bin:{redis_server}",
-         "--workload", str(path), "--loadgen", "builtin", "--pipelines", "10", "--duration",
-         "3", "--warmup", "0.3", "--repetitions", "1", "--db", str(db), "--no-report"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    intruder = None
-    try:
-        deadline = time.monotonic() + 60
-        while intruder is None and time.monotonic() < deadline and run.poll() is None:
-            for line in our_processes():  # the server's title: redis-server 127.0.0.1:PORT
-                if "] " in line and " 127.0.0.1:" in line and "redis-server" in line:
-                    port = line.rsplit(":", 1)[1].strip()
-                    intruder = subprocess.Popen(
-                        [redis_benchmark_bin, "-p", port, "-t", "get", "-n", "100000000",
-                         "-c", "1", "-q"],
-                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                    )  # fmt: skip
-                    break
-            time.sleep(0.02)
-        _, err = run.communicate(timeout=120)
-    finally:
-        if intruder is not None:
-            intruder.kill()
-            intruder.wait()
-    assert intruder is not None, "never saw the run's server"
-    assert run.returncode == 0, err
-    (reason,) = sqlite3.connect(db).execute("SELECT invalid_reason FROM trials").fetchone()
-    assert "GET ran" in reason and "the declared ratios expect" in reason, reason
-
-
 def test_the_ratio_rule_names_the_command_that_drifted(tmp_path):
-    """The rule behind the drill above, on counts: 2000 GETs where the mix declares 500."""
+    """The ratio rule on counts (not a fault drill): the server ran 2000 GETs where the
+    mix's ratios expect 500, as when another client sends GETs during a trial."""
     path = _write(
         tmp_path,
         GOOD.replace('args = ["EVALSHA", "${one}", "0"]', 'args = ["GET", "k:__key__"]').replace(
