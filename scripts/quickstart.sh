@@ -2,7 +2,7 @@
 # Install regtrack, then measure Redis 6.2, 7.0 and unstable on this machine: build each
 # from source (cached), measure GET throughput and instructions per GET at two pipeline
 # depths, print the % change tables, where the results went, and which functions make
-# 7.0 execute more instructions per GET than 6.2. About 8 minutes on 2 cores the first
+# 7.0 execute more instructions per GET than 6.2. About 10 minutes on 2 cores the first
 # time (the builds), 3 after.
 set -euo pipefail
 cd "$(dirname "$0")/.."
