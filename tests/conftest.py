@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import shutil
@@ -9,10 +10,15 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import redis
 
+from regtrack import procs
+from regtrack.runtimes.base import connect
 from regtrack.sources import cache_root
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -99,6 +105,42 @@ def nothing_left_running():
     while (left := [p for p in our_processes() if p not in before]) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not left, f"processes left behind: {left}"
+
+
+@contextlib.contextmanager
+def decoy_server(redis_server: str, workdir: Path) -> Iterator[tuple[int, Any, subprocess.Popen]]:
+    """Another redis-server, answering on a port regtrack may choose: (port, a client of
+    it, its process)."""
+    port = procs.free_port()
+    decoy = subprocess.Popen(
+        [redis_server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--dir", str(workdir)],
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    client = connect("127.0.0.1", port, timeout=1.0)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with contextlib.suppress(redis.ConnectionError):
+                if client.ping():
+                    break
+            time.sleep(0.05)
+        yield port, client, decoy
+    finally:
+        client.close()
+        decoy.kill()
+        decoy.wait()
+
+
+def quiet_configs(folder: Path, **settings: float) -> dict[str, str]:
+    """A settings folder for tests that are not about noise: a busy machine must not make
+    their trials invalid. ``settings`` override [run] entries. Returns the CLI's env."""
+    run = {"contention_limit_pct": 100, "client_bound_cpu_pct": 100, **settings}
+    configs = folder / "configs"
+    configs.mkdir()
+    lines = "".join(f"{k} = {v}\n" for k, v in run.items())
+    (configs / "regtrack.toml").write_text(f"[run]\n{lines}")
+    return {"REGTRACK_CONFIG_DIR": str(configs)}
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from regtrack.store import Store
-from tests.conftest import run_cli
+from tests.conftest import quiet_configs, run_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("redis_benchmark_bin")]
 
@@ -122,12 +122,8 @@ def test_blocks_are_added_until_decided_and_a_decided_metric_stops(
 def test_stored_baseline_needs_a_matching_machine(tmp_path, redis_server, monkeypatch):
     # This test is about machine fingerprints, not noise: a busy runner must not turn
     # every trial invalid (contended, client-bound) and leave nothing to compare.
-    configs = tmp_path / "configs"
-    configs.mkdir()
-    (configs / "regtrack.toml").write_text(
-        "[run]\ncontention_limit_pct = 100\nclient_bound_cpu_pct = 100\nserver_bound_cpu_pct = 0\n"
-    )
-    monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(configs))
+    for name, value in quiet_configs(tmp_path, server_bound_cpu_pct=0).items():
+        monkeypatch.setenv(name, value)
     db = tmp_path / "r.db"
     first = run_cli("run", "--versions", f"shipped=bin:{redis_server}", *TPUT, "--db", str(db))
     assert first.returncode == 0, first.stderr
@@ -176,12 +172,8 @@ def test_a_baseline_measured_with_other_settings_is_refused_unless_forced(
     """A baseline saved from a run with --clients 10 is not like a candidate measured with
     the default 50: ci and compare refuse it with the differences (exit 2, nothing
     measured); with --force they compare and every output says so."""
-    configs = tmp_path / "configs"
-    configs.mkdir()
-    (configs / "regtrack.toml").write_text(
-        "[run]\ncontention_limit_pct = 100\nclient_bound_cpu_pct = 100\nserver_bound_cpu_pct = 0\n"
-    )
-    monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(configs))
+    for name, value in quiet_configs(tmp_path, server_bound_cpu_pct=0).items():
+        monkeypatch.setenv(name, value)
     db = tmp_path / "r.db"
     first = run_cli(
         "run", "--versions", f"shipped=bin:{redis_server}", *TPUT, "--clients", "10",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SHORT_RUN, our_processes, run_cli, wait_for_trials
+from tests.conftest import SHORT_RUN, our_processes, quiet_configs, run_cli, wait_for_trials
 
 pytestmark = pytest.mark.usefixtures("redis_benchmark_bin")
 
@@ -151,16 +151,12 @@ def test_client_bound_trials_are_flagged_and_marked_in_the_table(tmp_path, redis
 def test_a_trial_where_neither_side_is_saturated_is_flagged(tmp_path, redis_server):
     """One connection at pipeline 1: every GET waits for its round trip, so neither the
     server nor the load generator is busy; such a trial is not the server's capacity."""
-    configs = tmp_path / "configs"  # not about noise: only the server-bound check acts
-    configs.mkdir()
-    (configs / "regtrack.toml").write_text(
-        "[run]\ncontention_limit_pct = 100\nclient_bound_cpu_pct = 100\n"
-    )
+    env = quiet_configs(tmp_path)  # not about noise: only the server-bound check acts
     db = tmp_path / "r.db"
     proc = run_cli(
         "run", "--versions", f"bin:{redis_server}", "--pipelines", "1", "--clients", "1",
         "--repetitions", "1", "--db", str(db), "--no-report", *SHORT_RUN,
-        env={"REGTRACK_CONFIG_DIR": str(configs)},
+        env=env,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     valid, reason, server, client = (

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shutil
 import signal
@@ -13,13 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
-import redis
 
-from regtrack import procs
 from regtrack.errors import CannotMeasure
 from regtrack.runtimes import docker as docker_runtime
-from regtrack.runtimes.base import connect
-from tests.conftest import run_cli, wait_for_trials
+from tests.conftest import decoy_server, quiet_configs, run_cli, wait_for_trials
 
 SHORT = ["--pipelines", "10", "--duration", "1", "--warmup", "0.3", "--keys", "2000"]
 
@@ -252,12 +248,8 @@ def test_native_and_docker_runs_of_one_binary_agree(
     tmp_path, engine, redis_benchmark_bin, monkeypatch
 ):
     # About comparability, not noise: a busy runner must not leave a side without valid trials.
-    configs = tmp_path / "configs"
-    configs.mkdir()
-    (configs / "regtrack.toml").write_text(
-        "[run]\ncontention_limit_pct = 100\nclient_bound_cpu_pct = 100\nserver_bound_cpu_pct = 0\n"
-    )
-    monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(configs))
+    for name, value in quiet_configs(tmp_path, server_bound_cpu_pct=0).items():
+        monkeypatch.setenv(name, value)
     db = tmp_path / "r.db"
     binary = shutil.which("redis-server")
     args = ["--pipelines", "10", "--duration", "1", "--warmup", "0.3", "--keys", "2000",
@@ -313,19 +305,7 @@ def test_a_server_that_took_the_port_is_never_measured(
     """The host network lets another server win the race for the chosen port: regtrack
     reads its own token (the container's `dir`) back, refuses the impostor, leaves it
     alone and starts on another port."""
-    port = procs.free_port("127.0.0.1")
-    decoy = subprocess.Popen(
-        [redis_server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--dir", str(tmp_path)],
-        stdout=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        decoy_client = connect("127.0.0.1", port, timeout=2.0)
-        for _ in range(100):
-            with contextlib.suppress(redis.ConnectionError):
-                if decoy_client.ping():
-                    break
-            time.sleep(0.05)
+    with decoy_server(redis_server, tmp_path) as (port, decoy_client, decoy):
         ports = iter([port])
         real = docker_runtime.free_port
         monkeypatch.setattr(
@@ -337,10 +317,6 @@ def test_a_server_that_took_the_port_is_never_measured(
             assert client.config_get("dir")["dir"] == server.token_dir
             client.close()
         assert decoy_client.ping() and decoy.poll() is None  # the impostor was left alone
-        decoy_client.close()
-    finally:
-        decoy.kill()
-        decoy.wait()
 
 
 def test_a_killed_regtracks_container_is_removed_by_the_next_run(tmp_path, engine, server_image):

@@ -1,18 +1,15 @@
 """A real redis-server, started pinned and stopped for sure."""
 
-import contextlib
 import socket
-import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
-import redis
 
 from regtrack import procs, seeds
-from regtrack.runtimes.base import ImpostorError, ServerStartError, check_token, connect
+from regtrack.runtimes.base import ImpostorError, ServerStartError, check_token
 from regtrack.runtimes.native import native_server
+from tests.conftest import decoy_server
 
 
 def _affinity(pid: int) -> str:
@@ -140,20 +137,7 @@ def test_a_server_that_took_the_port_is_never_measured_nor_stopped(
     """Drill: another redis-server holds the port regtrack chose. Ours cannot bind it, or
     the other one answers first; either way regtrack starts on another port, reads its
     own token back, and leaves the other server running."""
-    port = procs.free_port()
-    decoy = subprocess.Popen(
-        [redis_server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--dir", str(tmp_path)],
-        stdout=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        other = connect("127.0.0.1", port, timeout=1.0)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            with contextlib.suppress(redis.ConnectionError):
-                if other.ping():
-                    break
-            time.sleep(0.05)
+    with decoy_server(redis_server, tmp_path) as (port, other, decoy):
         ports = iter([port])
         real = procs.free_port
         monkeypatch.setattr(
@@ -165,7 +149,3 @@ def test_a_server_that_took_the_port_is_never_measured_nor_stopped(
             assert client.config_get("dir")["dir"] == server.token_dir
             client.close()
         assert other.ping() and decoy.poll() is None, "the other server was left alone"
-        other.close()
-    finally:
-        decoy.kill()
-        decoy.wait()

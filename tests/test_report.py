@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from regtrack import present
-from tests.conftest import ARTIFACTS, SHORT_RUN, run_cli
+from tests.conftest import ARTIFACTS, SHORT_RUN, quiet_configs, run_cli
 
 SCREENSHOTS = ARTIFACTS / "screenshots"
 HOSTILE = "<script>alert('x')</script>"
@@ -217,21 +217,11 @@ def test_report_command_and_its_errors(measured, tmp_path):
     assert missing.returncode == 2 and "does not exist" in missing.stderr
 
 
-def _quiet_configs(folder: Path, client_bound: int = 100) -> dict[str, str]:
-    configs = folder / "configs"
-    configs.mkdir()
-    (configs / "regtrack.toml").write_text(
-        f"[run]\ncontention_limit_pct = 100\nclient_bound_cpu_pct = {client_bound}\n"
-        "server_bound_cpu_pct = 0\n"
-    )
-    return {"REGTRACK_CONFIG_DIR": str(configs)}
-
-
 def test_the_run_page_shows_the_verdicts_the_terminal_printed(tmp_path, browser):
     """`run --threshold 20 --baseline b` prints b as the baseline and 20% thresholds; the
     page (written by that run) and a later plain `compare` use the same."""
     server = shutil.which("redis-server")
-    env = _quiet_configs(tmp_path)
+    env = quiet_configs(tmp_path, server_bound_cpu_pct=0)
     db = tmp_path / "r.db"
     proc = run_cli(
         "run", "--versions", f"a=bin:{server},b=bin:{server}", "--pipelines", "1,10",
@@ -262,7 +252,7 @@ def test_a_point_without_a_valid_trial_is_not_drawn_as_measured(tmp_path, browse
     """Every trial is invalid here (a 1% client-bound limit): the charts draw no line
     through such cells, only markers named 'no valid trial'."""
     server = shutil.which("redis-server")
-    env = _quiet_configs(tmp_path, client_bound=1)
+    env = quiet_configs(tmp_path, client_bound_cpu_pct=1, server_bound_cpu_pct=0)
     db = tmp_path / "r.db"
     proc = run_cli(
         "run", "--versions", f"a=bin:{server}", "--pipelines", "1,10", "--repetitions", "1",
