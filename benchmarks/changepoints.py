@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from regtrack import changepoints
+from regtrack.analysis import changepoints
 
 SERIES = 400
 

@@ -19,10 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from regtrack.records import TrialRecord
-from regtrack.report import write_report
-from regtrack.store import Store, now
-from regtrack.versions import Target
+from regtrack.core.records import TrialRecord
+from regtrack.output.report import write_report
+from regtrack.results.store import Store, now
+from regtrack.targets.versions import Target
 
 POINTS = (1, 5, 10, 15, 20, 25, 30)
 

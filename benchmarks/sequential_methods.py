@@ -35,7 +35,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from regtrack import sequential  # noqa: E402
+from regtrack.analysis import sequential  # noqa: E402
 
 SHOWN_N = (2, 4, 6, 8, 12, 16, 24)
 Radius = Callable[[int], float]

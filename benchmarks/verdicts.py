@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from regtrack import stats  # noqa: E402
+from regtrack.analysis import stats  # noqa: E402
 from tests.slowdown import make_slow_branch  # noqa: E402
 
 METHODS = {

@@ -24,7 +24,8 @@ Usage::
 
 Progress goes to stderr; the destination and a ``ref -> commit -> version``
 summary go to stdout.  Failures print one line and exit with status 3.
-Python standard library only; needs ``git``, ``apt-get`` (with
+Python standard library and this source tree's ``regtrack`` package (found
+next to the script: no install needed); needs ``git``, ``apt-get`` (with
 ``/usr/share/keyrings/debian-archive-keyring.gpg``) and ``pip``.
 """
 
@@ -46,6 +47,13 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from regtrack.core.digests import sha256_of  # noqa: E402
+from regtrack.core.errors import CannotMeasure  # noqa: E402
+from regtrack.targets import sources  # noqa: E402
+
 EXIT_FAILURE = 3
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
@@ -60,8 +68,8 @@ GIT_IDENT_EMAIL = "offline-source-repo@regtrack.invalid"
 FORMAT_VERSION = 1
 
 
-class Failure(Exception):
-    """An expected failure: reported as one line, exit status 3."""
+class Failure(CannotMeasure):
+    """An expected failure: reported as one line, exit status 3 (so is any CannotMeasure)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,14 +215,6 @@ def recipe_digest(product: Product) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def last_line(text: str) -> str:
     lines = [" ".join(ln.split()) for ln in text.splitlines() if ln.strip()]
     errors = [ln for ln in lines if ln.startswith(("E:", "ERROR:", "error:", "fatal:"))]
@@ -273,7 +273,7 @@ class Downloader:
     def fetch(self, source: Source) -> Path:
         target = self.downloads / source.filename
         if target.is_file():
-            if sha256_file(target) == source.sha256:
+            if sha256_of(target) == source.sha256:
                 log(f"using cached {target}")
                 self._load_sidecar(source, target)
                 return target
@@ -284,7 +284,7 @@ class Downloader:
             self._fetch_pypi(source, target)
         else:
             self._fetch_debian(source, target)
-        got = sha256_file(target)
+        got = sha256_of(target)
         if got != source.sha256:
             target.unlink()
             raise Failure(
@@ -604,22 +604,14 @@ def read_version(version_h: str, macro: str) -> str | None:
 
 
 def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """An environment isolated from the user's git configuration."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") and k not in ("EMAIL",)}
-    env.update(
-        {
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": os.devnull,
-            "GIT_AUTHOR_NAME": GIT_IDENT_NAME,
-            "GIT_AUTHOR_EMAIL": GIT_IDENT_EMAIL,
-            "GIT_COMMITTER_NAME": GIT_IDENT_NAME,
-            "GIT_COMMITTER_EMAIL": GIT_IDENT_EMAIL,
-            "GIT_TERMINAL_PROMPT": "0",
-            "LC_ALL": "C",
-        }
-    )
-    env.update(extra or {})
-    return env
+    """An environment isolated from the user's git configuration, with our identity."""
+    identity = {
+        "GIT_AUTHOR_NAME": GIT_IDENT_NAME,
+        "GIT_AUTHOR_EMAIL": GIT_IDENT_EMAIL,
+        "GIT_COMMITTER_NAME": GIT_IDENT_NAME,
+        "GIT_COMMITTER_EMAIL": GIT_IDENT_EMAIL,
+    }
+    return sources.git_env({**identity, **(extra or {})}, isolated=True)
 
 
 GIT_FLAGS = [
@@ -638,9 +630,18 @@ GIT_FLAGS = [
 ]
 
 
-def git(git_dir: Path, *args: str, what: str, env: dict[str, str] | None = None) -> str:
-    argv = ["git", *GIT_FLAGS, f"--git-dir={git_dir}", *args]
-    return run(argv, env=env or git_env(), what=what)
+def git(
+    git_dir: Path | None,
+    *args: str,
+    what: str,
+    env: dict[str, str] | None = None,
+    stdin_text: str = "",
+) -> str:
+    """stdout of ``git GIT_FLAGS [--git-dir=GIT_DIR] ARGS`` (no time limit) in git_env()."""
+    location = [f"--git-dir={git_dir}"] if git_dir else []
+    argv = [*GIT_FLAGS, *location, *args]
+    env = env or git_env()
+    return sources.git(argv, timeout=None, env=env, input=stdin_text, what=what).stdout
 
 
 def commit_message(product: Product, source: Source, subdir: str) -> str:
@@ -674,7 +675,7 @@ def commit_message(product: Product, source: Source, subdir: str) -> str:
 def version_at(git_dir: Path, ref: str, macro: str) -> str:
     try:
         text = git(git_dir, "show", f"{ref}:src/version.h", what=f"read {ref}")
-    except Failure:
+    except CannotMeasure:
         return "?"
     return read_version(text, macro) or "?"
 
@@ -732,7 +733,7 @@ def existing_is_complete(dest: Path, product: Product) -> tuple[bool, str]:
             "refs/heads",
             what="check refs",
         )
-    except Failure as exc:
+    except CannotMeasure as exc:
         return False, str(exc)
     have = set(out.split())
     want = {f"refs/tags/{t}" for t in manifest.get("tags", [])}
@@ -759,10 +760,10 @@ def build_repo(product: Product, dest: Path, work: Path, *, bare: bool) -> dict[
             skipped.append(source.version)
 
     git_dir = dest if bare else dest / ".git"
-    init = ["git", *GIT_FLAGS, "init", "-q", "--template=", "--initial-branch=unstable"]
+    init = ["init", "-q", "--template=", "--initial-branch=unstable"]
     if bare:
         init.append("--bare")
-    run([*init, str(dest)], env=git_env(), what=f"git init {dest}")
+    git(None, *init, str(dest), what=f"git init {dest}")
     (git_dir / "info").mkdir(exist_ok=True)
     # Store file bytes exactly as shipped: override any in-tree .gitattributes
     # (eol conversion, ident expansion, filters) while adding.
@@ -804,12 +805,7 @@ def build_repo(product: Product, dest: Path, work: Path, *, bare: bool) -> dict[
         if parent:
             argv += ["-p", parent]
         message = commit_message(product, source, subdir)
-        commit = run(
-            ["git", *GIT_FLAGS, f"--git-dir={git_dir}", *argv],
-            env=env,
-            stdin_text=message,
-            what=what,
-        ).strip()
+        commit = git(git_dir, *argv, env=env, stdin_text=message, what=what).strip()
         git(git_dir, "update-ref", f"refs/tags/{source.version}", commit, what=what)
         commits[source.version] = commit
         parent = commit
@@ -829,11 +825,7 @@ def build_repo(product: Product, dest: Path, work: Path, *, bare: bool) -> dict[
     git(git_dir, "symbolic-ref", "HEAD", "refs/heads/unstable", what="set HEAD")
     git(git_dir, "repack", "-a", "-d", "-q", what="git repack")
     if not bare:
-        run(
-            ["git", *GIT_FLAGS, "-C", str(dest), "reset", "-q", "--hard", "unstable"],
-            env=git_env(),
-            what="check out unstable",
-        )
+        git(None, "-C", str(dest), "reset", "-q", "--hard", "unstable", what="check out unstable")
     manifest = {
         "product": product.name,
         "recipe": recipe_digest(product),
@@ -945,7 +937,7 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except Failure as exc:
+    except CannotMeasure as exc:
         print(f"offline_source_repo: error: {exc}", file=sys.stderr)
         sys.exit(EXIT_FAILURE)
     except KeyboardInterrupt:

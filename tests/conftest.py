@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import redis
 
-from regtrack import procs
-from regtrack.runtimes.base import connect
-from regtrack.sources import cache_root
+from regtrack.bench.runtimes.base import connect
+from regtrack.core import procs
+from regtrack.targets.sources import cache_root
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ARTIFACTS = Path(__file__).parent / "artifacts"

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from regtrack.callgrind.profile import parse
+from regtrack.bench.callgrind.profile import parse
 
 # The example of the valgrind manual's "Callgrind Format Specification", with name
 # compression and relative positions added as callgrind writes them.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from regtrack import changepoints
+from regtrack.analysis import changepoints
 
 
 def test_a_five_percent_step_in_noisy_throughput_is_found_where_it_is():

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from regtrack.store import Store
+from regtrack.results.store import Store
 from tests.conftest import quiet_configs, run_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("redis_benchmark_bin")]

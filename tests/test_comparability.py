@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from regtrack import comparability
+from regtrack.results import comparability
 
 CONFIG = {
     "metric": "both",

@@ -1,7 +1,7 @@
 import pytest
 
-from regtrack.cpus import Topology, format_cpu_list, parse_cpu_list, plan_cpus
-from regtrack.errors import BadInput
+from regtrack.core.cpus import Topology, format_cpu_list, parse_cpu_list, plan_cpus
+from regtrack.core.errors import BadInput
 
 FOUR = Topology(usable=(0, 1, 2, 3), core_of={0: "0,2", 2: "0,2", 1: "1,3", 3: "1,3"})
 TWO = Topology(usable=(0, 1), core_of={0: "0", 1: "1"})

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from regtrack.errors import CannotMeasure
-from regtrack.runtimes import docker as docker_runtime
+from regtrack.bench.runtimes import docker as docker_runtime
+from regtrack.core import docker_engine
+from regtrack.core.errors import CannotMeasure
+from regtrack.targets import engine_images
 from tests.conftest import decoy_server, quiet_configs, run_cli, wait_for_trials
 
 SHORT = ["--pipelines", "10", "--duration", "1", "--warmup", "0.3", "--keys", "2000"]
@@ -23,7 +25,7 @@ SHORT = ["--pipelines", "10", "--duration", "1", "--warmup", "0.3", "--keys", "2
 @pytest.fixture(scope="module")
 def engine():
     try:
-        return docker_runtime.engine()
+        return docker_engine.engine()
     except CannotMeasure as exc:
         pytest.skip(f"no Docker engine here: {exc}")
 
@@ -32,8 +34,8 @@ def engine():
 def server_image(engine) -> str:
     """The installed redis-server imported into a minimal image (binary + libraries)."""
     binary = Path(shutil.which("redis-server") or "/usr/bin/redis-server")
-    docker_runtime.import_binary(engine, binary, "test-debian")
-    return f"{docker_runtime.IMPORTED_REPO}:test-debian"
+    engine_images.import_binary(engine, binary, "test-debian")
+    return f"{engine_images.IMPORTED_REPO}:test-debian"
 
 
 BUILDER = "regtrack-test/builder:bookworm"
@@ -42,7 +44,7 @@ BUILDER = "regtrack-test/builder:bookworm"
 @pytest.fixture(scope="module")
 def builder_image(engine, tmp_path_factory) -> str:
     """A Debian base with make and gcc, from debootstrap (no registry to pull one from)."""
-    if docker_runtime.has_image(engine, BUILDER):
+    if engine_images.has_image(engine, BUILDER):
         return BUILDER
     if not shutil.which("debootstrap"):
         pytest.skip("debootstrap is not installed (apt-get install debootstrap)")
@@ -62,7 +64,7 @@ def builder_image(engine, tmp_path_factory) -> str:
 def _our_containers() -> list[str]:
     """Names of regtrack's containers; none can exist where no engine answers."""
     try:
-        client = docker_runtime.engine()
+        client = docker_engine.engine()
     except CannotMeasure:
         return []
     return [
@@ -140,7 +142,7 @@ def test_a_commit_is_built_into_an_image_and_run(tmp_path, engine, offline_redis
     details = json.loads(details)
     assert version == "7.0.15"
     assert details["docker"]["how"] == "imported from regtrack's build"
-    assert details["docker"]["image"].startswith(docker_runtime.IMPORTED_REPO)
+    assert details["docker"]["image"].startswith(engine_images.IMPORTED_REPO)
     assert details["build"]["commit"], "the image is of an exact commit's build"
     config = json.loads(sqlite3.connect(db).execute("SELECT config FROM runs").fetchone()[0])
     assert config["docker_images"] == "build", "a mirror's tag: regtrack's build, recorded"
@@ -175,7 +177,7 @@ def test_a_failing_docker_build_is_exit_3_with_its_tail(
     tmp_path, engine, server_image, offline_redis, env
 ):
     proc = run_cli(
-        "run", "--runtime", "docker", "--builder-image", f"{docker_runtime.IMPORTED_REPO}:"
+        "run", "--runtime", "docker", "--builder-image", f"{engine_images.IMPORTED_REPO}:"
         "test-debian", "--versions", "7.0.15", "--source-repo", str(offline_redis), *SHORT,
         "--db", str(tmp_path / "r.db"), env=env, timeout=600,
     )  # fmt: skip
@@ -187,10 +189,10 @@ def test_a_failing_docker_build_is_exit_3_with_its_tail(
 
 
 def test_a_server_that_cannot_start_leaves_no_container(tmp_path, engine):
-    docker_runtime.import_binary(engine, Path("/bin/false"), "test-false")
+    engine_images.import_binary(engine, Path("/bin/false"), "test-false")
     proc = run_cli(
         "run", "--runtime", "docker", "--versions",
-        f"image:{docker_runtime.IMPORTED_REPO}:test-false", *SHORT,
+        f"image:{engine_images.IMPORTED_REPO}:test-false", *SHORT,
         "--db", str(tmp_path / "r.db"),
     )  # fmt: skip
     assert proc.returncode == 3

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from regtrack.report import figures
+from regtrack.output.report import figures
 
 CELLS = pd.DataFrame(
     [

@@ -10,9 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from regtrack import versions
-from regtrack.config import load_settings, load_thresholds, load_workload
-from regtrack.errors import BadInput
+from regtrack.core.errors import BadInput
+from regtrack.core.settings import load_settings, load_thresholds
+from regtrack.targets import versions
+from regtrack.workloads.files import load_workload
 from tests.conftest import run_cli
 
 PRESETS = sorted((Path(__file__).parent.parent / "configs" / "workloads").glob("*.toml"))

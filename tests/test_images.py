@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from regtrack import images
-from regtrack.errors import BadInput
-from regtrack.sources import UPSTREAM
-from regtrack.versions import Target
+from regtrack.core.errors import BadInput
+from regtrack.targets import images
+from regtrack.targets.sources import UPSTREAM
+from regtrack.targets.versions import Target
 
 
 def _tag(version: str, repo: str = UPSTREAM) -> Target:

@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from regtrack import analysis
-from regtrack.store import Store
+from regtrack.analysis import comparison as comparisons
+from regtrack.results.store import Store
 from tests.conftest import our_processes, run_cli, wait_for_trials
 
 pytestmark = pytest.mark.usefixtures("redis_benchmark_bin")
@@ -211,7 +211,7 @@ def test_windows_that_disagree_make_the_trial_not_repeatable(tmp_path, redis_ser
     assert rows and all(not valid and "not repeatable" in reason for valid, reason, _ in rows)
     assert all(pct is not None and pct > 0 for _, _, pct in rows)
     store = Store.open(db, create=False)
-    result = analysis.compare(store, 1, "a")
+    result = comparisons.compare(store, 1, "a")
     (record,) = [r for r in result["comparisons"] if r["metric"] == "instructions_per_op"]
     assert record["trusted"] is False
     assert any("not repeatable" in p for p in record["problems"])

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from regtrack import interrupts
-from regtrack.errors import Interrupted
+from regtrack.core import interrupts
+from regtrack.core.errors import Interrupted
 
 
 @pytest.fixture

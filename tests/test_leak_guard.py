@@ -19,8 +19,8 @@ from pathlib import Path
 
 import redis
 
-from regtrack import procs
-from regtrack.runtimes.base import connect
+from regtrack.bench.runtimes.base import connect
+from regtrack.core import procs
 from tests.conftest import our_processes, wait_for_trials
 
 

@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from regtrack.errors import BadInput, CannotMeasure
-from regtrack.loadgen import memtier
-from regtrack.loadgen.base import Aim, LoadgenBinary, LoadSpec, MixCommand
-from regtrack.runtimes.native import native_server, taskset_path
+from regtrack.bench.loadgen import memtier, memtier_argv, memtier_report
+from regtrack.bench.loadgen.base import Aim, LoadgenBinary
+from regtrack.bench.runtimes.native import native_server, taskset_path
+from regtrack.core.errors import BadInput, CannotMeasure
+from regtrack.core.records import LoadSpec, MixCommand
 
 FIXTURES = Path(__file__).parent / "fixtures" / "memtier"
 GET_P1 = "get_r7.0.15_pipeline1_c50_d1000_10s"
@@ -38,7 +39,7 @@ FAKE_BINARY = LoadgenBinary(
 
 
 def report(name: str) -> dict:
-    return memtier.parse_json((FIXTURES / f"{name}.json").read_text())
+    return memtier_report.parse_json((FIXTURES / f"{name}.json").read_text())
 
 
 def text_table(name: str) -> dict[str, dict[str, str]]:
@@ -121,7 +122,7 @@ def test_populate_keeps_only_the_sets_row():
 def test_duplicate_json_keys_keep_both_sets_rows():
     text = (FIXTURES / f"{DUP_LINE}.json").read_text()
     assert len(json.loads(text)["ALL STATS"]) == 4  # plain json.load loses the first "Sets"
-    parsed = memtier.parse_json(text)
+    parsed = memtier_report.parse_json(text)
     assert list(parsed["commands"]) == ["Sets", "Sets#2", "Gets"]
     assert parsed["commands"]["Sets"]["count"] == 129883
     assert parsed["commands"]["Sets"]["ops_per_sec"] == 43281.20
@@ -147,7 +148,7 @@ def test_duplicate_command_report_shows_memtiers_whole_second_duration_error():
     parsed = report(DUP_COMMAND)
     assert parsed["duration_s"] == 4.0
     assert parsed["last_busy_second"] == 3
-    duration = memtier.true_duration(parsed, test_time=3)
+    duration = memtier_report.true_duration(parsed, test_time=3)
     assert duration == pytest.approx(384614 / 96131.58 - 1)
     assert duration == pytest.approx(3.0009, abs=0.0005)
     # The same workload with the other breakdown, whose duration came out right:
@@ -157,23 +158,23 @@ def test_duplicate_command_report_shows_memtiers_whole_second_duration_error():
 @pytest.mark.parametrize("name", [n for n in ALL_REPORTS if n != DUP_COMMAND])
 def test_durations_that_are_right_stay_as_they_are(name):
     parsed = report(name)
-    duration = memtier.true_duration(parsed, wall_s=parsed["duration_s"] + 1.5)
+    duration = memtier_report.true_duration(parsed, wall_s=parsed["duration_s"] + 1.5)
     assert duration == pytest.approx(parsed["duration_s"], abs=0.001)
 
 
 def test_duration_is_moved_by_whole_seconds_only_into_the_asked_time():
     parsed = {"totals": {"count": 109072, "ops_per_sec": 12116418.57}, "duration_s": 0.009}
-    assert memtier.true_duration(parsed, test_time=1) == pytest.approx(1.009, abs=1e-4)
+    assert memtier_report.true_duration(parsed, test_time=1) == pytest.approx(1.009, abs=1e-4)
     parsed = {"totals": {"count": 117988, "ops_per_sec": 58859.14}, "duration_s": 2.005}
-    assert memtier.true_duration(parsed, test_time=1) == pytest.approx(1.005, abs=1e-3)
+    assert memtier_report.true_duration(parsed, test_time=1) == pytest.approx(1.005, abs=1e-3)
     # Without a test time: between the last busy second and the process's wall time.
     parsed = {
         "totals": {"count": 50000, "ops_per_sec": 50000 / 2.4},
         "duration_s": 2.4,
         "last_busy_second": 1,
     }
-    assert memtier.true_duration(parsed, wall_s=1.9) == pytest.approx(1.4)
-    assert memtier.true_duration(parsed, wall_s=0.5) is None  # nothing fits
+    assert memtier_report.true_duration(parsed, wall_s=1.9) == pytest.approx(1.4)
+    assert memtier_report.true_duration(parsed, wall_s=0.5) is None  # nothing fits
 
 
 def test_queue_mix_rows_are_named_after_the_arbitrary_commands():
@@ -234,7 +235,7 @@ def test_dashes_and_missing_fields_are_left_out():
     stats["Hsets"]["Ops/sec"] = "---"
     del stats["Hsets"]["Accumulated Latency"]
     del stats["Xadds"]["Percentile Latencies"]
-    parsed = memtier.parse_json(json.dumps(raw))
+    parsed = memtier_report.parse_json(json.dumps(raw))
     hsets = parsed["commands"]["Hsets"]
     assert "ops_per_sec" not in hsets and "p99" not in hsets
     assert hsets["avg"] == 0.393  # falls back to "Average Latency"
@@ -247,26 +248,26 @@ def test_get_set_rows_all_dashes_are_dropped():
         for key in raw["ALL STATS"][row]:
             if key not in ("Time-Serie", "Percentile Latencies"):
                 raw["ALL STATS"][row][key] = "---"
-    assert list(memtier.parse_json(json.dumps(raw))["commands"]) == ["Gets"]
+    assert list(memtier_report.parse_json(json.dumps(raw))["commands"]) == ["Gets"]
 
 
 def test_an_unsent_arbitrary_command_keeps_its_row_without_latencies():
     raw = json.loads((FIXTURES / f"{QUEUE_P1}.json").read_text())
     raw["ALL STATS"]["Hsets"].update({"Count": 0, "Ops/sec": 0.0, "Accumulated Latency": 0})
-    parsed = memtier.parse_json(json.dumps(raw))
+    parsed = memtier_report.parse_json(json.dumps(raw))
     assert parsed["commands"]["Hsets"] == {"ops_per_sec": 0.0, "count": 0}
 
 
 def test_unusable_reports_raise_clear_errors():
     with pytest.raises(ValueError, match="not valid JSON"):
-        memtier.parse_json("Json file out.json created...\n")
+        memtier_report.parse_json("Json file out.json created...\n")
     with pytest.raises(ValueError, match="not valid JSON"):
-        memtier.parse_json((FIXTURES / f"{GET_P1}.json").read_text()[:5000])  # cut short
+        memtier_report.parse_json((FIXTURES / f"{GET_P1}.json").read_text()[:5000])  # cut short
     best = (FIXTURES / f"{GET_P1}.json").read_text().replace("ALL STATS", "BEST RUN RESULTS")
     with pytest.raises(ValueError, match=r'no "ALL STATS" section.*BEST RUN RESULTS'):
-        memtier.parse_json(best)
+        memtier_report.parse_json(best)
     with pytest.raises(ValueError, match="Totals"):
-        memtier.parse_json('{"ALL STATS": {"Runtime": {}}}')
+        memtier_report.parse_json('{"ALL STATS": {"Runtime": {}}}')
 
 
 # --- stderr ------------------------------------------------------------------------------
@@ -274,8 +275,8 @@ def test_unusable_reports_raise_clear_errors():
 
 def test_error_replies_are_counted_in_a_real_stderr():
     text = (FIXTURES / f"{QUEUE_P1}.stderr.TRUNCATED.txt").read_bytes()
-    digest = memtier._digest_stderr(io.BytesIO(text))
-    assert digest.error_replies == text.decode().count(memtier.ERROR_REPLY_MARK) == 23
+    digest = memtier_report.digest_stderr(io.BytesIO(text))
+    assert digest.error_replies == text.decode().count(memtier_report.ERROR_REPLY_MARK) == 23
     assert digest.lines == 33  # under 40 lines: kept whole
     assert digest.text == text.decode().rstrip("\n")
     assert digest.connection_errors == 0
@@ -285,7 +286,7 @@ def test_a_huge_stderr_is_read_line_by_line_and_progress_lines_split_on_cr():
     error = b"server 127.0.0.1:1 handle error response: -WRONGTYPE Operation against a key\n"
     progress = b"[RUN #1 50%,   1 secs]  1 threads 50 conns: 5 ops\r"
     stream = io.BytesIO(b"Json file x created...\n" + (error + progress) * 200_000 + b"done\n")
-    digest = memtier._digest_stderr(stream)
+    digest = memtier_report.digest_stderr(stream)
     assert digest.error_replies == 200_000
     assert digest.lines == 400_002
     assert len(digest.text.splitlines()) == 41
@@ -295,7 +296,7 @@ def test_a_huge_stderr_is_read_line_by_line_and_progress_lines_split_on_cr():
 
 def test_clean_stderr_has_no_error_replies():
     text = (FIXTURES / f"{QUEUE_CLEAN}.stderr.txt").read_bytes()
-    digest = memtier._digest_stderr(io.BytesIO(text))
+    digest = memtier_report.digest_stderr(io.BytesIO(text))
     assert digest.error_replies == 0
     assert digest.connection_errors == 0
     assert "dropped" not in digest.text
@@ -314,7 +315,7 @@ def spec(**kw) -> LoadSpec:
 
 
 def test_get_sweep_argv():
-    args = memtier.argv(
+    args = memtier_argv.argv(
         aim_at(), spec(key_prefix="key:"), json_out=Path("/tmp/r.json"), test_time=10
     )
     assert args == [
@@ -351,7 +352,9 @@ def test_mix_argv_quotes_arguments_and_has_no_get_set_options():
         MixCommand(("XADD", "q", "*", "f", "__data__")),
         MixCommand(("HSET", "h:__key__", "status", "all done"), ratio=2, key_pattern="G"),
     )
-    args = memtier.argv(aim_at(), spec(commands=commands), json_out=Path("/r.json"), test_time=1)
+    args = memtier_argv.argv(
+        aim_at(), spec(commands=commands), json_out=Path("/r.json"), test_time=1
+    )
     assert args[-6:] == [
         "--command=XADD q * f __data__",
         "--command-ratio=1",
@@ -366,10 +369,10 @@ def test_mix_argv_quotes_arguments_and_has_no_get_set_options():
 
 def test_breakdown_by_line_only_when_two_commands_share_a_name():
     same = (MixCommand(("SET", "a:__key__", "__data__")), MixCommand(("set", "b:__key__", "1")))
-    args = memtier.argv(aim_at(), spec(commands=same), json_out=Path("/r.json"), test_time=1)
+    args = memtier_argv.argv(aim_at(), spec(commands=same), json_out=Path("/r.json"), test_time=1)
     assert args[-1] == "--command-stats-breakdown=line"
     differ = (MixCommand(("SET", "a:__key__", "__data__")), MixCommand(("GET", "a:__key__")))
-    args = memtier.argv(aim_at(), spec(commands=differ), json_out=Path("/r.json"), test_time=1)
+    args = memtier_argv.argv(aim_at(), spec(commands=differ), json_out=Path("/r.json"), test_time=1)
     assert "--command-stats-breakdown=line" not in args
 
 
@@ -378,7 +381,7 @@ def test_breakdown_by_line_only_when_two_commands_share_a_name():
     [(100, 3, 2, 17), (96, 3, 2, 16), (1, 50, 4, 1), (5_500_000, 50, 1, 110_000)],
 )
 def test_requests_are_per_client_rounded_up(total, clients, threads, per_client):
-    args = memtier.argv(
+    args = memtier_argv.argv(
         aim_at(), spec(clients=clients, threads=threads), json_out=Path("/r"), requests=total
     )
     assert f"--requests={per_client}" in args
@@ -387,23 +390,23 @@ def test_requests_are_per_client_rounded_up(total, clients, threads, per_client)
 
 @pytest.mark.parametrize(("asked", "sent"), [(0.2, 1), (1.0, 1), (1.4, 1), (2.5, 3), (30, 30)])
 def test_test_time_is_whole_seconds_at_least_one(asked, sent):
-    args = memtier.argv(aim_at(), spec(), json_out=Path("/r"), test_time=asked)
+    args = memtier_argv.argv(aim_at(), spec(), json_out=Path("/r"), test_time=asked)
     assert f"--test-time={sent}" in args
     assert not any(a.startswith("--requests") for a in args)
 
 
 def test_exactly_one_of_test_time_and_requests():
     with pytest.raises(ValueError, match="exactly one"):
-        memtier.argv(aim_at(), spec(), json_out=Path("/r"))
+        memtier_argv.argv(aim_at(), spec(), json_out=Path("/r"))
     with pytest.raises(ValueError, match="exactly one"):
-        memtier.argv(aim_at(), spec(), json_out=Path("/r"), test_time=1, requests=10)
+        memtier_argv.argv(aim_at(), spec(), json_out=Path("/r"), test_time=1, requests=10)
 
 
 def test_every_option_used_is_in_memtiers_help():
     help_text = (FIXTURES / "help.txt").read_text()
     mix = (MixCommand(("SET", "__key__", "__data__")), MixCommand(("SET", "x", "1")))
     for s, length in ((spec(), {"test_time": 1}), (spec(commands=mix), {"requests": 10})):
-        args = memtier.argv(aim_at(), s, json_out=Path("/r"), **length)
+        args = memtier_argv.argv(aim_at(), s, json_out=Path("/r"), **length)
         for arg in args[4:]:
             if arg.startswith("--"):
                 assert f"{arg.split('=')[0]}" in help_text, arg
@@ -497,16 +500,16 @@ TRICKY_ARGUMENTS = [
 
 @pytest.mark.parametrize("arg", TRICKY_ARGUMENTS)
 def test_command_text_splits_back_into_the_same_arguments(arg):
-    text = memtier.command_text(("SET", arg, "__data__"))
+    text = memtier_argv.command_text(("SET", arg, "__data__"))
     assert text.isascii() and text.isprintable()
     assert memtier_split(text) == [b"SET", arg.encode(), b"__data__"]
 
 
 def test_plain_arguments_are_not_quoted():
-    assert memtier.command_text(("XREADGROUP", "GROUP", "g", "c", "STREAMS", "q", ">")) == (
+    assert memtier_argv.command_text(("XREADGROUP", "GROUP", "g", "c", "STREAMS", "q", ">")) == (
         "XREADGROUP GROUP g c STREAMS q >"
     )
-    assert memtier.command_text(("SET", "a b", 'x"y', "")) == 'SET "a b" "x\\"y" ""'
+    assert memtier_argv.command_text(("SET", "a b", 'x"y', "")) == 'SET "a b" "x\\"y" ""'
 
 
 @pytest.mark.parametrize(
@@ -525,7 +528,7 @@ def test_plain_arguments_are_not_quoted():
 )
 def test_unrepresentable_commands_are_bad_input(args, why):
     with pytest.raises(BadInput, match=why):
-        memtier.command_text(args)
+        memtier_argv.command_text(args)
 
 
 @pytest.mark.parametrize(
@@ -550,7 +553,7 @@ def test_unrepresentable_commands_are_bad_input(args, why):
 )
 def test_specs_memtier_would_reject_are_bad_input(kw, why):
     with pytest.raises(BadInput, match=why):
-        memtier.argv(aim_at(), spec(**kw), json_out=Path("/r"), test_time=1)
+        memtier_argv.argv(aim_at(), spec(**kw), json_out=Path("/r"), test_time=1)
 
 
 # --- locating the binary -----------------------------------------------------------------

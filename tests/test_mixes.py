@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from regtrack import capture
-from regtrack.config import list_workloads, load_workload
-from regtrack.errors import BadInput
-from regtrack.runtimes.native import native_server
+from regtrack.bench.runtimes.native import native_server
+from regtrack.core.errors import BadInput
+from regtrack.workloads import capture
+from regtrack.workloads.files import list_workloads, load_workload
 from tests.conftest import run_cli
 
 PRESETS = ["streams-queue", "list-queue", "priority-streams", "lua-dispatch"]
@@ -163,13 +163,13 @@ def test_the_ratio_rule_names_the_command_that_drifted(tmp_path):
         ),
     )
     workload = load_workload(str(path))
-    from regtrack import workloads
+    from regtrack.workloads import points
 
     delta = {"error_replies": 0, "commands": {"set": {"calls": 500}, "get": {"calls": 2000}}}
-    problems = workloads.mix_problems(workload, delta, [1000])
+    problems = points.mix_problems(workload, delta, [1000])
     assert problems == ["GET ran 2000 times, the declared ratios expect about 500 (tolerance 10%)"]
     assert (
-        workloads.mix_problems(
+        points.mix_problems(
             workload, {"commands": {"set": {"calls": 500}, "get": {"calls": 500}}}, [1000]
         )
         == []

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from regtrack import procs, seeds
-from regtrack.runtimes.base import ImpostorError, ServerStartError, check_token
-from regtrack.runtimes.native import native_server
+from regtrack.bench import seeds
+from regtrack.bench.runtimes.base import ImpostorError, ServerStartError, check_token
+from regtrack.bench.runtimes.native import native_server
+from regtrack.core import procs
 from tests.conftest import decoy_server
 
 
@@ -101,7 +102,7 @@ def test_a_seed_is_what_the_server_reads_from_dev_urandom(redis_server):
 
 
 def test_a_seed_reaches_a_server_under_callgrind(redis_server):
-    from regtrack.callgrind import control as callgrind
+    from regtrack.bench.callgrind import control as callgrind
 
     valgrind, _ = callgrind.require()
     if seeds.native_problem():

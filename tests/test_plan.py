@@ -1,5 +1,5 @@
-from regtrack.plan import interleave, trial_count
-from regtrack.workloads import Point
+from regtrack.bench.plan import interleave, trial_count
+from regtrack.workloads.points import Point
 
 
 def _points(*depths):

@@ -2,10 +2,11 @@ from pathlib import Path
 
 import pytest
 
-from regtrack.cpus import CpuPlan
-from regtrack.errors import BadInput
-from regtrack.loadgen import redis_benchmark
-from regtrack.loadgen.base import Aim, LoadgenBinary, LoadSpec, MixCommand
+from regtrack.bench.loadgen import redis_benchmark
+from regtrack.bench.loadgen.base import Aim, LoadgenBinary
+from regtrack.core.cpus import CpuPlan
+from regtrack.core.errors import BadInput
+from regtrack.core.records import LoadSpec, MixCommand
 
 FIXTURES = Path(__file__).parent / "fixtures" / "redis-benchmark"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from regtrack import present
+from regtrack.output import tables
 from tests.conftest import ARTIFACTS, SHORT_RUN, quiet_configs, run_cli
 
 SCREENSHOTS = ARTIFACTS / "screenshots"
@@ -136,7 +136,7 @@ def test_the_run_page_draws_every_chart_and_shows_compare_numbers(measured, brow
         assert row.get_attribute("data-verdict") == rec["verdict"]
         if rec["change_pct"] is not None:
             assert float(row.get_attribute("data-change")) == pytest.approx(rec["change_pct"])
-        assert row.locator("td.change").inner_text() == present.change_text(rec)
+        assert row.locator("td.change").inner_text() == tables.change_text(rec)
     # The pooled answer per metric, and the seed every repetition's servers started with.
     pooled = page.page.locator("#pooled li")
     assert pooled.count() >= 1
@@ -244,7 +244,7 @@ def test_the_run_page_shows_the_verdicts_the_terminal_printed(tmp_path, browser)
         row = rows[(rec["metric"], rec["point"])]
         assert row.get_attribute("data-verdict") == rec["verdict"]
         assert row.get_attribute("data-candidate") == rec["candidate"] == "a"
-        assert row.locator("td.change").inner_text() == present.change_text(rec)
+        assert row.locator("td.change").inner_text() == tables.change_text(rec)
     page.clean()
 
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from regtrack import workloads
-from regtrack.config import load_settings, load_workload
-from regtrack.cpus import plan_cpus
-from regtrack.loadgen import redis_benchmark
-from regtrack.runner import Job, execute
-from regtrack.store import Store
-from regtrack.versions import parse_specs, resolve
+from regtrack.bench import setup as server_setup
+from regtrack.bench.loadgen import redis_benchmark
+from regtrack.bench.runner import Job, execute
+from regtrack.core.cpus import plan_cpus
+from regtrack.core.settings import load_settings
+from regtrack.results.store import Store
+from regtrack.targets.versions import parse_specs, resolve
+from regtrack.workloads import points
+from regtrack.workloads.files import load_workload
 
 
 def _job(server: str, **workload) -> Job:
@@ -30,9 +32,9 @@ def test_gets_that_miss_make_the_trial_invalid(
 
     def half(client, workload, loadgen):
         value = "x" * workload.data_size
-        client.mset({workloads.benchmark_key(i): value for i in range(workload.keys // 2)})
+        client.mset({points.benchmark_key(i): value for i in range(workload.keys // 2)})
 
-    monkeypatch.setattr(workloads, "populate", half)
+    monkeypatch.setattr(server_setup, "populate", half)
     store = Store.open(tmp_path / "r.db")
     job = _job(redis_server)
     run_id = store.create_run([], job.config(), {}, job.loadgen.as_dict())
@@ -44,14 +46,14 @@ def test_gets_that_miss_make_the_trial_invalid(
 
 
 def test_populate_checks_the_server_holds_every_key(redis_server):
-    from regtrack.runtimes.native import native_server
+    from regtrack.bench.runtimes.native import native_server
 
     workload = load_workload("get-pipeline", keys=2500, data_size=10)
     with native_server(redis_server, (0,)) as server:
         client = server.client()
-        workloads.populate(client, workload, "redis-benchmark")
+        server_setup.populate(client, workload, "redis-benchmark")
         assert client.dbsize() == 2500
-        assert client.get(workloads.benchmark_key(2499)) == "x" * 10
+        assert client.get(points.benchmark_key(2499)) == "x" * 10
         client.close()
 
 
@@ -73,7 +75,7 @@ def test_a_trial_records_server_and_client_evidence(tmp_path, redis_server, redi
 
 @pytest.mark.parametrize("bad", ["client_bound_cpu_pct", "contention_limit_pct"])
 def test_thresholds_are_validated(bad):
-    from regtrack.errors import BadInput
+    from regtrack.core.errors import BadInput
 
     with pytest.raises(BadInput, match=bad):
         load_settings(**{bad: 0})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from regtrack import procs
+from regtrack.core import procs
 
 
 def _samples(phases: list[tuple[float, float, float]]) -> list[tuple[float, float, float]]:
@@ -43,9 +43,9 @@ def test_too_few_samples_give_no_window():
 
 
 def test_memtier_gets_a_thread_per_client_cpu_unless_the_workload_says():
-    from regtrack.config import load_workload
-    from regtrack.workload_spec import GetPipelineWorkload
-    from regtrack.workloads import with_loadgen_threads
+    from regtrack.workloads.files import load_workload
+    from regtrack.workloads.model import GetPipelineWorkload
+    from regtrack.workloads.points import with_loadgen_threads
 
     default = GetPipelineWorkload(name="g", kind="get-pipeline")
     assert with_loadgen_threads(default, "memtier", 4).threads == 4

@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from regtrack import plan, sequential
-from regtrack.sequential import Sequential, block_values, decide, interval
-from regtrack.workloads import Point
+from regtrack.analysis import sequential
+from regtrack.analysis.sequential import Sequential, block_values, decide, interval
+from regtrack.bench import plan
+from regtrack.workloads.points import Point
 
 ALPHA = 0.05
 BLOCKS = 30

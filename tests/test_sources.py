@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from regtrack import build
-from regtrack.errors import BadInput, CannotMeasure
-from regtrack.sources import SourceRepo
-from regtrack.versions import parse_specs, resolve
+from regtrack.core.errors import BadInput, CannotMeasure
+from regtrack.targets import build
+from regtrack.targets.sources import SourceRepo
+from regtrack.targets.versions import parse_specs, resolve
 from tests.conftest import run_cli
 from tests.fakerepo import GOOD_MAKEFILE, git, make_repo
 

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from regtrack import stats
+from regtrack.analysis import stats
 
 
 def test_paired_interval_contains_the_estimate_and_shrinks_with_less_noise():

@@ -4,10 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from regtrack.errors import BadInput
-from regtrack.records import TrialRecord
-from regtrack.store import SCHEMA_VERSION, Store
-from regtrack.versions import Target
+from regtrack.core.errors import BadInput
+from regtrack.core.records import TrialRecord
+from regtrack.results.migrations import SCHEMA_VERSION
+from regtrack.results.store import Store
+from regtrack.targets.versions import Target
 from tests.conftest import run_cli
 
 

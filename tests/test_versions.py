@@ -2,8 +2,8 @@ import os
 
 import pytest
 
-from regtrack.errors import BadInput
-from regtrack.versions import parse_spec, parse_specs, resolve
+from regtrack.core.errors import BadInput
+from regtrack.targets.versions import parse_spec, parse_specs, resolve
 
 
 def test_labels_and_kinds():

@@ -1,0 +1,106 @@
+"""Where a change in instructions per operation went: per-function attribution.
+
+The table Redis developers build by hand with perf when a release regresses: which
+functions' cost per command grew, by how much, and what share of the total change that is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from regtrack.core.errors import BadInput
+from regtrack.results.store import Store
+
+
+def attribute(
+    store: Store,
+    run_id: int,
+    baseline: str,
+    candidate: str,
+    point: str | None = None,
+    top: int = 15,
+) -> list[dict[str, Any]]:
+    """Which functions' instructions per operation changed, per point, reconciled to the total.
+
+    Exclusive costs are used because they add up to the total (inclusive costs overlap).
+    Per-op costs are averaged over valid instruction trials; a function absent from a trial
+    counts as zero there, so sums of averages equal the average of totals.
+    """
+    labels = [t["label"] for t in store.targets(run_id)]
+    for label in (baseline, candidate):
+        if label not in labels:
+            raise BadInput(
+                f"{label!r} is not a version of run {run_id}: its versions are {', '.join(labels)}"
+            )
+    costs = pd.DataFrame(store.function_costs(run_id))
+    if costs.empty:
+        raise BadInput(
+            f"run {run_id} has no instruction profiles: measure with --metric instructions"
+        )
+    costs = costs[costs["target"].isin([baseline, candidate])]
+    points = list(dict.fromkeys(costs.sort_values("point_order")["point"]))
+    if point is not None:
+        if point not in points:
+            raise BadInput(
+                f"point {point!r} is not in run {run_id}: its points are {', '.join(points)}"
+            )
+        points = [point]
+    tables = []
+    for p in points:
+        here = costs[costs["point"] == p]
+        per_op: dict[str, pd.Series] = {}
+        trials: dict[str, pd.DataFrame] = {}
+        for label in (baseline, candidate):
+            mine = here[here["target"] == label]
+            trials[label] = mine.drop_duplicates("trial_id")
+            n = trials[label]["trial_id"].nunique()
+            if n == 0:
+                raise BadInput(f"{label!r} has no valid instruction trial at {p} in run {run_id}")
+            per_op[label] = (mine["exclusive"] / mine["server_calls"]).groupby(
+                mine["function"]
+            ).sum() / n
+        table = pd.DataFrame({"baseline": per_op[baseline], "candidate": per_op[candidate]})
+        table = table.fillna(0.0)
+        table["diff"] = table["candidate"] - table["baseline"]
+        total_base, total_cand = table["baseline"].sum(), table["candidate"].sum()
+        total_diff = total_cand - total_base
+        ranked = table.reindex(table["diff"].abs().sort_values(ascending=False).index)
+        shown = ranked.head(top)
+        rows = [
+            {
+                "function": name,
+                "baseline_per_op": float(r["baseline"]),
+                "candidate_per_op": float(r["candidate"]),
+                "diff_per_op": float(r["diff"]),
+                "share_pct": 100.0 * r["diff"] / total_diff if total_diff else None,
+            }
+            for name, r in shown.to_dict("index").items()
+        ]
+        rest = ranked.iloc[len(shown) :]
+        rows.append(
+            {
+                "function": f"(other {len(rest)} functions)",
+                "baseline_per_op": float(rest["baseline"].sum()),
+                "candidate_per_op": float(rest["candidate"].sum()),
+                "diff_per_op": float(rest["diff"].sum()),
+                "share_pct": 100.0 * rest["diff"].sum() / total_diff if total_diff else None,
+            }
+        )
+        tables.append(
+            {
+                "point": p,
+                "workload": str(here["workload"].iloc[0]),
+                "baseline": baseline,
+                "candidate": candidate,
+                "n_baseline": int(trials[baseline]["trial_id"].nunique()),
+                "n_candidate": int(trials[candidate]["trial_id"].nunique()),
+                "baseline_total": float(total_base),
+                "candidate_total": float(total_cand),
+                "diff_total": float(total_diff),
+                "change_pct": 100.0 * total_diff / total_base if total_base else None,
+                "functions": rows,
+            }
+        )
+    return tables

@@ -1,0 +1,125 @@
+"""From stored trials to cells: one target at one point, one metric.
+
+Invalid trials never enter a cell's value while a valid one exists. A cell with no valid
+trial still shows the median of its invalid ones, flagged, so the user sees the number and
+why it cannot be trusted instead of a silent gap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from regtrack.results.store import Store
+
+
+@dataclass(frozen=True)
+class Metric:
+    column: str
+    name: str
+    unit: str
+    higher_is_better: bool
+    modes: tuple[str, ...] = ("throughput",)  # trial kinds it comes from, first found wins
+    deterministic: bool = False  # counted, not timed: its spread is worth showing
+
+
+METRICS = (
+    Metric("ops_per_sec", "throughput", "ops/s", True),
+    Metric("lat_p50_ms", "latency_p50", "ms", False),
+    Metric("lat_p99_ms", "latency_p99", "ms", False),
+    Metric("instructions_per_op", "instructions_per_op", "Ir/op", False, ("instructions",), True),
+    Metric(
+        "syscalls_per_op", "syscalls_per_op", "syscalls/op", False, ("throughput", "instructions")
+    ),
+)
+
+
+METRIC_BY_NAME = {m.name: m for m in METRICS}
+# Metrics whose regressions fail `regtrack ci`; the others are reported with verdicts.
+
+
+GATING = ("throughput", "instructions_per_op")
+# The family-wise error rate of one comparison's gate (split over gating metrics).
+
+
+ALPHA = 0.05
+
+
+def trials_frame(store: Store, run_id: int) -> pd.DataFrame:
+    rows = store.trials(run_id)
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    frame["point_order"] = frame["params"].map(lambda p: p.get("pipeline", 0))
+    calls = frame["server_calls"].where(frame["server_calls"] > 0)
+    frame["syscalls_per_op"] = (frame["syscalls_read"] + frame["syscalls_write"]) / calls
+    return frame
+
+
+def _reasons(group: pd.DataFrame) -> list[str]:
+    reasons = group.loc[~group["valid"], "invalid_reason"].dropna()
+    # One line per kind of problem: drop the figures that differ trial to trial.
+    kinds: dict[str, int] = {}
+    for reason in reasons:
+        for part in str(reason).split("; "):
+            kind = part.split(":")[0]
+            kinds[kind] = kinds.get(kind, 0) + 1
+    return [f"{kind} ({n}x)" for kind, n in kinds.items()]
+
+
+def rows_for(frame: pd.DataFrame, metric: Metric) -> pd.DataFrame:
+    for mode in metric.modes:
+        rows = frame[frame["mode"] == mode]
+        if not rows.empty and rows[metric.column].notna().any():
+            return rows
+    return frame.iloc[0:0]
+
+
+def cells(frame: pd.DataFrame, metric: Metric) -> pd.DataFrame:
+    """One row per (workload, point, target): median of valid trials, counts, spread, and
+    the valid values by repetition (what paired intervals are built from)."""
+    out = []
+    rows = rows_for(frame, metric)
+    for (workload, point, target), group in rows.groupby(
+        ["workload", "point", "target"], sort=False
+    ):
+        valid = group[group["valid"]]
+        source = valid if not valid.empty else group
+        values = source[metric.column].dropna()
+        value = float(values.median()) if not values.empty else None
+        spread = (
+            100.0 * (values.max() - values.min()) / value if value and len(values) > 1 else None
+        )
+        by_rep = {
+            int(r): float(v)
+            for r, v in zip(valid["repetition"], valid[metric.column], strict=True)
+            if pd.notna(v)
+        }
+        busy = (
+            source["server_cpu_pct"].dropna()
+            if "server_cpu_pct" in source
+            else pd.Series(dtype=float)
+        )
+        out.append(
+            {
+                "workload": workload,
+                "point": point,
+                "point_order": int(group["point_order"].iloc[0]),
+                "target": target,
+                "metric": metric.name,
+                "value": value,
+                "min": float(values.min()) if not values.empty else None,
+                "max": float(values.max()) if not values.empty else None,
+                "spread_pct": spread,
+                "n_valid": len(valid),
+                "n_invalid": int(len(group) - len(valid)),
+                "trusted": not valid.empty,
+                "problems": _reasons(group),
+                "by_rep": by_rep,
+                # how busy the server was (median share of its CPU): a throughput is the
+                # server's capacity only when this is near 100%
+                "server_busy_pct": float(busy.median()) if not busy.empty else None,
+            }
+        )
+    return pd.DataFrame(out)

@@ -1,0 +1,327 @@
+"""Comparisons between targets: per-point cells side by side and one pooled answer per metric.
+
+Within a run, versions are compared block by block (seed-matched pairs); across runs
+(a stored baseline), by seed where both have seeds, else unpaired.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from regtrack.analysis import pooling, sequential, stats
+from regtrack.analysis.cells import ALPHA, GATING, METRICS, Metric, cells, rows_for, trials_frame
+from regtrack.core.errors import BadInput
+from regtrack.core.settings import Thresholds
+from regtrack.results.store import Store
+
+
+def _labels(store: Store, run_id: int) -> list[str]:
+    return [t["label"] for t in store.targets(run_id)]
+
+
+def comparison_settings(
+    run: dict[str, Any],
+    baseline: str | None,
+    thresholds: Thresholds | None,
+    fallback: Thresholds,
+) -> tuple[str | None, Thresholds]:
+    """The baseline and thresholds a run's verdicts are computed with: what the caller
+    asks for, else what the run stored when its command printed verdicts (so the report
+    and a later `compare` say what the terminal said), else ``fallback``."""
+    stored = (run.get("config") or {}).get("comparison") or {}
+    if thresholds is None:
+        try:
+            thresholds = Thresholds(**stored["thresholds"])
+        except (KeyError, TypeError, ValueError):  # none stored, or from another version
+            thresholds = fallback
+    return baseline or stored.get("baseline"), thresholds
+
+
+def compare(
+    store: Store,
+    run_id: int,
+    baseline: str | None = None,
+    thresholds: Thresholds | None = None,
+    metrics: tuple[Metric, ...] = METRICS,
+) -> dict[str, Any]:
+    """Every other target of a run against ``baseline`` (default: the first target).
+
+    Trials of one run were interleaved, so repetition r of the baseline and of a
+    candidate were measured side by side and can be paired (``[verdict] method``).
+    """
+    targets = _labels(store, run_id)
+    frame = trials_frame(store, run_id)
+    if frame.empty:
+        raise BadInput(f"run {run_id} has no trials to compare")
+    baseline = baseline or targets[0]
+    if baseline not in targets:
+        raise BadInput(
+            f"baseline {baseline!r} is not a version of run {run_id}: "
+            f"its versions are {', '.join(targets)}"
+        )
+    thresholds = thresholds or Thresholds()
+    result = _compare(
+        frame,
+        targets,
+        baseline,
+        paired=True,
+        method=_method(store, run_id),
+        thresholds=thresholds,
+        metrics=metrics,
+    )
+    result["run_id"] = run_id
+    return result
+
+
+def compare_runs(
+    store: Store,
+    baseline_run: int,
+    baseline_label: str,
+    candidate_run: int,
+    candidate_label: str,
+    thresholds: Thresholds | None = None,
+    metrics: tuple[Metric, ...] = METRICS,
+) -> dict[str, Any]:
+    """A candidate of one run against a stored baseline of another (unpaired intervals:
+    they were not measured side by side)."""
+    for run_id, label in ((baseline_run, baseline_label), (candidate_run, candidate_label)):
+        if label not in _labels(store, run_id):
+            raise BadInput(f"{label!r} is not a version of run {run_id}")
+    base = trials_frame(store, baseline_run)
+    cand = trials_frame(store, candidate_run)
+    base = base[base["target"] == baseline_label].copy()
+    cand = cand[cand["target"] == candidate_label].copy()
+    if base.empty or cand.empty:
+        raise BadInput("the stored baseline or the candidate has no trials to compare")
+    shown_base = (
+        baseline_label if baseline_label != candidate_label else f"{baseline_label} (stored)"
+    )
+    base["target"] = shown_base
+    frame = pd.concat([base, cand], ignore_index=True)
+    seeded = _block_key(frame) == "seed"
+    result = _compare(
+        frame,
+        [shown_base, candidate_label],
+        shown_base,
+        paired=seeded,
+        method=_method(store, candidate_run),
+        thresholds=thresholds,
+        metrics=metrics,
+    )
+    result["run_id"] = candidate_run
+    result["baseline_run_id"] = baseline_run
+    return result
+
+
+def _method(store: Store, run_id: int) -> str:
+    """The interval a run's design allows: one look at planned repetitions (t), or a
+    sequential gate that looked after every block (t-spending, regtrack.analysis.sequential)."""
+    design = store.run(run_id)["config"].get("design", "fixed")
+    return "t-spending" if design == "sequential" else "t"
+
+
+def _compare(
+    frame: pd.DataFrame,
+    targets: list[str],
+    baseline: str,
+    *,
+    paired: bool,
+    method: str = "t",
+    thresholds: Thresholds | None,
+    metrics: tuple[Metric, ...],
+) -> dict[str, Any]:
+    """Per metric and candidate: one pooled answer over the sweep (what gates), and one
+    record per point (where a change lives), both from seed-matched blocks.
+
+    Multiplicity: the gating metrics share alpha (Bonferroni over metrics and candidates);
+    within a metric the pooled test comes first and a point may be called a regression or
+    an improvement only when the pooled test found that change (gatekeeping, then
+    Bonferroni over the points), so correlated points never multiply false alarms.
+    """
+    thresholds = thresholds or Thresholds()
+    candidates = [t for t in targets if t != baseline]
+    tables = {m.name: cells(frame, m) for m in metrics}
+    tables = {name: table for name, table in tables.items() if not table.empty}
+    if not tables:
+        raise BadInput("no measured values to compare")
+    gating_metrics = [name for name in tables if name in GATING]
+    key = _block_key(frame) if paired else None
+    records: list[dict[str, Any]] = []
+    pooled: list[dict[str, Any]] = []
+    for metric in metrics:
+        table = tables.get(metric.name)
+        if table is None:
+            continue
+        family = (len(gating_metrics) if metric.name in GATING else 1) * max(1, len(candidates))
+        alpha = ALPHA / family
+        threshold = thresholds.for_metric(metric.name)
+        rows = rows_for(frame, metric)
+        indexed = {(r.workload, r.point, r.target): r for r in table.itertuples()}
+        points = table[["workload", "point", "point_order"]].drop_duplicates()
+        for workload, wpoints in points.sort_values(["workload", "point_order"]).groupby(
+            "workload", sort=False
+        ):
+            labels = list(wpoints["point"])
+            wrows = rows[rows["workload"] == workload]
+            for candidate in candidates:
+                ratios = pooling.ratios(wrows, metric, baseline, candidate, key)
+                excluded = _excluded_points(wrows, metric, baseline, candidate, labels)
+                gating_points = [p for p in labels if p not in excluded]
+                look = _look(wrows)
+                top = pooling.pooled(
+                    metric,
+                    workload,
+                    baseline,
+                    candidate,
+                    wrows,
+                    ratios,
+                    gating_points,
+                    key,
+                    alpha,
+                    method,
+                    look,
+                )
+                top.update(
+                    excluded=excluded,
+                    threshold_pct=threshold,
+                    verdict=sequential.decide(
+                        top.pop("interval"), threshold, metric.higher_is_better
+                    ),
+                    gating=metric.name in GATING,
+                )
+                pooled.append(top)
+                for p in wpoints.itertuples():
+                    base = indexed.get((workload, p.point, baseline))
+                    cand = indexed.get((workload, p.point, candidate))
+                    if base is None or cand is None:
+                        continue
+                    records.append(
+                        _record(
+                            metric,
+                            p,
+                            baseline,
+                            candidate,
+                            base,
+                            cand,
+                            ratios.get(p.point) if key else None,
+                            alpha / max(1, len(gating_points)),
+                            threshold,
+                            top,
+                            method,
+                            look,
+                        )
+                    )
+    cell_frame = pd.concat(tables.values(), ignore_index=True)
+    return {
+        "baseline": baseline,
+        "targets": targets,
+        "metrics": list(tables),
+        "cells": cell_frame,
+        "comparisons": records,
+        "pooled": pooled,
+        "method": method if key else "welch-t",
+        "alpha": ALPHA,
+    }
+
+
+def _block_key(frame: pd.DataFrame) -> str:
+    """Blocks are seed-matched pairs: the seed when every trial has one (it also matches
+    a stored baseline's repetition with a candidate's), else the repetition."""
+    if "seed" in frame and frame["seed"].notna().all():
+        return "seed"
+    return "repetition"
+
+
+def _excluded_points(
+    rows: pd.DataFrame, metric: Metric, baseline: str, candidate: str, points: list[str]
+) -> dict[str, str]:
+    """Points that must not gate: the load generator was the bottleneck in some trial."""
+    out = {}
+    both = rows[rows["target"].isin([baseline, candidate])]
+    for point in points:
+        reasons = both.loc[both["point"] == point, "invalid_reason"].dropna()
+        n = sum("client-bound" in str(r) for r in reasons)
+        if n and metric.modes[0] == "throughput":
+            out[point] = f"client-bound in {n} trials: the load generator, not Redis, was measured"
+    return out
+
+
+def _look(rows: pd.DataFrame) -> int | None:
+    """Which look of a sequential gate this is: one per block of two repetitions that
+    measured this metric, counted from the repetitions, not the valid blocks."""
+    if rows.empty:
+        return None
+    return math.ceil((int(rows["repetition"].max()) + 1) / 2)
+
+
+def _record(
+    metric: Metric,
+    p: Any,
+    baseline: str,
+    candidate: str,
+    base: Any,
+    cand: Any,
+    ratios: dict[Any, float] | None,
+    alpha: float,
+    threshold: float,
+    pooled: dict[str, Any],
+    method: str,
+    look: int | None = None,
+) -> dict[str, Any]:
+    change: Any
+    if ratios is not None:
+        change = sequential.interval(list(ratios.values()), alpha, method=method, look=look)
+    else:
+        change = stats.unpaired(list(base.by_rep.values()), list(cand.by_rep.values()), 1 - alpha)
+    if change is not None:
+        estimate = change.estimate_pct
+    elif base.value and cand.value is not None:
+        estimate = 100.0 * (cand.value / base.value - 1.0)
+    else:
+        estimate = None
+    verdict = sequential.decide(change, threshold, metric.higher_is_better)
+    problems = sorted(set(base.problems) | set(cand.problems))
+    if change is None:
+        problems.append("fewer than 2 valid repetitions on each side: no interval")
+    if verdict in ("regression", "improvement") and pooled["verdict"] != verdict:
+        problems.append(f"not called at one point: the pooled change is {pooled['verdict']}")
+        verdict = "inconclusive"
+    return {
+        "workload": p.workload,
+        "point": p.point,
+        "baseline": baseline,
+        "candidate": candidate,
+        "metric": metric.name,
+        "unit": metric.unit,
+        "higher_is_better": metric.higher_is_better,
+        "baseline_value": base.value,
+        "candidate_value": cand.value,
+        "server_busy_pct_baseline": _none_if_nan(base.server_busy_pct),
+        "server_busy_pct_candidate": _none_if_nan(cand.server_busy_pct),
+        "change_pct": estimate,
+        **pooling.bounds(change),
+        "confidence": 1 - alpha,
+        "threshold_pct": threshold,
+        "verdict": verdict,
+        "extra_repetitions": (
+            stats.extra_repetitions(change, threshold) if verdict == "inconclusive" else None
+        ),
+        "n_valid": change.n if change else 0,
+        "method": change.method if change else None,
+        "gating": p.point in pooled["points"] and pooled["gating"],
+        "n_valid_baseline": base.n_valid,
+        "n_valid_candidate": cand.n_valid,
+        "n_invalid_baseline": base.n_invalid,
+        "n_invalid_candidate": cand.n_invalid,
+        "spread_pct_baseline": _none_if_nan(base.spread_pct),
+        "spread_pct_candidate": _none_if_nan(cand.spread_pct),
+        "trusted": bool(base.trusted and cand.trusted),
+        "problems": problems,
+    }
+
+
+def _none_if_nan(value: Any) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)

@@ -1,0 +1,97 @@
+"""One workload point's values over many runs: the data behind the history pages.
+
+A series is one version spec (a branch such as ``unstable``, a tag, a binary path), from
+one source repository, measured alike (one comparability key: machine, runtime, CPUs,
+load generator, workload settings): values measured differently are never drawn as one
+line, nor searched for change points together, because their difference is the setup's.
+Each run contributes the cell value of ``cell_values.cells`` (median of valid trials), so a
+history point is the same number as that run's ``regtrack compare`` shows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from regtrack.analysis import cells as cell_values
+from regtrack.analysis import changepoints
+from regtrack.core.errors import BadInput
+from regtrack.results import comparability
+from regtrack.results.store import Store
+from regtrack.targets.versions import parse_spec
+
+METRICS = ("throughput", "latency_p99", "instructions_per_op")
+
+
+def series_name(spec: str) -> str:
+    """The spec without its label: ``a=bin:/x`` and ``b=bin:/x`` are the same code."""
+    try:
+        parsed = parse_spec(spec)
+    except BadInput:
+        return spec
+    return parsed.value if parsed.kind == "git" else f"{parsed.kind}:{parsed.value}"
+
+
+def points(
+    store: Store,
+    metrics: tuple[str, ...] = METRICS,
+    cells_by_run: dict[int, pd.DataFrame] | None = None,
+) -> pd.DataFrame:
+    """Every trusted cell of every run with trials, with what identifies its series.
+
+    ``cells_by_run``: cells already computed (a comparison's ``cells``), to reuse.
+    """
+    rows: list[dict[str, Any]] = []
+    for run in store.runs():
+        if not run.get("n_trials"):
+            continue
+        known = (cells_by_run or {}).get(run["id"])
+        frame = cell_values.trials_frame(store, run["id"]) if known is None else None
+        targets = {t["label"]: t for t in store.targets(run["id"])}
+        setup = comparability.digest(comparability.of_run(run))
+        for name in metrics:
+            if known is not None:
+                cells = known[known["metric"] == name]
+            else:
+                cells = cell_values.cells(frame, cell_values.METRIC_BY_NAME[name])
+            for cell in cells.itertuples():
+                if not cell.trusted or cell.value is None:
+                    continue
+                target = targets[cell.target]
+                rows.append(
+                    {
+                        "run_id": run["id"],
+                        "created_at": run["created_at"],
+                        "fingerprint": run.get("fingerprint") or "",
+                        "comparability": setup,
+                        "series": series_name(target["spec"]),
+                        "source_repo": target.get("source_repo") or "",
+                        "label": cell.target,
+                        "commit": target.get("commit_sha") or "",
+                        "redis_version": target.get("redis_version") or "",
+                        "workload": cell.workload,
+                        "point": cell.point,
+                        "point_order": cell.point_order,
+                        "metric": name,
+                        "value": cell.value,
+                        "min": cell.min,
+                        "max": cell.max,
+                        "n_valid": cell.n_valid,
+                    }
+                )
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    frame = frame.sort_values(["created_at", "run_id"]).reset_index(drop=True)
+    frame["change_pct"] = None
+    frame["step_before"] = None
+    frame["step_after"] = None
+    keys = ["workload", "point", "metric", "series", "source_repo", "comparability"]
+    for _, group in frame.groupby(keys, sort=False):
+        for cp in changepoints.detect(group["value"].tolist()):
+            row = group.index[cp.index]
+            frame.at[row, "change_pct"] = cp.change_pct
+            frame.at[row, "step_before"] = cp.before
+            frame.at[row, "step_after"] = cp.after
+    return frame

@@ -1,0 +1,113 @@
+"""One change over a sweep's points: per-block log ratios pooled into one interval.
+
+Blocks are seed-matched pairs (or repetitions); the points of a sweep are fixed effects
+and the block is the shared random effect, so one value per block carries the sweep
+(analysis/sequential.py holds the intervals valid under repeated looks).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from regtrack.analysis import sequential, stats
+from regtrack.analysis.cells import Metric
+
+
+def values(rows: pd.DataFrame, metric: Metric, label: str, key: str) -> dict[Any, dict]:
+    valid = rows[(rows["target"] == label) & rows["valid"] & rows[metric.column].notna()]
+    out: dict[Any, dict[str, float]] = {}
+    for point, block, value in zip(valid["point"], valid[key], valid[metric.column], strict=True):
+        if value > 0:
+            out.setdefault(point, {})[block] = math.log(float(value))
+    return out
+
+
+def ratios(
+    rows: pd.DataFrame, metric: Metric, baseline: str, candidate: str, key: str | None
+) -> dict[str, dict[Any, float]]:
+    """point -> block -> log(candidate / baseline), for blocks valid on both sides."""
+    if key is None:
+        return {}
+    base, cand = values(rows, metric, baseline, key), values(rows, metric, candidate, key)
+    out: dict[str, dict[Any, float]] = {}
+    for point, by_block in cand.items():
+        for block, value in by_block.items():
+            if block in base.get(point, {}):
+                out.setdefault(point, {})[block] = value - base[point][block]
+    return out
+
+
+def pooled(
+    metric: Metric,
+    workload: str,
+    baseline: str,
+    candidate: str,
+    rows: pd.DataFrame,
+    ratios: dict[str, dict[Any, float]],
+    points: list[str],
+    key: str | None,
+    alpha: float,
+    method: str,
+    look: int | None,
+) -> dict[str, Any]:
+    """One change over the sweep's gating points, from blocks (sequential.block_values)."""
+    interval: Any
+    if key is not None:
+        by_block: dict[Any, dict[str, float]] = {}
+        for point in points:
+            for block, value in ratios.get(point, {}).items():
+                by_block.setdefault(block, {})[point] = value
+        order = sorted(by_block, key=lambda b: first_seq(rows, key, b))
+        numbered = {i: by_block[b] for i, b in enumerate(order)}
+        values = sequential.block_values(numbered, points)
+        interval = sequential.interval(values, alpha, method=method, look=look)
+        n = len(values)
+    else:
+        # No seed-matched blocks (a stored baseline without seeds): each side's repetitions
+        # averaged over the points, then a Welch interval of the two (one look only).
+        sides = []
+        for label in (baseline, candidate):
+            logs = values(rows, metric, label, "repetition")
+            reps: dict[Any, list[float]] = {}
+            for point in points:
+                for rep, value in logs.get(point, {}).items():
+                    reps.setdefault(rep, []).append(value)
+            sides.append(
+                [math.exp(sum(v) / len(v)) for v in reps.values() if len(v) == len(points)]
+            )
+        interval = stats.unpaired(sides[0], sides[1], 1 - alpha)
+        n = min(len(sides[0]), len(sides[1]))
+    return {
+        "workload": workload,
+        "point": "pooled",
+        "baseline": baseline,
+        "candidate": candidate,
+        "metric": metric.name,
+        "unit": metric.unit,
+        "higher_is_better": metric.higher_is_better,
+        "change_pct": interval.estimate_pct if interval else None,
+        **bounds(interval),
+        "confidence": 1 - alpha,
+        "n_blocks": n,
+        "points": points,
+        "method": interval.method if interval else None,
+        "paired_by": key,
+        "interval": interval,
+    }
+
+
+def bounds(change: Any) -> dict[str, float | None]:
+    """The interval's ends and minimum detectable effect (a Welch interval has none)."""
+    return {
+        "ci_low_pct": change.low_pct if change else None,
+        "ci_high_pct": change.high_pct if change else None,
+        "mde_pct": getattr(change, "mde_pct", None) if change else None,
+    }
+
+
+def first_seq(rows: pd.DataFrame, key: str, block: Any) -> int:
+    seqs = rows.loc[rows[key] == block, "seq"]
+    return int(seqs.min()) if not seqs.empty else 0

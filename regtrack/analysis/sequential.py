@@ -1,0 +1,274 @@
+"""One pooled change per metric, valid however often the CI gate looks.
+
+The gate adds blocks (one repetition of baseline and candidate, at every point) two at a
+time and looks after each pair, stopping once the answer is decided. A fixed-n t interval
+checked at every look misses the true change far more often than its nominal 5% (in 25%
+of streams over 15 looks, see below), so each look's interval must pay for the looks before it.
+
+Pooling: points of one block share the server processes, seed and time window, so they are
+strongly correlated and carry little independent information; blocks are independent. The
+unit of inference is therefore the block: ``block_values`` averages a block's log ratios
+over the points, and the intervals treat those averages as i.i.d., roughly normal values.
+
+Two valid constructions are implemented (``method``):
+
+* ``"t-spending"`` (default): Bonferroni spending of alpha over the looks. Look k (at
+  n = look_every * k blocks) reports the exact Student t interval with n - 1 degrees of
+  freedom at level alpha_k; by the union bound the chance that any look misses is at most
+  sum alpha_k = alpha, whatever the dependence between looks and however the gate stops.
+  alpha_k = alpha / (j (j + 1)) with j = k - k0 + 1, where k0 is the first look with at least
+  3 blocks; earlier looks spend nothing and are unbounded (a t quantile with 1 degree of
+  freedom at level alpha/2 is 25, so alpha spent there is wasted). The union-bound
+  argument for a sequence of looks goes back to Robbins (1970), "Statistical methods
+  related to the law of the iterated logarithm", Ann. Math. Statist. 41(5):1397-1409;
+  spending alpha over looks is Lan & DeMets (1983), "Discrete sequential boundaries for
+  clinical trials", Biometrika 70(3):659-663 (here with Bonferroni instead of their exact
+  joint-normal boundaries, so no maximum number of looks is needed).
+* ``"lai-t-mixture"``: the t confidence sequence of Wang & Ramdas (2023), "Anytime-valid
+  t-tests and confidence sequences for Gaussian means with unknown variance" (arXiv
+  2310.03722), which replaces the flat mixture of Lai (1976), "On confidence sequences",
+  Ann. Statist. 4(2):265-280, by a N(0, 1/c) mixture over the standardised effect
+  (mean - m) / sigma, with Lai's right-Haar mixture over sigma. With V = sum (x_i - m)^2 and
+  S = sum (x_i - m), M_n(m) = sqrt(c / (n + c)) * (V / (V - S^2 / (n + c)))^(n / 2) is a
+  test martingale under mean = m (in the filtration of the scale-invariant data), so by
+  Ville's inequality {m : M_n(m) < 1/alpha} covers the mean at all n at once. Solving:
+  with SS = sum (x_i - mean)^2 and q = 1 - (alpha^2 c / (n + c))^(1/n), the set is
+  unbounded if n - q (n + c) <= 0, else |mean - m| < sqrt(q (n + c) SS / (n (n - q (n + c)))).
+  Valid at every n, not only at looks, at the price of being wider at n <= 8.
+
+Both are t-type: the half-width is a constant for each n (and look) times the sample sd.
+Why "t-spending", 1/(j (j + 1)): ``benchmarks/sequential_methods.py`` (defaults) printed
+
+    alpha=0.05, 100000 simulated normal streams, a look every 2 blocks up to 30, seed 1
+
+    half-width / sd              n=2   n=4   n=6   n=8  n=12  n=16  n=24  miss@30
+    t-mixture c=0.1              inf  3.27  2.00  1.56  1.17  0.97  0.77   0.0180
+    t-mixture c=0.25             inf  3.61  1.93  1.49  1.11  0.93  0.73   0.0196
+    t-mixture c=0.5              inf  6.03  1.97  1.46  1.08  0.90  0.71   0.0179
+    t-mixture c=1                inf   inf  2.22  1.50  1.06  0.88  0.69   0.0173
+    t-mixture c=2                inf   inf  3.73  1.70  1.09  0.88  0.68   0.0146
+    spend 6/(pi^2 k^2)         14.80  3.22  2.14  1.71  1.31  1.11  0.90   0.0422
+    spend 1/(k(k+1))           18.00  3.12  2.03  1.62  1.25  1.06  0.86   0.0390
+    spend 6/(pi^2 j^2)           inf  1.94  1.76  1.54  1.25  1.08  0.88   0.0359
+    spend 1/(j(j+1))             inf  2.09  1.72  1.48  1.19  1.03  0.85   0.0331
+    fixed-n t (naive)           8.98  1.59  1.05  0.84  0.64  0.53  0.42   0.2475
+    gs-sim 1/(j(j+1)) (ref.)     inf  2.10  1.51  1.27  1.02  0.87  0.73   0.0456
+
+    blocks to decide, 5% threshold (share decided by 30)
+                                A/A sd=0.4t -10% sd=0.4t  A/A sd=0.8t -10% sd=0.8t
+    t-mixture c=0.1               6.2  100%    4.1  100%   14.3  100%    5.5  100%
+    t-mixture c=0.25              6.2  100%    4.2  100%   13.5  100%    5.6  100%
+    t-mixture c=0.5               6.6  100%    5.0  100%   13.2  100%    6.1  100%
+    t-mixture c=1                 7.0  100%    6.0  100%   13.1  100%    6.5  100%
+    t-mixture c=2                 8.0  100%    6.2  100%   13.6  100%    7.6  100%
+    spend 6/(pi^2 k^2)            6.1  100%    3.5  100%   16.2   98%    5.2  100%
+    spend 1/(k(k+1))              6.0  100%    3.6  100%   15.4   99%    5.1  100%
+    spend 6/(pi^2 j^2)            5.1  100%    4.0  100%   15.1   98%    4.5  100%
+    spend 1/(j(j+1))              5.2  100%    4.0  100%   14.4   99%    4.6  100%
+    fixed-n t (naive)             4.0  100%    3.1  100%    7.0  100%    3.7  100%
+    gs-sim 1/(j(j+1)) (ref.)      5.0  100%    4.0  100%   11.5  100%    4.5  100%
+
+("k" spends from the first look, "j" from the first look with 3 blocks; "miss@30": share
+of streams whose interval ever excluded the true mean at a look up to 30 blocks; the
+second table: mean blocks until stats.verdict's rules decide, for an A/A stream and a 10%
+slowdown with block sd 0.4 or 0.8 times the threshold.) Among the valid, implementable
+candidates, spending 1/(j (j + 1)) is the narrowest at n = 6, within 2% of the best at
+n = 8 and within 8% at n = 4, where mixtures are bounded only for c <= 0.5 and are then at
+least 56% wider; averaged over n = 4, 6, 8, 12, 16 it is 16% narrower than the best mixture
+(c = 0.1). The mixtures are narrower from n = 8 on (c = 0.5: 1.46 vs 1.48 at n = 8, 0.90
+vs 1.03 at n = 16), which shows in the slow A/A case (13.1-13.5 vs 14.4 blocks); in the
+other three cases t-spending decides sooner (4.0-5.2 vs 4.1-8.0 blocks). Spending from
+look 1 (n = 2, 1 degree of freedom) pays off only for large effects (3.5 vs 4.0 blocks)
+and costs at every later look. The "gs-sim" row, exact group-sequential boundaries for
+this very look schedule (Lan & DeMets spending with the joint law of the t statistics,
+which is free of mean and variance; Jennison & Turnbull 2000, "Group Sequential Methods
+with Applications to Clinical Trials"), shows what the union bound leaves on the table
+(11.5 blocks in the slow A/A case); it is not offered because its boundaries are Monte
+Carlo constants, valid only at one alpha and for looks at exactly 2, 4, ... blocks.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from scipy import stats as scipy_stats
+
+from regtrack.analysis import stats
+
+METHODS = ("t-spending", "lai-t-mixture")
+# The plain Student t interval: valid for one look at a planned number of blocks (a
+# `regtrack run` without --until-decided), not for a gate that looks after every block.
+FIXED = "t"
+DEFAULT_METHOD = "t-spending"
+# Prior precision of the standardised effect in the t-mixture: c = 0.25 is bounded from
+# n = 4 on and within 6% of the narrowest c at every n from 6 to 16 blocks
+# (benchmarks/sequential_methods.py).
+LAI_C = 0.25
+# Spending starts at the first look with this many blocks (2 degrees of freedom).
+FIRST_SPENDING_BLOCKS = 3
+Z_POWER = float(scipy_stats.norm.ppf(0.80))
+
+
+@dataclass(frozen=True)
+class Sequential:
+    """A pooled change in percent with an interval valid under repeated looks.
+
+    ``low_pct`` / ``high_pct`` are ``-100.0`` / ``math.inf`` when the look cannot bound the
+    change yet. ``mde_pct``: see ``interval``.
+    """
+
+    estimate_pct: float
+    low_pct: float
+    high_pct: float
+    n: int
+    method: str
+    mde_pct: float
+    alpha: float
+
+
+def _pct(log_ratio: float) -> float:
+    if log_ratio > 700:  # beyond a float: an interval this wide is unbounded
+        return math.inf
+    return 100.0 * math.expm1(log_ratio)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values)
+
+
+def block_values(d: Mapping[int, Mapping[str, float]], points: Sequence[str]) -> list[float]:
+    """One pooled log ratio per block (ascending block number): the mean over ``points``.
+
+    Points within a block are correlated, so the block, not the trial, is the independent
+    unit. A block missing some points keeps its information via the additive two-way
+    model (block + point): each available cell is shifted by (point mean - grand mean)
+    before averaging, so a block that lacks a point with a high ratio is not pulled down.
+    Blocks with no usable point are dropped; non-finite cells count as missing; points
+    present in no block are ignored.
+    """
+    wanted = list(dict.fromkeys(points))
+    cells: dict[int, dict[str, float]] = {}
+    for block, row in d.items():
+        cells[block] = {
+            p: float(row[p])
+            for p in wanted
+            if p in row and row[p] is not None and math.isfinite(row[p])
+        }
+    present = [p for p in wanted if any(p in c for c in cells.values())]
+    if not present:
+        return []
+    point_mean = {p: _mean([c[p] for c in cells.values() if p in c]) for p in present}
+    grand = _mean(list(point_mean.values()))
+    out = []
+    for block in sorted(cells):
+        c = cells[block]
+        if not c:
+            continue
+        if len(c) == len(present):
+            out.append(_mean(list(c.values())))  # complete: the plain mean, exactly
+        else:
+            out.append(_mean([v - (point_mean[p] - grand) for p, v in c.items()]))
+    return out
+
+
+def look_alpha(k: int, alpha: float, look_every: int = 2) -> float:
+    """alpha spent at look k (1-based): alpha / (j (j + 1)), j counted from the first look
+    with FIRST_SPENDING_BLOCKS blocks; earlier looks get 0. Sums to alpha over all looks."""
+    first = math.ceil(FIRST_SPENDING_BLOCKS / look_every)
+    j = k - first + 1
+    return alpha / (j * (j + 1)) if j >= 1 else 0.0
+
+
+@functools.lru_cache(maxsize=4096)
+def t_radius(n: int, level_alpha: float) -> float:
+    """Half-width, in sample sds, of the two-sided Student t interval at ``level_alpha``."""
+    if n < 2 or level_alpha <= 0:
+        return math.inf
+    return float(scipy_stats.t.ppf(1 - level_alpha / 2, n - 1)) / math.sqrt(n)
+
+
+@functools.lru_cache(maxsize=4096)
+def lai_radius(n: int, alpha: float, c: float = LAI_C) -> float:
+    """Half-width, in sample sds, of the t-mixture confidence sequence at n values."""
+    if n < 2:
+        return math.inf
+    # q = 1 - (alpha^2 c / (n + c))^(1/n), via expm1 to keep precision when q is small.
+    q = -math.expm1((2 * math.log(alpha) + math.log(c) - math.log(n + c)) / n)
+    room = n - q * (n + c)
+    if room <= 0:
+        return math.inf
+    # SS = (n - 1) sd^2.
+    return math.sqrt(q * (n + c) * (n - 1) / (n * room))
+
+
+def radius(
+    n: int,
+    alpha: float,
+    look_every: int = 2,
+    method: str = DEFAULT_METHOD,
+    look: int | None = None,
+) -> float:
+    """Half-width in sample sds of look k = ``look``, by default ceil(n / look_every)
+    (inf: unbounded). A gate whose blocks can be invalid passes the look it is at (its
+    repetitions / look_every), so two looks never spend the same level."""
+    if method == "t-spending":
+        k = look if look is not None else math.ceil(n / look_every)
+        return t_radius(n, look_alpha(k, alpha, look_every))
+    if method == "lai-t-mixture":
+        return lai_radius(n, alpha)
+    if method == FIXED:
+        return t_radius(n, alpha)
+    raise ValueError(f"unknown sequential method {method!r}: choose one of {METHODS}")
+
+
+def interval(
+    values: Sequence[float],
+    alpha: float,
+    look_every: int = 2,
+    method: str = DEFAULT_METHOD,
+    look: int | None = None,
+) -> Sequential | None:
+    """The interval of this look for the mean of i.i.d. block values (log ratios).
+
+    Valid jointly over all looks: the chance that any look's interval, at n = look_every,
+    2 look_every, ... blocks, misses the true mean is at most ``alpha`` for normal values
+    ("t-spending" needs one call per look, at k = ceil(n / look_every); "lai-t-mixture" is
+    valid at every n). None for fewer than 2 values.
+
+    ``mde_pct`` is the minimum detectable effect of this look: the smallest true increase
+    whose interval at this n would exclude 0 with about 80% probability, taking the
+    sample sd as the truth: half_width + z_0.80 * sd / sqrt(n) on the log scale, in
+    percent (``math.inf`` when the interval is unbounded). It tells the gate whether more
+    blocks can still resolve a change of interest.
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    if look_every < 1:
+        raise ValueError(f"look_every must be at least 1, got {look_every}")
+    xs = [float(v) for v in values]
+    n = len(xs)
+    if n < 2:
+        return None
+    mean = _mean(xs)
+    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1))
+    r = radius(n, alpha, look_every, method, look)
+    if math.isinf(r):
+        return Sequential(_pct(mean), -100.0, math.inf, n, method, math.inf, alpha)
+    half = r * sd
+    mde = half + Z_POWER * sd / math.sqrt(n)
+    return Sequential(_pct(mean), _pct(mean - half), _pct(mean + half), n, method, _pct(mde), alpha)
+
+
+def decide(seq: Sequential | None, threshold_pct: float, higher_is_better: bool) -> str:
+    """regression / improvement / no change / inconclusive, by ``stats.verdict``'s rules.
+
+    The rules only need an interval that covers the truth; the sequential one covers it at
+    every look at once, so the gate may stop at the first decided look.
+    """
+    if seq is None:
+        return "inconclusive"
+    change = stats.Change(seq.estimate_pct, seq.low_pct, seq.high_pct, seq.n, seq.method)
+    return stats.verdict(change, threshold_pct, higher_is_better)

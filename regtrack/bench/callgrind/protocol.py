@@ -1,0 +1,199 @@
+"""The instruction trial: two windows of a fixed request count between callgrind's zero and dump.
+
+The measured window and its evidence (INFO deltas, CPU, syscalls) are the trial's
+(bench/trial.py); this module adds the callgrind side: instrumentation switched on only
+for the trial, an unrecorded warm-up cycle, two dumps that must agree, merged costs.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from regtrack.bench import loadgen, serverstats
+from regtrack.bench.callgrind import control as callgrind
+from regtrack.bench.callgrind.profile import Profile, parse
+from regtrack.bench.loadgen.base import LoadgenResult
+from regtrack.bench.plan import PlannedTrial
+from regtrack.bench.runtimes.base import RunningServer
+from regtrack.bench.trial import Context, measured_window, new_record
+from regtrack.core.errors import CannotMeasure
+from regtrack.core.procs import process_cpu_seconds
+from regtrack.core.records import FunctionCost, LoadSpec, TrialRecord
+
+# Under callgrind, an idle Redis still runs ~1.2M instructions per second of time-driven
+# work (serverCron etc.), about 0.8% of the count per GET when saturated at pipeline 10;
+# at 60% busy that share grows to ~1.3%, the most we accept.
+SATURATED_SERVER_CPU_PCT = 60.0
+
+
+@dataclass(frozen=True)
+class Callgrind:
+    """The callgrind session of a server started under valgrind."""
+
+    control: str
+    outdir: Path
+
+
+def instruction_trial(
+    ctx: Context,
+    server: RunningServer,
+    planned: PlannedTrial,
+    specs: list[LoadSpec],
+    session: Callgrind,
+) -> tuple[TrialRecord, Profile | None]:
+    """See _instruction_trial; a server that dies mid-trial gives an invalid trial."""
+    record = new_record(planned, "instructions")
+    pid = server.pid
+    assert pid is not None
+    try:
+        callgrind.instrument(session.control, session.outdir, pid, True, server.alive)
+        result = _instruction_trial(ctx, server, record, specs, session)
+        # Off again until the next trial: whatever runs between trials runs fast.
+        callgrind.instrument(session.control, session.outdir, pid, False, server.alive)
+        return result
+    except CannotMeasure as exc:
+        if not _dies_within(server, 2.0):
+            raise
+        record.mark_invalid(f"the server exited during the trial ({exc})")
+        return record, None
+
+
+def _dies_within(server: RunningServer, seconds: float) -> bool:
+    """Whether the server is gone (or going): a tool failing at the moment the server is
+    killed can notice before the server's exit is visible to us."""
+    deadline = time.monotonic() + seconds
+    while server.alive():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _instruction_trial(
+    ctx: Context,
+    server: RunningServer,
+    record: TrialRecord,
+    specs: list[LoadSpec],
+    session: Callgrind,
+) -> tuple[TrialRecord, Profile | None]:
+    """Instructions per operation: two windows of a fixed request count in one server.
+
+    An unrecorded warm-up first (first-touch allocations, code run once). Each window:
+    zero callgrind, run half the requests, wait until the server has run every request
+    still in flight when the load generator exited, dump. Instructions are divided by
+    the operations of that window. The two windows of one process must agree within the
+    repeatability limit, or the trial is not trusted. (Between server processes counts
+    differ more, e.g. by the random seed of the command table's hash: that is the spread
+    between repetitions, reported separately.)
+    """
+    aim = ctx.aim(server)
+    half = ctx.settings.instruction_requests // 2
+    timeout = 120 + half / 200  # callgrind runs the server ~50x slower
+    pid = server.pid
+    assert pid is not None
+    control = server.client(timeout=120)
+
+    def load(requests: int) -> LoadgenResult:
+        return loadgen.run(ctx.loadgen, aim, specs, requests=requests, timeout=timeout)
+
+    def operations(before: int, result: LoadgenResult) -> int:
+        if ctx.counts_gets:
+            return serverstats.command_calls(control, "get") - before
+        return result.requests
+
+    # The warm-up runs inside a zero/dump cycle of its own, whose dump is dropped: the
+    # first window measured after a server's first dump counts 1-2% more than every
+    # later one (seen with 7.0.15 under valgrind 3.19), so that window is the warm-up.
+    callgrind.zero(session.control, session.outdir, pid, server.alive)
+    warm = load(max(20_000, half // 2))
+    if server.alive():
+        serverstats.wait_idle(control)
+        callgrind.dump(session.control, session.outdir, pid, server.alive).unlink(missing_ok=True)
+    if warm.problem:
+        control.close()
+        record.argv, record.raw_output, record.exit_code = (
+            warm.argv,
+            warm.raw_output,
+            warm.exit_code,
+        )
+        record.mark_invalid(f"warm-up failed: {warm.problem}")
+        return record, None
+    record.warmup_s = warm.wall_s
+
+    windows: list[tuple[LoadgenResult, float | None, int]] = []
+    dumps: list[Path] = []
+
+    def one_window() -> LoadgenResult:
+        """zero, run, let in-flight requests finish, dump: one clean window."""
+        gets_before = serverstats.command_calls(control, "get") if ctx.counts_gets else 0
+        callgrind.zero(session.control, session.outdir, pid, server.alive)
+        cpu_start = process_cpu_seconds(pid)
+        result = load(half)
+        cpu_end = process_cpu_seconds(pid)
+        if not server.alive():
+            return result
+        if not serverstats.wait_idle(control):
+            result.problem = result.problem or "load generator connections never closed"
+        dumps.append(callgrind.dump(session.control, session.outdir, pid, server.alive))
+        busy = cpu_end - cpu_start if cpu_start is not None and cpu_end is not None else None
+        windows.append((result, busy, operations(gets_before, result)))
+        return result
+
+    def run() -> LoadgenResult:
+        first = one_window()
+        if first.problem or not server.alive():
+            return first
+        return loadgen.sequence([first, one_window()])
+
+    try:
+        window = measured_window(ctx, server, record, run)
+    finally:
+        control.close()
+    if window is None or len(dumps) != 2 or any(ops <= 0 for _, _, ops in windows):
+        return record, None
+    profiles = [parse(path) for path in dumps]
+    for path in dumps:
+        path.unlink(missing_ok=True)  # the costs go to the store; the dumps are large
+    profile = _merged(profiles)
+    ops = sum(o for _, _, o in windows)
+    record.instructions = profile.instructions
+    record.instructions_per_op = profile.instructions / ops
+    record.server_calls = ops  # the count the instructions belong to
+    per_window = [p.instructions / o for p, (_, _, o) in zip(profiles, windows, strict=True)]
+    record.instructions_repeat_pct = (
+        100.0 * abs(per_window[0] - per_window[1]) / (sum(per_window) / 2)
+    )
+    if record.instructions_repeat_pct > ctx.settings.repeatability_pct:
+        record.mark_invalid(
+            f"not repeatable: the two windows in one server counted "
+            f"{per_window[0]:,.1f} and {per_window[1]:,.1f} instructions/op "
+            f"({record.instructions_repeat_pct:.2f}% apart, limit "
+            f"{ctx.settings.repeatability_pct}%)"
+        )
+    busy = [b for _, b, _ in windows if b is not None]
+    wall = sum(r.wall_s for r, _, _ in windows)
+    if len(busy) == len(windows) and wall > 0:
+        record.server_cpu_pct = 100.0 * sum(busy) / wall
+    if (record.server_cpu_pct or 0) < SATURATED_SERVER_CPU_PCT:
+        record.mark_invalid(
+            f"server not saturated: it used {record.server_cpu_pct or 0:.0f}% CPU under "
+            "callgrind, so time-driven work (serverCron) inflates the count per operation"
+        )
+    return record, profile
+
+
+def _merged(profiles: list[Profile]) -> Profile:
+    """One profile whose totals and function costs are the sums of several."""
+    merged = Profile(events=list(profiles[0].events), totals={})
+    for profile in profiles:
+        for event, value in profile.totals.items():
+            merged.totals[event] = merged.totals.get(event, 0) + value
+        for ident, cost in profile.functions.items():
+            into = merged.functions.setdefault(
+                ident, FunctionCost(cost.function, cost.file, cost.object)
+            )
+            into.exclusive += cost.exclusive
+            into.inclusive += cost.inclusive
+    return merged

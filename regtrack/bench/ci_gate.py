@@ -1,0 +1,139 @@
+"""The CI gate's measuring side: candidate against a baseline measured now or stored, until decided.
+
+The baseline is measured alongside (interleaved, seed-matched) or taken from a stored run
+that was measured alike (regtrack.results.comparability). Blocks of two repetitions are
+added until every gating metric's pooled answer is decided or the budget runs out; the
+decision itself is ``analysis.gate``'s. The command line presents what comes back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager as ContextManager
+from dataclasses import dataclass
+from typing import Any
+
+from regtrack.analysis import comparison, gate
+from regtrack.bench import orchestrate
+from regtrack.bench.runner import Job
+from regtrack.core import environment
+from regtrack.core.records import Progress
+from regtrack.core.settings import Thresholds, load_settings
+from regtrack.results import comparability
+from regtrack.results.store import Store
+from regtrack.targets.versions import VersionSpec, parse_spec
+
+# What `ci` measures unless told otherwise: both metrics, at GET pipeline depths where the
+# server (not the load generator) is the bottleneck on 2 cores, short trials in many
+# blocks (block-to-block noise dominates, docs/methodology.md), two blocks to start.
+CI_DEFAULTS = {
+    "metric": "both",
+    "pipelines": "10,30",
+    "duration": 3.0,
+    "warmup": 1.0,
+    "repetitions": 4,
+    "instruction_requests": 100_000,
+}
+
+
+@dataclass
+class StoredBaseline:
+    """A baseline saved with `regtrack baseline save`: its name, run and label."""
+
+    name: str
+    run_id: int
+    label: str
+    run: dict[str, Any]
+
+
+@dataclass
+class GateRun:
+    """What one gate measured and decided, for the command line to present."""
+
+    store: Store
+    run_id: int
+    status: str
+    result: dict[str, Any]
+    decision: dict[str, Any]
+    context: dict[str, Any]
+
+
+def specs(baseline: str | None, candidate: str) -> list[VersionSpec]:
+    """Baseline and candidate as labelled specs; equal labels become baseline/candidate."""
+    cand = parse_spec(candidate)
+    if baseline is None:
+        return [cand]
+    base = parse_spec(baseline)
+    if base.label == cand.label:
+        base = VersionSpec("baseline", base.kind, base.value, base.text)
+        cand = VersionSpec("candidate", cand.kind, cand.value, cand.text)
+    return [base, cand]
+
+
+def stored_baseline(db: str | None, name: str) -> StoredBaseline:
+    """The saved baseline NAME, read before anything is built (an unknown name fails fast)."""
+    probe = Store.open(db or load_settings().database, create=False)
+    try:
+        row = probe.baseline(name)
+        return StoredBaseline(name, row["run_id"], row["label"], probe.run(row["run_id"]))
+    finally:
+        probe.close()
+
+
+def run(
+    job: Job,
+    stored: StoredBaseline | None,
+    thresholds: Thresholds,
+    force: bool,
+    budget: str,
+    max_repetitions: int,
+    db: str | None,
+    say: orchestrate.Say,
+    progress: Callable[[], ContextManager[Progress]],
+    wait: bool = True,
+) -> GateRun:
+    """Measure until decided (or the budget is spent) and decide."""
+    forced: list[str] = []
+    if stored is not None:
+        here = environment.capture(job.cpus, job.loadgen.as_dict())
+        forced = comparability.refuse_unless_forced(
+            f"baseline {stored.name!r}",
+            comparability.of_run(stored.run),
+            comparability.key(job.config(), here, job.loadgen.as_dict()),
+            force,
+            "Measure both here (--baseline SPEC)",
+        )
+    job.comparison = {
+        "baseline": job.targets[0].label,
+        "thresholds": thresholds.model_dump(),
+        "forced": forced,
+    }
+
+    def compare(st: Store, rid: int) -> dict[str, Any]:
+        if stored is None:
+            return comparison.compare(st, rid, job.targets[0].label, thresholds)
+        return comparison.compare_runs(
+            st, stored.run_id, stored.label, rid, job.targets[-1].label, thresholds
+        )
+
+    if stored is not None:  # blocks pair by seed with the stored run's: it has so many
+        max_repetitions = min(max_repetitions, stored.run["config"]["settings"]["repetitions"])
+    rule = orchestrate.sequential_rule(
+        job, budget, max(max_repetitions, job.settings.repetitions), compare
+    )
+    store, run_id, status = orchestrate.measure(job, db, say, progress, wait=wait, sequential=rule)
+    result = compare(store, run_id)
+    run_row = store.run(run_id)
+    context = {
+        "baseline": job.targets[0].spec
+        if stored is None
+        else f"{stored.label} (stored baseline {stored.name!r}, run {stored.run_id})",
+        "candidate": job.targets[-1].spec,
+        "workload": job.workload.name,
+        "repetitions": run_row["config"]["settings"]["repetitions"],
+        "stopped": rule.stopped or "budget",
+        "seeds": run_row["config"].get("seeds"),
+        "environment": run_row["environment"],
+        "forced": forced,
+    }
+    return GateRun(store, run_id, status, result, gate.gate(result), context)

@@ -1,0 +1,101 @@
+"""One measured run from a prepared Job: CPUs held, leftovers removed, the run recorded, executed.
+
+The command line calls this and presents what comes back; messages go through ``say``
+and trial progress through ``progress``, so nothing here prints or formats.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager as ContextManager
+from typing import Any
+
+from regtrack.analysis import gate
+from regtrack.bench import resume
+from regtrack.bench.job import parse_duration
+from regtrack.bench.runner import Job, Sequential, execute
+from regtrack.bench.runtimes import docker as docker_runtime
+from regtrack.core import cpulock, environment
+from regtrack.core.errors import BadInput, CannotMeasure
+from regtrack.core.records import Progress
+from regtrack.results.store import Store
+
+Say = Callable[[str], None]
+
+
+def measure(
+    job: Job,
+    db: str | None,
+    say: Say,
+    progress: Callable[[], ContextManager[Progress]] = lambda: contextlib.nullcontext(Progress()),
+    wait: bool = True,
+    resume_store: tuple[Store, int] | None = None,
+    sequential: Sequential | None = None,
+) -> tuple[Store, int, str]:
+    """Record the run (or reopen it), execute it with progress, say where the trials went.
+
+    The CPUs are held (cpulock) from before the run is recorded until it ends, so a run
+    that waits for another one's CPUs is not recorded as running meanwhile.
+    """
+    store = resume_store[0] if resume_store else Store.open(db or job.settings.database)
+    with cpulock.hold(
+        job.cpus.server + job.cpus.client,
+        wait=wait,
+        on_wait=lambda text: say(f"{text} (--no-wait to fail instead)"),
+    ):
+        if job.docker is not None:
+            for name in docker_runtime.remove_leftovers(job.docker):
+                say(f"removed container {name}, left by a regtrack that was killed")
+        if resume_store:
+            run_id = resume_store[1]
+            resume.check_resumable(store, run_id)
+            store.reopen_run(run_id)
+            say(f"resuming run {run_id}")
+        else:
+            env = environment.capture(job.cpus, job.loadgen.as_dict())
+            env["runtime"] = job.runtime
+            run_id = store.create_run(
+                ["regtrack", *sys.argv[1:]], job.config(), env, job.loadgen.as_dict()
+            )
+            say(
+                f"run {run_id}: {len(job.targets)} versions x {len(job.points)} points "
+                f"x {job.settings.repetitions} repetitions; server on CPU "
+                f"{job.cpus.server_list}, {job.loadgen.name} on CPU {job.cpus.client_list}"
+            )
+        try:
+            with progress() as shown:
+                status = execute(
+                    job, store, run_id, shown, resume=bool(resume_store), sequential=sequential
+                )
+        finally:
+            n = len(store.trials(run_id))
+            say(f"{n} trials of run {run_id} stored in {store.path}")
+    return store, run_id, status
+
+
+def sequential_rule(
+    job: Job,
+    budget: str,
+    max_repetitions: int,
+    comparison: Callable[[Store, int], dict[str, Any]],
+) -> Sequential:
+    """Blocks of two repetitions (A B, B A) while ``comparison``'s gate is undecided."""
+    if job.settings.repetitions % 2 and len(job.targets) > 1:
+        raise BadInput(
+            f"--repetitions {job.settings.repetitions}: sequential repetitions start from an "
+            "even number, so the order A B / B A stays balanced"
+        )
+    job.design = "sequential"
+    return Sequential(
+        needed=lambda store, run_id: gate.undecided_modes(comparison(store, run_id)),
+        budget_s=parse_duration(budget, "--budget"),
+        max_repetitions=max_repetitions,
+    )
+
+
+def fail_if_incomplete(store: Store, run_id: int, status: str) -> None:
+    """An incomplete run is a measurement failure (exit 3), after its results are shown."""
+    if status == "incomplete":
+        raise CannotMeasure(f"run {run_id} is incomplete: {store.run(run_id)['status_detail']}")

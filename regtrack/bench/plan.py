@@ -1,0 +1,81 @@
+"""The order of trials: interleaved so that drift hits every target alike.
+
+Repetition r visits the targets forwards when r is even and backwards when odd (A B C,
+C B A, ...), and sweeps the points ascending or descending likewise; two repetitions make
+a balanced block (A B B A) that cancels linear drift. Each visit is one server
+lifetime: servers restart between repetitions so per-process effects (memory layout,
+allocator state) become part of the measured noise instead of a hidden bias.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from regtrack.workloads.points import Point
+
+MODES_BY_METRIC = {
+    "throughput": ("throughput",),
+    "instructions": ("instructions",),
+    "both": ("throughput", "instructions"),
+}
+
+
+@dataclass(frozen=True)
+class PlannedTrial:
+    seq: int
+    repetition: int
+    target: str
+    point: Point
+
+
+@dataclass(frozen=True)
+class Visit:
+    """One server lifetime: start ``target`` (under callgrind for ``mode`` instructions),
+    set up, measure ``trials`` in order, stop."""
+
+    repetition: int
+    target: str
+    trials: tuple[PlannedTrial, ...]
+    mode: str = "throughput"
+
+
+def interleave(
+    targets: list[str],
+    points: list[Point],
+    repetitions: int,
+    modes: tuple[str, ...] = ("throughput",),
+    first: int = 0,
+    narrowed: Mapping[int, tuple[str, ...]] | None = None,
+) -> list[Visit]:
+    """Visits of repetitions ``first`` .. ``repetitions - 1``.
+
+    Within a repetition each mode visits every target before the next mode starts, so the
+    throughput trials of A and B are measured back to back. ``narrowed`` gives the modes
+    still measured in some repetitions (a sequential gate stops measuring a metric once it
+    is decided). A trial's ``seq`` depends only on its place in the full plan, so a plan
+    extended or narrowed later numbers its trials as the full plan would.
+    """
+    visits: list[Visit] = []
+    per_mode = len(targets) * len(points)
+    per_rep = len(modes) * per_mode
+    for rep in range(first, repetitions):
+        forwards = rep % 2 == 0
+        order = targets if forwards else list(reversed(targets))
+        sweep = points if forwards else list(reversed(points))
+        wanted = (narrowed or {}).get(rep, modes)
+        for m, mode in enumerate(modes):
+            if mode not in wanted:
+                continue
+            for t, target in enumerate(order):
+                seq = rep * per_rep + m * per_mode + t * len(points)
+                trials = tuple(
+                    PlannedTrial(seq=seq + i, repetition=rep, target=target, point=point)
+                    for i, point in enumerate(sweep)
+                )
+                visits.append(Visit(rep, target, trials, mode))
+    return visits
+
+
+def trial_count(visits: list[Visit]) -> int:
+    return sum(len(v.trials) for v in visits)

@@ -1,0 +1,97 @@
+"""`regtrack run --resume RUN_ID`: the same plan, the same binaries, only what is missing.
+
+A resumed run must measure what the first attempt would have measured, or its trials are
+not comparable with the ones already stored. So the job is rebuilt from the run's stored
+configuration (never from today's defaults), and resuming is refused when any binary, image
+or the load generator changed (sha256 / image id), or the machine's fingerprint did.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from regtrack.bench.loadgen.base import LoadgenBinary
+from regtrack.bench.runner import Job
+from regtrack.core import docker_engine, environment
+from regtrack.core.cpus import CpuPlan, parse_cpu_list
+from regtrack.core.digests import sha256_of
+from regtrack.core.errors import BadInput
+from regtrack.core.settings import RunSettings
+from regtrack.results.store import Store
+from regtrack.targets import engine_images
+from regtrack.targets.versions import Target
+from regtrack.workloads.model import GetPipelineWorkload, MixWorkload
+
+RESUMABLE = ("interrupted", "failed", "incomplete", "running")
+
+
+def _refuse(run_id: int, why: str) -> BadInput:
+    return BadInput(f"cannot resume run {run_id}: {why}; start a new run instead")
+
+
+def _check_file(run_id: int, what: str, path: str | None, sha256: str | None) -> None:
+    if not path or not sha256:
+        return
+    if not Path(path).is_file():
+        raise _refuse(run_id, f"{what} {path} no longer exists")
+    if sha256_of(path) != sha256:
+        raise _refuse(run_id, f"{what} {path} changed since the run started (sha256 differs)")
+
+
+def check_resumable(store: Store, run_id: int) -> dict[str, Any]:
+    """The run, if it has something missing. Checked again once its CPUs are held: the
+    regtrack that left it 'running' may have been alive and finished meanwhile."""
+    run = store.run(run_id)
+    if run["status"] not in RESUMABLE:
+        raise _refuse(run_id, f"it is {run['status']}, nothing is missing")
+    return run
+
+
+def load_job(store: Store, run_id: int) -> Job:
+    """The run's own job, checked against what is on this machine now."""
+    run = check_resumable(store, run_id)
+    config: dict[str, Any] = run["config"]
+    kinds = {"get-pipeline": GetPipelineWorkload, "mix": MixWorkload}
+    workload = kinds[config["workload"]["kind"]](**config["workload"])
+    settings = RunSettings(**config["settings"])
+    cpus = CpuPlan(
+        parse_cpu_list(config["cpus"]["server_cpus"]),
+        parse_cpu_list(config["cpus"]["client_cpus"]),
+    )
+    loadgen = LoadgenBinary(**run["loadgen"])
+    _check_file(run_id, "the load generator", loadgen.path, loadgen.sha256)
+    targets = [Target(**t) for t in config["targets"]]
+    runtime = config.get("runtime", "native")
+    client = docker_engine.engine() if runtime == "docker" else None
+    for target in targets:
+        if runtime == "docker":
+            wanted = target.details.get("docker", {}).get("image_id")
+            have = (
+                engine_images.image_digest(client, target.image)["image_id"]
+                if (target.image and engine_images.has_image(client, target.image))
+                else None
+            )
+            if wanted and have != wanted:
+                raise _refuse(run_id, f"image {target.image} of {target.label} changed or is gone")
+        else:
+            _check_file(run_id, f"{target.label}'s server", target.binary, target.binary_sha256)
+    here = environment.capture(cpus, loadgen.as_dict())
+    changed = environment.differences(run["environment"], here)
+    if changed:
+        raise _refuse(run_id, f"this machine differs from the one that started it ({changed})")
+    return Job(
+        targets=targets,
+        workload=workload,
+        settings=settings,
+        cpus=cpus,
+        loadgen=loadgen,
+        metric=config.get("metric", "throughput"),
+        runtime=runtime,
+        memory=config.get("memory"),
+        docker=client,
+        docker_images=config.get("docker_images"),
+        design=config.get("design", "fixed"),
+        narrowed={int(r): tuple(m) for r, m in config.get("narrowed", {}).items()},
+        comparison=config.get("comparison") or {},
+    )

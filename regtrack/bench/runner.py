@@ -1,0 +1,397 @@
+"""Execute a plan: start each server pinned, set up, measure, store each trial at once.
+
+Every trial is stored the moment it ends, valid or not. Whatever stops the run (a failure,
+Ctrl-C, SIGTERM) stops the servers and leaves the run marked with what happened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from regtrack.bench import seeds, setup
+from regtrack.bench import trial as measure
+from regtrack.bench.callgrind import control as callgrind
+from regtrack.bench.callgrind import protocol
+from regtrack.bench.loadgen.base import LoadgenBinary
+from regtrack.bench.plan import MODES_BY_METRIC, Visit, interleave, trial_count
+from regtrack.bench.runtimes import docker as docker_runtime
+from regtrack.bench.runtimes.base import RunningServer
+from regtrack.bench.runtimes.native import native_server
+from regtrack.core import interrupts
+from regtrack.core.cpus import CpuPlan
+from regtrack.core.errors import CannotMeasure
+from regtrack.core.records import Progress
+from regtrack.core.settings import RunSettings
+from regtrack.results.store import Store
+from regtrack.targets.versions import Target
+from regtrack.workloads import points as workload_points
+from regtrack.workloads.model import Workload
+
+CALLGRIND_START_TIMEOUT_S = 120.0
+
+
+class ServerDied(CannotMeasure):
+    """The server of one visit exited (killed, crashed): that visit ends, the run goes on."""
+
+
+@dataclass
+class Job:
+    """Everything one run needs, decided before the first server starts."""
+
+    targets: list[Target]
+    workload: Workload
+    settings: RunSettings
+    cpus: CpuPlan
+    loadgen: LoadgenBinary
+    metric: str = "throughput"  # throughput | instructions | both
+    runtime: str = "native"  # native | docker
+    memory: str | None = None  # container memory limit
+    docker: Any = None  # the Docker engine client, for --runtime docker
+    # --runtime docker: the one kind of build every version runs, official | build (images.py)
+    docker_images: str | None = None
+    points: list[workload_points.Point] = field(init=False)
+    # "fixed": the planned repetitions, looked at once; "sequential": blocks are added
+    # while a gate is undecided, so intervals must stay valid under repeated looks.
+    design: str = "fixed"
+    # Modes still measured in later repetitions, once a sequential gate decided a metric.
+    narrowed: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    # Why the servers' hash seeds are not regtrack's (None: they are; regtrack.bench.seeds).
+    seed_problem: str | None = field(init=False)
+    # The baseline label and thresholds the command printed its verdicts with, so the
+    # report and a later `compare` show the same verdicts (analysis.comparison_settings).
+    comparison: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.points = workload_points.points(self.workload)
+        if self.metric != "throughput" and self.runtime == "native":
+            callgrind.require()
+        if self.settings.seeds == "random":
+            self.seed_problem = 'random seeds were asked for (seeds = "random")'
+        elif self.runtime == "native":
+            self.seed_problem = seeds.native_problem()
+        else:
+            self.seed_problem = None
+
+    def seed(self, repetition: int) -> str | None:
+        """The seed every server of ``repetition`` starts with, or None (Redis's own)."""
+        return None if self.seed_problem else seeds.for_repetition(repetition)
+
+    @property
+    def context(self) -> measure.Context:
+        return measure.Context(
+            settings=self.settings, cpus=self.cpus, loadgen=self.loadgen, workload=self.workload
+        )
+
+    def visits(self, first: int = 0) -> list[Visit]:
+        """The plan's visits from repetition ``first`` on."""
+        return interleave(
+            [t.label for t in self.targets],
+            self.points,
+            self.settings.repetitions,
+            MODES_BY_METRIC[self.metric],
+            first,
+            self.narrowed,
+        )
+
+    def extend(self, repetitions: int, modes: tuple[str, ...]) -> None:
+        """Grow the plan to ``repetitions``; the new ones measure only ``modes``."""
+        first = self.settings.repetitions
+        self.settings = self.settings.model_copy(update={"repetitions": repetitions})
+        if set(modes) != set(MODES_BY_METRIC[self.metric]):
+            self.narrowed.update({rep: modes for rep in range(first, repetitions)})
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "runtime": self.runtime,
+            "memory": self.memory,
+            "docker_images": self.docker_images,
+            "settings": self.settings.model_dump(),
+            "workload": self.workload.model_dump(),
+            "cpus": self.cpus.as_dict(),
+            "targets": [t.as_dict() for t in self.targets],
+            "points": [p.label for p in self.points],
+            "design": self.design,
+            "narrowed": {str(rep): list(modes) for rep, modes in self.narrowed.items()},
+            "callgrind_hz": callgrind.CALLGRIND_HZ if self.metric != "throughput" else None,
+            "seeds": f"not controlled: {self.seed_problem}" if self.seed_problem else "fixed",
+            "comparison": self.comparison,
+        }
+
+
+def _binary(target: Target) -> str:
+    if not target.binary:
+        raise CannotMeasure(f"version {target.label}: no redis-server binary to run")
+    return target.binary
+
+
+def _plain_server(
+    job: Job, target: Target, run_id: int, seed: str | None = None
+) -> contextlib.AbstractContextManager:
+    """The target's server as the run's runtime starts it (a process, or a container)."""
+    if job.runtime == "docker":
+        assert target.image, f"{target.label} has no image"
+        return docker_runtime.docker_server(
+            job.docker,
+            target.image,
+            job.cpus.server,
+            run_id=run_id,
+            memory=job.memory,
+            timeout=job.settings.server_start_timeout,
+            seed=seed,
+        )
+    return native_server(
+        _binary(target), job.cpus.server, timeout=job.settings.server_start_timeout, seed=seed
+    )
+
+
+@contextlib.contextmanager
+def serve(
+    job: Job, target: Target, mode: str, run_id: int = 0, seed: str | None = None
+) -> Iterator[tuple[RunningServer, Any]]:
+    """A pinned server for one visit; under callgrind for instruction trials."""
+    if mode != "instructions":
+        with _plain_server(job, target, run_id, seed) as server:
+            yield server, None
+        return
+    valgrind, control = callgrind.require()
+    with tempfile.TemporaryDirectory(prefix="regtrack-callgrind-") as tmp:
+        outdir = Path(tmp)
+        try:
+            with native_server(
+                _binary(target),
+                job.cpus.server,
+                timeout=CALLGRIND_START_TIMEOUT_S,
+                wrapper=callgrind.wrapper(valgrind, outdir),
+                seed=seed,
+            ) as server:
+                _slow_cron(server, target)
+                yield server, protocol.Callgrind(control=control, outdir=outdir)
+        except ServerDied:
+            raise  # already names the version and the mode; the run goes on
+        except CannotMeasure as exc:
+            raise CannotMeasure(f"{target.label} under callgrind: {exc}") from None
+
+
+def _slow_cron(server: RunningServer, target: Target) -> None:
+    """hz 1 under callgrind (callgrind.CALLGRIND_HZ says why)."""
+    client = server.client(timeout=120)
+    try:
+        client.config_set("hz", callgrind.CALLGRIND_HZ)
+    except (redis.RedisError, OSError) as exc:
+        if server.alive():
+            raise CannotMeasure(f"CONFIG SET hz failed: {exc}") from None
+        raise ServerDied(f"redis-server of {target.label} exited under callgrind") from None
+    finally:
+        client.close()
+
+
+def preflight(job: Job, store: Store, run_id: int, progress: Progress) -> dict[str, int]:
+    """Start each target once, record what it reports, and fail before measuring anything."""
+    ids: dict[str, int] = {}
+    for position, target in enumerate(job.targets):
+        progress.phase(f"checking {target.label}")
+        with _plain_server(job, target, run_id) as server:
+            identity = server.server_identity()
+        workload_points.check_version(job.workload, target.label, server.version)
+        ids[target.label] = store.add_target(run_id, position, target, identity)
+    return ids
+
+
+def _finish(store: Store, run_id: int, status: str, detail: str) -> None:
+    """Record how a run ended, unless the database is what failed (then the first error
+    is the one to show, and the run stays 'running' until resumed)."""
+    with contextlib.suppress(CannotMeasure):
+        store.finish_run(run_id, status, detail)
+
+
+def remaining(visits: list[Visit], done: set[int]) -> list[Visit]:
+    """The plan without the trials already stored (for --resume); empty visits dropped."""
+    out = []
+    for visit in visits:
+        left = tuple(t for t in visit.trials if t.seq not in done)
+        if left:
+            out.append(Visit(visit.repetition, visit.target, left, visit.mode))
+    return out
+
+
+@dataclass
+class Sequential:
+    """When a run adds repetitions: until ``needed()`` says no mode needs more (every
+    answer is in), the time budget would be overrun by another block, or
+    ``max_repetitions`` is reached.
+
+    Blocks are ``step`` repetitions (2: A B then B A, balanced against drift); the runner
+    asks ``needed`` after each block (which modes' metrics are still undecided; later
+    blocks measure only those) and never decides anything itself."""
+
+    needed: Callable[[Store, int], tuple[str, ...]]
+    budget_s: float
+    max_repetitions: int
+    step: int = 2
+    stopped: str = ""  # why it stopped: decided, budget, max-repetitions
+    modes: tuple[str, ...] = ()  # what the next block measures
+
+
+def execute(
+    job: Job,
+    store: Store,
+    run_id: int,
+    progress: Progress | None = None,
+    resume: bool = False,
+    sequential: Sequential | None = None,
+) -> str:
+    """Run every visit of the plan (only the trials not stored yet, when resuming), adding
+    blocks of repetitions while ``sequential`` asks for them; returns the run's final
+    status: complete, or incomplete when a server died."""
+    progress = progress or Progress()
+    visits = job.visits()
+    if resume:
+        visits = remaining(visits, store.trial_seqs(run_id))
+    by_label = {t.label: t for t in job.targets}
+    lost: list[str] = []
+    try:
+        if resume:
+            target_ids = {t["label"]: t["id"] for t in store.targets(run_id)}
+        else:
+            target_ids = preflight(job, store, run_id, progress)
+        total = trial_count(visits)
+        progress.started(total)
+        started = time.monotonic()
+        while True:
+            for visit in visits:
+                interrupts.check()
+                try:
+                    _run_visit(
+                        job, store, run_id, visit, by_label[visit.target], target_ids, progress
+                    )
+                except ServerDied as exc:
+                    lost.append(str(exc))
+                    progress.note(f"{exc}; the rest of that visit is skipped, the run goes on")
+            if sequential is None or not _another_block(
+                job, store, run_id, sequential, started, progress
+            ):
+                break
+            first = job.settings.repetitions
+            job.extend(first + sequential.step, sequential.modes)
+            store.update_config(run_id, job.config())
+            visits = job.visits(first)
+            total += trial_count(visits)
+            progress.started(total)
+    except KeyboardInterrupt:
+        _finish(store, run_id, "interrupted", "stopped by the user; measured trials are kept")
+        raise
+    except CannotMeasure as exc:
+        _finish(store, run_id, "failed", str(exc))
+        raise
+    except BaseException as exc:
+        _finish(store, run_id, "failed", f"{type(exc).__name__}: {exc}")
+        raise
+    missing = trial_count(remaining(job.visits(), store.trial_seqs(run_id)))
+    if missing:
+        detail = (
+            f"{missing} planned trials not measured ({'; '.join(dict.fromkeys(lost))}); "
+            f"regtrack run --resume {run_id} measures them"
+        )
+        store.finish_run(run_id, "incomplete", detail)
+        return "incomplete"
+    store.finish_run(run_id, "complete")
+    return "complete"
+
+
+def _another_block(
+    job: Job, store: Store, run_id: int, rule: Sequential, started: float, progress: Progress
+) -> bool:
+    """Whether to measure one more block: not decided, within budget and cap."""
+    reps = job.settings.repetitions
+    rule.modes = rule.needed(store, run_id)
+    if not rule.modes:
+        rule.stopped = "decided"
+        return False
+    if reps + rule.step > rule.max_repetitions:
+        rule.stopped = "max-repetitions"
+        progress.note(f"undecided after {reps} repetitions, the most allowed (--max-repetitions)")
+        return False
+    elapsed = time.monotonic() - started
+    per_block = elapsed / max(1, reps) * rule.step
+    if elapsed + per_block > rule.budget_s:
+        rule.stopped = "budget"
+        progress.note(
+            f"undecided after {reps} repetitions ({elapsed / 60:.1f} min); another block "
+            f"(~{per_block / 60:.1f} min) would overrun the {rule.budget_s / 60:.0f} min budget"
+        )
+        return False
+    progress.note(
+        f"undecided after {reps} repetitions: measuring {rule.step} more ({', '.join(rule.modes)})"
+    )
+    return True
+
+
+def _run_visit(
+    job: Job,
+    store: Store,
+    run_id: int,
+    visit: Visit,
+    target: Target,
+    target_ids: dict[str, int],
+    progress: Progress,
+) -> None:
+    rep = f"rep {visit.repetition + 1}/{job.settings.repetitions}"
+    under = " under callgrind" if visit.mode == "instructions" else ""
+    progress.phase(f"{rep} · starting {target.label}{under}")
+    seed = job.seed(visit.repetition)
+    with serve(job, target, visit.mode, run_id, seed) as (server, session):
+        progress.phase(f"{rep} · setting up {target.label}{under}")
+        client = server.client(timeout=600)
+        try:
+            saved = setup.prepare_server(client, job.workload, job.loadgen.name)
+        except (redis.RedisError, OSError):
+            if server.alive():
+                raise
+            raise ServerDied(
+                f"redis-server of {target.label} exited while setting up{under}"
+            ) from None
+        finally:
+            client.close()
+        for planned in visit.trials:
+            progress.phase(f"{rep} · {target.label} · {planned.point.label}{under}")
+            specs = workload_points.load_specs(job.workload, planned.point, job.loadgen.name, saved)
+            functions = None
+            try:
+                if session is None:
+                    record = measure.throughput_trial(job.context, server, planned, specs)
+                else:
+                    record, profile = protocol.instruction_trial(
+                        job.context, server, planned, specs, session
+                    )
+                    functions = list(profile.by_key().values()) if profile else None
+            except (redis.RedisError, CannotMeasure, OSError) as exc:
+                alive = server.alive()
+                if alive and not isinstance(exc, redis.RedisError):
+                    raise
+                # A server that died, or that refuses us (max clients, a stalled server
+                # timing out): this trial cannot be trusted; the reason says why.
+                what = "server died" if not alive else "server refused the trial"
+                record = measure.new_record(planned, visit.mode)
+                record.mark_invalid(f"{what}: {' '.join(str(exc).split())[:200]}")
+            record.seed = seed
+            died = not server.alive()
+            if died and "server died" not in (record.invalid_reason or ""):
+                record.mark_invalid(
+                    f"server died: redis-server of {target.label} exited during the trial"
+                )
+            store.add_trial(run_id, target_ids[target.label], record, functions)
+            progress.trial_done(record)
+            interrupts.check()
+            if died:
+                raise ServerDied(
+                    f"redis-server of {target.label} exited during {planned.point.label}{under}"
+                )

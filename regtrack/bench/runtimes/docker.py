@@ -1,0 +1,231 @@
+"""Servers in Docker containers, pinned with --cpuset-cpus, on the host network, removed for sure.
+
+Which image each version runs is decided and made in ``regtrack.targets`` (images.py,
+engine_images.py, image_build.py); this module only starts and stops containers.
+
+Every container carries the labels ``regtrack.run`` (run id) and ``regtrack.pid`` (the
+regtrack process), so leftovers of a killed regtrack can be found and removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from regtrack.bench import seeds
+from regtrack.bench.runtimes.base import (
+    ImpostorError,
+    PortRace,
+    RunningServer,
+    ServerStartError,
+    check_token,
+    connect,
+)
+from regtrack.core.cpus import format_cpu_list
+from regtrack.core.docker_engine import short
+from regtrack.core.errors import BadInput, CannotMeasure
+from regtrack.core.procs import free_port
+from regtrack.targets.engine_images import IMPORTED_REPO
+
+RUN_LABEL = "regtrack.run"
+PID_LABEL = "regtrack.pid"
+HOST = "127.0.0.1"
+TOKEN_ROOT = "/regtrack"  # each container's `dir` is TOKEN_ROOT/<its name>
+PORT_ATTEMPTS = 3
+
+
+def server_command(port: int, token_dir: str) -> list[str]:
+    """redis-server from the image's PATH: the official images' entrypoint recognises it,
+    regtrack's imported images put it on PATH. No persistence, loopback only; ``dir`` is
+    the container's own directory (the token check_token reads back)."""
+    return [
+        "redis-server", "--port", str(port), "--bind", HOST, "--protected-mode", "yes",
+        "--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", token_dir,
+        "--logfile", "",
+    ]  # fmt: skip
+
+
+def _affinity(pid: int) -> str:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Cpus_allowed_list:"):
+            return line.split(":", 1)[1].strip()
+    return "?"
+
+
+def remove_leftovers(client: Any, all_of_them: bool = False) -> list[str]:
+    """Remove regtrack containers whose regtrack process is gone (killed with -9), or
+    every regtrack container with ``all_of_them``."""
+    removed = []
+    for container in client.containers.list(all=True, filters={"label": RUN_LABEL}):
+        pid = container.labels.get(PID_LABEL, "")
+        owner_alive = pid.isdigit() and Path(f"/proc/{pid}").exists()
+        if owner_alive and not all_of_them:
+            continue  # a live regtrack's (this one's, or a concurrent run's)
+        with contextlib.suppress(Exception):
+            container.remove(force=True)
+            removed.append(container.name)
+    return removed
+
+
+@contextlib.contextmanager
+def docker_server(
+    client: Any,
+    image: str,
+    cpus: tuple[int, ...],
+    *,
+    run_id: int | str,
+    memory: str | None = None,
+    timeout: float = 30.0,
+    seed: str | None = None,
+) -> Iterator[RunningServer]:
+    """A container of ``image`` pinned to ``cpus``, for the duration of the block; with
+    ``seed``, a read-only bind mount puts that seed's bytes on /dev/urandom (regtrack.bench.seeds).
+    Its ``dir`` is a directory of its own, read back before it is used (check_token)."""
+    with tempfile.TemporaryDirectory(prefix="regtrack-seed-") as tmp:
+        volumes: dict[str, dict[str, str]] = {}
+        if seed is not None:
+            Path(tmp).chmod(0o755)  # the official images run redis-server as user redis
+            path = seeds.write_file(Path(tmp), seed)
+            volumes[str(path)] = {"bind": "/dev/urandom", "mode": "ro"}
+        container, server = _start(client, image, cpus, run_id, memory, timeout, volumes)
+        try:
+            yield server
+        finally:
+            _remove(container)
+
+
+def _remove(container: Any) -> None:
+    with contextlib.suppress(Exception):
+        container.remove(force=True)
+
+
+def _start(
+    client: Any,
+    image: str,
+    cpus: tuple[int, ...],
+    run_id: int | str,
+    memory: str | None,
+    timeout: float,
+    volumes: dict[str, dict[str, str]],
+) -> tuple[Any, RunningServer]:
+    """Start the container on a free port; a port lost to another process (the host
+    network: the server cannot bind it, or another server answers on it, which the token
+    shows) is retried on another port."""
+    import docker
+
+    last: PortRace | None = None
+    for _ in range(PORT_ATTEMPTS):
+        port = free_port(HOST)
+        name = f"regtrack-{run_id}-{uuid.uuid4().hex[:8]}"
+        token_dir = f"{TOKEN_ROOT}/{name}"
+        try:
+            container = client.containers.run(
+                image,
+                command=server_command(port, token_dir),
+                name=name,
+                detach=True,
+                network_mode="host",
+                cpuset_cpus=format_cpu_list(cpus),
+                mem_limit=memory,
+                labels={RUN_LABEL: str(run_id), PID_LABEL: str(os.getpid())},
+                # its own tmpfs as `dir`: the token, writable by the image's redis user
+                tmpfs={"/data": "", token_dir: "mode=1777"},
+                volumes=volumes,
+            )
+        except docker.errors.ImageNotFound:
+            raise CannotMeasure(f"image {image} is not present") from None
+        except docker.errors.APIError as exc:
+            raise ServerStartError(f"container of {image} did not start: {short(exc)}") from None
+        try:
+            server = _wait_ready(container, port, image, cpus, timeout, token_dir)
+        except PortRace as exc:
+            _remove(container)
+            last = exc
+            continue
+        except BaseException:
+            _remove(container)
+            raise
+        return container, server
+    raise ServerStartError(str(last))
+
+
+def _wait_ready(
+    container: Any, port: int, image: str, cpus: tuple[int, ...], timeout: float, token_dir: str
+) -> RunningServer:
+    deadline = time.monotonic() + timeout
+    client = connect(HOST, port, timeout=2.0)
+    try:
+        while time.monotonic() < deadline:
+            container.reload()
+            if container.status in ("exited", "dead"):
+                logs = container.logs(tail=5).decode(errors="replace").strip().replace("\n", " | ")
+                lost = "Address already in use" in logs  # the host network: a port race
+                raise (PortRace if lost else ServerStartError)(
+                    f"container of {image} exited: {logs}"
+                )
+            try:
+                if client.ping():
+                    check_token(client, port, token_dir)
+                    break
+            except (redis.ConnectionError, redis.TimeoutError):
+                pass
+            except redis.ResponseError as exc:  # LOADING, or a password-protected impostor
+                if "LOADING" not in str(exc):
+                    raise ImpostorError(f"port {port} answered PING with an error: {exc}") from None
+            time.sleep(0.05)
+        else:
+            raise ServerStartError(
+                f"container of {image} did not answer PING within {timeout:.0f} s"
+            )
+        info = client.info("server")
+    finally:
+        client.close()
+    pid = int(container.attrs["State"]["Pid"])
+    wanted = format_cpu_list(cpus)
+    actual = _affinity(pid)
+    if actual != wanted:
+        raise CannotMeasure(
+            f"container of {image} runs on CPUs {actual}, not {wanted}: the engine ignored "
+            "--cpuset-cpus (cgroup cpuset controller missing?); use --runtime native"
+        )
+
+    def alive() -> bool:
+        return Path(f"/proc/{pid}").exists()
+
+    info = dict(info)
+    info["container"] = {"id": container.id, "name": container.name, "cpuset": actual}
+    return RunningServer(
+        host=HOST, port=port, pid=pid, info=info, token_dir=token_dir, is_alive=alive
+    )
+
+
+def describe_engine(client: Any) -> dict[str, Any]:
+    """For `regtrack doctor`: the engine, regtrack's and redis images, leftover containers."""
+    version = client.version()
+    images = [
+        {"tags": i.tags, "id": i.short_id}
+        for i in client.images.list()
+        if any(t.startswith((IMPORTED_REPO, "redis:")) for t in i.tags)
+    ]
+    leftovers = [
+        {"name": c.name, "status": c.status, "run": c.labels.get(RUN_LABEL)}
+        for c in client.containers.list(all=True, filters={"label": RUN_LABEL})
+    ]
+    return {"version": version.get("Version"), "images": images, "leftovers": leftovers}
+
+
+def check_metric(metric: str) -> None:
+    if metric != "throughput":
+        raise BadInput(
+            "--metric instructions needs --runtime native: callgrind runs the server under "
+            "valgrind, which the containers here do not have; run the same versions with "
+            "--runtime native (they are built from source)"
+        )

@@ -1,0 +1,261 @@
+"""One trial against a running server: the measured window and the evidence around it.
+
+Two kinds of trial share one window: the server's own counters (INFO deltas), CPU use of
+the pinned CPUs, and the server's read/write syscalls are taken around every load
+generator run. A throughput trial is warmed up and timed here; an instruction trial runs
+a fixed request count between callgrind's zero and dump (callgrind/protocol.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from regtrack.bench import loadgen, serverstats
+from regtrack.bench.loadgen import builtin, redis_benchmark
+from regtrack.bench.loadgen.base import Aim, LoadgenBinary, LoadgenResult
+from regtrack.bench.plan import PlannedTrial
+from regtrack.bench.runtimes.base import RunningServer
+from regtrack.core import procs
+from regtrack.core.cpus import CpuPlan
+from regtrack.core.procs import CpuTimes, contention_pct, process_cpu_seconds
+from regtrack.core.records import LoadSpec, TrialRecord
+from regtrack.core.settings import RunSettings
+from regtrack.workloads import points
+from regtrack.workloads.model import GetPipelineWorkload, Workload
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every trial of a run shares."""
+
+    settings: RunSettings
+    cpus: CpuPlan
+    loadgen: LoadgenBinary
+    workload: Workload
+
+    def aim(self, server: RunningServer) -> Aim:
+        return Aim(
+            self.loadgen, server.host, server.port, self.cpus.client, server.alive, server.pid
+        )
+
+    @property
+    def counts_gets(self) -> bool:
+        """GET sweeps count operations on the server (GET calls); mixes trust the load
+        generator's count, because commands inside scripts are counted by the server too."""
+        return isinstance(self.workload, GetPipelineWorkload)
+
+
+def syscalls(pid: int | None) -> tuple[int, int] | None:
+    """(read, write) syscalls the process made so far, from /proc/<pid>/io."""
+    if pid is None:
+        return None
+    try:
+        fields = dict(
+            line.split(":", 1) for line in Path(f"/proc/{pid}/io").read_text().splitlines()
+        )
+        return int(fields["syscr"]), int(fields["syscw"])
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def new_record(planned: PlannedTrial, mode: str) -> TrialRecord:
+    return TrialRecord(
+        seq=planned.seq,
+        repetition=planned.repetition,
+        target_label=planned.target,
+        workload=planned.point.workload,
+        point=planned.point.label,
+        params=planned.point.params,
+        started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        mode=mode,
+    )
+
+
+def _reply_checks(
+    ctx: Context, record: TrialRecord, delta: dict[str, Any], result: LoadgenResult
+) -> None:
+    """The server's counters against what the load generator says it did."""
+    if ctx.counts_gets:
+        record.server_calls = int(delta["commands"].get("get", {}).get("calls", 0))
+        for problem in points.reply_problems(delta):
+            record.mark_invalid(problem)
+        if not result.problem and record.server_calls < result.requests:
+            record.mark_invalid(
+                f"the server counted {record.server_calls} GET calls, "
+                f"the load generator claims {result.requests}"
+            )
+        return
+    assert not isinstance(ctx.workload, GetPipelineWorkload)
+    record.server_calls = int(sum(c.get("calls", 0) for c in delta["commands"].values()))
+    for problem in points.mix_problems(ctx.workload, delta, result.requests_per_process):
+        record.mark_invalid(problem)
+
+
+def measured_window(
+    ctx: Context,
+    server: RunningServer,
+    record: TrialRecord,
+    run: Callable[[], LoadgenResult],
+) -> LoadgenResult | None:
+    """Run the load once with the server's evidence taken around it.
+
+    Fills every figure of ``record`` both trial kinds share; returns the load generator's
+    result, or None if the server was lost.
+    """
+    client = server.client()
+    try:
+        before = serverstats.snapshot(client)
+        io_before = syscalls(server.pid)
+        server_cpus_before = CpuTimes.read(ctx.cpus.server)
+        client_cpus_before = CpuTimes.read(ctx.cpus.client)
+        # The server's CPU time is read right around the load generator, so that the
+        # share is of the measured run alone (not of callgrind's zero/dump round trips).
+        cpu_start = process_cpu_seconds(server.pid) if server.pid else None
+        result = run()
+        cpu_end = process_cpu_seconds(server.pid) if server.pid else None
+        server_cpus_after = CpuTimes.read(ctx.cpus.server)
+        client_cpus_after = CpuTimes.read(ctx.cpus.client)
+        io_after = syscalls(server.pid)
+        after = serverstats.snapshot(client) if server.alive() else None
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        record.mark_invalid(f"lost the server during the trial: {exc}")
+        return None
+    finally:
+        client.close()
+
+    record.argv, record.raw_output = result.argv, result.raw_output
+    record.exit_code, record.requests = result.exit_code, result.requests
+    record.wall_s = result.wall_s
+    record.ops_per_sec = result.ops_per_sec
+    record.latency_ms = result.latency_ms
+    record.client_cpu_pct = result.client_cpu_pct
+    record.per_command = result.per_command
+    record.steal_pct = max(
+        server_cpus_after.steal_pct_since(server_cpus_before),
+        client_cpus_after.steal_pct_since(client_cpus_before),
+    )
+    record.valid = True
+    if result.problem:
+        record.mark_invalid(result.problem)
+    if after is None:
+        record.mark_invalid("the server exited during the trial")
+        return None
+
+    delta = serverstats.delta(before, after)
+    record.server_stats = delta
+    if cpu_start is not None and cpu_end is not None and result.wall_s > 0:
+        record.server_cpu_pct = 100.0 * (cpu_end - cpu_start) / result.wall_s
+    else:
+        record.server_cpu_pct = delta["server_cpu_pct"]
+    # Both shares over the load generator's measured window, when it can be placed: over
+    # its whole life, its start-up and teardown (memtier spends ~1 s there) read as idle.
+    window = procs.busiest_window(result.samples, result.measured_s or 0.0)
+    if window is not None:
+        record.client_cpu_pct = window[0]
+        if window[1] is not None:
+            record.server_cpu_pct = window[1]
+    record.keyspace_hits = int(delta["keyspace_hits"])
+    record.keyspace_misses = int(delta["keyspace_misses"])
+    record.error_replies = int(delta["error_replies"])
+    if io_before and io_after:
+        record.syscalls_read = io_after[0] - io_before[0]
+        record.syscalls_write = io_after[1] - io_before[1]
+    _reply_checks(ctx, record, delta, result)
+    record.contention_pct = max(
+        contention_pct(
+            server_cpus_before,
+            server_cpus_after,
+            delta["server_cpu_s"],
+            result.wall_s,
+            len(ctx.cpus.server),
+        ),
+        contention_pct(
+            client_cpus_before,
+            client_cpus_after,
+            result.client_cpu_s,
+            result.wall_s,
+            len(ctx.cpus.client),
+        ),
+    )
+    return result
+
+
+def throughput_trial(
+    ctx: Context, server: RunningServer, planned: PlannedTrial, specs: list[LoadSpec]
+) -> TrialRecord:
+    """Warm-up (not recorded), then about ``duration`` seconds of load."""
+    record = new_record(planned, "throughput")
+    aim = ctx.aim(server)
+    settings = ctx.settings
+    timeout = 60 + 10 * (settings.duration + settings.warmup)
+    if ctx.loadgen.name == redis_benchmark.NAME:
+        # redis-benchmark runs a request count: the warm-up measures the rate that sizes it.
+        warm = redis_benchmark.warm_up(aim, specs[0], settings.warmup)
+        record.warmup_s = warm.seconds
+        if warm.rate is None:
+            failed = warm.failure
+            assert failed is not None
+            record.argv, record.raw_output = failed.argv, failed.raw_output
+            record.exit_code = failed.exit_code
+            record.mark_invalid(f"warm-up failed: {failed.problem}")
+            if not server.alive():
+                record.mark_invalid("the server exited during the warm-up")
+            return record
+        requests = redis_benchmark.requests_for(settings.duration, warm.rate)
+
+        def run() -> LoadgenResult:
+            return loadgen.run(ctx.loadgen, aim, specs, requests=requests, timeout=timeout)
+
+    else:
+        if settings.warmup > 0:
+            warm_result = loadgen.run(
+                ctx.loadgen, aim, specs, seconds=settings.warmup, timeout=timeout
+            )
+            record.warmup_s = warm_result.wall_s
+            if warm_result.problem:
+                record.argv, record.raw_output = warm_result.argv, warm_result.raw_output
+                record.mark_invalid(f"warm-up failed: {warm_result.problem}")
+                return record
+
+        def run() -> LoadgenResult:
+            return loadgen.run(ctx.loadgen, aim, specs, seconds=settings.duration, timeout=timeout)
+
+    if measured_window(ctx, server, record, run) is None:
+        return record
+    limit = settings.contention_limit_pct
+    if record.contention_pct is not None and record.contention_pct > limit:
+        record.mark_invalid(
+            f"contended: other processes used {record.contention_pct:.0f}% of the pinned CPUs "
+            f"(limit {limit:.0f}%), so stop other work on this machine"
+        )
+    threads = sum(s.threads for s in specs)
+    capacity = 100.0 * min(threads, len(aim.cpus))
+    threshold = settings.client_bound_cpu_pct * capacity / 100.0
+    if (record.client_cpu_pct or 0) >= threshold:
+        record.mark_invalid(
+            f"client-bound: the load generator used {record.client_cpu_pct:.0f}% CPU "
+            f"(limit {threshold:.0f}%), so this measures the client, not Redis"
+        )
+    elif (
+        points.saturates(ctx.workload)
+        and record.valid
+        and record.server_cpu_pct is not None
+        and record.server_cpu_pct < settings.server_bound_cpu_pct
+    ):
+        # A saturation workload measures the server's capacity only when the server is the
+        # bottleneck; the load generator was not (that would be client-bound) either.
+        record.mark_invalid(
+            f"not server-bound: server busy {record.server_cpu_pct:.0f}%, load generator "
+            f"{record.client_cpu_pct or 0:.0f}% (client-bound at {threshold:.0f}%): neither "
+            "was saturated, so this is not the server's capacity (too few connections or "
+            "too small a pipeline, or the machine was slowed from outside)"
+        )
+    if ctx.loadgen.name == builtin.NAME:
+        record.mark_invalid(builtin.THROUGHPUT_CAVEAT)
+    return record

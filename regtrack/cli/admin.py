@@ -1,0 +1,92 @@
+"""Commands around measuring: doctor (this machine), mix capture, saved baselines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from regtrack.bench import doctor as diagnose
+from regtrack.cli.group import EXIT_CODES_HELP, cli
+from regtrack.cli.options import db_option
+from regtrack.core.errors import BadInput
+from regtrack.core.settings import load_settings
+from regtrack.results import comparability
+from regtrack.results.store import Store
+from regtrack.targets import versions
+from regtrack.workloads import capture
+
+
+@cli.command(epilog=EXIT_CODES_HELP)
+@click.option("--clean", is_flag=True, help="Remove regtrack containers left behind.")
+def doctor(clean: bool) -> None:
+    """What this machine offers for measuring: CPUs, tools, the Docker engine, leftovers."""
+    for line in diagnose.report(clean):
+        click.echo(line)
+
+
+@cli.group()
+def mix() -> None:
+    """Command-mix workloads: capture one from a live server."""
+
+
+@mix.command("capture")
+@click.option("--url", required=True, help="The live server, e.g. redis://10.0.0.5:6379/0.")
+@click.option("--seconds", type=float, default=10.0, show_default=True, help="How long to watch.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Workload file.")
+@click.option("--name", help="Workload name (default: the file's stem).")
+def mix_capture(url: str, seconds: float, out: str, name: str | None) -> None:
+    """Write a mix workload from a live server's command statistics (sends only INFO)."""
+    path = Path(out)
+    observed = capture.sample(url, seconds)
+    path.write_text(capture.workload_text(observed, name or path.stem))
+    facts = capture.summary(observed)
+    top = ", ".join(f"{cmd} {n}" for cmd, n in facts["top"])
+    click.echo(
+        f"{path}: {facts['commands']} commands in {seconds:g} s ({facts['per_second']:,.0f}/s); "
+        f"most: {top}. Check key patterns and payload sizes before replaying: "
+        f"regtrack run --workload {path} --versions ..."
+    )
+
+
+@cli.group()
+def baseline() -> None:
+    """Name a measured version as a baseline that later `regtrack ci` runs compare with."""
+
+
+@baseline.command("save")
+@click.argument("name")
+@click.option("--run", "run_id", type=int, required=True, help="The run that measured it.")
+@click.option("--label", help="Which version of the run (default: the first).")
+@db_option
+def baseline_save(name: str, run_id: int, label: str | None, db: str | None) -> None:
+    """Save version LABEL of run ID as baseline NAME."""
+    if not versions.LABEL_RE.match(name):
+        raise BadInput(f"baseline name {name!r}: use letters, digits, '.', '_', '+', '-'")
+    store = Store.open(db or load_settings().database, create=False)
+    targets = store.targets(run_id)
+    if not targets:
+        raise BadInput(f"run {run_id} is not in {store.path} or has no versions")
+    label = label or targets[0]["label"]
+    store.save_baseline(name, run_id, label)
+    setup = comparability.digest(comparability.of_run(store.run(run_id)))
+    click.echo(
+        f"baseline {name!r} = {label} of run {run_id} (setup {setup}: later candidates "
+        "must be measured alike)"
+    )
+
+
+@baseline.command("list")
+@db_option
+def baseline_list(db: str | None) -> None:
+    """List the saved baselines."""
+    store = Store.open(db or load_settings().database, create=False)
+    rows = store.baselines()
+    if not rows:
+        click.echo("no baselines saved (regtrack baseline save NAME --run ID)")
+    for b in rows:
+        setup = comparability.digest(comparability.of_run(store.run(b["run_id"])))
+        click.echo(
+            f"{b['name']:<20} {b['label']} of run {b['run_id']} ({b['run_created_at']}), "
+            f"setup {setup} (ci --baseline-run compares only runs measured alike)"
+        )

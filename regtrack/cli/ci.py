@@ -1,0 +1,97 @@
+"""`regtrack ci`: did the candidate make the workload slower? Exit 1 on a real regression."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from regtrack.bench import ci_gate, orchestrate
+from regtrack.cli.group import EXIT_CODES_HELP, cli
+from regtrack.cli.options import auto_report, measure_options, prepare, say, sequential_options
+from regtrack.core.errors import EXIT_REGRESSION, BadInput, CannotMeasure
+from regtrack.core.settings import load_thresholds
+from regtrack.output import ci_summary
+from regtrack.output.console import run_progress
+
+
+@cli.command(epilog=EXIT_CODES_HELP)
+@click.option("--baseline", "baseline_spec", help="Baseline version spec, measured alongside.")
+@click.option("--candidate", "candidate_spec", required=True, help="Candidate version spec.")
+@click.option("--baseline-run", help="Compare with a stored baseline (regtrack baseline save).")
+@click.option("--force", is_flag=True, help="Compare with a stored baseline measured differently.")
+@click.option("--threshold", type=float, help="Verdict threshold in percent, for every metric.")
+@click.option("--summary", type=click.Path(dir_okay=False), help="Write the Markdown summary.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write JSON records.")
+@click.option(
+    "--fail-on-inconclusive", is_flag=True, help="Exit 1 when the gate cannot be decided."
+)
+@sequential_options
+@measure_options
+def ci(
+    baseline_spec: str | None,
+    candidate_spec: str,
+    baseline_run: str | None,
+    force: bool,
+    threshold: float | None,
+    summary: str | None,
+    json_out: str | None,
+    fail_on_inconclusive: bool,
+    budget: str,
+    max_repetitions: int,
+    **kw: Any,
+) -> None:
+    """Did CANDIDATE make the workload slower than BASELINE? Exit 1 on a real regression.
+
+    By default both are measured here, interleaved and seed-matched, in blocks of two
+    repetitions (A B, B A) until the pooled answer of each gating metric is decided or
+    --budget runs out. With --baseline-run, the candidate is compared with a stored
+    baseline, only if both were measured alike: same machine, runtime, CPUs, load
+    generator and workload settings (regtrack.results.comparability).
+    """
+    if bool(baseline_spec) == bool(baseline_run):
+        raise BadInput("give exactly one of --baseline SPEC (measured now) or --baseline-run NAME")
+    thresholds = load_thresholds(threshold).for_gate()
+    stored = ci_gate.stored_baseline(kw["db"], baseline_run) if baseline_run else None
+    defaults = dict(ci_gate.CI_DEFAULTS)
+    if kw["workload"] != "get-pipeline":
+        defaults.pop("pipelines")
+    job = prepare(ci_gate.specs(baseline_spec, candidate_spec), kw, **defaults)
+    gate = ci_gate.run(
+        job,
+        stored,
+        thresholds,
+        force,
+        budget,
+        max_repetitions,
+        kw["db"],
+        say,
+        run_progress,
+        wait=not kw["no_wait"],
+    )
+    decision = gate.decision
+    text = ci_summary.ci_summary(gate.result, decision, gate.context)
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        for line in ci_summary.ci_annotations(decision, gate.context["forced"]):
+            click.echo(line)
+    click.echo(text)
+    for path in filter(None, [summary, os.environ.get("GITHUB_STEP_SUMMARY")]):
+        with open(path, "a") as f:
+            f.write(text)
+    if json_out:
+        records = ci_summary.ci_json(gate.result, decision, gate.context)
+        Path(json_out).write_text(json.dumps(records, indent=2))
+    if kw["report"]:
+        auto_report(gate.store, gate.run_id)
+    if decision["outcome"] != "regression":
+        orchestrate.fail_if_incomplete(gate.store, gate.run_id, gate.status)
+    if decision["outcome"] == "not measured":
+        raise CannotMeasure("no gating metric had valid trials on both sides; see the summary")
+    if decision["outcome"] == "regression" or (
+        fail_on_inconclusive and decision["outcome"] == "inconclusive"
+    ):
+        sys.exit(EXIT_REGRESSION)

@@ -1,0 +1,225 @@
+"""Options the measuring commands share, and the steps they share around bench: prepare
+the Job with build progress and notes, measure with trial progress, write the report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from regtrack.bench import orchestrate
+from regtrack.bench.job import Options, int_list, prepare_job
+from regtrack.bench.loadgen.builtin import THROUGHPUT_CAVEAT
+from regtrack.bench.runner import Job, Sequential
+from regtrack.core.errors import RegtrackError
+from regtrack.output.console import build_progress, err, run_progress
+from regtrack.output.report import write_report
+from regtrack.results.store import Store
+from regtrack.targets import versions
+from regtrack.workloads import points as workload_points
+
+
+def source_repo_option(f):
+    return click.option(
+        "--source-repo",
+        help="Git repository URL or path that tags, branches and commits resolve in "
+        "(default: upstream Redis; a fork such as Valkey, or an offline mirror).",
+        envvar="REGTRACK_SOURCE_REPO",
+    )(f)
+
+
+def db_option(f):
+    return click.option(
+        "--db",
+        "db",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="SQLite database (default: reports/regtrack.db, or $REGTRACK_DB).",
+        envvar="REGTRACK_DB",
+    )(f)
+
+
+MEASURE_OPTIONS = [
+    click.option("--workload", default="get-pipeline", show_default=True, help="Name or .toml."),
+    click.option("--pipelines", help="GET pipeline depths, e.g. 1,10,30 (default: workload's)."),
+    click.option("--duration", type=float, help="Seconds measured per trial (default 10)."),
+    click.option("--warmup", type=float, help="Seconds of unrecorded warm-up (default 2)."),
+    click.option("--repetitions", type=int, help="Trials per version and point (default 3)."),
+    click.option("--keys", type=int, help="Keys populated and read (default: workload's)."),
+    click.option("--data-size", type=int, help="Value size in bytes (default: workload's)."),
+    click.option("--clients", type=int, help="Load generator connections (default: workload's)."),
+    click.option("--server-cpus", help="CPUs for the server, e.g. 0 (default: first CPU)."),
+    click.option("--client-cpus", help="CPUs for the load generator (default: the others)."),
+    click.option(
+        "--loadgen",
+        type=click.Choice(["redis-benchmark", "memtier", "builtin"]),
+        help="Load generator (default: redis-benchmark for GET sweeps; memtier for mixes, "
+        "or the built-in driver when memtier is not installed).",
+    ),
+    click.option(
+        "--loadgen-bin", type=click.Path(dir_okay=False), help="Load generator binary to use."
+    ),
+    click.option(
+        "--metric",
+        type=click.Choice(["throughput", "instructions", "both"]),
+        help="throughput (ops/s, latency), instructions (server instructions per op under "
+        "callgrind, repeatable on a noisy machine), or both (default: throughput for run, "
+        "both for ci).",
+    ),
+    click.option(
+        "--instruction-requests", type=int, help="Requests per instruction trial (default 200000)."
+    ),
+    click.option(
+        "--runtime",
+        type=click.Choice(["native", "docker"]),
+        default="native",
+        show_default=True,
+        help="Run servers as pinned processes (taskset) or pinned containers (--cpuset-cpus).",
+    ),
+    click.option(
+        "--docker-images",
+        type=click.Choice(["auto", "official", "build"]),
+        default="auto",
+        show_default=True,
+        help="docker: one kind of build for every version: official redis:<version> images "
+        "when every version is an upstream release tag, else regtrack's builds (auto); "
+        "official images (official; every version must be a release tag); or regtrack's "
+        "builds (build).",
+    ),
+    click.option(
+        "--builder-image",
+        help="docker: build commits and branches with docker build inside this image (it "
+        "needs make and a C compiler, e.g. gcc:12); default: import regtrack's own build.",
+    ),
+    click.option("--memory", help="docker: container memory limit, e.g. 4g."),
+    source_repo_option,
+    click.option(
+        "--build-flags",
+        help='make variables for source builds, e.g. "MALLOC=libc OPTIMIZATION=-O2".',
+    ),
+    click.option(
+        "--no-wait",
+        is_flag=True,
+        help="Fail at once when another regtrack is benchmarking on these CPUs.",
+    ),
+    click.option(
+        "--report/--no-report",
+        default=True,
+        show_default=True,
+        help="Write the HTML report (next to the database) when the run ends.",
+    ),
+    db_option,
+]
+
+
+def measure_options(f):
+    for option in reversed(MEASURE_OPTIONS):
+        f = option(f)
+    return f
+
+
+SEQUENTIAL_OPTIONS = [
+    click.option(
+        "--budget",
+        default="10m",
+        show_default=True,
+        help="Sequential repetitions: stop adding blocks when another would overrun this "
+        "much measuring time (e.g. 600s, 10m, 1h; a bare number is seconds).",
+    ),
+    click.option(
+        "--max-repetitions",
+        type=click.IntRange(2, 1000),
+        default=30,
+        show_default=True,
+        help="Sequential repetitions: at most this many repetitions per version.",
+    ),
+]
+
+
+def sequential_options(f):
+    for option in reversed(SEQUENTIAL_OPTIONS):
+        f = option(f)
+    return f
+
+
+def options_of(kw: dict[str, Any], **defaults: Any) -> Options:
+    """The shared options, with a command's own defaults for what the user left out."""
+    kw = {**kw, **{k: v for k, v in defaults.items() if kw.get(k) is None}}
+    return Options(
+        workload=kw["workload"],
+        pipelines=int_list(kw["pipelines"], "--pipelines"),
+        duration=kw["duration"],
+        warmup=kw["warmup"],
+        repetitions=kw["repetitions"],
+        keys=kw["keys"],
+        data_size=kw["data_size"],
+        clients=kw["clients"],
+        server_cpus=kw["server_cpus"],
+        client_cpus=kw["client_cpus"],
+        loadgen_bin=kw["loadgen_bin"],
+        loadgen=kw["loadgen"],
+        metric=kw["metric"],
+        instruction_requests=kw["instruction_requests"],
+        source_repo=kw["source_repo"],
+        build_flags=kw["build_flags"],
+        runtime=kw["runtime"],
+        docker_images=kw["docker_images"],
+        builder_image=kw["builder_image"],
+        memory=kw["memory"],
+    )
+
+
+def prepare(specs: list[versions.VersionSpec], kw: dict[str, Any], **defaults: Any) -> Job:
+    """The Job, built with progress, then what the user should know about it: cached or
+    fresh builds, load generator caveats, blocking mixes, uncontrolled seeds."""
+    with build_progress() as phase:
+        job = prepare_job(specs, options_of(kw, **defaults), phase)
+    for target in job.targets:
+        if "build" in target.details:
+            b = target.details["build"]
+            how = "cached build" if b["cached"] else f"built in {b['seconds']:.0f} s"
+            what = b.get("server_version") or f"image {target.image}"
+            err.print(f"regtrack: {target.label}: {how}: {what}")
+    if job.loadgen.name == "builtin" and job.metric != "instructions":
+        err.print(f"regtrack: note: {THROUGHPUT_CAVEAT}")
+    if not workload_points.saturates(job.workload):
+        err.print(
+            f"regtrack: note: {job.workload.name} has blocking commands, which wait by "
+            "design: its trials are exempt from the server-bound check, and its throughput "
+            "is the mix's pace, not the server's capacity"
+        )
+    if job.docker_images:
+        err.print(f"regtrack: docker images: {job.docker_images} for every version")
+    if job.seed_problem:
+        err.print(
+            f"regtrack: warning: hash seeds are not controlled ({job.seed_problem}); "
+            "instructions per op then vary ~2-4% between server processes"
+        )
+    return job
+
+
+def measure(
+    job: Job,
+    db: str | None,
+    wait: bool = True,
+    resume_store: tuple[Store, int] | None = None,
+    sequential: Sequential | None = None,
+) -> tuple[Store, int, str]:
+    """bench.orchestrate.measure with its messages and trial progress on the terminal."""
+    return orchestrate.measure(
+        job, db, say, run_progress, wait=wait, resume_store=resume_store, sequential=sequential
+    )
+
+
+def say(text: str) -> None:
+    err.print(f"regtrack: {text}")
+
+
+def auto_report(store: Store, run_id: int) -> None:
+    """The report of a finished run; failing to write it never fails the measured run."""
+    try:
+        files = write_report(store, store.path.parent, [run_id])
+    except (RegtrackError, OSError) as exc:
+        err.print(f"regtrack: warning: the HTML report was not written: {exc}")
+        return
+    click.echo(f"Report: {files.runs[run_id]}")

@@ -1,0 +1,160 @@
+"""Commands that read the database: compare, explain, report, and versions (which resolves)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from regtrack.analysis import attribution, cells
+from regtrack.analysis import comparison as comparisons
+from regtrack.cli.group import EXIT_CODES_HELP, cli
+from regtrack.cli.options import db_option, source_repo_option
+from regtrack.core.settings import load_settings, load_thresholds
+from regtrack.output import tables as text_tables
+from regtrack.output.report import write_report
+from regtrack.results import comparability
+from regtrack.results.store import Store
+from regtrack.targets import versions
+
+
+@cli.command(epilog=EXIT_CODES_HELP)
+@click.option(
+    "--run", "run_ids", type=int, multiple=True, help="Run page(s) to write (default: every run)."
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    help="Report folder (default: the database's folder, reports/ for the default database).",
+)
+@db_option
+def report(run_ids: tuple[int, ...], out: str | None, db: str | None) -> None:
+    """Write HTML pages: every run, each run's charts and tables, history with change points."""
+    store = Store.open(db or load_settings().database, create=False)
+    files = write_report(store, out or store.path.parent, list(run_ids) or None)
+    for path in files.runs.values():
+        click.echo(f"Run page: {path}")
+    click.echo(f"{len(files.histories)} history pages; index: {files.index}")
+
+
+@cli.command(name="versions", epilog=EXIT_CODES_HELP)
+@click.argument("specs")
+@source_repo_option
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+def versions_command(specs: str, source_repo: str | None, fmt: str) -> None:
+    """Show how version SPECS resolve (label, kind, exact commit, ref) without building."""
+    targets = versions.resolve(versions.parse_specs(specs), source_repo)
+    rows = [
+        {
+            "label": t.label,
+            "kind": t.kind,
+            "commit": t.commit or "",
+            "ref": t.ref or "",
+            "version": t.details.get("source_version") or "",
+            "date": t.details.get("commit_date") or "",
+            "path": t.binary or t.details.get("tree") or "",
+            "sha256": t.binary_sha256 or "",
+            "source_repo": t.source_repo or "",
+        }
+        for t in targets
+    ]
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2))
+        return
+    click.echo(text_tables.versions_table(rows))
+
+
+@cli.command(epilog=EXIT_CODES_HELP)
+@click.option("--run", "run_id", type=int, help="Run to compare (default: the newest).")
+@click.option("--baseline", help="Version label to compare against (default: the first).")
+@click.option("--format", "fmt", type=click.Choice(text_tables.FORMATS), default="table")
+@click.option(
+    "--metric",
+    "metrics",
+    multiple=True,
+    type=click.Choice([m.name for m in cells.METRICS]),
+    help="Metrics to show (repeatable; default: all).",
+)
+@click.option("--list", "list_runs", is_flag=True, help="List the runs in the database.")
+@click.option("--threshold", type=float, help="Verdict threshold in percent, for every metric.")
+@click.option(
+    "--baseline-run",
+    type=int,
+    help="Compare --run's --candidate with --baseline of this other run (unpaired).",
+)
+@click.option("--candidate", help="With --baseline-run: the version of --run (default: first).")
+@click.option(
+    "--force", is_flag=True, help="With --baseline-run: compare runs measured differently."
+)
+@db_option
+def compare(
+    run_id: int | None,
+    baseline: str | None,
+    fmt: str,
+    metrics: tuple[str, ...],
+    list_runs: bool,
+    threshold: float | None,
+    baseline_run: int | None,
+    candidate: str | None,
+    force: bool,
+    db: str | None,
+) -> None:
+    """Print % change tables of every version against a baseline."""
+    store = Store.open(db or load_settings().database, create=False)
+    if list_runs:
+        for r in store.runs():
+            labels = ", ".join(t["label"] for t in store.targets(r["id"]))
+            click.echo(
+                f"run {r['id']}  {r['created_at']}  {r['status']:<11}  {r['n_trials']:>4} trials  "
+                f"{labels}"
+            )
+        return
+    run_id = run_id or store.latest_run_id()
+    if baseline_run is not None:
+        forced = comparability.refuse_unless_forced(
+            f"run {baseline_run}",
+            comparability.of_run(store.run(baseline_run)),
+            comparability.of_run(store.run(run_id)),
+            force,
+            "Compare versions measured in one run",
+        )
+        base_label = baseline or store.targets(baseline_run)[0]["label"]
+        cand_label = candidate or store.targets(run_id)[0]["label"]
+        result = comparisons.compare_runs(
+            store, baseline_run, base_label, run_id, cand_label, load_thresholds(threshold)
+        )
+        result["forced"] = forced
+    else:
+        baseline, thresholds = comparisons.comparison_settings(
+            store.run(run_id),
+            baseline,
+            load_thresholds(threshold) if threshold is not None else None,
+            load_thresholds(None),
+        )
+        result = comparisons.compare(store, run_id, baseline, thresholds)
+    click.echo(text_tables.render(result, fmt, list(metrics) or None))
+
+
+@cli.command(epilog=EXIT_CODES_HELP)
+@click.option("--run", "run_id", type=int, help="Run to explain (default: the newest).")
+@click.option("--baseline", required=True, help="Version label the change is measured from.")
+@click.option("--candidate", required=True, help="Version label the change is measured to.")
+@click.option("--point", help="One workload point, e.g. pipeline=10 (default: every point).")
+@click.option("--top", type=click.IntRange(1, 500), default=15, show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table")
+@db_option
+def explain(
+    run_id: int | None,
+    baseline: str,
+    candidate: str,
+    point: str | None,
+    top: int,
+    fmt: str,
+    db: str | None,
+) -> None:
+    """Which functions' instructions per op changed between two versions (--metric instructions)."""
+    store = Store.open(db or load_settings().database, create=False)
+    tables = attribution.attribute(
+        store, run_id or store.latest_run_id(), baseline, candidate, point, top
+    )
+    click.echo(text_tables.attribution(tables, fmt))

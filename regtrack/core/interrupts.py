@@ -1,0 +1,44 @@
+"""Ctrl-C and SIGTERM stop a run promptly, even when the first signal is lost.
+
+Python delivers a signal by raising in whatever code runs at that moment; if that is a
+finaliser or a logging lock release, the interpreter prints "Exception ignored" and goes
+on. The handler therefore also remembers the signal, and the run loop calls ``check``
+between steps, so a swallowed signal still stops the run at the next trial boundary.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from typing import Any
+
+from regtrack.core.errors import Interrupted
+
+_received: str | None = None
+
+
+def install() -> None:
+    """Route SIGINT and SIGTERM to ``Interrupted`` (main thread only), and keep the
+    interpreter from printing a traceback for the one it swallows (e.g. in the at-fork
+    hook of logging, which runs each time a subprocess starts)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _on_signal)
+    sys.unraisablehook = _unraisable
+
+
+def _unraisable(args: Any) -> None:
+    if isinstance(args.exc_value, KeyboardInterrupt) and _received is not None:
+        return  # recorded by _on_signal; check() raises it again where it can be handled
+    sys.__unraisablehook__(args)
+
+
+def _on_signal(signum: int, _frame: object) -> None:
+    global _received
+    _received = signal.Signals(signum).name
+    raise Interrupted(_received)
+
+
+def check() -> None:
+    """Raise ``Interrupted`` if a signal arrived, even one whose exception was swallowed."""
+    if _received is not None:
+        raise Interrupted(_received)

@@ -1,0 +1,175 @@
+"""Settings files: found, parsed and validated before anything runs.
+
+A mistake in a file is reported as one line naming the file, the field and what to do,
+because a benchmark that dies twenty minutes in on a typo wastes the user's afternoon.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from regtrack.core.errors import BadInput
+
+PACKAGE_DIR = Path(__file__).resolve().parent.parent  # regtrack/
+DEFAULT_DB = Path("reports") / "regtrack.db"
+
+
+def builtin_config_dir() -> Path:
+    """configs/ of the source tree (editable install) or the copy packed into the wheel."""
+    for candidate in (PACKAGE_DIR / "_configs", PACKAGE_DIR.parent / "configs"):
+        if (candidate / "workloads").is_dir():
+            return candidate
+    raise BadInput("regtrack's built-in configs/ directory is missing: reinstall regtrack")
+
+
+def config_dirs(extra: Path | None = None) -> list[Path]:
+    """Where settings and workloads are looked up, first match wins."""
+    dirs = []
+    if extra is not None:
+        dirs.append(extra)
+    env = os.environ.get("REGTRACK_CONFIG_DIR")
+    if env:
+        dirs.append(Path(env))
+    dirs.append(Path.cwd() / "configs")
+    dirs.append(builtin_config_dir())
+    seen: list[Path] = []
+    for d in dirs:
+        if d.is_dir() and d.resolve() not in [s.resolve() for s in seen]:
+            seen.append(d)
+    return seen
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
+class RunSettings(_Strict):
+    """How long and how often each point is measured, and what makes a trial invalid."""
+
+    duration: Annotated[float, Field(gt=0, description="seconds measured per trial")] = 10.0
+    warmup: Annotated[float, Field(ge=0, description="seconds run before each trial")] = 2.0
+    repetitions: PositiveInt = 3
+    client_bound_cpu_pct: Annotated[float, Field(gt=0, le=100)] = 90.0
+    # A saturation workload's server below this busy share was not the bottleneck (a GET
+    # sweep's runs at 97-99% when the client keeps up): "not server-bound". 0 turns it off.
+    server_bound_cpu_pct: Annotated[float, Field(ge=0, le=100)] = 85.0
+    contention_limit_pct: Annotated[float, Field(gt=0, le=100)] = 10.0
+    server_start_timeout: Annotated[float, Field(gt=0)] = 20.0
+    instruction_requests: Annotated[int, Field(ge=2000)] = 200_000
+    repeatability_pct: Annotated[float, Field(gt=0)] = 0.5
+    # "fixed": each repetition's servers read regtrack's seed bytes from /dev/urandom
+    # (common random numbers, regtrack/bench/seeds.py); "random": Redis seeds itself.
+    seeds: Literal["fixed", "random"] = "fixed"
+    database: str = str(DEFAULT_DB)
+
+
+class Thresholds(_Strict):
+    """The smallest change (percent) worth calling a regression or improvement, per metric.
+
+    Defaults come from the measurements in docs/methodology.md; --threshold sets one
+    value for every metric.
+    """
+
+    throughput: Annotated[float, Field(gt=0)] = 5.0
+    latency: Annotated[float, Field(gt=0)] = 10.0
+    instructions: Annotated[float, Field(gt=0)] = 1.0
+    syscalls: Annotated[float, Field(gt=0)] = 2.0
+    # `regtrack ci` gates throughput only as a guard against large changes: on a shared
+    # machine an A/A pair's throughput spreads ~15% between blocks (docs/methodology.md).
+    throughput_gate: Annotated[float, Field(gt=0)] = 20.0
+
+    def uniform(self, pct: float) -> Thresholds:
+        """The same threshold for every metric (--threshold), method unchanged."""
+        return self.model_copy(
+            update={
+                "throughput": pct,
+                "latency": pct,
+                "instructions": pct,
+                "syscalls": pct,
+                "throughput_gate": pct,
+            }
+        )
+
+    def for_gate(self) -> Thresholds:
+        """The thresholds `regtrack ci` decides with: throughput at its guard value."""
+        return self.model_copy(update={"throughput": self.throughput_gate})
+
+    def for_metric(self, name: str) -> float:
+        if name == "throughput":
+            return self.throughput
+        if name.startswith("latency"):
+            return self.latency
+        if name == "instructions_per_op":
+            return self.instructions
+        return self.syscalls
+
+
+def one_line(error: ValidationError) -> str:
+    """The first problem as "field 'commands[2].ratio': ...": where, what, and the fix."""
+    first = error.errors()[0]
+    where = ""
+    for part in first["loc"]:
+        where += f"[{part}]" if isinstance(part, int) else f".{part}" if where else str(part)
+    msg = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        msg = "unknown field (check its spelling against docs/workloads.md)"
+    more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
+    return f"field {where!r}: {msg}{more}" if where else f"{msg}{more}"
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInput(f"{path}: not valid TOML: {exc}") from None
+
+
+def _section(path: Path, name: str) -> dict[str, Any]:
+    section = read_toml(path).get(name, {})
+    if not isinstance(section, dict):
+        raise BadInput(f"{path}: [{name}] is not a table: write it as a [{name}] section")
+    return section
+
+
+def _settings_file() -> Path | None:
+    return next(
+        (d / "regtrack.toml" for d in config_dirs() if (d / "regtrack.toml").is_file()), None
+    )
+
+
+def load_settings(path: Path | None = None, **overrides: Any) -> RunSettings:
+    """Defaults < configs/regtrack.toml < explicit overrides (command-line options)."""
+    data: dict[str, Any] = {}
+    source = path or _settings_file()
+    if source is not None:
+        data = _section(source, "run")
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return RunSettings(**data)
+    except ValidationError as exc:
+        origin = f"{source} [run]" if source else "settings"
+        raise BadInput(f"{origin}: {one_line(exc)}") from None
+
+
+def load_thresholds(uniform_pct: float | None = None, path: Path | None = None) -> Thresholds:
+    """configs/regtrack.toml [verdict], with one threshold for every metric if given."""
+    if uniform_pct is not None and uniform_pct <= 0:
+        raise BadInput(f"--threshold {uniform_pct}: give a positive percentage, e.g. 3")
+    source = path or _settings_file()
+    data = _section(source, "verdict") if source else {}
+    try:
+        thresholds = Thresholds(**{k.removesuffix("_pct"): v for k, v in data.items()})
+    except ValidationError as exc:
+        raise BadInput(f"{source} [verdict]: {one_line(exc)}") from None
+    return thresholds.uniform(uniform_pct) if uniform_pct is not None else thresholds

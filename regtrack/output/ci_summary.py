@@ -1,0 +1,110 @@
+"""What `regtrack ci` says: the headline, GitHub annotations, the Markdown summary, JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from regtrack.output.tables import change_text, forced_line, mde_text, plain, render
+
+OUTCOME_HEADLINE = {
+    "regression": "❌ Regression",
+    "no regression": "✅ No regression",
+    "inconclusive": "⚠️ Undecided: no regression found, but the gate could not decide",
+    "not measured": "⛔ Could not measure",
+}
+METRIC_TITLE = {"instructions_per_op": "instructions per op", "throughput": "throughput"}
+
+
+def _answer(r: dict[str, Any]) -> str:
+    """ "instructions per op +0.01% [-0.03, +0.05] no change (detectable ±0.1%)" """
+    text = f"{METRIC_TITLE.get(r['metric'], r['metric'])} {change_text(r)}"
+    if r["verdict"] != "inconclusive" and r.get("mde_pct") is not None:
+        text += f" (detectable: ±{mde_text(r['mde_pct'])})"
+    return text
+
+
+def ci_headline(decision: dict[str, Any], context: dict[str, Any]) -> str:
+    """The first line: the outcome, each gating answer, and for an undecided gate the
+    smallest change this budget could have detected."""
+    answers = "; ".join(_answer(r) for r in decision["cells"])
+    head = OUTCOME_HEADLINE[decision["outcome"]]
+    if context.get("forced"):
+        head = f"{head} (FORCED: not like with like)"
+    reps = f"{context['repetitions']} repetitions"
+    if decision["outcome"] == "inconclusive":
+        why = {"budget": "the time budget ran out", "max-repetitions": "--max-repetitions"}
+        stop = why.get(context.get("stopped", ""), "the plan ended")
+        return f"{head} after {reps} ({stop}): {answers}"
+    return f"{head} after {reps}: {answers}"
+
+
+def ci_annotations(decision: dict[str, Any], forced: list[str] | None = None) -> list[str]:
+    """GitHub Actions workflow commands, so an undecided or forced gate is never silently
+    green."""
+    outcome = decision["outcome"]
+    answers = "; ".join(_answer(r) for r in decision["cells"])
+    lines = [f"::warning title=regtrack: forced::{forced_line(forced)}"] if forced else []
+    if outcome == "regression":
+        lines.append(f"::error title=regtrack: regression::{answers}")
+    elif outcome == "inconclusive":
+        lines.append(f"::warning title=regtrack: undecided::{answers}")
+    return lines
+
+
+def ci_json(
+    result: dict[str, Any], decision: dict[str, Any], context: dict[str, Any]
+) -> dict[str, Any]:
+    """What a machine reads: the outcome, whether it was decided, each gating answer."""
+    return {
+        "outcome": decision["outcome"],
+        "decided": decision["outcome"] in ("regression", "no regression"),
+        "headline": ci_headline(decision, context),
+        "repetitions": context["repetitions"],
+        "stopped": context.get("stopped"),
+        "seeds": context.get("seeds"),
+        "forced": context.get("forced") or [],
+        "gate": [plain(r) for r in decision["cells"]],
+        "pooled": [plain(r) for r in result.get("pooled", [])],
+        "records": [plain(r) for r in result["comparisons"]],
+    }
+
+
+def ci_summary(result: dict[str, Any], decision: dict[str, Any], context: dict[str, Any]) -> str:
+    """The Markdown a CI job shows: the verdict first, then why, then the tables."""
+    lines = [
+        f"## regtrack: {ci_headline(decision, context)}",
+        "",
+        f"Candidate `{context['candidate']}` vs baseline `{context['baseline']}` · workload "
+        f"`{context['workload']}` · {context['repetitions']} interleaved, seed-matched "
+        f"repetitions · run {result['run_id']} · seeds: {context.get('seeds') or 'unknown'}",
+        "",
+    ]
+    if context.get("forced"):
+        lines += [f"**{forced_line(context['forced'])}**", ""]
+    if not decision["cells"]:
+        lines.append("- no gating metric was measured")
+    for r in decision["cells"]:
+        points = ", ".join(r["points"]) or "no point"
+        lines.append(
+            f"- **{METRIC_TITLE.get(r['metric'], r['metric'])}** over {points} "
+            f"({r['n_blocks']} blocks): {change_text(r)}"
+        )
+        for point, why in r["excluded"].items():
+            lines.append(f"  - {point} does not gate: {why}")
+    lines += ["", render(result, "markdown")]
+    lines.append(
+        f"Method: one pooled change per metric over the gating points (the mean of each "
+        f"seed-matched block's log ratios), with a {result['method']} interval that stays "
+        f"valid however often the gate looks; family-wise error {100 * result['alpha']:g}% "
+        "split over the gating metrics; a point is called only when the pooled change is. "
+        "A regression needs the whole interval on the worse side and the estimate beyond "
+        "the threshold (docs/methodology.md)."
+    )
+    if context.get("environment"):
+        env = context["environment"]
+        lines.append(
+            f"Environment: {env.get('cpu_model')}, {env.get('cpu_count')} CPUs, kernel "
+            f"{env.get('kernel')}, {env.get('loadgen_version')}, server CPU "
+            f"{env.get('server_cpus')}, client CPU {env.get('client_cpus')}."
+        )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,119 @@
+"""Progress on stderr while a run goes: what runs now, what is left, an ETA.
+
+On a terminal it is a live bar; in a CI log it is one line per trial, because a CI log
+cannot redraw and people read it afterwards.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from regtrack.core.records import Progress as RunProgress
+from regtrack.core.records import TrialRecord
+
+# markup off: labels and error messages are user text, never rich markup.
+err = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
+
+
+def _trial_line(record: TrialRecord) -> str:
+    if record.mode == "instructions":
+        rate = (
+            f"{record.instructions_per_op:,.1f} instructions/op under callgrind"
+            if record.instructions_per_op
+            else "no result"
+        )
+    else:
+        rate = f"{record.ops_per_sec:,.0f} ops/s" if record.ops_per_sec else "no result"
+    status = "ok" if record.valid else f"INVALID: {record.invalid_reason}"
+    return (
+        f"rep {record.repetition + 1} {record.target_label} {record.point}: {rate} "
+        f"(client cpu {record.client_cpu_pct or 0:.0f}%, server cpu "
+        f"{record.server_cpu_pct or 0:.0f}%) {status}"
+    )
+
+
+@contextmanager
+def run_progress() -> Iterator[RunProgress]:
+    if err.is_terminal:
+        bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=err,
+            transient=False,
+        )
+        task = bar.add_task("preparing", total=None)
+
+        def trial_done(record: TrialRecord) -> None:
+            bar.advance(task)
+            if not record.valid:
+                bar.console.print(_trial_line(record), style="yellow")
+
+        hooks = RunProgress(
+            started=lambda total: bar.update(task, total=total),
+            phase=lambda text: bar.update(task, description=text),
+            trial_done=trial_done,
+            note=lambda text: bar.console.print(f"regtrack: {text}", style="yellow"),
+        )
+        with bar:
+            yield hooks
+        return
+
+    state = {"total": 0, "done": 0, "t0": time.monotonic()}
+
+    def started(total: int) -> None:
+        if not state["done"]:
+            state["t0"] = time.monotonic()
+        state["total"] = total
+        print(f"regtrack: {total} trials to run", file=sys.stderr, flush=True)
+
+    def line(record: TrialRecord) -> None:
+        state["done"] += 1
+        done, total = state["done"], state["total"]
+        elapsed = time.monotonic() - state["t0"]
+        eta = elapsed / done * (total - done) if done else 0.0
+        print(
+            f"[{done}/{total}, ETA {eta:.0f}s] {_trial_line(record)}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def note(text: str) -> None:
+        print(f"regtrack: {text}", file=sys.stderr, flush=True)
+
+    yield RunProgress(started=started, trial_done=line, note=note)
+
+
+@contextmanager
+def build_progress() -> Iterator[Callable[[str], None]]:
+    """A phase callback for builds: a spinner on a terminal, a line every 15 s in a log."""
+    if err.is_terminal:
+        with err.status("preparing versions") as status:
+            yield lambda text: status.update(text)
+        return
+    last = {"text": "", "at": 0.0}
+
+    def show(text: str) -> None:
+        subject = text.split(":")[0]
+        now = time.monotonic()
+        if subject != last["text"].split(":")[0] or now - last["at"] >= 15:
+            print(f"regtrack: {text}", file=sys.stderr, flush=True)
+            last.update(text=text, at=now)
+
+    yield show

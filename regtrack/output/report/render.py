@@ -1,0 +1,136 @@
+"""Write the report folder: index.html, run-N.html, history-*.html and one plotly.min.js.
+
+Templates autoescape everything: labels, specs, commit subjects and workload names are
+user input and render as text. Figures are embedded with ``tojson``, which escapes ``<``,
+so a ``</script>`` inside a label cannot end the script block. Pages load plotly.js from
+the folder, not a CDN, so a report works offline and from ``file://``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from regtrack import __version__
+from regtrack.analysis import comparison as comparisons
+from regtrack.core.errors import BadInput
+from regtrack.core.settings import load_thresholds
+from regtrack.output.report import pages
+from regtrack.results.store import Store
+
+PLOTLY_JS = "plotly.min.js"
+
+
+@dataclass
+class ReportFiles:
+    folder: Path
+    index: Path
+    runs: dict[int, Path] = field(default_factory=dict)
+    histories: list[Path] = field(default_factory=list)
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("regtrack.output.report", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["num"] = _num
+    env.filters["pct"] = lambda v: "-" if v is None else f"{float(v):+.1f}%"
+    return env
+
+
+def _num(value: Any, digits: int = 0) -> str:
+    if value is None:
+        return "-"
+    try:
+        return f"{float(value):,.{digits}f}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _write(path: Path, text: str) -> None:
+    """Atomic: a browser (or a second regtrack) never sees half a page."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide the page from a web server
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _plotly_js(folder: Path) -> None:
+    from plotly.offline import get_plotlyjs
+
+    text = get_plotlyjs()
+    target = folder / PLOTLY_JS
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    if target.is_file() and hashlib.sha256(target.read_bytes()).hexdigest() == digest:
+        target.chmod(0o644)
+        return
+    _write(target, text)
+
+
+def write_report(store: Store, folder: str | Path, run_ids: list[int] | None = None) -> ReportFiles:
+    """Write (or refresh) the report: the index and history pages always, run pages for
+    ``run_ids`` (default: every run)."""
+    out = Path(folder)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInput(f"cannot create the report folder {out}: {exc.strerror}") from None
+    env = _environment()
+    thresholds = load_thresholds(None)
+    runs = store.runs()
+    known = {r["id"] for r in runs}
+    for run_id in run_ids or []:
+        if run_id not in known:
+            raise BadInput(f"run {run_id} is not in {store.path}: `regtrack compare --list`")
+    wanted = set(run_ids) if run_ids else known
+    common = {"version": __version__, "database": str(store.path), "plotly": PLOTLY_JS}
+    _plotly_js(out)
+
+    # One comparison per run feeds the index, the run pages and the history pages alike.
+    results = {
+        run["id"]: pages.safe_compare(
+            store, run["id"], *comparisons.comparison_settings(run, None, None, thresholds)
+        )
+        for run in runs
+    }
+    histories = pages.history_pages(store, pages.history_frame(store, results))
+    links = {(h["workload"], h["point"], h["metric"]): h["file"] for h in histories}
+    files = ReportFiles(folder=out, index=out / "index.html")
+    summaries = []
+    for run in runs:
+        result = results[run["id"]]
+        trials = store.trials(run["id"])
+        summary = pages.run_summary(store, run, result, trials)
+        summaries.append(summary)
+        if run["id"] in wanted:
+            page = pages.run_page(store, run, result, links, summary, trials)
+            path = out / pages.run_file(run["id"])
+            _write(path, env.get_template("run.html.j2").render(page=page, **common))
+            files.runs[run["id"]] = path
+    for history in histories:
+        path = out / history["file"]
+        _write(path, env.get_template("history.html.j2").render(page=history, **common))
+        files.histories.append(path)
+    workloads = sorted({w for s in summaries for w in s["workloads"]})
+    _write(
+        files.index,
+        env.get_template("index.html.j2").render(
+            runs=summaries, workloads=workloads, histories=histories, **common
+        ),
+    )
+    return files

@@ -1,0 +1,308 @@
+"""Comparison tables for people (terminal, Markdown) and machines (CSV, JSON). Never measures."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from regtrack.analysis.cells import METRIC_BY_NAME
+from regtrack.analysis.gate import disagreements
+
+FORMATS = ("table", "markdown", "csv", "json")
+UNTRUSTED = "!"
+
+
+def format_value(value: float | None, unit: str, server_busy_pct: float | None = None) -> str:
+    """A cell's value; a throughput with the server's busy share beside it, because it is
+    the server's capacity only when the server was the busy side."""
+    if value is None:
+        return "-"
+    if unit == "ops/s":
+        busy = "" if server_busy_pct is None else f" (server {server_busy_pct:.0f}%)"
+        return f"{value:,.0f}{busy}"
+    if unit == "Ir/op":
+        return f"{value:,.1f}"
+    return f"{value:.3f}"
+
+
+def change_text(rec: dict[str, Any]) -> str:
+    """ "-3.2% [-5.1, -1.2] regression": the estimate, its interval and the verdict."""
+    if rec["change_pct"] is None:
+        return "-"
+    text = f"{rec['change_pct']:+.1f}%"
+    if rec["ci_low_pct"] is not None:
+        text += f" [{rec['ci_low_pct']:+.1f}, {rec['ci_high_pct']:+.1f}]"
+    text += f" {rec['verdict']}"
+    if rec["verdict"] == "inconclusive" and rec.get("mde_pct") is not None:
+        text += f" (detectable: ±{mde_text(rec['mde_pct'])})"
+    elif rec.get("extra_repetitions"):
+        text += f" (~{rec['extra_repetitions']} more reps)"
+    return text
+
+
+def mde_text(pct: float) -> str:
+    return "unbounded" if pct == float("inf") else f"{pct:.1f}%"
+
+
+def _grid(result: dict[str, Any], metric: str) -> tuple[list[str], list[list[str]], list[str]]:
+    """Header, rows and footnotes of one metric's table: one row per workload point."""
+    unit = METRIC_BY_NAME[metric].unit
+    baseline = result["baseline"]
+    candidates = [t for t in result["targets"] if t != baseline]
+    cells = result["cells"]
+    cells = cells[cells["metric"] == metric]
+    by_key = {(c.workload, c.point, c.target): c for c in cells.itertuples()}
+    changes = {
+        (r["workload"], r["point"], r["candidate"]): r
+        for r in result["comparisons"]
+        if r["metric"] == metric
+    }
+    workloads = list(dict.fromkeys(cells["workload"]))
+    header = (["workload"] if len(workloads) > 1 else []) + ["point"]
+    header += [f"{t} {unit}" for t in result["targets"]]
+    header += [f"% change {c} vs {baseline}" for c in candidates]
+    rows: list[list[str]] = []
+    notes: dict[str, None] = {}
+    points = cells[["workload", "point", "point_order"]].drop_duplicates()
+    for p in points.sort_values(["workload", "point_order"]).itertuples():
+        row = ([p.workload] if len(workloads) > 1 else []) + [p.point]
+        for target in result["targets"]:
+            cell = by_key.get((p.workload, p.point, target))
+            if cell is None:
+                row.append("-")
+                continue
+            text = format_value(cell.value, unit, _busy(cell))
+            if not cell.trusted:
+                text += f" {UNTRUSTED}"
+                for problem in cell.problems:
+                    notes[f"{target} {p.point}: {problem}"] = None
+            row.append(text)
+        for candidate in candidates:
+            rec = changes.get((p.workload, p.point, candidate))
+            text = change_text(rec) if rec else "-"
+            if rec and not rec["trusted"]:
+                text += f" {UNTRUSTED}"
+            row.append(text)
+        rows.append(row)
+    for workload in workloads:
+        pooled = {
+            r["candidate"]: r
+            for r in result.get("pooled", [])
+            if r["metric"] == metric and r["workload"] == workload
+        }
+        if not pooled:
+            continue
+        first = next(iter(pooled.values()))
+        label = f"pooled ({', '.join(first['points']) or 'no point'})"
+        row = ([workload] if len(workloads) > 1 else []) + [label]
+        row += ["" for _ in result["targets"]]
+        row += [change_text(pooled[c]) if c in pooled else "-" for c in candidates]
+        rows.append(row)
+        for point, why in first["excluded"].items():
+            notes[f"{point} does not gate: {why}"] = None
+    return header, rows, list(notes)
+
+
+def _busy(cell: Any) -> float | None:
+    busy = getattr(cell, "server_busy_pct", None)
+    return None if busy is None or math.isnan(busy) else float(busy)
+
+
+def _caption(result: dict[str, Any], metric: str) -> str:
+    m = METRIC_BY_NAME[metric]
+    better = "higher is better" if m.higher_is_better else "lower is better"
+    text = (
+        f"run {result['run_id']} · {metric} ({m.unit}, {better}) · median of valid trials · "
+        f"baseline {result['baseline']}"
+    )
+    if m.unit == "ops/s":
+        text += " · (server N%): the server's median busy share"
+    recs = [r for r in result["comparisons"] if r["metric"] == metric]
+    if recs:
+        r = recs[0]
+        text += (
+            f" · change [{100 * r['confidence']:.1f}% interval, {result['method']}] "
+            f"and verdict at a {r['threshold_pct']:g}% threshold"
+        )
+    if m.deterministic:
+        cells = result["cells"]
+        spreads = cells.loc[cells["metric"] == metric, "spread_pct"].dropna()
+        if not spreads.empty:
+            text += f" · largest spread between server processes {spreads.max():.2f}%"
+    return text
+
+
+def _disagreement_lines(result: dict[str, Any]) -> list[str]:
+    lines = []
+    for d in disagreements(result):
+        sys_text = (
+            f", syscalls/op {d['syscalls_change_pct']:+.1f}%"
+            if d["syscalls_change_pct"] is not None
+            else ""
+        )
+        lines.append(
+            f"throughput and instructions disagree for {d['candidate']} at {d['point']}: "
+            f"throughput {d['throughput_change_pct']:+.1f}% but instructions/op "
+            f"{d['instructions_change_pct']:+.1f}%{sys_text}; callgrind does not see kernel "
+            "work (syscalls) or memory stalls"
+        )
+    return lines
+
+
+def _footer(notes: list[str]) -> list[str]:
+    if not notes:
+        return []
+    return [
+        f"{UNTRUSTED} no valid trial in this cell; the value is the median of invalid trials "
+        "and must not be trusted (and points that do not gate):",
+        *[f"  {n}" for n in notes],
+    ]
+
+
+def forced_line(differences: list[str] | None) -> str | None:
+    """The label of a comparison made with --force between runs measured differently."""
+    if not differences:
+        return None
+    return f"FORCED comparison, not like with like: {'; '.join(differences)}"
+
+
+def render(result: dict[str, Any], fmt: str, metrics: list[str] | None = None) -> str:
+    """Tables of the requested metrics that the run measured (default: all it measured)."""
+    metrics = [m for m in (metrics or result["metrics"]) if m in result["metrics"]]
+    forced = forced_line(result.get("forced"))
+    if fmt == "json":
+        records = [plain(r) for r in result["comparisons"] if r["metric"] in metrics]
+        if forced:
+            records = [{**r, "forced": result["forced"]} for r in records]
+        return json.dumps(records, indent=2)
+    if fmt == "csv":
+        out = io.StringIO()
+        writer = csv.writer(out)
+        if forced:
+            writer.writerow(["forced", "; ".join(result["forced"])])
+        for i, metric in enumerate(metrics):
+            header, rows, _ = _grid(result, metric)
+            if i:
+                writer.writerow([])
+            writer.writerow(["metric", *header])
+            writer.writerows([[metric, *row] for row in rows])
+        return out.getvalue()
+    if fmt == "markdown":
+        parts = [f"> **{forced}**\n"] if forced else []
+        for metric in metrics:
+            header, rows, notes = _grid(result, metric)
+            parts.append(f"**{_caption(result, metric)}**\n")
+            parts.append("| " + " | ".join(header) + " |")
+            parts.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
+            parts.extend("| " + " | ".join(row) + " |" for row in rows)
+            parts.extend(["", *[f"- {line.strip()}" for line in _footer(notes)], ""])
+        parts.extend(f"> {line}" for line in _disagreement_lines(result))
+        return "\n".join(parts)
+    console = Console(file=io.StringIO(), width=200, force_terminal=False, color_system=None)
+    if forced:
+        console.print(forced, highlight=False, soft_wrap=True)
+    for metric in metrics:
+        header, rows, notes = _grid(result, metric)
+        console.print(_caption(result, metric))
+        table = Table()
+        for i, column in enumerate(header):
+            table.add_column(column, justify="left" if i == 0 else "right")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+        for line in _footer(notes):
+            console.print(line, highlight=False, soft_wrap=True)
+        console.print()
+    for line in _disagreement_lines(result):
+        console.print(f"note: {line}", highlight=False, soft_wrap=True)
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def attribution(tables: list[dict[str, Any]], fmt: str) -> str:
+    """The per-function table of `regtrack explain`, reconciled to the total change."""
+    if fmt == "json":
+        return json.dumps(tables, indent=2)
+    out: list[str] = []
+    for t in tables:
+        header = [
+            "function",
+            f"{t['baseline']} Ir/op",
+            f"{t['candidate']} Ir/op",
+            "difference",
+            "share of difference",
+        ]
+        rows = [
+            [
+                f["function"],
+                f"{f['baseline_per_op']:,.1f}",
+                f"{f['candidate_per_op']:,.1f}",
+                f"{f['diff_per_op']:+,.1f}",
+                "-" if f["share_pct"] is None else f"{f['share_pct']:+.1f}%",
+            ]
+            for f in t["functions"]
+        ]
+        change = "-" if t["change_pct"] is None else f"{t['change_pct']:+.2f}%"
+        rows.append(
+            [
+                "total",
+                f"{t['baseline_total']:,.1f}",
+                f"{t['candidate_total']:,.1f}",
+                f"{t['diff_total']:+,.1f}",
+                "100.0%" if t["diff_total"] else "-",
+            ]
+        )
+        caption = (
+            f"{t['workload']} {t['point']}: instructions per op (exclusive), "
+            f"{t['candidate']} vs {t['baseline']}: {change} "
+            f"(mean of {t['n_baseline']} and {t['n_candidate']} valid trials)"
+        )
+        if fmt == "markdown":
+            out.append(f"**{caption}**\n")
+            out.append("| " + " | ".join(header) + " |")
+            out.append("|---|" + "---:|" * (len(header) - 1))
+            out.extend("| " + " | ".join(r) + " |" for r in rows)
+            out.append("")
+            continue
+        console = Console(file=io.StringIO(), width=200, force_terminal=False, color_system=None)
+        console.print(caption, highlight=False)
+        table = Table()
+        for i, column in enumerate(header):
+            table.add_column(column, justify="left" if i == 0 else "right")
+        for r in rows:
+            table.add_row(*r)
+        console.print(table)
+        out.append(console.file.getvalue())  # type: ignore[attr-defined]
+    return "\n".join(out)
+
+
+def versions_table(rows: list[dict[str, str]]) -> str:
+    """How each spec resolved, one row per version."""
+    console = Console(file=io.StringIO(), width=200, force_terminal=False, color_system=None)
+    table = Table()
+    for column in ("label", "kind", "ref", "commit", "version", "date / path"):
+        table.add_column(column)
+    for r in rows:
+        table.add_row(
+            r["label"],
+            r["kind"],
+            r["ref"],
+            r["commit"][:12],
+            r["version"],
+            r["date"] or r["path"],
+        )
+    console.print(table)
+    repos = sorted({r["source_repo"] for r in rows if r["source_repo"]})
+    for repo in repos:
+        console.print(f"source repository: {repo}", highlight=False)
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def plain(r: dict[str, Any]) -> dict[str, Any]:
+    """JSON has no infinity: an unbounded interval end or effect is null."""
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}

@@ -1,0 +1,2 @@
+"""Store: the SQLite results database (schema and migrations) and the comparability key
+stored with every run."""

@@ -1,0 +1,99 @@
+"""What must be equal before two runs' numbers are compared: the comparability key.
+
+A number depends on more than the Redis code: the machine, the runtime, the load
+generator and the settings the workload ran with. Two runs whose keys differ measured
+different things, so `ci --baseline-run`, `compare --baseline-run` and the history series
+compare only runs with equal keys (or say loudly that they were forced to).
+
+The key is defined here once, from what every run stores (its config, environment and
+load generator), so it is the same for a run made today and for one made before the key
+existed. Repetitions, durations and verdict settings are not in it: they change how
+precise a number is, not what it measures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from regtrack.core.errors import BadInput
+
+# Machine facts that change throughput for reasons other than Redis (environment.py).
+MACHINE = ("cpu_model", "cpu_count", "physical_cores", "kernel")
+# Workload fields that document it, sweep it or judge its trials: not its traffic.
+NOT_TRAFFIC = ("description", "models", "approximations", "min_redis", "pipelines", "tolerance_pct")
+# How instruction trials ran: compared only when both runs counted instructions.
+INSTRUCTION_FACTS = ("instruction requests", "callgrind hz")
+
+
+def key(config: dict[str, Any], environment: dict[str, Any], loadgen: dict[str, Any]) -> dict:
+    """The run's comparability key: plain JSON, one entry per fact that must match."""
+    settings = config.get("settings", {})
+    workload = {k: v for k, v in config.get("workload", {}).items() if k not in NOT_TRAFFIC}
+    cpus = config.get("cpus", {})
+    counted = config.get("metric", "throughput") != "throughput"
+    facts: dict[str, Any] = {f"machine.{k}": environment.get(k) for k in MACHINE}
+    facts.update(
+        {
+            "runtime": config.get("runtime", "native"),
+            "docker images": config.get("docker_images")
+            if config.get("runtime") == "docker"
+            else None,
+            "memory limit": config.get("memory"),
+            "server cpus": cpus.get("server_cpus"),
+            "client cpus": cpus.get("client_cpus"),
+            "load generator": loadgen.get("name"),
+            "load generator binary": loadgen.get("sha256") or loadgen.get("image_id"),
+            "instruction requests": settings.get("instruction_requests") if counted else None,
+            "callgrind hz": config.get("callgrind_hz") if counted else None,
+        }
+    )
+    facts.update({f"workload.{k}": v for k, v in sorted(workload.items())})
+    return facts
+
+
+def of_run(run: dict[str, Any]) -> dict[str, Any]:
+    """A stored run's key (a ``Store.run`` row): as stored when it was created, or, for a
+    run older than the key, derived from the same stored facts."""
+    if run.get("comparability"):
+        return run["comparability"]
+    return key(run.get("config") or {}, run.get("environment") or {}, run.get("loadgen") or {})
+
+
+def digest(facts: dict[str, Any]) -> str:
+    """A short hash of a key: what a history series is keyed on."""
+    return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def differences(baseline: dict[str, Any], candidate: dict[str, Any]) -> list[str]:
+    """Every fact that differs, as ``clients 10 != 50`` (baseline's value first); how
+    instructions were counted matters only when both runs counted them."""
+    names = sorted(set(baseline) | set(candidate))
+    return [
+        f"{name.removeprefix('workload.').removeprefix('machine.')} "
+        f"{_show(baseline.get(name))} != {_show(candidate.get(name))}"
+        for name in names
+        if baseline.get(name) != candidate.get(name)
+        and not (name in INSTRUCTION_FACTS and None in (baseline.get(name), candidate.get(name)))
+    ]
+
+
+def refuse_unless_forced(
+    what: str, baseline: dict[str, Any], candidate: dict[str, Any], force: bool, instead: str
+) -> list[str]:
+    """The differences between two runs' comparability keys: refused (exit 2) unless
+    ``force``, and then returned so that every output can say the comparison was forced."""
+    diffs = differences(baseline, candidate)
+    if diffs and not force:
+        raise BadInput(
+            f"{what} was not measured like this one ({'; '.join(diffs)}): its numbers are "
+            f"not comparable. {instead}, or pass --force"
+        )
+    return diffs
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str) and len(value) > 24:
+        return value[:12] + "..."
+    return json.dumps(value) if not isinstance(value, str) else value

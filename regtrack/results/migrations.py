@@ -1,0 +1,188 @@
+"""The store's schema: its DDL, its version, and the steps that bring an older database to it.
+
+A database records its schema version (PRAGMA user_version); each step only adds tables or
+columns, in its own transaction, so a database from an older regtrack upgrades in place and
+keeps every result.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from typing import TYPE_CHECKING
+
+from regtrack.core.errors import BadInput, CannotMeasure
+
+if TYPE_CHECKING:
+    from regtrack.results.store import Store
+
+MIGRATIONS: list[str] = [
+    # v1: runs, their targets and trials.
+    """
+    CREATE TABLE runs (
+        id INTEGER PRIMARY KEY,
+        created_at TEXT NOT NULL,
+        finished_at TEXT,
+        status TEXT NOT NULL,
+        status_detail TEXT,
+        command TEXT NOT NULL,
+        config TEXT NOT NULL,
+        environment TEXT NOT NULL,
+        fingerprint TEXT,
+        loadgen TEXT
+    );
+    CREATE TABLE targets (
+        id INTEGER PRIMARY KEY,
+        run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        label TEXT NOT NULL,
+        spec TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        binary TEXT,
+        binary_sha256 TEXT,
+        commit_sha TEXT,
+        ref TEXT,
+        source_repo TEXT,
+        image TEXT,
+        redis_version TEXT,
+        server_info TEXT,
+        details TEXT,
+        UNIQUE (run_id, label)
+    );
+    CREATE TABLE trials (
+        id INTEGER PRIMARY KEY,
+        run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        target_id INTEGER NOT NULL REFERENCES targets(id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        repetition INTEGER NOT NULL,
+        workload TEXT NOT NULL,
+        point TEXT NOT NULL,
+        params TEXT NOT NULL,
+        started_at TEXT NOT NULL,
+        wall_s REAL,
+        warmup_s REAL,
+        requests INTEGER,
+        ops_per_sec REAL,
+        lat_avg_ms REAL,
+        lat_min_ms REAL,
+        lat_p50_ms REAL,
+        lat_p95_ms REAL,
+        lat_p99_ms REAL,
+        lat_p999_ms REAL,
+        lat_max_ms REAL,
+        client_cpu_pct REAL,
+        server_cpu_pct REAL,
+        steal_pct REAL,
+        contention_pct REAL,
+        keyspace_hits INTEGER,
+        keyspace_misses INTEGER,
+        error_replies INTEGER,
+        server_calls INTEGER,
+        exit_code INTEGER,
+        valid INTEGER NOT NULL,
+        invalid_reason TEXT,
+        argv TEXT,
+        raw_output TEXT,
+        server_stats TEXT,
+        UNIQUE (run_id, seq)
+    );
+    CREATE INDEX trials_by_run ON trials (run_id, workload, point);
+    """,
+    # v2: instruction trials under callgrind, syscalls per trial, per-function costs.
+    """
+    ALTER TABLE trials ADD COLUMN mode TEXT NOT NULL DEFAULT 'throughput';
+    ALTER TABLE trials ADD COLUMN syscalls_read INTEGER;
+    ALTER TABLE trials ADD COLUMN syscalls_write INTEGER;
+    ALTER TABLE trials ADD COLUMN instructions INTEGER;
+    ALTER TABLE trials ADD COLUMN instructions_per_op REAL;
+    ALTER TABLE trials ADD COLUMN instructions_repeat_pct REAL;
+    CREATE TABLE function_costs (
+        trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
+        function TEXT NOT NULL,
+        file TEXT,
+        object TEXT,
+        exclusive INTEGER NOT NULL,
+        inclusive INTEGER NOT NULL,
+        PRIMARY KEY (trial_id, function)
+    );
+    """,
+    # v3: named baselines (a version of a stored run that later candidates compare with).
+    """
+    CREATE TABLE baselines (
+        name TEXT PRIMARY KEY,
+        run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        label TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    """,
+    # v4: per-command figures of every trial, from the server (INFO commandstats deltas)
+    # and from the load generator (memtier's per-command rows).
+    """
+    CREATE TABLE command_stats (
+        trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
+        source TEXT NOT NULL,
+        command TEXT NOT NULL,
+        calls REAL,
+        usec REAL,
+        failed_calls REAL,
+        ops_per_sec REAL,
+        p50_ms REAL,
+        p99_ms REAL,
+        PRIMARY KEY (trial_id, source, command)
+    );
+    """,
+    # v5: the seed each trial's server read from /dev/urandom (common random numbers).
+    """
+    ALTER TABLE trials ADD COLUMN seed TEXT;
+    """,
+    # v6: each run's comparability key (regtrack.results.comparability), as it was when created.
+    """
+    ALTER TABLE runs ADD COLUMN comparability TEXT;
+    """,
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def schema_version(conn: sqlite3.Connection, *, create: bool) -> int:
+    """The database's schema version (0: new or empty); a database about to be created or
+    upgraded is switched to WAL mode first."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version < SCHEMA_VERSION and create:
+        conn.execute("PRAGMA journal_mode = WAL")
+    return version
+
+
+def upgrade(store: Store, version: int, *, create: bool) -> None:
+    """Refuse a database whose schema version this regtrack cannot use as is, and bring an
+    older one up to SCHEMA_VERSION (read-only commands too: only a read-only file stops it)."""
+    conn, db = store.conn, store.path
+    if version > SCHEMA_VERSION:
+        conn.close()
+        raise BadInput(
+            f"database {db} has schema version {version}, newer than this regtrack "
+            f"understands ({SCHEMA_VERSION}): upgrade regtrack"
+        )
+    if version == 0 and not create:
+        conn.close()
+        raise BadInput(f"database {db} is not a regtrack database (or is empty)")
+    if version < SCHEMA_VERSION:
+        if not create and not (os.access(db, os.W_OK) and os.access(db.parent, os.W_OK)):
+            conn.close()
+            raise BadInput(
+                f"database {db} has schema version {version}, older than this regtrack's "
+                f"({SCHEMA_VERSION}), and is read-only: make it writable once, and regtrack "
+                "upgrades it in place, keeping every result"
+            )
+        _migrate(store, version)  # migrations only add: older results stay as they were
+
+
+def _migrate(store: Store, current: int) -> None:
+    try:
+        for number, script in enumerate(MIGRATIONS[current:], start=current + 1):
+            with store.transaction():
+                for statement in script.split(";"):
+                    if statement.strip():
+                        store.conn.execute(statement)
+                store.conn.execute(f"PRAGMA user_version = {number}")
+    except sqlite3.DatabaseError as exc:
+        raise CannotMeasure(f"cannot set up database {store.path}: {exc}") from None

@@ -1,0 +1,399 @@
+"""The SQLite store and its queries: one file, WAL, one commit per finished trial, which is
+what lets an interrupted or failed run keep everything it measured (schema: migrations.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from regtrack.core.errors import BadInput, CannotMeasure
+from regtrack.core.records import LATENCY_KEYS, FunctionCost, TrialRecord
+from regtrack.results import comparability
+from regtrack.results.migrations import schema_version, upgrade
+from regtrack.targets.versions import Target
+
+BUSY_TIMEOUT_MS = 30_000  # how long a write waits for another writer; $REGTRACK_DB_TIMEOUT_S
+
+
+def busy_timeout_ms() -> int:
+    try:
+        return int(float(os.environ["REGTRACK_DB_TIMEOUT_S"]) * 1000)
+    except (KeyError, ValueError):
+        return BUSY_TIMEOUT_MS
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+class Store:
+    """All queries live here; callers see plain dicts and records."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path):
+        self.conn = conn
+        self.path = path
+
+    @classmethod
+    def open(cls, path: str | Path, *, create: bool = True) -> Store:
+        db = Path(path)
+        if not create and not db.is_file():
+            raise BadInput(f"database {db} does not exist: run `regtrack run` first or pass --db")
+        if create:
+            try:
+                db.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise BadInput(f"cannot create the directory of {db}: {exc.strerror}") from None
+            target = db if db.exists() else db.parent
+            if not os.access(target, os.W_OK):
+                raise BadInput(
+                    f"cannot write the database {db}: {target} is read-only; pass --db with a "
+                    "path in a writable directory"
+                )
+        try:
+            timeout_ms = busy_timeout_ms()
+            conn = sqlite3.connect(db, timeout=timeout_ms / 1000, isolation_level=None)
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {timeout_ms}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            version = schema_version(conn, create=create)
+        except sqlite3.DatabaseError as exc:
+            raise BadInput(f"cannot use database {db}: {exc}") from None
+        store = cls(conn, db)
+        upgrade(store, version, create=create)
+        return store
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write; a locked database, a full disk or a read-only file become one clear
+        error (what was committed before stays committed)."""
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            raise CannotMeasure(self._write_problem(exc)) from None
+
+    def _write_problem(self, exc: sqlite3.OperationalError) -> str:
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            return (
+                f"database {self.path} stayed locked by another process for "
+                f"{busy_timeout_ms() / 1000:g} s; what was stored before is kept; stop the other "
+                "writer (or use another --db) and resume with regtrack run --resume RUN_ID"
+            )
+        if "full" in text:
+            return (
+                f"the disk holding {self.path} is full; what was stored before is kept; free "
+                "space and resume with regtrack run --resume RUN_ID"
+            )
+        if "readonly" in text or "read-only" in text:
+            return (
+                f"database {self.path} has become read-only; what was stored before is kept; "
+                "make it writable and resume with regtrack run --resume RUN_ID"
+            )
+        return f"cannot write database {self.path}: {text}"
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # --- writing -------------------------------------------------------------------------
+
+    def create_run(
+        self,
+        command: list[str],
+        config: dict[str, Any],
+        environment: dict[str, Any],
+        loadgen: dict[str, Any],
+    ) -> int:
+        with self.transaction() as conn:
+            cur = conn.execute(
+                "INSERT INTO runs (created_at, status, command, config, environment, fingerprint,"
+                " loadgen, comparability) VALUES (?, 'running', ?, ?, ?, ?, ?, ?)",
+                (
+                    now(),
+                    _json(command),
+                    _json(config),
+                    _json(environment),
+                    environment.get("fingerprint"),
+                    _json(loadgen),
+                    _json(comparability.key(config, environment, loadgen)),
+                ),
+            )
+            return int(cur.lastrowid)
+
+    def update_config(self, run_id: int, config: dict[str, Any]) -> None:
+        """The run's plan as it grew (sequential repetitions): what --resume rebuilds."""
+        with self.transaction() as conn:
+            conn.execute("UPDATE runs SET config = ? WHERE id = ?", (_json(config), run_id))
+
+    def add_target(
+        self, run_id: int, position: int, target: Target, server_info: dict[str, Any]
+    ) -> int:
+        with self.transaction() as conn:
+            cur = conn.execute(
+                "INSERT INTO targets (run_id, position, label, spec, kind, binary, binary_sha256,"
+                " commit_sha, ref, source_repo, image, redis_version, server_info, details)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    position,
+                    target.label,
+                    target.spec,
+                    target.kind,
+                    target.binary,
+                    target.binary_sha256,
+                    target.commit,
+                    target.ref,
+                    target.source_repo,
+                    target.image,
+                    server_info.get("version") or server_info.get("redis_version"),
+                    _json(server_info),
+                    _json(target.details),
+                ),
+            )
+            return int(cur.lastrowid)
+
+    def add_trial(
+        self,
+        run_id: int,
+        target_id: int,
+        t: TrialRecord,
+        functions: list[FunctionCost] | None = None,
+    ) -> int:
+        """Store a trial (and its per-function costs) in one transaction."""
+        row: dict[str, Any] = {
+            "run_id": run_id,
+            "target_id": target_id,
+            "seq": t.seq,
+            "repetition": t.repetition,
+            "workload": t.workload,
+            "point": t.point,
+            "params": _json(t.params),
+            "started_at": t.started_at,
+            "wall_s": t.wall_s,
+            "warmup_s": t.warmup_s,
+            "requests": t.requests,
+            "ops_per_sec": t.ops_per_sec,
+            **{f"lat_{k}_ms": t.latency_ms.get(k) for k in LATENCY_KEYS},
+            "client_cpu_pct": t.client_cpu_pct,
+            "server_cpu_pct": t.server_cpu_pct,
+            "steal_pct": t.steal_pct,
+            "contention_pct": t.contention_pct,
+            "keyspace_hits": t.keyspace_hits,
+            "keyspace_misses": t.keyspace_misses,
+            "error_replies": t.error_replies,
+            "server_calls": t.server_calls,
+            "mode": t.mode,
+            "syscalls_read": t.syscalls_read,
+            "syscalls_write": t.syscalls_write,
+            "instructions": t.instructions,
+            "instructions_per_op": t.instructions_per_op,
+            "instructions_repeat_pct": t.instructions_repeat_pct,
+            "seed": t.seed,
+            "exit_code": t.exit_code,
+            "valid": int(t.valid),
+            "invalid_reason": t.invalid_reason,
+            "argv": _json(t.argv),
+            "raw_output": t.raw_output,
+            "server_stats": _json(t.server_stats),
+        }
+        columns = ", ".join(row)
+        marks = ", ".join("?" * len(row))
+        with self.transaction() as conn:
+            cur = conn.execute(
+                f"INSERT INTO trials ({columns}) VALUES ({marks})", tuple(row.values())
+            )
+            trial_id = int(cur.lastrowid)
+            conn.executemany(
+                "INSERT INTO command_stats (trial_id, source, command, calls, usec,"
+                " failed_calls, ops_per_sec, p50_ms, p99_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                _command_rows(trial_id, t),
+            )
+            conn.executemany(
+                "INSERT INTO function_costs (trial_id, function, file, object, exclusive,"
+                " inclusive) VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    (trial_id, f.key, f.file, f.object, f.exclusive, f.inclusive)
+                    for f in functions or []
+                    if f.exclusive or f.inclusive
+                ],
+            )
+            return trial_id
+
+    def finish_run(self, run_id: int, status: str, detail: str | None = None) -> None:
+        with self.transaction() as conn:
+            conn.execute(
+                "UPDATE runs SET status = ?, status_detail = ?, finished_at = ? WHERE id = ?",
+                (status, detail, now(), run_id),
+            )
+
+    # --- reading -------------------------------------------------------------------------
+
+    def runs(self) -> list[dict[str, Any]]:
+        rows = self.conn.execute(
+            "SELECT r.*, (SELECT COUNT(*) FROM trials t WHERE t.run_id = r.id) AS n_trials"
+            " FROM runs r ORDER BY r.id DESC"
+        ).fetchall()
+        return [_decode_run(row) for row in rows]
+
+    def run(self, run_id: int) -> dict[str, Any]:
+        row = self.conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise BadInput(
+                f"run {run_id} is not in {self.path}: `regtrack compare --list` shows runs"
+            )
+        return _decode_run(row)
+
+    def latest_run_id(self) -> int:
+        row = self.conn.execute(
+            "SELECT r.id FROM runs r WHERE EXISTS (SELECT 1 FROM trials t WHERE t.run_id = r.id)"
+            " ORDER BY r.id DESC LIMIT 1"
+        ).fetchone()
+        if row is None:
+            raise BadInput(f"{self.path} holds no measured run yet: run `regtrack run` first")
+        return int(row[0])
+
+    def targets(self, run_id: int) -> list[dict[str, Any]]:
+        rows = self.conn.execute(
+            "SELECT * FROM targets WHERE run_id = ? ORDER BY position", (run_id,)
+        ).fetchall()
+        out = []
+        for row in rows:
+            item = dict(row)
+            item["server_info"] = json.loads(item["server_info"] or "{}")
+            item["details"] = json.loads(item["details"] or "{}")
+            out.append(item)
+        return out
+
+    def trial_seqs(self, run_id: int) -> set[int]:
+        """Which planned trials of a run are stored (what --resume skips)."""
+        rows = self.conn.execute("SELECT seq FROM trials WHERE run_id = ?", (run_id,))
+        return {int(r[0]) for r in rows}
+
+    def reopen_run(self, run_id: int) -> None:
+        """Mark a run running again (regtrack run --resume)."""
+        with self.transaction() as conn:
+            conn.execute(
+                "UPDATE runs SET status = 'running', status_detail = NULL, finished_at = NULL"
+                " WHERE id = ?",
+                (run_id,),
+            )
+
+    def trials(self, run_id: int) -> list[dict[str, Any]]:
+        rows = self.conn.execute(
+            "SELECT t.*, g.label AS target FROM trials t JOIN targets g ON g.id = t.target_id"
+            " WHERE t.run_id = ? ORDER BY t.seq",
+            (run_id,),
+        ).fetchall()
+        out = []
+        for row in rows:
+            item = dict(row)
+            item["params"] = json.loads(item["params"])
+            item["valid"] = bool(item["valid"])
+            out.append(item)
+        return out
+
+    def function_costs(self, run_id: int) -> list[dict[str, Any]]:
+        """Per-function costs of the valid instruction trials of a run, with their context."""
+        rows = self.conn.execute(
+            "SELECT f.trial_id, f.function, f.exclusive, f.inclusive, t.point, t.workload,"
+            " t.server_calls, t.params, g.label AS target"
+            " FROM function_costs f JOIN trials t ON t.id = f.trial_id"
+            " JOIN targets g ON g.id = t.target_id"
+            " WHERE t.run_id = ? AND t.valid = 1 AND t.server_calls > 0",
+            (run_id,),
+        ).fetchall()
+        return [_with_point_order(row) for row in rows]
+
+    def command_stats(self, run_id: int) -> list[dict[str, Any]]:
+        """Per-command rows of every trial of a run (server deltas and load generator)."""
+        rows = self.conn.execute(
+            "SELECT c.*, t.workload, t.point, t.params, t.valid, t.mode, t.repetition,"
+            " g.label AS target FROM command_stats c JOIN trials t ON t.id = c.trial_id"
+            " JOIN targets g ON g.id = t.target_id WHERE t.run_id = ? ORDER BY t.seq",
+            (run_id,),
+        ).fetchall()
+        return [{**_with_point_order(row), "valid": bool(row["valid"])} for row in rows]
+
+    # --- baselines ---------------------------------------------------------------------
+
+    def save_baseline(self, name: str, run_id: int, label: str) -> None:
+        """Name a version of a run as a baseline; an existing name is moved to it."""
+        run = self.run(run_id)
+        labels = [t["label"] for t in self.targets(run_id)]
+        if label not in labels:
+            raise BadInput(
+                f"{label!r} is not a version of run {run_id}: its versions are {', '.join(labels)}"
+            )
+        if run["status"] != "complete":
+            raise BadInput(
+                f"run {run_id} is {run['status']}: only a complete run can be a baseline"
+            )
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT INTO baselines (name, run_id, label, created_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT(name) DO UPDATE SET run_id = excluded.run_id,"
+                " label = excluded.label, created_at = excluded.created_at",
+                (name, run_id, label, now()),
+            )
+
+    def baseline(self, name: str) -> dict[str, Any]:
+        row = self.conn.execute("SELECT * FROM baselines WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            known = [b["name"] for b in self.baselines()]
+            raise BadInput(
+                f"no baseline named {name!r} in {self.path}; known: {', '.join(known) or 'none'}"
+                " (regtrack baseline save NAME --run ID)"
+            )
+        return dict(row)
+
+    def baselines(self) -> list[dict[str, Any]]:
+        rows = self.conn.execute(
+            "SELECT b.*, r.fingerprint, r.created_at AS run_created_at FROM baselines b"
+            " JOIN runs r ON r.id = b.run_id ORDER BY b.name"
+        ).fetchall()
+        return [dict(r) for r in rows]
+
+
+def _with_point_order(row: sqlite3.Row) -> dict[str, Any]:
+    """A joined row with the trial's params reduced to the point's sort key."""
+    item = dict(row)
+    item["point_order"] = json.loads(item.pop("params")).get("pipeline", 0)
+    return item
+
+
+def _command_rows(trial_id: int, t: TrialRecord) -> list[tuple]:
+    rows = [
+        (trial_id, "server", name, c.get("calls"), c.get("usec"), c.get("failed_calls"),
+         None, None, None)
+        for name, c in t.server_stats.get("commands", {}).items()
+    ]  # fmt: skip
+    rows += [
+        (trial_id, "loadgen", name, c.get("count"), None, None, c.get("ops_per_sec"),
+         c.get("p50"), c.get("p99"))
+        for name, c in t.per_command.items()
+    ]  # fmt: skip
+    return rows
+
+
+def _decode_run(row: sqlite3.Row) -> dict[str, Any]:
+    item = dict(row)
+    for key in ("command", "config", "environment", "loadgen", "comparability"):
+        if item.get(key):
+            item[key] = json.loads(item[key])
+    return item

@@ -1,5 +1,0 @@
-"""Runtimes start and stop pinned Redis servers; the runner does not care which one runs."""
-
-from regtrack.runtimes.base import RunningServer, ServerStartError
-
-__all__ = ["RunningServer", "ServerStartError"]

@@ -1,0 +1,293 @@
+"""Builds of Redis from source, cached by (commit, build flags, compiler).
+
+A second run with the same specs builds nothing: the cache entry is only written after
+``make`` succeeded and the binary answered ``--version``. A failed build keeps its log for
+the user and is retried next time.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from regtrack.core import procs
+from regtrack.core.digests import sha256_of
+from regtrack.core.errors import BadInput, CannotMeasure
+from regtrack.targets.sources import SourceRepo, cache_root
+from regtrack.targets.versions import Target
+
+FLAG_RE = re.compile(r"^[A-Z_][A-Z0-9_]*=[^\x00-\x1f]*$")
+SERVER_NAMES = ("redis-server", "valkey-server")
+BENCHMARK_NAMES = ("redis-benchmark", "valkey-benchmark")
+LOG_TAIL_LINES = 15
+ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def parse_build_flags(text: str | None) -> list[str]:
+    """``"MALLOC=libc OPTIMIZATION=-O2"`` -> make variables; anything else is refused."""
+    if not text:
+        return []
+    try:
+        flags = shlex.split(text)
+    except ValueError as exc:
+        raise BadInput(f"--build-flags {text!r}: {exc}") from None
+    for flag in flags:
+        if not FLAG_RE.match(flag):
+            raise BadInput(
+                f"--build-flags: {flag!r} is not a make variable assignment like MALLOC=libc"
+            )
+    return flags
+
+
+def compiler_version(flags: list[str]) -> str:
+    cc = next((f.split("=", 1)[1] for f in flags if f.startswith("CC=")), "cc")
+    cc_argv = shlex.split(cc) or ["cc"]
+    try:
+        out = subprocess.run(
+            [*cc_argv, "--version"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except OSError:
+        raise CannotMeasure(
+            f"compiler {cc_argv[0]} not found: install build-essential (apt-get install "
+            "build-essential)"
+        ) from None
+    return (out.stdout.splitlines() or ["unknown"])[0].strip()
+
+
+@dataclass
+class Build:
+    """A finished build: where its binaries are and how they were made."""
+
+    key: str
+    commit: str | None
+    flags: list[str]
+    compiler: str
+    directory: str
+    server: str
+    benchmark: str | None
+    seconds: float
+    server_version: str
+    log: str
+    cached: bool = False
+
+    def details(self) -> dict:
+        data = asdict(self)
+        data["build_key"] = data.pop("key")
+        return data
+
+
+def _find(tree: Path, names: tuple[str, ...]) -> Path | None:
+    for name in names:
+        candidate = tree / "src" / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """One builder per cache entry, even across regtrack processes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _log_tail(log: Path) -> str:
+    try:
+        lines = ANSI_RE.sub("", log.read_text(errors="replace")).rstrip().splitlines()
+    except OSError:
+        return ""
+    return "\n".join("    " + line for line in lines[-LOG_TAIL_LINES:])
+
+
+def _make(tree: Path, flags: list[str], log: Path, on_line: Callable[[str], None]) -> float:
+    """Run make in ``tree``; returns seconds taken. Raises with the log's tail on failure."""
+    jobs = str(len(os.sched_getaffinity(0)))
+    started = time.monotonic()
+    with log.open("ab") as out:
+        out.write(f"$ make -j{jobs} {' '.join(flags)}\n".encode())
+        out.flush()
+        proc = procs.spawn(
+            ["make", "-j", jobs, *flags], stdout=out, stderr=subprocess.STDOUT, cwd=tree
+        )
+        try:
+            last_size = -1
+            while proc.poll() is None:
+                time.sleep(0.5)
+                size = log.stat().st_size
+                if size != last_size:
+                    last_size = size
+                    on_line(_last_line(log))
+        finally:
+            procs.stop(proc, grace=2.0)
+    if proc.returncode != 0:
+        raise CannotMeasure(
+            f"build in {tree} failed (make exit code {proc.returncode}); full log: {log}\n"
+            f"{_log_tail(log)}"
+        )
+    return time.monotonic() - started
+
+
+def _last_line(log: Path) -> str:
+    """The newest line of the build log, without the colours Redis's Makefile prints."""
+    with log.open("rb") as f:
+        f.seek(max(0, log.stat().st_size - 400))
+        tail = ANSI_RE.sub("", f.read().decode(errors="replace")).strip().splitlines()
+    return " ".join(tail[-1].split())[:100] if tail else ""
+
+
+def _server_version(server: Path) -> str:
+    try:
+        out = subprocess.run(
+            [str(server), "--version"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except OSError as exc:
+        raise CannotMeasure(f"built server {server} cannot run: {exc.strerror}") from None
+    text = out.stdout.strip()
+    if out.returncode != 0 or " v=" not in text:
+        raise CannotMeasure(f"built server {server} does not report a version: {text[:200]}")
+    return text
+
+
+def _make_build(
+    tree: Path,
+    flags: list[str],
+    compiler: str,
+    log: Path,
+    on_line: Callable[[str], None],
+    key: str,
+    commit: str | None,
+    directory: Path,
+) -> Build:
+    """make, then find the binaries and ask the server its version."""
+    seconds = _make(tree, flags, log, on_line)
+    server = _find(tree, SERVER_NAMES)
+    if server is None:
+        raise CannotMeasure(f"make succeeded but {tree}/src has no redis-server; log: {log}")
+    benchmark = _find(tree, BENCHMARK_NAMES)
+    return Build(
+        key=key,
+        commit=commit,
+        flags=flags,
+        compiler=compiler,
+        directory=str(directory),
+        server=str(server),
+        benchmark=str(benchmark) if benchmark else None,
+        seconds=round(seconds, 1),
+        server_version=_server_version(server),
+        log=str(log),
+    )
+
+
+PATH_FIELDS = ("directory", "server", "benchmark", "log")
+
+
+def _save_record(record: Path, build: Build) -> None:
+    """Paths are stored relative to the cache entry, so a moved cache stays valid."""
+    data = asdict(build)
+    for field in PATH_FIELDS:
+        if data[field]:
+            data[field] = os.path.relpath(data[field], record.parent)
+    tmp = record.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    tmp.replace(record)  # never a half-written record that looks like a finished build
+
+
+def _load_record(record: Path) -> Build | None:
+    try:
+        data = json.loads(record.read_text())
+        for field in PATH_FIELDS:
+            if data[field]:
+                data[field] = str((record.parent / data[field]).resolve())
+        build = Build(**{**data, "cached": True})
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    return build if Path(build.server).is_file() else None
+
+
+def build_commit(
+    repo: SourceRepo,
+    commit: str,
+    flags: list[str],
+    on_line: Callable[[str], None] = lambda line: None,
+) -> Build:
+    """Build ``commit`` of ``repo`` in its own cache entry, or reuse the cached build."""
+    compiler = compiler_version(flags)
+    key = hashlib.sha256(json.dumps([commit, flags, compiler]).encode()).hexdigest()[:16]
+    entry = cache_root() / "builds" / f"{commit[:12]}-{key}"
+    record = entry / "build.json"
+    with _locked(entry.with_suffix(".lock")):
+        cached = _load_record(record)
+        if cached is not None:
+            return cached
+        tree = entry / "src"
+        if tree.exists():
+            shutil.rmtree(tree)
+        entry.mkdir(parents=True, exist_ok=True)
+        log = entry / "build.log"
+        log.write_text(f"regtrack build of {commit} from {repo.location}\ncompiler: {compiler}\n")
+        on_line("exporting sources")
+        repo.export(commit, tree)
+        build = _make_build(tree, flags, compiler, log, on_line, key, commit, entry)
+        _save_record(record, build)
+        return build
+
+
+def build_tree(
+    tree: Path, flags: list[str], on_line: Callable[[str], None] = lambda line: None
+) -> Build:
+    """Build a user's source tree in place (``make`` is incremental there, as by hand)."""
+    if not (tree / "src").is_dir() or not (tree / "Makefile").is_file():
+        raise BadInput(f"{tree} is not a Redis source tree (no Makefile and src/)")
+    compiler = compiler_version(flags)
+    # The log goes to the cache, not into the user's tree.
+    entry = cache_root() / "trees" / hashlib.sha256(str(tree).encode()).hexdigest()[:16]
+    entry.mkdir(parents=True, exist_ok=True)
+    log = entry / "build.log"
+    log.write_text(f"regtrack build of the tree {tree}\ncompiler: {compiler}\n")
+    return _make_build(tree, flags, compiler, log, on_line, "in-place", None, tree)
+
+
+def obtain(
+    targets: list[Target],
+    flags: list[str],
+    on_phase: Callable[[str], None] = lambda text: None,
+) -> None:
+    """Give every target a runnable server binary, building git and src targets.
+
+    All builds finish before anything is measured: a failing build stops the run while
+    nothing has been spent on measuring.
+    """
+    repos: dict[str, SourceRepo] = {}
+    for target in targets:
+        if target.kind not in ("git", "src"):
+            continue
+        label = target.label
+
+        def show(line: str, label: str = label) -> None:
+            on_phase(f"building {label}: {line}")
+
+        if target.kind == "git":
+            assert target.commit and target.source_repo
+            repo = repos.setdefault(target.source_repo, SourceRepo(target.source_repo))
+            build = build_commit(repo, target.commit, flags, show)
+        else:
+            build = build_tree(Path(target.details["tree"]), flags, show)
+        target.binary = build.server
+        target.binary_sha256 = sha256_of(build.server)
+        target.details["build"] = build.details()

@@ -1,0 +1,178 @@
+"""Version specs as the user types them, and the exact targets they resolve to.
+
+Spec grammar (comma separated, each optionally ``label=spec``):
+  6.2            newest 6.2.x release tag in the source repository
+  7.0.15         a tag          unstable   a branch head      a1b2c3d   a commit (7-40 hex)
+  bin:PATH       an existing redis-server binary
+  src:PATH       a source tree to build
+  image:NAME     a container image (docker runtime)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from regtrack.core.digests import sha256_of
+from regtrack.core.errors import BadInput
+from regtrack.targets.sources import SourceRepo
+
+LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
+REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/+-]{0,199}$")
+PREFIXES = ("bin", "src", "image")
+
+
+@dataclass(frozen=True)
+class VersionSpec:
+    """One parsed spec: what to run, under which label."""
+
+    label: str
+    kind: str  # bin | src | image | git
+    value: str
+    text: str
+
+
+@dataclass
+class Target:
+    """A resolved spec: enough to trace any number back to exact code."""
+
+    label: str
+    spec: str
+    kind: str
+    binary: str | None = None
+    binary_sha256: str | None = None
+    commit: str | None = None
+    ref: str | None = None
+    source_repo: str | None = None
+    image: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _check_text(item: str) -> None:
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in item):
+        raise BadInput(f"version spec {item!r} contains control characters")
+
+
+def parse_spec(item: str) -> VersionSpec:
+    """Parse ``[label=]spec``; refuse anything that is not plainly one of the forms."""
+    _check_text(item)
+    text = item.strip(" ")
+    if not text:
+        raise BadInput("empty version spec: give specs like 7.0.15 or bin:/usr/bin/redis-server")
+    label: str | None = None
+    body = text
+    head, sep, rest = text.partition("=")
+    if sep and ":" not in head:
+        if not LABEL_RE.match(head):
+            raise BadInput(
+                f"label {head!r} in {text!r} is not valid: use letters, digits, '.', '_', '+', '-' "
+                "(at most 64, starting with a letter or digit)"
+            )
+        label, body = head, rest.strip()
+        if not body:
+            raise BadInput(f"version spec {text!r} has a label but nothing after '='")
+    prefix, colon, value = body.partition(":")
+    if colon and prefix in PREFIXES:
+        if not value:
+            raise BadInput(f"version spec {text!r}: nothing after '{prefix}:'")
+        return VersionSpec(label=label or body, kind=prefix, value=value, text=text)
+    if colon:
+        raise BadInput(
+            f"version spec {text!r}: unknown prefix {prefix!r}; use bin:, src: or image:, "
+            "or a tag, branch or commit"
+        )
+    if not REF_RE.match(body) or ".." in body or body.endswith((".", "/", ".lock")):
+        raise BadInput(
+            f"version spec {body!r} is not a tag, branch or commit name "
+            "(letters, digits, '.', '_', '-', '/' only)"
+        )
+    return VersionSpec(label=label or body, kind="git", value=body, text=text)
+
+
+def parse_specs(text: str) -> list[VersionSpec]:
+    """Parse the comma-separated --versions value; labels must be unique."""
+    specs = [parse_spec(item) for item in text.split(",") if item.strip()]
+    if not specs:
+        raise BadInput("no versions given: use --versions 7.0.15,unstable or bin:/path")
+    seen: dict[str, str] = {}
+    for spec in specs:
+        if spec.label in seen:
+            raise BadInput(
+                f"label {spec.label!r} is used twice ({seen[spec.label]!r} and {spec.text!r}): "
+                "give each version its own label, e.g. a=bin:/path,b=bin:/path"
+            )
+        seen[spec.label] = spec.text
+    return specs
+
+
+def resolve_binary(spec: VersionSpec) -> Target:
+    """bin:PATH: the file must exist and be executable; it is fingerprinted by sha256."""
+    path = Path(spec.value).expanduser()
+    if not path.exists():
+        raise BadInput(f"version {spec.text!r}: {path} does not exist")
+    if not path.is_file() or not os.access(path, os.X_OK):
+        raise BadInput(f"version {spec.text!r}: {path} is not an executable file")
+    # Run it by the name given, not the symlink's target: Debian's redis-server links to
+    # redis-check-rdb, and Redis picks its mode from argv[0].
+    resolved = path.resolve()
+    return Target(
+        label=spec.label,
+        spec=spec.text,
+        kind="bin",
+        binary=str(path.absolute()),
+        binary_sha256=sha256_of(resolved),
+        details={"resolved_path": str(resolved)},
+    )
+
+
+def resolve_git(spec: VersionSpec, repo: SourceRepo) -> Target:
+    found = repo.resolve(spec.value)
+    return Target(
+        label=spec.label,
+        spec=spec.text,
+        kind="git",
+        commit=found.commit,
+        ref=f"{found.ref_kind} {found.ref}",
+        source_repo=repo.location,
+        details={
+            "source_version": found.version_h,
+            "commit_date": found.date,
+            "subject": found.subject,
+        },
+    )
+
+
+def resolve_tree(spec: VersionSpec) -> Target:
+    path = Path(spec.value).expanduser()
+    if not path.is_dir():
+        raise BadInput(f"version {spec.text!r}: {path} is not a directory")
+    if not (path / "src").is_dir() or not (path / "Makefile").is_file():
+        raise BadInput(f"version {spec.text!r}: {path} is not a Redis source tree (no src/)")
+    return Target(
+        label=spec.label, spec=spec.text, kind="src", details={"tree": str(path.resolve())}
+    )
+
+
+def resolve(
+    specs: list[VersionSpec], source_repo: str | None = None, cache: Path | None = None
+) -> list[Target]:
+    """Resolve every spec before anything is built or measured, so a typo fails at once."""
+    repo: SourceRepo | None = None
+    targets = []
+    for spec in specs:
+        if spec.kind == "bin":
+            targets.append(resolve_binary(spec))
+        elif spec.kind == "src":
+            targets.append(resolve_tree(spec))
+        elif spec.kind == "git":
+            repo = repo or SourceRepo(source_repo, cache)
+            targets.append(resolve_git(spec, repo))
+        else:
+            targets.append(Target(label=spec.label, spec=spec.text, kind="image", image=spec.value))
+    return targets

@@ -1,0 +1,282 @@
+"""`regtrack mix capture`: a workload file from what a live server is actually doing.
+
+Read-only by construction: the connection sends nothing but INFO (RESP2, no HELLO, no
+CLIENT SETNAME/SETINFO), twice, N seconds apart. The per-command call deltas become the
+ratios of a mix; the arguments are templates the user must check (key patterns and
+payload sizes cannot be seen in INFO).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from redis.connection import parse_url
+
+from regtrack.core.errors import BadInput, CannotMeasure
+from regtrack.core.redis_options import QUIET_CONNECT
+from regtrack.workloads import redis_commands as commands
+
+MIN_SHARE = 0.005  # commands below 0.5% of the traffic are listed, not replayed
+MAX_RATIO = 50
+
+# Argument templates for commands a queue typically sends; __key__ / __data__ as memtier.
+TEMPLATES: dict[str, list[str]] = {
+    "GET": ["GET", "key:__key__"],
+    "SET": ["SET", "key:__key__", "__data__"],
+    "SETEX": ["SETEX", "key:__key__", "300", "__data__"],
+    "PSETEX": ["PSETEX", "key:__key__", "300000", "__data__"],
+    "SETNX": ["SETNX", "lock:__key__", "__data__"],
+    "GETDEL": ["GETDEL", "key:__key__"],
+    "DEL": ["DEL", "key:__key__"],
+    "UNLINK": ["UNLINK", "key:__key__"],
+    "EXISTS": ["EXISTS", "key:__key__"],
+    "EXPIRE": ["EXPIRE", "key:__key__", "300"],
+    "PEXPIRE": ["PEXPIRE", "key:__key__", "300000"],
+    "TTL": ["TTL", "key:__key__"],
+    "INCR": ["INCR", "counter:__key__"],
+    "INCRBY": ["INCRBY", "counter:__key__", "1"],
+    "MGET": ["MGET", "key:__key__"],
+    "LPUSH": ["LPUSH", "queue", "__data__"],
+    "RPUSH": ["RPUSH", "queue", "__data__"],
+    "LPOP": ["LPOP", "queue"],
+    "RPOP": ["RPOP", "queue"],
+    "BRPOP": ["BRPOP", "queue", "1"],
+    "BLPOP": ["BLPOP", "queue", "1"],
+    "LLEN": ["LLEN", "queue"],
+    "LRANGE": ["LRANGE", "queue", "0", "9"],
+    "LREM": ["LREM", "queue", "1", "__data__"],
+    "RPOPLPUSH": ["RPOPLPUSH", "queue", "queue:processing"],
+    "LMOVE": ["LMOVE", "queue", "queue:processing", "LEFT", "RIGHT"],
+    "HSET": ["HSET", "job:__key__", "status", "__data__"],
+    "HGET": ["HGET", "job:__key__", "status"],
+    "HMGET": ["HMGET", "job:__key__", "status"],
+    "HGETALL": ["HGETALL", "job:__key__"],
+    "HDEL": ["HDEL", "job:__key__", "status"],
+    "HINCRBY": ["HINCRBY", "job:__key__", "attempts", "1"],
+    "SADD": ["SADD", "set", "member:__key__"],
+    "SREM": ["SREM", "set", "member:__key__"],
+    "SISMEMBER": ["SISMEMBER", "set", "member:__key__"],
+    "SMEMBERS": ["SMEMBERS", "set"],
+    "ZADD": ["ZADD", "schedule", "1700000000", "member:__key__"],
+    "ZREM": ["ZREM", "schedule", "member:__key__"],
+    "ZRANGEBYSCORE": ["ZRANGEBYSCORE", "schedule", "0", "1700000000", "LIMIT", "0", "10"],
+    "ZPOPMIN": ["ZPOPMIN", "schedule"],
+    "ZCARD": ["ZCARD", "schedule"],
+    "XADD": ["XADD", "stream", "MAXLEN", "~", "100000", "*", "data", "__data__"],
+    "XREADGROUP": [
+        "XREADGROUP",
+        "GROUP",
+        "group",
+        "consumer",
+        "COUNT",
+        "1",
+        "STREAMS",
+        "stream",
+        ">",
+    ],
+    "XACK": ["XACK", "stream", "group", "0-0"],
+    "XLEN": ["XLEN", "stream"],
+    "XAUTOCLAIM": ["XAUTOCLAIM", "stream", "group", "consumer", "60000", "0-0", "COUNT", "10"],
+    "PUBLISH": ["PUBLISH", "events", "__data__"],
+    "PING": ["PING"],
+}
+NEEDS_GROUP = {"XREADGROUP", "XACK", "XAUTOCLAIM"}
+
+
+def _parts(url: str) -> tuple[str, str, str, str]:
+    """(scheme, userinfo, host part, query) of ``url``, split by hand so that nothing in
+    a password (an unencoded ``?``, ``/``, ``#`` or ``@``) can end up in the host part:
+    the userinfo is everything up to the last ``@``."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    userinfo, at, hostpart = rest.rpartition("@")
+    if not at:
+        userinfo, hostpart = "", rest
+    hostpart, _, query = hostpart.partition("?")
+    return scheme, userinfo, hostpart, query
+
+
+def redact(url: str) -> str:
+    """``url`` as it may be shown, written or logged: no password (in the userinfo, or in
+    the query string, where redis-py also reads one), no control characters."""
+    scheme, userinfo, hostpart, query = _parts(url)
+    # user:password@ keeps the user; a lone SECRET@ is what redis-py takes as the password
+    user = f"{userinfo.split(':', 1)[0]}:***@" if ":" in userinfo else "***@" * bool(userinfo)
+    shown = f"{scheme + '://' if scheme else ''}{user}{hostpart}{'?***' if query else ''}"
+    return "".join(c if c.isprintable() else "?" for c in shown)
+
+
+@dataclass(frozen=True)
+class Capture:
+    url: str  # redacted: it is written into the workload file and shown
+    seconds: float
+    version: str
+    calls: dict[str, int]  # command (as commandstats names it) -> calls in the interval
+
+
+def _connect(url: str) -> redis.Redis:
+    try:
+        options = parse_url(url)
+    except ValueError as exc:
+        problem = str(exc).replace(url, redact(url))
+        raise BadInput(f"--url {redact(url)}: {problem}; use redis://HOST:PORT") from None
+    options.pop("connection_class", None)  # rediss:// (TLS) keeps its ssl settings
+    return redis.Redis(**options, socket_timeout=10, decode_responses=True, **QUIET_CONNECT)
+
+
+def sample(url: str, seconds: float) -> Capture:
+    """Two INFO readings ``seconds`` apart: the commands the server ran in between."""
+    if seconds <= 0:
+        raise BadInput("--seconds must be positive")
+    client = _connect(url)
+    shown = redact(url)
+    try:
+        first = client.info("commandstats")
+        time.sleep(seconds)
+        second = client.info("commandstats")
+        version = str(client.info("server").get("redis_version", "unknown"))
+    except redis.AuthenticationError as exc:
+        raise BadInput(f"{shown}: {_scrub(exc, url)}; put the password in the URL") from None
+    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+        raise CannotMeasure(f"cannot read INFO from {shown}: {_scrub(exc, url)}") from None
+    finally:
+        client.close()
+    calls: dict[str, int] = {}
+    for key, stats in second.items():
+        if not key.startswith("cmdstat_") or not isinstance(stats, dict):
+            continue
+        before = first.get(key, {}).get("calls", 0) if isinstance(first.get(key), dict) else 0
+        delta = int(stats.get("calls", 0)) - int(before)
+        name = key[len("cmdstat_") :]
+        if delta > 0 and name != "info":  # our own INFO calls
+            calls[name] = delta
+    return Capture(url=shown, seconds=seconds, version=version, calls=calls)
+
+
+def _scrub(exc: BaseException, url: str) -> str:
+    """An error's text without the credentials, should the library have echoed them."""
+    _, userinfo, _, query = _parts(url)
+    text = str(exc).replace(url, redact(url))
+    for secret in (userinfo, *userinfo.split(":", 1), query):
+        if len(secret) >= 3:  # never blank out every "a" of a message
+            text = text.replace(secret, "***")
+    return text
+
+
+def _toml_list(args: list[str]) -> str:
+    return "[" + ", ".join(_toml_str(a) for a in args) + "]"
+
+
+def _toml_str(text: str) -> str:
+    """A TOML basic string that parses whatever ``text`` holds: quotes, backslashes and
+    control characters escaped, a lone surrogate (undecodable argv) replaced."""
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\u{code:04x}")
+        elif 0xD800 <= code <= 0xDFFF:
+            out.append("\\ufffd")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def _comment(text: str) -> str:
+    """Text from the server (its version, command names) made safe for a # comment."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+def workload_text(capture: Capture, name: str) -> str:
+    """A mix workload file (TOML) with the observed ratios and what to fill in."""
+    total = sum(capture.calls.values())
+    if total == 0:
+        raise CannotMeasure(
+            f"{capture.url} ran no commands in {capture.seconds:g} s: capture while it is busy"
+        )
+    shares = {cmd: n / total for cmd, n in capture.calls.items()}
+    replayed = {
+        cmd.upper(): share
+        for cmd, share in shares.items()
+        if share >= MIN_SHARE and cmd.upper() in TEMPLATES
+    }
+    skipped = sorted(c for c in shares if c.upper() not in replayed)
+    if not replayed:
+        raise CannotMeasure(
+            f"none of the commands {capture.url} ran has a template to replay "
+            f"({', '.join(sorted(shares))}); write the mix by hand (docs/workloads.md)"
+        )
+    smallest = min(replayed.values())
+    ratios = {c: max(1, min(MAX_RATIO, round(s / smallest))) for c, s in replayed.items()}
+    floor = max(
+        (commands.version_tuple(commands.since([c]) or "2.8") for c in ratios), default=(2, 8)
+    )
+    lines = [
+        f"# Captured by `regtrack mix capture` from {_comment(capture.url)} "
+        f"(Redis {_comment(capture.version)}) over",
+        f"# {capture.seconds:g} s: {total} commands, {total / capture.seconds:,.0f} per second.",
+        "# The ratios are what the server ran. FILL IN what INFO cannot show: key names and",
+        "# patterns (__key__), payload size (data_size), the setup your queue needs, and",
+        "# whether commands belong in separate processes. docs/workloads.md explains the format.",
+    ]
+    if skipped:
+        lines.append("# Not replayed (no template, or under 0.5% of the traffic):")
+        lines += [
+            f"#   {_comment(c)}: {capture.calls[c]} calls ({100 * shares[c]:.1f}%)" for c in skipped
+        ]
+    lines += [
+        f"name = {_toml_str(name)}",
+        'kind = "mix"',
+        f"description = {_toml_str('Captured from ' + capture.url)}",
+        f'min_redis = "{".".join(str(p) for p in floor)}"',
+        "data_size = 128",
+        "keys = 100000",
+        "clients = 50",
+        "pipelines = [1, 10]",
+        "",
+    ]
+    if NEEDS_GROUP & set(ratios):
+        lines += [
+            "[[setup]]   # consumer group for the stream commands",
+            _setup_line(["XGROUP", "CREATE", "stream", "group", "$", "MKSTREAM"]),
+            "",
+        ]
+    blocking = [c for c in ratios if commands.blocks(TEMPLATES[c])]
+    others = [c for c in ratios if c not in blocking]
+    order = sorted(others, key=lambda c: -ratios[c])
+    if blocking and others:
+        lines += _process("main", order, ratios) + _process("blocking", blocking, ratios)
+    else:
+        for cmd in order or blocking:
+            lines += _command("[[commands]]", cmd, ratios[cmd])
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _setup_line(args: list[str]) -> str:
+    return f"command = {_toml_list(args)}"
+
+
+def _command(header: str, cmd: str, ratio: int) -> list[str]:
+    return [header, f"args = {_toml_list(TEMPLATES[cmd])}", f"ratio = {ratio}", ""]
+
+
+def _process(name: str, cmds: list[str], ratios: dict[str, int]) -> list[str]:
+    out = ["[[process]]", f"name = {_toml_str(name)}", ""]
+    for cmd in cmds:
+        out += _command("[[process.commands]]", cmd, ratios[cmd])
+    return out
+
+
+def summary(capture: Capture) -> dict[str, Any]:
+    total = sum(capture.calls.values())
+    return {
+        "commands": total,
+        "per_second": total / capture.seconds if capture.seconds else 0.0,
+        "top": sorted(capture.calls.items(), key=lambda kv: -kv[1])[:5],
+    }

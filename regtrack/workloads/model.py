@@ -1,0 +1,189 @@
+"""The two kinds of workload file, validated field by field (docs/workloads.md).
+
+``get-pipeline``: populate keys, GET them at several pipeline depths.
+``mix``: setup steps, then commands with ratios and key patterns, replayed per pipeline
+depth by one or more load generator processes (producers and consumers of blocking
+commands run as separate processes).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from regtrack.workloads import redis_commands as commands
+
+PositiveInt = Annotated[int, Field(gt=0)]
+SAVED_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+VERSION_RE = r"^\d+(\.\d+){0,2}$"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _pipelines(v: list[int]) -> list[int]:
+    if not v:
+        raise ValueError("give at least one pipeline depth")
+    if len(set(v)) != len(v):
+        raise ValueError("pipeline depths repeat")
+    return v
+
+
+class GetPipelineWorkload(_Strict):
+    """Populate ``keys`` keys of ``data_size`` bytes, then GET them at each pipeline depth."""
+
+    name: str
+    kind: Literal["get-pipeline"]
+    description: str = ""
+    keys: PositiveInt = 100_000
+    data_size: PositiveInt = 1000
+    clients: PositiveInt = 50
+    threads: PositiveInt = 1
+    pipelines: list[PositiveInt] = Field(default_factory=lambda: [1, 5, 10, 15, 20, 25, 30])
+
+    _check_pipelines = field_validator("pipelines")(_pipelines)
+
+
+class Command(_Strict):
+    """One command of a mix: its arguments, how many times in a row, how keys are drawn."""
+
+    args: list[str] = Field(min_length=1)
+    ratio: PositiveInt = 1
+    key_pattern: Literal["R", "P", "S", "G"] = "R"
+
+    @field_validator("args")
+    @classmethod
+    def _args(cls, v: list[str]) -> list[str]:
+        for arg in v:
+            if "__data__" in arg and arg != "__data__":
+                raise ValueError(
+                    f"__data__ must be a whole argument, not part of {arg!r} "
+                    "(memtier sends the payload as one argument)"
+                )
+        return v
+
+
+class Process(_Strict):
+    """One load generator process; several run side by side (producers, consumers)."""
+
+    name: str = "main"
+    clients: PositiveInt | None = None
+    commands: list[Command] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _lockstep_everywhere(self) -> Process:
+        keyed = {c.key_pattern for c in self.commands if any("__key__" in a for a in c.args)}
+        if "P" in keyed and len(keyed) > 1:
+            raise ValueError(
+                f"process {self.name!r}: lockstep (key_pattern P) needs every command with "
+                "__key__ on P (memtier applies P to all commands or none)"
+            )
+        return self
+
+    @property
+    def lockstep(self) -> bool:
+        return any(c.key_pattern == "P" for c in self.commands)
+
+    @model_validator(mode="after")
+    def _no_stalled_rotation(self) -> Process:
+        blocking = [c for c in self.commands if commands.blocks(c.args)]
+        if blocking and len(blocking) != len(self.commands):
+            raise ValueError(
+                f"process {self.name!r} mixes the blocking {commands.name(blocking[0].args)} "
+                "with other commands: a blocked connection stalls memtier's rotation, so "
+                "put blocking commands in a [[process]] of their own"
+            )
+        return self
+
+
+class SetupStep(_Strict):
+    """A command run through redis-py before measuring (once, or once per key)."""
+
+    command: list[str] = Field(min_length=1)
+    save_as: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    per_key: bool = False  # run it for every key number 1..keys (prefill), __key__ replaced
+
+
+class MixWorkload(_Strict):
+    """A queue's own traffic: setup, then commands replayed at each pipeline depth."""
+
+    name: str
+    kind: Literal["mix"]
+    description: str = ""
+    models: str = ""  # the library and lifecycle this mix follows
+    approximations: str = ""  # what memtier cannot express and how the mix works around it
+    min_redis: str = Field(default="2.8", pattern=VERSION_RE)
+    data_size: PositiveInt = 128
+    keys: PositiveInt = 100_000
+    clients: PositiveInt = 50
+    threads: PositiveInt = 1
+    pipelines: list[PositiveInt] = Field(default_factory=lambda: [1, 10])
+    tolerance_pct: Annotated[float, Field(gt=0, le=100)] = 10.0
+    extra_commands: list[str] = Field(default_factory=list)
+    setup: list[SetupStep] = Field(default_factory=list)
+    commands: list[Command] = Field(default_factory=list)
+    process: list[Process] = Field(default_factory=list)
+
+    _check_pipelines = field_validator("pipelines")(_pipelines)
+
+    @model_validator(mode="after")
+    def _shape(self) -> MixWorkload:
+        if bool(self.commands) == bool(self.process):
+            raise ValueError(
+                "give either [[commands]] (one load generator process) or [[process]] "
+                "entries with their own commands, not both and not neither"
+            )
+        if self.commands:
+            Process(name="main", commands=self.commands)  # same rotation rule
+        known = commands.KNOWN | {e.upper() for e in self.extra_commands}
+        floor = commands.version_tuple(self.min_redis)
+        saved: set[str] = set()
+        for where, args in self.located_args():
+            if commands.name(args) not in known:
+                raise ValueError(
+                    f"{where}: unknown command {args[0]!r}; check the spelling, or list it "
+                    "in extra_commands if a module provides it"
+                )
+            need = commands.since(args)
+            if need and commands.version_tuple(need) > floor:
+                raise ValueError(
+                    f"{where}: {commands.name(args)} needs Redis {need} but min_redis is "
+                    f"{self.min_redis}; raise min_redis to {need}"
+                )
+            for ref in SAVED_RE.findall(" ".join(args)):
+                if ref not in saved:
+                    raise ValueError(
+                        f"{where}: ${{{ref}}} is used but no earlier setup step has "
+                        f"save_as = {ref!r}"
+                    )
+            step = self.setup_step(where)
+            if step is not None and step.save_as:
+                saved.add(step.save_as)
+        return self
+
+    def located_args(self) -> list[tuple[str, list[str]]]:
+        """Every command of the file with where it is written, setup steps first."""
+        out = [(f"setup[{i}]", s.command) for i, s in enumerate(self.setup)]
+        if self.commands:
+            out += [(f"commands[{i}]", c.args) for i, c in enumerate(self.commands)]
+        for p, proc in enumerate(self.process):
+            out += [(f"process[{p}].commands[{i}]", c.args) for i, c in enumerate(proc.commands)]
+        return out
+
+    def setup_step(self, where: str) -> SetupStep | None:
+        m = re.fullmatch(r"setup\[(\d+)\]", where)
+        return self.setup[int(m.group(1))] if m else None
+
+    @property
+    def processes(self) -> list[Process]:
+        return self.process or [Process(name="main", commands=self.commands)]
+
+    @property
+    def all_commands(self) -> list[Command]:
+        return [c for p in self.processes for c in p.commands]
+
+
+Workload = GetPipelineWorkload | MixWorkload
