@@ -4,7 +4,8 @@
 Fills a database with synthetic trials (the figures do not matter here, only their number;
 nothing is measured), writes the report, then opens the index, the largest run page and a
 history page in headless Chromium and times them until every chart has drawn. Two shapes:
-one run of 10,000 trials (4 versions x 7 points x 357 repetitions) and 50 runs of 200.
+one run of 10,000 trials (4 versions x 7 points x 357 repetitions) and 50 runs of 200;
+then tracking: 1,000 runs of 196, and the report at the end of each of three more runs.
 Prints the figures docs/reports.md quotes; it asserts nothing.
 
     .venv/bin/python benchmarks/report_speed.py
@@ -12,6 +13,7 @@ Prints the figures docs/reports.md quotes; it asserts nothing.
 
 from __future__ import annotations
 
+import argparse
 import random
 import shutil
 import sys
@@ -121,9 +123,48 @@ def scenario(name: str, runs: int, labels: list[str], repetitions: int) -> None:
         store.close()
 
 
+def tracking(runs: int, keep: Path | None) -> None:
+    """A branch tracked run after run: the report written at the end of one more run, when
+    ``runs`` runs are stored already (their derived data cached by earlier reports).
+    ``keep``: a folder to fill once and reuse (for profiling one end-of-run report)."""
+    with tempfile.TemporaryDirectory(prefix="regtrack-report-speed-") as tmp:
+        folder = keep or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        store = Store.open(folder / "r.db")
+        if store.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] < runs:
+            started = time.perf_counter()
+            trials = fill(store, runs, ["a", "b"], 14)
+            took = time.perf_counter() - started
+            print(f"tracking: {trials} trials in {runs} runs stored in {took:.0f} s")
+            started = time.perf_counter()
+            files = write_report(store, folder, [store.latest_run_id()])
+            print(
+                f"  the end of the last of them, nothing cached yet (as after an upgrade of "
+                f"regtrack): {time.perf_counter() - started:.1f} s, {len(files.histories)} "
+                "history pages"
+            )
+        for _ in range(3):
+            fill(store, 1, ["a", "b"], 14)
+            newest = store.latest_run_id()
+            started = time.perf_counter()
+            write_report(store, folder, [newest])
+            took = time.perf_counter() - started
+            print(f"  end of run {newest} ({newest} stored): report in {took:.2f} s")
+        store.close()
+
+
 def main() -> int:
-    scenario("one big run", 1, ["a", "b", "c", "d"], 357)
-    scenario("many runs", 50, ["a", "b"], 14)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tracking-runs", type=int, default=1000)
+    parser.add_argument("--only", choices=["big", "many", "tracking"])
+    parser.add_argument("--keep", type=Path, help="tracking: fill this folder once, reuse it")
+    args = parser.parse_args()
+    if args.only in (None, "big"):
+        scenario("one big run", 1, ["a", "b", "c", "d"], 357)
+    if args.only in (None, "many"):
+        scenario("many runs", 50, ["a", "b"], 14)
+    if args.only in (None, "tracking"):
+        tracking(args.tracking_runs, args.keep)
     return 0
 
 

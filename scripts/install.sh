@@ -10,7 +10,8 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 # redis-server/redis-tools: a server to measure and redis-benchmark as load generator.
 # util-linux: taskset (CPU pinning). build-essential, git: building Redis versions from source.
 # valgrind: callgrind, for --metric instructions.
-PACKAGES=(redis-server redis-tools util-linux build-essential git python3-venv valgrind)
+# ccache: a commit that changes one file rebuilds in seconds (ranges, bisect), not minutes.
+PACKAGES=(redis-server redis-tools util-linux build-essential ccache git python3-venv valgrind)
 echo "regtrack install: apt packages: ${PACKAGES[*]}" >&2
 $SUDO apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \

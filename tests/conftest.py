@@ -6,6 +6,7 @@ import contextlib
 import ctypes
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -180,6 +181,27 @@ def run_cli(
         timeout=timeout,
         check=False,
     )
+
+
+def finish(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
+    """``proc.communicate(timeout)``, but a hang fails with evidence: the processes still
+    running below this test, and every thread's stack of a regtrack started with
+    ``PYTHONFAULTHANDLER=1`` (SIGABRT makes faulthandler print them)."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        left = our_processes()
+        tree = [f"{pid}: {(_stat(pid) or ('?',))[0]}" for pid in _descendants(os.getpid())]
+        proc.send_signal(signal.SIGABRT)
+        try:
+            out, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        pytest.fail(
+            f"still running after {timeout:.0f} s; below the test: {tree}; ours: {left}\n"
+            f"stdout:\n{out}\nstderr (with stacks):\n{err}"
+        )
 
 
 def wait_for_trials(db: Path, count: int, timeout: float = 120) -> int:

@@ -97,7 +97,7 @@ def test_a_workload_kind_of_any_type_is_bad_input(tmp_path, kind):
         "--upload-pack=touch /tmp/pwned",
         "a=$(touch /tmp/pwned)",
         "x;rm -rf /",
-        "7.0..8.0",
+        "7.0...8.0",
         "evil=bin:",
         "<script>=7.0",
         "a=7.0,a=7.2",

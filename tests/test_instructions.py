@@ -14,7 +14,7 @@ import pytest
 
 from regtrack.analysis import comparison as comparisons
 from regtrack.results.store import Store
-from tests.conftest import our_processes, run_cli, wait_for_trials
+from tests.conftest import finish, our_processes, run_cli, wait_for_trials
 
 pytestmark = pytest.mark.usefixtures("redis_benchmark_bin")
 
@@ -165,6 +165,7 @@ def test_a_server_killed_under_callgrind_ends_its_visit_and_keeps_trials(tmp_pat
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
     )
     measured = wait_for_trials(db, 1)
     assert measured >= 1
@@ -172,7 +173,7 @@ def test_a_server_killed_under_callgrind_ends_its_visit_and_keeps_trials(tmp_pat
     assert victims, our_processes()
     for pid in victims:
         os.kill(int(pid), signal.SIGKILL)
-    _, err = proc.communicate(timeout=120)
+    _, err = finish(proc, 120)
     assert proc.returncode == 3, err
     assert "exited" in err and "Traceback" not in err
     assert "run 1 is incomplete" in err.strip().splitlines()[-1]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from regtrack.bench import setup as server_setup
+from regtrack.bench.job import Job
 from regtrack.bench.loadgen import redis_benchmark
-from regtrack.bench.runner import Job, execute
+from regtrack.bench.runner import execute
 from regtrack.core.cpus import plan_cpus
 from regtrack.core.settings import load_settings
 from regtrack.results.store import Store

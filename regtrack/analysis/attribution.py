@@ -21,25 +21,30 @@ def attribute(
     candidate: str,
     point: str | None = None,
     top: int = 15,
+    baseline_run: int | None = None,
 ) -> list[dict[str, Any]]:
     """Which functions' instructions per operation changed, per point, reconciled to the total.
 
     Exclusive costs are used because they add up to the total (inclusive costs overlap).
     Per-op costs are averaged over valid instruction trials; a function absent from a trial
-    counts as zero there, so sums of averages equal the average of totals.
+    counts as zero there, so sums of averages equal the average of totals. The baseline
+    may come from another run (``baseline_run``, e.g. a bisection's steps): instruction
+    counts do not drift between runs on one machine the way throughput does.
     """
-    labels = [t["label"] for t in store.targets(run_id)]
-    for label in (baseline, candidate):
+    parts = []
+    for label, rid in ((baseline, baseline_run or run_id), (candidate, run_id)):
+        labels = [t["label"] for t in store.targets(rid)]
         if label not in labels:
             raise BadInput(
-                f"{label!r} is not a version of run {run_id}: its versions are {', '.join(labels)}"
+                f"{label!r} is not a version of run {rid}: its versions are {', '.join(labels)}"
             )
-    costs = pd.DataFrame(store.function_costs(run_id))
-    if costs.empty:
-        raise BadInput(
-            f"run {run_id} has no instruction profiles: measure with --metric instructions"
-        )
-    costs = costs[costs["target"].isin([baseline, candidate])]
+        costs = pd.DataFrame(store.function_costs(rid))
+        if costs.empty:
+            raise BadInput(
+                f"run {rid} has no instruction profiles: measure with --metric instructions"
+            )
+        parts.append(costs[costs["target"] == label])
+    costs = pd.concat(parts, ignore_index=True)
     points = list(dict.fromkeys(costs.sort_values("point_order")["point"]))
     if point is not None:
         if point not in points:

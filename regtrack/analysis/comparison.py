@@ -170,7 +170,9 @@ def _compare(
                 ratios = pooling.ratios(wrows, metric, baseline, candidate, key)
                 excluded = _excluded_points(wrows, metric, baseline, candidate, labels)
                 gating_points = [p for p in labels if p not in excluded]
-                look = _look(wrows)
+                # The look is the candidate's: across runs (a stored baseline, a bisection's
+                # ends) only the candidate's run adds blocks; its repetitions count the looks.
+                look = _look(wrows[wrows["target"] == candidate])
                 top = pooling.pooled(
                     metric,
                     workload,

@@ -33,6 +33,55 @@ def series_name(spec: str) -> str:
     return parsed.value if parsed.kind == "git" else f"{parsed.kind}:{parsed.value}"
 
 
+def run_points(
+    store: Store,
+    run: dict[str, Any],
+    metrics: tuple[str, ...] = METRICS,
+    known: pd.DataFrame | None = None,
+) -> list[dict[str, Any]]:
+    """One run's trusted cells, with what identifies their series (plain JSON values, so
+    the report can keep them between runs). ``known``: the run's cells, if computed."""
+    rows: list[dict[str, Any]] = []
+    if not run.get("n_trials"):
+        return rows
+    frame = cell_values.trials_frame(store, run["id"]) if known is None else None
+    targets = {t["label"]: t for t in store.targets(run["id"])}
+    setup = comparability.digest(comparability.of_run(run))
+    for name in metrics:
+        if known is not None:
+            cells = known[known["metric"] == name]
+        else:
+            cells = cell_values.cells(frame, cell_values.METRIC_BY_NAME[name])
+        for cell in cells.itertuples():
+            if not cell.trusted or cell.value is None:
+                continue
+            target = targets[cell.target]
+            rows.append(
+                {
+                    "run_id": run["id"],
+                    "created_at": run["created_at"],
+                    "fingerprint": run.get("fingerprint") or "",
+                    "comparability": setup,
+                    "series": series_name(target["spec"]),
+                    "source_repo": target.get("source_repo") or "",
+                    "label": cell.target,
+                    "commit": target.get("commit_sha") or "",
+                    "subject": target["details"].get("subject") or "",
+                    "commit_date": target["details"].get("commit_date") or "",
+                    "redis_version": target.get("redis_version") or "",
+                    "workload": cell.workload,
+                    "point": cell.point,
+                    "point_order": int(cell.point_order),
+                    "metric": name,
+                    "value": float(cell.value),
+                    "min": None if cell.min is None else float(cell.min),
+                    "max": None if cell.max is None else float(cell.max),
+                    "n_valid": int(cell.n_valid),
+                }
+            )
+    return rows
+
+
 def points(
     store: Store,
     metrics: tuple[str, ...] = METRICS,
@@ -44,42 +93,12 @@ def points(
     """
     rows: list[dict[str, Any]] = []
     for run in store.runs():
-        if not run.get("n_trials"):
-            continue
-        known = (cells_by_run or {}).get(run["id"])
-        frame = cell_values.trials_frame(store, run["id"]) if known is None else None
-        targets = {t["label"]: t for t in store.targets(run["id"])}
-        setup = comparability.digest(comparability.of_run(run))
-        for name in metrics:
-            if known is not None:
-                cells = known[known["metric"] == name]
-            else:
-                cells = cell_values.cells(frame, cell_values.METRIC_BY_NAME[name])
-            for cell in cells.itertuples():
-                if not cell.trusted or cell.value is None:
-                    continue
-                target = targets[cell.target]
-                rows.append(
-                    {
-                        "run_id": run["id"],
-                        "created_at": run["created_at"],
-                        "fingerprint": run.get("fingerprint") or "",
-                        "comparability": setup,
-                        "series": series_name(target["spec"]),
-                        "source_repo": target.get("source_repo") or "",
-                        "label": cell.target,
-                        "commit": target.get("commit_sha") or "",
-                        "redis_version": target.get("redis_version") or "",
-                        "workload": cell.workload,
-                        "point": cell.point,
-                        "point_order": cell.point_order,
-                        "metric": name,
-                        "value": cell.value,
-                        "min": cell.min,
-                        "max": cell.max,
-                        "n_valid": cell.n_valid,
-                    }
-                )
+        rows += run_points(store, run, metrics, (cells_by_run or {}).get(run["id"]))
+    return with_changes(rows)
+
+
+def with_changes(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The rows of many runs as one frame in time order, change points marked per series."""
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame

@@ -15,7 +15,7 @@ from typing import Any
 
 from regtrack.analysis import comparison, gate
 from regtrack.bench import orchestrate
-from regtrack.bench.runner import Job
+from regtrack.bench.job import Job
 from regtrack.core import environment
 from regtrack.core.records import Progress
 from regtrack.core.settings import Thresholds, load_settings

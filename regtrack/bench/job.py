@@ -1,4 +1,4 @@
-"""From command-line options to a Job: validate everything, resolve, build, pick the tools.
+"""The Job (everything one run needs) and how options become one: validate, resolve, build.
 
 The order is deliberate: every mistake the user can fix (spec, CPU list, file, option,
 missing tool) is reported before the first build starts, and every build finishes
@@ -10,19 +10,23 @@ from __future__ import annotations
 import re
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-from regtrack.bench import loadgen
+from regtrack.bench import loadgen, seeds
+from regtrack.bench import trial as measure
 from regtrack.bench.callgrind import control as callgrind
 from regtrack.bench.loadgen import memtier
-from regtrack.bench.runner import Job
+from regtrack.bench.loadgen.base import LoadgenBinary
+from regtrack.bench.plan import MODES_BY_METRIC, Visit, interleave
 from regtrack.bench.runtimes import docker as docker_runtime
 from regtrack.core import docker_engine
-from regtrack.core.cpus import plan_cpus
-from regtrack.core.errors import BadInput
-from regtrack.core.settings import load_settings
+from regtrack.core.cpus import CpuPlan, plan_cpus
+from regtrack.core.errors import BadInput, CannotMeasure
+from regtrack.core.settings import RunSettings, load_settings
 from regtrack.targets import build, images, versions
-from regtrack.workloads import points
+from regtrack.targets.versions import Target
+from regtrack.workloads import points as workload_points
 from regtrack.workloads.files import load_workload
 from regtrack.workloads.model import MixWorkload, Workload
 
@@ -53,6 +57,99 @@ class Options:
     docker_images: str = "auto"  # auto | official | build
     builder_image: str | None = None  # docker build commits in this image
     memory: str | None = None  # container memory limit, e.g. 2g
+    every: int | None = None  # ranges A..B: every Nth commit
+    max_commits: int | None = None  # ranges A..B: at most this many commits
+
+
+@dataclass
+class Job:
+    """Everything one run needs, decided before the first server starts."""
+
+    targets: list[Target]
+    workload: Workload
+    settings: RunSettings
+    cpus: CpuPlan
+    loadgen: LoadgenBinary
+    metric: str = "throughput"  # throughput | instructions | both
+    runtime: str = "native"  # native | docker
+    memory: str | None = None  # container memory limit
+    docker: Any = None  # the Docker engine client, for --runtime docker
+    # --runtime docker: the one kind of build every version runs, official | build (images.py)
+    docker_images: str | None = None
+    points: list[workload_points.Point] = field(init=False)
+    # "fixed": the planned repetitions, looked at once; "sequential": blocks are added
+    # while a gate is undecided, so intervals must stay valid under repeated looks.
+    design: str = "fixed"
+    # Modes still measured in later repetitions, once a sequential gate decided a metric.
+    narrowed: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    # Why the servers' hash seeds are not regtrack's (None: they are; regtrack.bench.seeds).
+    seed_problem: str | None = field(init=False)
+    # The baseline label and thresholds the command printed its verdicts with, so the
+    # report and a later `compare` show the same verdicts (analysis.comparison_settings).
+    comparison: dict[str, Any] = field(default_factory=dict)
+    # Versions of a range A..B that did not build: skipped, never fatal to the range.
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    # The bisection this run measures for (regtrack bisect): its id and the run's role.
+    bisection: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        self.points = workload_points.points(self.workload)
+        if self.metric != "throughput" and self.runtime == "native":
+            callgrind.require()
+        if self.settings.seeds == "random":
+            self.seed_problem = 'random seeds were asked for (seeds = "random")'
+        elif self.runtime == "native":
+            self.seed_problem = seeds.native_problem()
+        else:
+            self.seed_problem = None
+
+    def seed(self, repetition: int) -> str | None:
+        """The seed every server of ``repetition`` starts with, or None (Redis's own)."""
+        return None if self.seed_problem else seeds.for_repetition(repetition)
+
+    @property
+    def context(self) -> measure.Context:
+        return measure.Context(
+            settings=self.settings, cpus=self.cpus, loadgen=self.loadgen, workload=self.workload
+        )
+
+    def visits(self, first: int = 0) -> list[Visit]:
+        """The plan's visits from repetition ``first`` on."""
+        return interleave(
+            [t.label for t in self.targets],
+            self.points,
+            self.settings.repetitions,
+            MODES_BY_METRIC[self.metric],
+            first,
+            self.narrowed,
+        )
+
+    def extend(self, repetitions: int, modes: tuple[str, ...]) -> None:
+        """Grow the plan to ``repetitions``; the new ones measure only ``modes``."""
+        first = self.settings.repetitions
+        self.settings = self.settings.model_copy(update={"repetitions": repetitions})
+        if set(modes) != set(MODES_BY_METRIC[self.metric]):
+            self.narrowed.update({rep: modes for rep in range(first, repetitions)})
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "runtime": self.runtime,
+            "memory": self.memory,
+            "docker_images": self.docker_images,
+            "settings": self.settings.model_dump(),
+            "workload": self.workload.model_dump(),
+            "cpus": self.cpus.as_dict(),
+            "targets": [t.as_dict() for t in self.targets],
+            "points": [p.label for p in self.points],
+            "design": self.design,
+            "narrowed": {str(rep): list(modes) for rep, modes in self.narrowed.items()},
+            "callgrind_hz": callgrind.CALLGRIND_HZ if self.metric != "throughput" else None,
+            "seeds": f"not controlled: {self.seed_problem}" if self.seed_problem else "fixed",
+            "comparison": self.comparison,
+            "skipped": self.skipped,
+            "bisection": self.bisection,
+        }
 
 
 def int_list(text: str | None, option: str) -> list[int] | None:
@@ -115,12 +212,14 @@ def prepare_job(
     elif options.metric != "throughput":
         callgrind.require()  # before any build: say at once that valgrind is missing
     tool = choose_tool(options.loadgen, workload)
-    workload = points.with_loadgen_threads(workload, tool, len(cpus.client))
+    workload = workload_points.with_loadgen_threads(workload, tool, len(cpus.client))
     if tool != "redis-benchmark":
         loadgen.locate(tool, options.loadgen_bin)  # memtier missing: say so before building
     elif options.loadgen_bin:
         loadgen.locate(tool, options.loadgen_bin)  # a wrong path fails before any build
-    targets = versions.resolve(specs, options.source_repo)
+    targets = versions.resolve(
+        specs, options.source_repo, every=options.every, most=options.max_commits
+    )
     image_specs = [t for t in targets if t.kind == "image"]
     if image_specs and options.runtime != "docker":
         raise BadInput(
@@ -138,7 +237,19 @@ def prepare_job(
         if kind is not None
         else set()
     )
-    build.obtain([t for t in targets if t.label not in in_container], flags, on_phase)
+    failed = build.obtain([t for t in targets if t.label not in in_container], flags, on_phase)
+    skipped = [
+        {
+            "label": t.label,
+            "commit": t.commit,
+            "subject": t.details.get("subject"),
+            "reason": f"does not build: {t.details['build_failed']}",
+        }
+        for t in failed
+    ]
+    targets = [t for t in targets if t not in failed]
+    if not targets:
+        raise CannotMeasure(f"no version of {specs[0].text} builds: {skipped[0]['reason']}")
     if client is not None and kind is not None:
         images.assign(client, targets, kind, on_phase, options.builder_image, flags)
     built_benchmarks = [
@@ -158,6 +269,7 @@ def prepare_job(
         memory=options.memory,
         docker=client,
         docker_images=kind,
+        skipped=skipped,
     )
 
 

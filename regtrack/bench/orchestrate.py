@@ -14,8 +14,8 @@ from typing import Any
 
 from regtrack.analysis import gate
 from regtrack.bench import resume
-from regtrack.bench.job import parse_duration
-from regtrack.bench.runner import Job, Sequential, execute
+from regtrack.bench.job import Job, parse_duration
+from regtrack.bench.runner import Sequential, execute
 from regtrack.bench.runtimes import docker as docker_runtime
 from regtrack.core import cpulock, environment
 from regtrack.core.errors import BadInput, CannotMeasure

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from regtrack.bench.job import Job
 from regtrack.bench.loadgen.base import LoadgenBinary
-from regtrack.bench.runner import Job
 from regtrack.core import docker_engine, environment
 from regtrack.core.cpus import CpuPlan, parse_cpu_list
 from regtrack.core.digests import sha256_of

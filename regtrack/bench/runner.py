@@ -10,121 +10,33 @@ import contextlib
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import redis
 
-from regtrack.bench import seeds, setup
+from regtrack.bench import setup
 from regtrack.bench import trial as measure
 from regtrack.bench.callgrind import control as callgrind
 from regtrack.bench.callgrind import protocol
-from regtrack.bench.loadgen.base import LoadgenBinary
-from regtrack.bench.plan import MODES_BY_METRIC, Visit, interleave, trial_count
+from regtrack.bench.job import Job
+from regtrack.bench.plan import Visit, trial_count
 from regtrack.bench.runtimes import docker as docker_runtime
 from regtrack.bench.runtimes.base import RunningServer
 from regtrack.bench.runtimes.native import native_server
 from regtrack.core import interrupts
-from regtrack.core.cpus import CpuPlan
 from regtrack.core.errors import CannotMeasure
 from regtrack.core.records import Progress
-from regtrack.core.settings import RunSettings
 from regtrack.results.store import Store
 from regtrack.targets.versions import Target
 from regtrack.workloads import points as workload_points
-from regtrack.workloads.model import Workload
 
 CALLGRIND_START_TIMEOUT_S = 120.0
 
 
 class ServerDied(CannotMeasure):
     """The server of one visit exited (killed, crashed): that visit ends, the run goes on."""
-
-
-@dataclass
-class Job:
-    """Everything one run needs, decided before the first server starts."""
-
-    targets: list[Target]
-    workload: Workload
-    settings: RunSettings
-    cpus: CpuPlan
-    loadgen: LoadgenBinary
-    metric: str = "throughput"  # throughput | instructions | both
-    runtime: str = "native"  # native | docker
-    memory: str | None = None  # container memory limit
-    docker: Any = None  # the Docker engine client, for --runtime docker
-    # --runtime docker: the one kind of build every version runs, official | build (images.py)
-    docker_images: str | None = None
-    points: list[workload_points.Point] = field(init=False)
-    # "fixed": the planned repetitions, looked at once; "sequential": blocks are added
-    # while a gate is undecided, so intervals must stay valid under repeated looks.
-    design: str = "fixed"
-    # Modes still measured in later repetitions, once a sequential gate decided a metric.
-    narrowed: dict[int, tuple[str, ...]] = field(default_factory=dict)
-    # Why the servers' hash seeds are not regtrack's (None: they are; regtrack.bench.seeds).
-    seed_problem: str | None = field(init=False)
-    # The baseline label and thresholds the command printed its verdicts with, so the
-    # report and a later `compare` show the same verdicts (analysis.comparison_settings).
-    comparison: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.points = workload_points.points(self.workload)
-        if self.metric != "throughput" and self.runtime == "native":
-            callgrind.require()
-        if self.settings.seeds == "random":
-            self.seed_problem = 'random seeds were asked for (seeds = "random")'
-        elif self.runtime == "native":
-            self.seed_problem = seeds.native_problem()
-        else:
-            self.seed_problem = None
-
-    def seed(self, repetition: int) -> str | None:
-        """The seed every server of ``repetition`` starts with, or None (Redis's own)."""
-        return None if self.seed_problem else seeds.for_repetition(repetition)
-
-    @property
-    def context(self) -> measure.Context:
-        return measure.Context(
-            settings=self.settings, cpus=self.cpus, loadgen=self.loadgen, workload=self.workload
-        )
-
-    def visits(self, first: int = 0) -> list[Visit]:
-        """The plan's visits from repetition ``first`` on."""
-        return interleave(
-            [t.label for t in self.targets],
-            self.points,
-            self.settings.repetitions,
-            MODES_BY_METRIC[self.metric],
-            first,
-            self.narrowed,
-        )
-
-    def extend(self, repetitions: int, modes: tuple[str, ...]) -> None:
-        """Grow the plan to ``repetitions``; the new ones measure only ``modes``."""
-        first = self.settings.repetitions
-        self.settings = self.settings.model_copy(update={"repetitions": repetitions})
-        if set(modes) != set(MODES_BY_METRIC[self.metric]):
-            self.narrowed.update({rep: modes for rep in range(first, repetitions)})
-
-    def config(self) -> dict[str, Any]:
-        return {
-            "metric": self.metric,
-            "runtime": self.runtime,
-            "memory": self.memory,
-            "docker_images": self.docker_images,
-            "settings": self.settings.model_dump(),
-            "workload": self.workload.model_dump(),
-            "cpus": self.cpus.as_dict(),
-            "targets": [t.as_dict() for t in self.targets],
-            "points": [p.label for p in self.points],
-            "design": self.design,
-            "narrowed": {str(rep): list(modes) for rep, modes in self.narrowed.items()},
-            "callgrind_hz": callgrind.CALLGRIND_HZ if self.metric != "throughput" else None,
-            "seeds": f"not controlled: {self.seed_problem}" if self.seed_problem else "fixed",
-            "comparison": self.comparison,
-        }
 
 
 def _binary(target: Target) -> str:

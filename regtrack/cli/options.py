@@ -8,9 +8,9 @@ from typing import Any
 import click
 
 from regtrack.bench import orchestrate
-from regtrack.bench.job import Options, int_list, prepare_job
+from regtrack.bench.job import Job, Options, int_list, prepare_job
 from regtrack.bench.loadgen.builtin import THROUGHPUT_CAVEAT
-from regtrack.bench.runner import Job, Sequential
+from regtrack.bench.runner import Sequential
 from regtrack.core.errors import RegtrackError
 from regtrack.output.console import build_progress, err, run_progress
 from regtrack.output.report import write_report
@@ -25,6 +25,20 @@ def source_repo_option(f):
         help="Git repository URL or path that tags, branches and commits resolve in "
         "(default: upstream Redis; a fork such as Valkey, or an offline mirror).",
         envvar="REGTRACK_SOURCE_REPO",
+    )(f)
+
+
+def range_options(f):
+    """--every / --max-commits: how many commits of a range A..B are measured."""
+    f = click.option(
+        "--max-commits",
+        type=click.IntRange(2, None),
+        help="Ranges A..B: at most this many commits, evenly spread (both ends kept).",
+    )(f)
+    return click.option(
+        "--every",
+        type=click.IntRange(1, None),
+        help="Ranges A..B: every Nth first-parent commit (both ends kept).",
     )(f)
 
 
@@ -115,7 +129,7 @@ MEASURE_OPTIONS = [
 def measure_options(f):
     for option in reversed(MEASURE_OPTIONS):
         f = option(f)
-    return f
+    return range_options(f)
 
 
 SEQUENTIAL_OPTIONS = [
@@ -166,6 +180,8 @@ def options_of(kw: dict[str, Any], **defaults: Any) -> Options:
         docker_images=kw["docker_images"],
         builder_image=kw["builder_image"],
         memory=kw["memory"],
+        every=kw["every"],
+        max_commits=kw["max_commits"],
     )
 
 
@@ -180,6 +196,9 @@ def prepare(specs: list[versions.VersionSpec], kw: dict[str, Any], **defaults: A
             how = "cached build" if b["cached"] else f"built in {b['seconds']:.0f} s"
             what = b.get("server_version") or f"image {target.image}"
             err.print(f"regtrack: {target.label}: {how}: {what}")
+    for skipped in job.skipped:
+        what = f"{skipped['label']} ({skipped['subject']})"
+        err.print(f"regtrack: skipped {what}: {skipped['reason']}")
     if job.loadgen.name == "builtin" and job.metric != "instructions":
         err.print(f"regtrack: note: {THROUGHPUT_CAVEAT}")
     if not workload_points.saturates(job.workload):

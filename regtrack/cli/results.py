@@ -6,11 +6,13 @@ import json
 
 import click
 
-from regtrack.analysis import attribution, cells
+from regtrack.analysis import attribution, cells, commit_history, history
 from regtrack.analysis import comparison as comparisons
 from regtrack.cli.group import EXIT_CODES_HELP, cli
-from regtrack.cli.options import db_option, source_repo_option
+from regtrack.cli.options import db_option, range_options, source_repo_option
+from regtrack.core.errors import BadInput
 from regtrack.core.settings import load_settings, load_thresholds
+from regtrack.output import history_text
 from regtrack.output import tables as text_tables
 from regtrack.output.report import write_report
 from regtrack.results import comparability
@@ -40,10 +42,16 @@ def report(run_ids: tuple[int, ...], out: str | None, db: str | None) -> None:
 @cli.command(name="versions", epilog=EXIT_CODES_HELP)
 @click.argument("specs")
 @source_repo_option
+@range_options
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
-def versions_command(specs: str, source_repo: str | None, fmt: str) -> None:
-    """Show how version SPECS resolve (label, kind, exact commit, ref) without building."""
-    targets = versions.resolve(versions.parse_specs(specs), source_repo)
+def versions_command(
+    specs: str, source_repo: str | None, every: int | None, max_commits: int | None, fmt: str
+) -> None:
+    """Show how version SPECS resolve (label, kind, exact commit, ref) without building.
+
+    A range A..B lists the first-parent commits it measures, with dates and subjects."""
+    parsed = versions.parse_specs(specs)
+    targets = versions.resolve(parsed, source_repo, every=every, most=max_commits)
     rows = [
         {
             "label": t.label,
@@ -52,6 +60,7 @@ def versions_command(specs: str, source_repo: str | None, fmt: str) -> None:
             "ref": t.ref or "",
             "version": t.details.get("source_version") or "",
             "date": t.details.get("commit_date") or "",
+            "subject": t.details.get("subject") or "",
             "path": t.binary or t.details.get("tree") or "",
             "sha256": t.binary_sha256 or "",
             "source_repo": t.source_repo or "",
@@ -158,3 +167,41 @@ def explain(
         store, run_id or store.latest_run_id(), baseline, candidate, point, top
     )
     click.echo(text_tables.attribution(tables, fmt))
+
+
+@cli.command(name="history", epilog=EXIT_CODES_HELP)
+@click.option("--workload", help="Only this workload (default: every one).")
+@click.option("--point", help="Only this point, e.g. pipeline=10 (default: every one).")
+@click.option(
+    "--metric",
+    type=click.Choice(list(history.METRICS)),
+    default="instructions_per_op",
+    show_default=True,
+)
+@click.option(
+    "--by",
+    type=click.Choice(["commit", "run"]),
+    default="commit",
+    show_default=True,
+    help="Along commits in topological order, or along runs in time.",
+)
+@db_option
+def history_command(
+    workload: str | None, point: str | None, metric: str, by: str, db: str | None
+) -> None:
+    """One point's values over commits (or runs), with the steps found and where they are."""
+    store = Store.open(db or load_settings().database, create=False)
+    frame = history.points(store, (metric,))
+    for column, wanted in (("workload", workload), ("point", point)):
+        if wanted is not None and not frame.empty:
+            frame = frame[frame[column] == wanted]
+    if frame.empty:
+        raise BadInput(f"no trusted {metric} values in {store.path} for that workload and point")
+    unit = cells.METRIC_BY_NAME[metric].unit
+    if by == "run":
+        click.echo(history_text.by_run(frame, unit))
+        return
+    rows = commit_history.series(frame)
+    if rows.empty:
+        raise BadInput("no measured commits (tags, branches, commits, ranges): try --by run")
+    click.echo(history_text.by_commit(rows, commit_history.steps(rows), unit))

@@ -285,17 +285,15 @@ def versions_table(rows: list[dict[str, str]]) -> str:
     """How each spec resolved, one row per version."""
     console = Console(file=io.StringIO(), width=200, force_terminal=False, color_system=None)
     table = Table()
+    subjects = any(r.get("subject") for r in rows)
     for column in ("label", "kind", "ref", "commit", "version", "date / path"):
         table.add_column(column)
+    if subjects:
+        table.add_column("subject", overflow="ellipsis", max_width=60)
     for r in rows:
-        table.add_row(
-            r["label"],
-            r["kind"],
-            r["ref"],
-            r["commit"][:12],
-            r["version"],
-            r["date"] or r["path"],
-        )
+        cells = [r["label"], r["kind"], r["ref"], r["commit"][:12], r["version"]]
+        cells.append(r["date"] or r["path"])
+        table.add_row(*cells, *([r.get("subject") or ""] if subjects else []))
     console.print(table)
     repos = sorted({r["source_repo"] for r in rows if r["source_repo"]})
     for repo in repos:

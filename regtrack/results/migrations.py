@@ -139,6 +139,24 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE runs ADD COLUMN comparability TEXT;
     """,
+    # v7: bisections (regtrack bisect): what was asked, each step's run and verdict, the answer;
+    # run_analysis: what the report derived from each run, keyed by what it depends on.
+    """
+    CREATE TABLE bisections (
+        id INTEGER PRIMARY KEY,
+        created_at TEXT NOT NULL,
+        status TEXT NOT NULL,
+        config TEXT NOT NULL,
+        log TEXT NOT NULL DEFAULT '[]',
+        result TEXT
+    );
+    CREATE TABLE run_analysis (
+        run_id INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+        key TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        history TEXT NOT NULL
+    );
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -34,6 +34,10 @@ LOG_TAIL_LINES = 15
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
+class MakeFailed(CannotMeasure):
+    """make itself failed (the code does not compile): the same input would fail again."""
+
+
 def parse_build_flags(text: str | None) -> list[str]:
     """``"MALLOC=libc OPTIMIZATION=-O2"`` -> make variables; anything else is refused."""
     if not text:
@@ -115,16 +119,31 @@ def _log_tail(log: Path) -> str:
     return "\n".join("    " + line for line in lines[-LOG_TAIL_LINES:])
 
 
+def _ccache(flags: list[str]) -> tuple[list[str], dict[str, str] | None]:
+    """make arguments and environment that put ccache in front of the compiler, when it
+    is installed and the user chose no compiler: commits of one branch share most files,
+    so each one after the first rebuilds in seconds. The compiler and its output are the
+    same; paths are hashed relative to the tree, so every commit's tree shares one cache."""
+    if shutil.which("ccache") is None or any(f.startswith("CC=") for f in flags):
+        return [], None
+    return ["CC=ccache cc"], {
+        **os.environ,
+        "CCACHE_DIR": str(cache_root() / "ccache"),
+        "CCACHE_BASEDIR": "/",
+        "CCACHE_NOHASHDIR": "true",
+    }
+
+
 def _make(tree: Path, flags: list[str], log: Path, on_line: Callable[[str], None]) -> float:
     """Run make in ``tree``; returns seconds taken. Raises with the log's tail on failure."""
     jobs = str(len(os.sched_getaffinity(0)))
     started = time.monotonic()
+    cc, env = _ccache(flags)
+    argv = ["make", "-j", jobs, *cc, *flags]
     with log.open("ab") as out:
-        out.write(f"$ make -j{jobs} {' '.join(flags)}\n".encode())
+        out.write(f"$ {shlex.join(argv)}\n".encode())
         out.flush()
-        proc = procs.spawn(
-            ["make", "-j", jobs, *flags], stdout=out, stderr=subprocess.STDOUT, cwd=tree
-        )
+        proc = procs.spawn(argv, stdout=out, stderr=subprocess.STDOUT, cwd=tree, env=env)
         try:
             last_size = -1
             while proc.poll() is None:
@@ -136,7 +155,7 @@ def _make(tree: Path, flags: list[str], log: Path, on_line: Callable[[str], None
         finally:
             procs.stop(proc, grace=2.0)
     if proc.returncode != 0:
-        raise CannotMeasure(
+        raise MakeFailed(
             f"build in {tree} failed (make exit code {proc.returncode}); full log: {log}\n"
             f"{_log_tail(log)}"
         )
@@ -231,10 +250,13 @@ def build_commit(
     key = hashlib.sha256(json.dumps([commit, flags, compiler]).encode()).hexdigest()[:16]
     entry = cache_root() / "builds" / f"{commit[:12]}-{key}"
     record = entry / "build.json"
+    failure = entry / "failed.txt"
     with _locked(entry.with_suffix(".lock")):
         cached = _load_record(record)
         if cached is not None:
             return cached
+        if failure.is_file():  # make failed on this very input before: it would again
+            raise MakeFailed(f"{failure.read_text().strip()} (remembered: remove {entry} to retry)")
         tree = entry / "src"
         if tree.exists():
             shutil.rmtree(tree)
@@ -243,7 +265,11 @@ def build_commit(
         log.write_text(f"regtrack build of {commit} from {repo.location}\ncompiler: {compiler}\n")
         on_line("exporting sources")
         repo.export(commit, tree)
-        build = _make_build(tree, flags, compiler, log, on_line, key, commit, entry)
+        try:
+            build = _make_build(tree, flags, compiler, log, on_line, key, commit, entry)
+        except MakeFailed as exc:
+            failure.write_text(str(exc).splitlines()[0] + "\n")
+            raise
         _save_record(record, build)
         return build
 
@@ -267,13 +293,15 @@ def obtain(
     targets: list[Target],
     flags: list[str],
     on_phase: Callable[[str], None] = lambda text: None,
-) -> None:
+) -> list[Target]:
     """Give every target a runnable server binary, building git and src targets.
 
     All builds finish before anything is measured: a failing build stops the run while
-    nothing has been spent on measuring.
+    nothing has been spent on measuring, except for a commit of a range (A..B), which is
+    marked (``details["build_failed"]``) and returned, so the range goes on without it.
     """
     repos: dict[str, SourceRepo] = {}
+    failed: list[Target] = []
     for target in targets:
         if target.kind not in ("git", "src"):
             continue
@@ -285,9 +313,17 @@ def obtain(
         if target.kind == "git":
             assert target.commit and target.source_repo
             repo = repos.setdefault(target.source_repo, SourceRepo(target.source_repo))
-            build = build_commit(repo, target.commit, flags, show)
+            try:
+                build = build_commit(repo, target.commit, flags, show)
+            except CannotMeasure as exc:
+                if "range" not in target.details:
+                    raise
+                target.details["build_failed"] = str(exc).splitlines()[0]
+                failed.append(target)
+                continue
         else:
             build = build_tree(Path(target.details["tree"]), flags, show)
         target.binary = build.server
         target.binary_sha256 = sha256_of(build.server)
         target.details["build"] = build.details()
+    return failed

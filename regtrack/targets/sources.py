@@ -274,6 +274,22 @@ class SourceRepo:
             subject=self._show(commit, "%s"),
         )
 
+    def first_parent(self, base: str, tip: str) -> list[str]:
+        """The first-parent commits after ``base`` up to ``tip``, oldest first: git's
+        ``base..tip`` along the branch's own line (merged branches count as one step)."""
+        out = git(
+            ["-C", str(self.path), "rev-list", "--first-parent", "--reverse", f"{base}..{tip}"]
+        ).stdout
+        return out.split()
+
+    def describe(self, commit: str) -> dict[str, str]:
+        """Date, subject and author of ``commit``, for tables, logs and history axes."""
+        out = git(
+            ["-C", str(self.path), "show", "-s", "--format=%cI%x00%s%x00%an <%ae>", commit]
+        ).stdout.strip()
+        date, subject, author = [*out.split("\x00"), "", "", ""][:3]
+        return {"commit_date": date, "subject": subject, "author": author}
+
     def _show(self, commit: str, fmt: str) -> str:
         return git(["-C", str(self.path), "show", "-s", f"--format={fmt}", commit]).stdout.strip()
 

@@ -3,6 +3,8 @@
 Spec grammar (comma separated, each optionally ``label=spec``):
   6.2            newest 6.2.x release tag in the source repository
   7.0.15         a tag          unstable   a branch head      a1b2c3d   a commit (7-40 hex)
+  A..B           the first-parent commits after A up to B (git's A..B), one version each,
+                 labelled by short SHA; --every / --max-commits thin it, keeping both ends
   bin:PATH       an existing redis-server binary
   src:PATH       a source tree to build
   image:NAME     a container image (docker runtime)
@@ -23,6 +25,7 @@ from regtrack.targets.sources import SourceRepo
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
 REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/+-]{0,199}$")
 PREFIXES = ("bin", "src", "image")
+SHORT_SHA = 7
 
 
 @dataclass(frozen=True)
@@ -87,12 +90,45 @@ def parse_spec(item: str) -> VersionSpec:
             f"version spec {text!r}: unknown prefix {prefix!r}; use bin:, src: or image:, "
             "or a tag, branch or commit"
         )
-    if not REF_RE.match(body) or ".." in body or body.endswith((".", "/", ".lock")):
+    if ".." in body and "..." not in body:
+        return _parse_range(text, label, body)
+    if not _is_ref(body):
         raise BadInput(
             f"version spec {body!r} is not a tag, branch or commit name "
             "(letters, digits, '.', '_', '-', '/' only)"
         )
     return VersionSpec(label=label or body, kind="git", value=body, text=text)
+
+
+def _is_ref(name: str) -> bool:
+    return bool(REF_RE.match(name)) and ".." not in name and not name.endswith((".", "/", ".lock"))
+
+
+def _parse_range(text: str, label: str | None, body: str) -> VersionSpec:
+    """``A..B``: both ends tags, branches or commits; no label (each commit gets its own)."""
+    base, _, tip = body.partition("..")
+    if not _is_ref(base) or not _is_ref(tip):
+        raise BadInput(
+            f"version range {body!r}: give two tags, branches or commits, like 7.0.0..7.0.15"
+        )
+    if label:
+        raise BadInput(
+            f"version range {text!r}: a range is one version per commit, each labelled by its "
+            "short SHA; leave out the label"
+        )
+    return VersionSpec(label=body, kind="range", value=body, text=text)
+
+
+def thin(commits: list[str], every: int | None = None, most: int | None = None) -> list[str]:
+    """Every ``every``-th commit and at most ``most`` of them, evenly spread; the first and
+    the last are always kept, so a range's ends are always measured."""
+    picked = list(commits)
+    if every and every > 1 and picked:
+        picked = picked[::every] + ([] if (len(picked) - 1) % every == 0 else [picked[-1]])
+    if most and len(picked) > most:
+        n = len(picked)
+        picked = [picked[i] for i in sorted({round(k * (n - 1) / (most - 1)) for k in range(most)})]
+    return picked
 
 
 def parse_specs(text: str) -> list[VersionSpec]:
@@ -159,10 +195,55 @@ def resolve_tree(spec: VersionSpec) -> Target:
     )
 
 
-def resolve(
-    specs: list[VersionSpec], source_repo: str | None = None, cache: Path | None = None
+def resolve_range(
+    spec: VersionSpec, repo: SourceRepo, every: int | None, most: int | None
 ) -> list[Target]:
-    """Resolve every spec before anything is built or measured, so a typo fails at once."""
+    """``A..B`` as one git target per first-parent commit (thinned), oldest first."""
+    base_ref, _, tip_ref = spec.value.partition("..")
+    base, tip = repo.resolve(base_ref), repo.resolve(tip_ref)
+    commits = repo.first_parent(base.commit, tip.commit)
+    if not commits:
+        raise BadInput(
+            f"version range {spec.value!r} holds no commits: {base_ref} must be an older "
+            f"commit on {tip_ref}'s first-parent line"
+        )
+    picked = thin(commits, every, most)
+    targets = []
+    for commit in picked:
+        facts = repo.describe(commit)
+        targets.append(
+            Target(
+                label=commit[:SHORT_SHA],
+                spec=spec.text,
+                kind="git",
+                commit=commit,
+                ref=f"range {spec.value}",
+                source_repo=repo.location,
+                details={
+                    "source_version": repo.version_of(commit),
+                    **facts,
+                    "range": {
+                        "spec": spec.value,
+                        "position": commits.index(commit),
+                        "commits": len(commits),
+                        "measured": len(picked),
+                    },
+                },
+            )
+        )
+    return targets
+
+
+def resolve(
+    specs: list[VersionSpec],
+    source_repo: str | None = None,
+    cache: Path | None = None,
+    every: int | None = None,
+    most: int | None = None,
+) -> list[Target]:
+    """Resolve every spec before anything is built or measured, so a typo fails at once.
+
+    A range (A..B) becomes one target per commit, thinned by ``every`` / ``most``."""
     repo: SourceRepo | None = None
     targets = []
     for spec in specs:
@@ -170,9 +251,19 @@ def resolve(
             targets.append(resolve_binary(spec))
         elif spec.kind == "src":
             targets.append(resolve_tree(spec))
-        elif spec.kind == "git":
+        elif spec.kind in ("git", "range"):
             repo = repo or SourceRepo(source_repo, cache)
-            targets.append(resolve_git(spec, repo))
+            if spec.kind == "git":
+                targets.append(resolve_git(spec, repo))
+            else:
+                targets.extend(resolve_range(spec, repo, every, most))
         else:
             targets.append(Target(label=spec.label, spec=spec.text, kind="image", image=spec.value))
+    labels = [t.label for t in targets]
+    twice = sorted({label for label in labels if labels.count(label) > 1})
+    if twice:
+        raise BadInput(
+            f"version {twice[0]!r} is given twice (a range's commits are labelled by short "
+            "SHA): give each version once"
+        )
     return targets

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from regtrack.analysis import attribution, history
+from regtrack.analysis import attribution, commit_history
 from regtrack.analysis import cells as cell_values
 from regtrack.analysis import comparison as comparisons
 from regtrack.analysis import gate as gating
@@ -319,6 +319,11 @@ def run_page(
     return page
 
 
+# A history page's table lists the newest values; its charts draw all of them. A tracked
+# branch has thousands, and rendering every row is most of an end-of-run report's time.
+VALUES_SHOWN = 200
+
+
 def history_pages(store: Store, frame: pd.DataFrame) -> list[dict[str, Any]]:
     """One page per (workload, point, metric) that some run measured."""
     if frame.empty:
@@ -336,6 +341,7 @@ def history_pages(store: Store, frame: pd.DataFrame) -> list[dict[str, Any]]:
         series if setups == 1 else f"{series} (setup {setup[:8]})"
         for series, setup in zip(frame["series"], frame["comparability"], strict=True)
     ]
+    by_commit = commit_history.series(frame)
     pages = []
     for (workload, point, metric), group in frame.groupby(
         ["workload", "point", "metric"], sort=True
@@ -343,8 +349,22 @@ def history_pages(store: Store, frame: pd.DataFrame) -> list[dict[str, Any]]:
         unit = cell_values.METRIC_BY_NAME[metric].unit
         title = f"{workload} · {point} · {metric.replace('_', ' ')}"
         steps = group[group["change_pct"].notna()]
+        commits = (
+            by_commit[
+                (by_commit["workload"] == workload)
+                & (by_commit["point"] == point)
+                & (by_commit["metric"] == metric)
+            ]
+            if not by_commit.empty
+            else by_commit
+        )
+        several = not commits.empty and commits["commit"].nunique() > 1
         pages.append(
             {
+                "by_commit": figures.history_by_commit(commits, f"{title} · by commit", unit)
+                if several
+                else None,
+                "commit_steps": commit_history.steps(commits) if several else [],
                 "file": history_file(workload, point, metric),
                 "workload": workload,
                 "point": point,
@@ -352,15 +372,11 @@ def history_pages(store: Store, frame: pd.DataFrame) -> list[dict[str, Any]]:
                 "unit": unit,
                 "title": title,
                 "figure": figures.history(group, title, unit),
-                "rows": group.sort_values(["created_at", "run_id"], ascending=False).to_dict(
-                    "records"
-                ),
+                "rows": group.sort_values(["created_at", "run_id"], ascending=False)
+                .head(VALUES_SHOWN)
+                .to_dict("records"),
+                "rows_total": len(group),
                 "changes": steps.to_dict("records"),
             }
         )
     return pages
-
-
-def history_frame(store: Store, results: dict[int, dict[str, Any] | None]) -> pd.DataFrame:
-    cells = {run_id: r["cells"] for run_id, r in results.items() if r is not None}
-    return history.points(store, cells_by_run=cells)

@@ -9,6 +9,7 @@ the folder, not a CDN, so a report works offline and from ``file://``.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -19,9 +20,11 @@ import jinja2
 
 from regtrack import __version__
 from regtrack.analysis import comparison as comparisons
+from regtrack.analysis import history
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import load_thresholds
-from regtrack.output.report import pages
+from regtrack.output.report import bisect_page, pages
+from regtrack.results import analysis_cache, bisections
 from regtrack.results.store import Store
 
 PLOTLY_JS = "plotly.min.js"
@@ -33,6 +36,7 @@ class ReportFiles:
     index: Path
     runs: dict[int, Path] = field(default_factory=dict)
     histories: list[Path] = field(default_factory=list)
+    bisections: list[Path] = field(default_factory=list)
 
 
 def _environment() -> jinja2.Environment:
@@ -101,36 +105,77 @@ def write_report(store: Store, folder: str | Path, run_ids: list[int] | None = N
     common = {"version": __version__, "database": str(store.path), "plotly": PLOTLY_JS}
     _plotly_js(out)
 
-    # One comparison per run feeds the index, the run pages and the history pages alike.
-    results = {
-        run["id"]: pages.safe_compare(
-            store, run["id"], *comparisons.comparison_settings(run, None, None, thresholds)
-        )
-        for run in runs
-    }
-    histories = pages.history_pages(store, pages.history_frame(store, results))
+    # One comparison per run feeds its index row, its run page and its history points; a
+    # run whose trials and settings did not change since the last report is read back
+    # from the store (results.analysis_cache) instead of being compared again.
+    cached, marks = analysis_cache.load(store), analysis_cache.trial_marks(store)
+    fresh: dict[int, tuple[dict[str, Any] | None, list[dict], dict[str, Any]]] = {}
+    summaries, rows = [], []
+    for run in runs:
+        settings = comparisons.comparison_settings(run, None, None, thresholds)
+        key = _cache_key(run, marks.get(run["id"]), settings)
+        if run["id"] in cached and cached[run["id"]][0] == key and run["id"] not in wanted:
+            _, summary, points = cached[run["id"]]
+        else:
+            result = pages.safe_compare(store, run["id"], *settings)
+            trials = store.trials(run["id"])
+            summary = pages.run_summary(store, run, result, trials)
+            known = result["cells"] if result is not None else None
+            points = history.run_points(store, run, known=known)
+            analysis_cache.save(store, run["id"], key, summary, points)
+            fresh[run["id"]] = (result, trials, summary)
+        summaries.append(summary)
+        rows += points
+    histories = pages.history_pages(store, history.with_changes(rows))
     links = {(h["workload"], h["point"], h["metric"]): h["file"] for h in histories}
     files = ReportFiles(folder=out, index=out / "index.html")
-    summaries = []
     for run in runs:
-        result = results[run["id"]]
-        trials = store.trials(run["id"])
-        summary = pages.run_summary(store, run, result, trials)
-        summaries.append(summary)
         if run["id"] in wanted:
+            result, trials, summary = fresh[run["id"]]
             page = pages.run_page(store, run, result, links, summary, trials)
             path = out / pages.run_file(run["id"])
             _write(path, env.get_template("run.html.j2").render(page=page, **common))
             files.runs[run["id"]] = path
-    for history in histories:
-        path = out / history["file"]
-        _write(path, env.get_template("history.html.j2").render(page=history, **common))
+    for history_page in histories:
+        path = out / history_page["file"]
+        _write(path, env.get_template("history.html.j2").render(page=history_page, **common))
         files.histories.append(path)
+    bisects = [
+        bisect_page.page(b, bisections.runs(store, b["id"])) for b in bisections.all_of(store)
+    ]
+    for shown in bisects:
+        path = out / shown["file"]
+        _write(path, env.get_template("bisect.html.j2").render(page=shown, **common))
+        files.bisections.append(path)
     workloads = sorted({w for s in summaries for w in s["workloads"]})
     _write(
         files.index,
         env.get_template("index.html.j2").render(
-            runs=summaries, workloads=workloads, histories=histories, **common
+            runs=summaries,
+            workloads=workloads,
+            histories=histories,
+            bisections=bisects,
+            **common,
         ),
     )
     return files
+
+
+# Bumped when what a run's index row or history points contain changes.
+CACHE_FORMAT = 1
+
+
+def _cache_key(run: dict[str, Any], marks: tuple[int, int] | None, settings: Any) -> str:
+    """Everything a run's derived data depends on: its trials, status and comparison
+    settings, and the regtrack that derived it."""
+    baseline, thresholds = settings
+    facts = [
+        CACHE_FORMAT,
+        __version__,
+        run["status"],
+        list(marks or (0, 0)),
+        baseline,
+        thresholds.model_dump(),
+        run.get("comparability"),
+    ]
+    return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()

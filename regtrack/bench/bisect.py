@@ -1,0 +1,372 @@
+"""`regtrack bisect`: the commit that made a metric worse, measuring as few commits as it can.
+
+The ends are measured first, together, until the verdict machinery of `ci` decides that
+bad is worse than good by the threshold (or that it is not: nothing to bisect). Each step
+then builds one first-parent commit (cached) and measures it until it is decided "like
+good" or "like bad" (analysis.bisection). With instructions per op and fixed seeds a step
+is the commit measured alone and compared with the ends' run seed by seed; throughput
+drifts between runs, so a throughput step measures good, the commit and bad side by side.
+A commit that does not build, or is still undecided after a second measurement, is
+skipped like `git bisect skip`. The step found is measured once more as parent and child
+side by side: its change with the interval, and the functions that moved (explain).
+
+Every measurement is an ordinary run (its config names the bisection); the search's own
+log is in the store (results.bisections), and --resume replays it without measuring again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from contextlib import AbstractContextManager as ContextManager
+from dataclasses import dataclass
+from typing import Any
+
+from regtrack.analysis import attribution, bisection, comparison
+from regtrack.bench import orchestrate
+from regtrack.bench.job import Job, Options, parse_duration, prepare_job
+from regtrack.bench.plan import MODES_BY_METRIC
+from regtrack.bench.runner import Sequential
+from regtrack.core import environment
+from regtrack.core.errors import BadInput, Interrupted
+from regtrack.core.records import Progress
+from regtrack.core.settings import Thresholds, load_settings
+from regtrack.results import bisections, comparability
+from regtrack.results.store import Store
+from regtrack.targets.build import MakeFailed
+from regtrack.targets.sources import SourceRepo
+from regtrack.targets.versions import SHORT_SHA, VersionSpec
+
+METRIC_COLUMN = {"instructions": "instructions_per_op", "throughput": "throughput"}
+
+
+@dataclass
+class Request:
+    """What `regtrack bisect` was asked; stored with the bisection, so --resume has it."""
+
+    good: str
+    bad: str
+    metric: str  # instructions | throughput
+    threshold: float
+    all_steps: bool
+    budget: str  # per measurement (the ends, each step)
+    max_repetitions: int
+    options: Options
+
+
+@dataclass
+class Hooks:
+    """How the command line hears about progress; bisect itself never prints."""
+
+    say: orchestrate.Say
+    progress: Callable[[], ContextManager[Progress]]
+    phase: Callable[[str], None] = lambda text: None
+
+
+class NothingToBisect(BadInput):
+    """Bad is not worse than good by the threshold (exit 2, with what was measured)."""
+
+
+def _short(commit: str) -> str:
+    return commit[:SHORT_SHA]
+
+
+class Bisector:
+    """One bisection: measures commits on demand and remembers every answer in the store."""
+
+    def __init__(self, store: Store, bisection_id: int, hooks: Hooks, db: str | None, wait: bool):
+        stored = bisections.get(store, bisection_id)
+        self.request = request_of(stored["config"])
+        self.commits: list[str] = stored["config"]["commits"]
+        self.store, self.id, self.hooks, self.db, self.wait = store, bisection_id, hooks, db, wait
+        self.thresholds = Thresholds().uniform(self.request.threshold)
+        self.column = METRIC_COLUMN[self.request.metric]
+        self.run_of: dict[str, int] = {}  # commit -> the search's run that measured it
+        self.judged: dict[int, str] = {}
+        self.confirmed: dict[tuple[str, str], int] = {}
+        for entry in stored["log"]:  # a resumed bisection knows these already
+            if entry.get("confirm_run_id"):
+                self.confirmed[(entry["parent"], entry["commit"])] = entry["confirm_run_id"]
+            elif entry.get("run_id"):
+                self.run_of[entry["commit"]] = entry["run_id"]
+            if entry.get("judged"):
+                self.judged[self.commits.index(entry["commit"])] = entry["judged"]
+
+    @property
+    def good(self) -> str:
+        return self.commits[0]
+
+    @property
+    def bad(self) -> str:
+        return self.commits[-1]
+
+    def _log(self, **entry: Any) -> None:
+        bisections.log_step(self.store, self.id, entry)
+
+    def _measure(self, commits: list[str], undecided: Callable[[int], bool], role: str) -> int:
+        """One run of ``commits`` (short-SHA labels), adding blocks while ``undecided``."""
+        specs = [VersionSpec(_short(c), "git", c, c) for c in commits]
+        job = prepare_job(specs, self.request.options, self.hooks.phase)
+        job.design = "sequential"
+        job.bisection = {"id": self.id, "role": role}
+        reused = self._reusable(job, role)
+        if reused is not None:
+            self.hooks.say(f"bisect: run {reused} measured {', '.join(map(_short, commits))} alike")
+            return reused
+        cap = self.request.max_repetitions
+        if role == "step" and self.request.metric == "instructions":
+            ends = self.store.run(self.run_of[self.bad])  # seed pairs only for its repetitions
+            cap = min(cap, ends["config"]["settings"]["repetitions"])
+        modes = MODES_BY_METRIC[self.request.metric]
+        rule = Sequential(
+            needed=lambda st, rid: modes if undecided(rid) else (),
+            budget_s=parse_duration(self.request.budget, "--budget"),
+            max_repetitions=max(cap, job.settings.repetitions),
+        )
+        _, run_id, status = orchestrate.measure(
+            job, self.db, self.hooks.say, self.hooks.progress, wait=self.wait, sequential=rule
+        )
+        orchestrate.fail_if_incomplete(self.store, run_id, status)
+        return run_id
+
+    def _reusable(self, job: Job, role: str) -> int | None:
+        """A complete run of a bisection in this database that measured these very commits
+        in this role, alike (comparability key, metric, points): measuring them again would
+        only repeat it (a re-bisection, or --all-steps after a plain one)."""
+        loadgen = job.loadgen.as_dict()
+        here = comparability.key(job.config(), environment.capture(job.cpus, loadgen), loadgen)
+        commits = [t.commit for t in job.targets]
+        points = [p.label for p in job.points]
+        for run in self.store.runs():
+            config = run["config"]
+            if (
+                run["status"] == "complete"
+                and (config.get("bisection") or {}).get("role") == role
+                and [t.get("commit") for t in config.get("targets", [])] == commits
+                and (config.get("metric"), config.get("points")) == (job.metric, points)
+                and not comparability.differences(comparability.of_run(run), here)
+            ):
+                return int(run["id"])
+        return None
+
+    def change(self, base: str, cand: str, cand_run: int | None = None) -> dict[str, Any] | None:
+        """The pooled change of ``cand`` against ``base`` on the bisected metric: within
+        ``cand``'s run when ``base`` was measured in it too, else seed by seed across runs."""
+        crun = cand_run if cand_run is not None else self.run_of[cand]
+        labels = {t["label"] for t in self.store.targets(crun)}
+        if _short(base) in labels:
+            result = comparison.compare(self.store, crun, _short(base), self.thresholds)
+        else:
+            brun = self.run_of[base]
+            result = comparison.compare_runs(
+                self.store, brun, _short(base), crun, _short(cand), self.thresholds
+            )
+        for record in result["pooled"]:
+            if record["metric"] == self.column and record["candidate"] == _short(cand):
+                return record
+        return None
+
+    def verdict(self, base: str, cand: str, cand_run: int | None = None) -> str:
+        record = self.change(base, cand, cand_run)
+        return record["verdict"] if record else "inconclusive"
+
+    def ends(self) -> dict[str, Any]:
+        """Measure good and bad together; refuse when bad is not worse by the threshold."""
+        if self.bad not in self.run_of:
+            self.hooks.say(f"bisect: measuring the ends {_short(self.good)}, {_short(self.bad)}")
+            run_id = self._measure(
+                [self.good, self.bad],
+                lambda rid: self.verdict(self.good, self.bad, rid) == "inconclusive",
+                "ends",
+            )
+            for commit in (self.good, self.bad):
+                self.run_of[commit] = run_id
+                self._log(commit=commit, run_id=run_id, role="end")
+        record = self.change(self.good, self.bad)
+        if record is None or record["verdict"] != "regression":
+            bisections.finish(self.store, self.id, "refused", {"ends": plain(record)})
+            raise NothingToBisect(
+                f"bad ({self.request.bad}) is not worse than good ({self.request.good}) by "
+                f"{self.request.threshold:g}% in {self.column}: measured {change_text(record)}; "
+                "nothing to bisect (another --threshold, --point or --metric?)"
+            )
+        return record
+
+    def judge(self, index: int) -> str:
+        """Measure one commit (a second time if undecided) and classify it against the ends."""
+        if index in self.judged:
+            return self.judged[index]
+        commit = self.commits[index]
+        verdict = bisection.UNDECIDED
+        record = None
+        for _attempt in (1, 2):
+            try:
+                run_id = self._measure_step(commit)
+            except MakeFailed as exc:
+                self._log(commit=commit, judged=bisection.SKIP, reason=f"does not build: {exc}")
+                self.hooks.say(f"bisect: skipped {_short(commit)}: it does not build")
+                self.judged[index] = bisection.SKIP
+                return bisection.SKIP
+            vs_good = self.verdict(self.good, commit, run_id)
+            verdict = bisection.classify(vs_good, self.verdict(self.bad, commit, run_id))
+            record = self.change(self.good, commit, run_id)
+            if verdict != bisection.UNDECIDED:
+                break
+            self.hooks.say(f"bisect: {_short(commit)} is undecided; measuring it again")
+        if verdict == bisection.UNDECIDED:
+            verdict = bisection.SKIP
+        self.run_of[commit] = run_id
+        self._log(commit=commit, run_id=run_id, judged=verdict, vs_good=plain(record))
+        self.hooks.say(f"bisect: {_short(commit)} is {verdict}: {change_text(record)} vs good")
+        self.judged[index] = verdict
+        return verdict
+
+    def _measure_step(self, commit: str) -> int:
+        """The commit alone (instructions), or between good and bad again (throughput)."""
+        together = [commit] if self.request.metric == "instructions" else [self.good, commit]
+        together += [] if self.request.metric == "instructions" else [self.bad]
+        return self._measure(
+            together,
+            lambda rid: (
+                "inconclusive"
+                in (self.verdict(self.good, commit, rid), self.verdict(self.bad, commit, rid))
+            ),
+            "step",
+        )
+
+    def measured(self, index: int) -> bool:
+        """For --all-steps: measure a commit unless it cannot be (then it is skipped)."""
+        if self.commits[index] in self.run_of:
+            return True
+        return self.judge(index) != bisection.SKIP
+
+    def differs(self, i: int, j: int) -> bool | None:
+        verdict = self.verdict(self.commits[i], self.commits[j])
+        return None if verdict == "inconclusive" else verdict != "no change"
+
+    def confirm(self, parent: str, child: str) -> dict[str, Any]:
+        """A step's change against its parent, with the functions that moved (explain).
+
+        Instructions per op: from the search's own runs of the two commits, seed by seed
+        (counts do not drift between runs). Throughput: the two measured again side by
+        side, since throughput measured in different runs is not comparable."""
+        if self.request.metric == "instructions":
+            parent_run, run_id = self.run_of[parent], self.run_of[child]
+        else:
+            run_id = self.confirmed.get((parent, child))
+            if run_id is None:
+                self.hooks.say(f"bisect: measuring {_short(parent)} and {_short(child)} together")
+                run_id = self._measure(
+                    [parent, child],
+                    lambda rid: self.verdict(parent, child, rid) == "inconclusive",
+                    "confirm",
+                )
+            parent_run = run_id
+        explain: list[dict[str, Any]] = []
+        if self.request.metric == "instructions":
+            point = self.request.options.pipelines
+            explain = attribution.attribute(
+                self.store,
+                run_id,
+                _short(parent),
+                _short(child),
+                f"pipeline={point[0]}" if point and len(point) == 1 else None,
+                15,
+                baseline_run=parent_run,
+            )
+        record = self.change(parent, child, run_id if parent_run == run_id else None)
+        if (parent, child) not in self.confirmed:
+            self.confirmed[(parent, child)] = run_id
+            self._log(commit=child, parent=parent, confirm_run_id=run_id, change=plain(record))
+        return {
+            "run_id": run_id,
+            "parent_run_id": parent_run,
+            "change": plain(record),
+            "explain": explain,
+        }
+
+
+def plain(record: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A pooled record's numbers, as JSON keeps them."""
+    if record is None:
+        return None
+    keys = ("change_pct", "ci_low_pct", "ci_high_pct", "mde_pct", "verdict", "n_blocks")
+    return {k: record.get(k) for k in keys}
+
+
+def change_text(record: dict[str, Any] | None) -> str:
+    if record is None or record.get("change_pct") is None:
+        return "no valid measurement"
+    return (
+        f"{record['change_pct']:+.2f}% [{record['ci_low_pct']:+.2f}, "
+        f"{record['ci_high_pct']:+.2f}] ({record['verdict']})"
+    )
+
+
+def start(request: Request, db: str | None) -> tuple[Store, int]:
+    """Resolve the ends, list the first-parent commits between them, record the bisection."""
+    if request.all_steps and request.metric != "instructions":
+        raise BadInput(
+            "--all-steps compares commits measured in different runs, which only instructions "
+            "per op allow (throughput drifts between runs): use --metric instructions"
+        )
+    repo = SourceRepo(request.options.source_repo)
+    good, bad = repo.resolve(request.good), repo.resolve(request.bad)
+    commits = [good.commit, *repo.first_parent(good.commit, bad.commit)]
+    if len(commits) < 2 or commits[-1] != bad.commit:
+        raise BadInput(
+            f"--bad {request.bad} does not descend from --good {request.good} along the first "
+            "parent: give an older good and a newer bad of one branch"
+        )
+    store = Store.open(db or load_settings().database)
+    config = {
+        "request": {**dataclasses.asdict(request), "options": dataclasses.asdict(request.options)},
+        "commits": commits,
+        "facts": {c: repo.describe(c) for c in commits},
+        "source_repo": repo.location,
+    }
+    return store, bisections.create(store, config)
+
+
+def request_of(config: dict[str, Any]) -> Request:
+    """The request a stored bisection was started with (for --resume)."""
+    asked = dict(config["request"])
+    asked["options"] = Options(**asked["options"])
+    return Request(**asked)
+
+
+def run(bisector: Bisector) -> dict[str, Any]:
+    """The whole search (resumable): ends, steps, the step found measured side by side."""
+    try:
+        ends = bisector.ends()
+        commits, n = bisector.commits, len(bisector.commits)
+        if bisector.request.all_steps:
+            found = bisection.all_steps(n, bisector.measured, bisector.differs)
+            pairs, skipped = found.steps, found.skipped
+            neither = [i for i, c in bisector.judged.items() if c in bisection.NEITHER]
+        else:
+            outcome = bisection.bisect(n, bisector.judge)
+            pairs = [(outcome.last_good, outcome.first_bad)]
+            skipped = sorted(i for i, c in bisector.judged.items() if c == bisection.SKIP)
+            neither = outcome.multiple_steps
+        steps = []
+        for i, j in pairs:
+            step = {"last_good": commits[i], "first_bad": commits[j], "between": commits[i + 1 : j]}
+            if j == i + 1:
+                step.update(bisector.confirm(commits[i], commits[j]))
+            steps.append(step)
+    except NothingToBisect:
+        raise
+    except BaseException as exc:  # the log so far stays; --resume continues from it
+        status = "interrupted" if isinstance(exc, Interrupted | KeyboardInterrupt) else "failed"
+        bisections.finish(bisector.store, bisector.id, status)
+        raise
+    result = {
+        "ends": plain(ends),
+        "steps": steps,
+        "more_than_one_step": [commits[i] for i in sorted(neither)],
+        "skipped": [commits[i] for i in skipped],
+        "measured_commits": [c for c in commits if c in bisector.run_of],
+    }
+    bisections.finish(bisector.store, bisector.id, "done", result)
+    return result

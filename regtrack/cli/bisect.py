@@ -1,0 +1,131 @@
+"""`regtrack bisect`: the first commit between --good and --bad that made the metric worse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from regtrack.bench import bisect as bisecting
+from regtrack.cli.group import EXIT_CODES_HELP, cli
+from regtrack.cli.options import measure_options, options_of, say, sequential_options
+from regtrack.core.errors import BadInput, RegtrackError
+from regtrack.core.settings import load_settings, load_thresholds
+from regtrack.output import bisect_text
+from regtrack.output.console import err, run_progress
+from regtrack.output.report import bisect_page, write_report
+from regtrack.results import bisections
+from regtrack.results.store import Store
+
+# Short instruction trials in blocks of two from four repetitions, as `ci` measures.
+BISECT_DEFAULTS = {
+    "metric": "instructions",
+    "duration": 3.0,
+    "warmup": 1.0,
+    "repetitions": 4,
+    "instruction_requests": 100_000,
+}
+
+
+def _point(point: str | None) -> str | None:
+    """--point pipeline=N -> the pipelines option; other points are not bisectable yet."""
+    if point is None:
+        return None
+    name, _, value = point.partition("=")
+    if name != "pipeline" or not value.isdigit() or int(value) < 1:
+        raise BadInput(f"--point {point!r}: give a GET pipeline point like pipeline=10")
+    return value
+
+
+@cli.command(epilog=EXIT_CODES_HELP)
+@click.option("--good", help="An older commit, tag or branch where the metric was good.")
+@click.option("--bad", help="A newer commit, tag or branch of the same line where it is worse.")
+@click.option("--point", help="One workload point, e.g. pipeline=10 (default: pipelines 10,30).")
+@click.option("--threshold", type=float, help="Smallest change that counts, in percent.")
+@click.option("--all-steps", is_flag=True, help="Find every step, not only the first one.")
+@click.option(
+    "--resume",
+    "resume_id",
+    type=int,
+    is_flag=False,
+    flag_value=0,
+    default=None,
+    help="Continue an interrupted bisection (the newest unfinished one, or ID).",
+)
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write it as JSON.")
+@sequential_options
+@measure_options
+def bisect(
+    good: str | None,
+    bad: str | None,
+    point: str | None,
+    threshold: float | None,
+    all_steps: bool,
+    resume_id: int | None,
+    json_out: str | None,
+    budget: str,
+    max_repetitions: int,
+    **kw: Any,
+) -> None:
+    """Find the commit between --good and --bad that made the workload worse.
+
+    Both ends are measured and confirmed first (bad must be worse than good by the
+    threshold); then one first-parent commit at a time, until the first bad one is found
+    and measured against its parent, with the functions that moved (explain).
+    """
+    db = kw["db"]
+    if resume_id is not None:
+        if good or bad:
+            raise BadInput("--resume continues a bisection with its own --good and --bad")
+        store = Store.open(db or load_settings().database, create=False)
+        bisection_id = resume_id or bisections.latest_unfinished(store)
+        if bisections.get(store, bisection_id)["status"] in bisections.FINISHED:
+            raise BadInput(f"bisection {bisection_id} has finished: nothing to resume")
+        say(f"resuming bisection {bisection_id}")
+    else:
+        if not good or not bad:
+            raise BadInput("give --good COMMIT and --bad COMMIT (or --resume)")
+        defaults = dict(BISECT_DEFAULTS)
+        pipeline = _point(point)
+        if pipeline:
+            kw["pipelines"] = pipeline
+        elif kw["workload"] == "get-pipeline" and not kw["pipelines"]:
+            defaults["pipelines"] = "10,30"
+        options = options_of(kw, **defaults)
+        if options.metric not in bisecting.METRIC_COLUMN:
+            raise BadInput("--metric: bisect follows one metric, instructions or throughput")
+        column = "instructions" if options.metric == "instructions" else "throughput"
+        request = bisecting.Request(
+            good=good,
+            bad=bad,
+            metric=options.metric,
+            threshold=threshold or getattr(load_thresholds(None), column),
+            all_steps=all_steps,
+            budget=budget,
+            max_repetitions=max_repetitions,
+            options=options,
+        )
+        store, bisection_id = bisecting.start(request, db)
+        say(f"bisection {bisection_id}: {good}..{bad}")
+    hooks = bisecting.Hooks(say=say, progress=run_progress)
+    bisector = bisecting.Bisector(store, bisection_id, hooks, db, wait=not kw["no_wait"])
+    bisecting.run(bisector)
+    runs = bisections.runs(store, bisection_id)
+    record = {**bisections.get(store, bisection_id), "runs": runs}
+    click.echo(bisect_text.render(record))
+    if json_out:
+        Path(json_out).write_text(bisect_text.render(record, "json"))
+    if kw["report"]:
+        _report(store, runs, bisection_id)
+
+
+def _report(store: Store, runs: list[int], bisection_id: int) -> None:
+    """The bisection's page and its runs' pages; failing to write them fails nothing."""
+    try:
+        files = write_report(store, store.path.parent, runs or None)
+    except (RegtrackError, OSError) as exc:
+        err.print(f"regtrack: warning: the HTML report was not written: {exc}")
+        return
+    page = files.folder / bisect_page.bisect_file(bisection_id)
+    click.echo(f"Report: {page}")

@@ -1,0 +1,60 @@
+"""`regtrack history` on a terminal: one point's values along commits (or runs), the steps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+SHORT = 7
+
+
+def _fmt(value: float) -> str:
+    return f"{value:,.1f}" if abs(value) < 1e5 else f"{value:,.0f}"
+
+
+def by_commit(rows: pd.DataFrame, steps: list[dict[str, Any]], unit: str) -> str:
+    """One line per commit, oldest first: every run's value, % against the first commit."""
+    out: list[str] = []
+    keys = ["workload", "point", "metric", "source_repo", "comparability"]
+    for key, group in rows.groupby(keys, sort=False):
+        workload, point, metric, repo, setup = key
+        out.append(f"{workload} · {point} · {metric} ({unit}) · {repo} · setup {setup[:8]}")
+        out.append(
+            f"  {'#':>3}  {'commit':<12}  {'subject':<40}  {'value':>12}  {'vs first':>9}  runs"
+        )
+        for position, commit_rows in group.groupby("position", sort=True):
+            first = commit_rows.iloc[0]
+            values = " ".join(_fmt(float(v)) for v in commit_rows["value"])
+            runs = ",".join(str(r) for r in commit_rows["run_id"])
+            vs_first = float(commit_rows["vs_first_pct"].median())
+            out.append(
+                f"  {position:>3}  {first['commit'][:12]:<12}  {first['subject'][:40]:<40}  "
+                f"{values:>12}  {vs_first:>+8.2f}%  {runs}"
+            )
+        mine = [s for s in steps if tuple(s[k] for k in keys) == key]
+        for s in mine:
+            out.append(
+                f"  step {s['change_pct']:+.2f}% between {s['before'][:SHORT]} and "
+                f"{s['after'][:SHORT]} ({s['subject']})"
+            )
+        if not mine:
+            out.append("  no step found")
+        out.append("")
+    return "\n".join(out)
+
+
+def by_run(rows: pd.DataFrame, unit: str) -> str:
+    """One line per run and version, oldest first, change points marked."""
+    out: list[str] = []
+    keys = ["workload", "point", "metric", "series", "comparability"]
+    for key, group in rows.groupby(keys, sort=False):
+        workload, point, metric, series, setup = key
+        out.append(f"{workload} · {point} · {metric} ({unit}) · {series} · setup {setup[:8]}")
+        for r in group.itertuples():
+            mark = f"  <- change point {r.change_pct:+.2f}%" if pd.notna(r.change_pct) else ""
+            out.append(
+                f"  run {r.run_id:>4}  {r.created_at}  {r.label:<16} {_fmt(r.value):>12}{mark}"
+            )
+        out.append("")
+    return "\n".join(out)

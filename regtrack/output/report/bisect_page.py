@@ -1,0 +1,52 @@
+"""The HTML page of one bisection: the commit found, its change, the functions that moved,
+every step with its run. Built from what `regtrack bisect` stored; nothing is measured."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from regtrack.output import bisect_text
+from regtrack.output.report.pages import run_file
+
+
+def bisect_file(bisection_id: int) -> str:
+    return f"bisect-{bisection_id}.html"
+
+
+def page(bisection: dict[str, Any], runs: list[int]) -> dict[str, Any]:
+    """What the template shows: request, answer (steps with facts, change, explain), log."""
+    config, result = bisection["config"], bisection["result"] or {}
+    facts = config["facts"]
+    steps = []
+    for step in result.get("steps", []):
+        bad = step["first_bad"]
+        steps.append(
+            {
+                **step,
+                "facts": facts.get(bad, {}),
+                "parent_facts": facts.get(step["last_good"], {}),
+                "run_file": run_file(step["run_id"]) if step.get("run_id") else None,
+                "parent_run_file": run_file(step["parent_run_id"])
+                if step.get("parent_run_id")
+                else None,
+            }
+        )
+    log = []
+    for entry, line in zip(bisection["log"], bisect_text.log_lines(bisection), strict=True):
+        run_id = entry.get("run_id") or entry.get("confirm_run_id")
+        log.append({"text": line.strip(), "run_file": run_file(run_id) if run_id else None})
+    return {
+        "id": bisection["id"],
+        "file": bisect_file(bisection["id"]),
+        "status": bisection["status"],
+        "created_at": bisection["created_at"],
+        "request": config["request"],
+        "commits": len(config["commits"]),
+        "ends": result.get("ends"),
+        "steps": steps,
+        "more_than_one_step": result.get("more_than_one_step", []),
+        "skipped": result.get("skipped", []),
+        "measured": len(result.get("measured_commits", [])),
+        "runs": runs,
+        "log": log,
+    }

@@ -1,0 +1,88 @@
+"""Bisections as the store keeps them: what was asked, the log of every step, the answer.
+
+Each step's measurements are ordinary runs (runs.config["bisection"] names the bisection),
+so compare, explain and the reports read them like any other; this table holds the search
+itself, so `regtrack bisect --resume` continues where an interrupted one stopped.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from regtrack.core.errors import BadInput
+from regtrack.results.store import Store, now
+
+FINISHED = ("done", "refused")
+
+
+def create(store: Store, config: dict[str, Any]) -> int:
+    with store.transaction() as conn:
+        cursor = conn.execute(
+            "INSERT INTO bisections (created_at, status, config) VALUES (?, 'running', ?)",
+            (now(), json.dumps(config)),
+        )
+    return int(cursor.lastrowid or 0)
+
+
+def log_step(store: Store, bisection_id: int, entry: dict[str, Any]) -> None:
+    """Append one step (a commit measured, skipped, or judged) to the bisection's log."""
+    with store.transaction() as conn:
+        row = conn.execute("SELECT log FROM bisections WHERE id = ?", (bisection_id,)).fetchone()
+        log = [*json.loads(row[0]), entry]
+        conn.execute("UPDATE bisections SET log = ? WHERE id = ?", (json.dumps(log), bisection_id))
+
+
+def finish(
+    store: Store, bisection_id: int, status: str, result: dict[str, Any] | None = None
+) -> None:
+    with store.transaction() as conn:
+        conn.execute(
+            "UPDATE bisections SET status = ?, result = ? WHERE id = ?",
+            (status, json.dumps(result) if result is not None else None, bisection_id),
+        )
+
+
+def get(store: Store, bisection_id: int) -> dict[str, Any]:
+    row = store.conn.execute(
+        "SELECT id, created_at, status, config, log, result FROM bisections WHERE id = ?",
+        (bisection_id,),
+    ).fetchone()
+    if row is None:
+        raise BadInput(f"no bisection {bisection_id} in {store.path} (regtrack bisect --list)")
+    return _record(row)
+
+
+def all_of(store: Store) -> list[dict[str, Any]]:
+    rows = store.conn.execute(
+        "SELECT id, created_at, status, config, log, result FROM bisections ORDER BY id"
+    ).fetchall()
+    return [_record(r) for r in rows]
+
+
+def latest_unfinished(store: Store) -> int:
+    """The newest bisection that did not finish, for a bare ``--resume``."""
+    unfinished = [b for b in all_of(store) if b["status"] not in FINISHED]
+    if not unfinished:
+        raise BadInput(f"no unfinished bisection in {store.path}: nothing to resume")
+    return unfinished[-1]["id"]
+
+
+def runs(store: Store, bisection_id: int) -> list[int]:
+    """The runs that measured for a bisection (ends, steps, confirmations), in order."""
+    rows = store.conn.execute(
+        "SELECT id FROM runs WHERE json_extract(config, '$.bisection.id') = ? ORDER BY id",
+        (bisection_id,),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def _record(row: Any) -> dict[str, Any]:
+    return {
+        "id": row[0],
+        "created_at": row[1],
+        "status": row[2],
+        "config": json.loads(row[3]),
+        "log": json.loads(row[4]),
+        "result": json.loads(row[5]) if row[5] else None,
+    }
