@@ -1,7 +1,12 @@
 """A real redis-server, started pinned and stopped for sure."""
 
+import os
+import signal
 import socket
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -150,3 +155,35 @@ def test_a_server_that_took_the_port_is_never_measured_nor_stopped(
             assert client.config_get("dir")["dir"] == server.token_dir
             client.close()
         assert other.ping() and decoy.poll() is None, "the other server was left alone"
+
+
+# A tracer that attaches (PTRACE_SEIZE) and then never waits for its tracee, as vgdb does
+# while it delivers a callgrind_control command to valgrind.
+HOLDING_TRACER = """
+import ctypes, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.ptrace(0x4206, int(sys.argv[1]), None, None) != 0:
+    sys.exit(f"ptrace: errno {ctypes.get_errno()}")
+print("attached", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_server_killed_while_traced_is_seen_dead_at_once():
+    """The server killed during a callgrind_control command: its parent is not told while
+    the tracer holds it, so liveness must not rest on poll() alone (it once took 120 s)."""
+    server = procs.spawn(["sleep", "60"])
+    tracer = subprocess.Popen(
+        [sys.executable, "-c", HOLDING_TRACER, str(server.pid)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert tracer.stdout.readline().strip() == "attached"
+        assert procs.running(server)
+        os.kill(server.pid, signal.SIGKILL)
+        time.sleep(0.5)
+        assert server.poll() is None, "the premise: waitpid does not report it yet"
+        assert not procs.running(server)
+    finally:
+        tracer.kill()
+        tracer.wait(5)
+        procs.stop(server)

@@ -87,7 +87,11 @@ def run(
                 lambda st, rid: comparisons.compare(st, rid, baseline, thresholds),
             )
         store, run_id, status = measure(job, kw["db"], wait, sequential=rule)
-    result = comparisons.compare(store, run_id, baseline, thresholds)
+    try:
+        result = comparisons.compare(store, run_id, baseline, thresholds)
+    except BadInput:  # nothing valid to compare: a measuring failure, said as such (exit 3)
+        orchestrate.fail_if_incomplete(store, run_id, status)
+        raise
     shown = ["throughput", "instructions_per_op", "syscalls_per_op"]
     click.echo(text_tables.render(result, "table", shown))
     click.echo(

@@ -66,6 +66,23 @@ def spawn(
     )
 
 
+def running(proc: subprocess.Popen) -> bool:
+    """Whether a child still runs.
+
+    ``poll()`` alone is not enough: a child killed while another process traces it stays
+    unreported to its parent until the tracer lets go. callgrind_control's vgdb attaches
+    to valgrind with ptrace to deliver each command, so a server killed during one looked
+    alive until the command's own timeout (120 s). /proc shows it as a zombie at once.
+    """
+    if proc.poll() is not None:
+        return False
+    try:
+        text = Path(f"/proc/{proc.pid}/stat").read_text()
+    except OSError:
+        return False
+    return text[text.rindex(")") + 2 :].split()[0] not in ("Z", "X")
+
+
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
     # spawn() gave the child its own session, so its process group holds everything it
     # started (make's compilers, a shell's children) and nothing of ours.

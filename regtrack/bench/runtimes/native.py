@@ -145,7 +145,7 @@ def native_server(
                 port=port,
                 pid=proc.pid,
                 token_dir=str(workdir),
-                is_alive=lambda p=proc: p.poll() is None,
+                is_alive=lambda p=proc: procs.running(p),
             )
             try:
                 server.info = _wait_ready(proc, port, log, timeout, str(workdir))
