@@ -86,9 +86,14 @@ def test_an_undecided_gate_says_so_first_and_warns(tmp_path, redis_server):
 def test_blocks_are_added_until_decided_and_a_decided_metric_stops(
     tmp_path, redis_server, monkeypatch
 ):
-    """Instructions decide at the first look (seed-matched pairs agree); throughput, held
-    to an impossible 0.001% guard, asks for more blocks: only throughput is measured in
-    them, until --max-repetitions."""
+    """Instructions decide at the first look (seed-matched pairs agree) and are never
+    measured again; throughput, held to a 0.001% guard, usually asks for more blocks, and
+    then only throughput is measured in them, until --max-repetitions.
+
+    Usually, not always: two server processes of one binary can differ for real (one
+    fresh clone measured b 2-3% slower than a in 4 of 4 blocks), and a 0.001% guard then
+    rightly decides at the first look. Either way the rule is checked: a decided metric
+    is not measured again, an undecided one is, up to --max-repetitions."""
     configs = tmp_path / "configs"
     configs.mkdir()
     (configs / "regtrack.toml").write_text(
@@ -104,19 +109,27 @@ def test_blocks_are_added_until_decided_and_a_decided_metric_stops(
         "--instruction-requests", "20000", "--keys", "2000", "--db", str(db),
         "--json", str(tmp_path / "r.json"), "--no-report", timeout=900,
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    assert "undecided after 4 repetitions: measuring 2 more (throughput)" in proc.stderr
     conn = sqlite3.connect(db)
     reps = dict(
         conn.execute("SELECT mode, GROUP_CONCAT(DISTINCT repetition) FROM trials GROUP BY mode")
     )
-    assert sorted(map(int, reps["instructions"].split(","))) == [0, 1, 2, 3]
-    assert sorted(map(int, reps["throughput"].split(","))) == [0, 1, 2, 3, 4, 5]
-    assert conn.execute("SELECT status FROM runs").fetchone()[0] == "complete"
+    assert conn.execute("SELECT status FROM runs").fetchone()[0] == "complete", proc.stderr
     data = json.loads((tmp_path / "r.json").read_text())
     verdicts = {g["metric"]: g["verdict"] for g in data["gate"]}
-    assert verdicts == {"throughput": "inconclusive", "instructions_per_op": "no change"}
-    assert data["repetitions"] == 6 and data["stopped"] == "max-repetitions"
+    assert verdicts["instructions_per_op"] == "no change", proc.stdout
+    assert sorted(map(int, reps["instructions"].split(","))) == [0, 1, 2, 3]
+    throughput = sorted(map(int, reps["throughput"].split(",")))
+    if verdicts["throughput"] == "inconclusive":  # the usual case
+        assert proc.returncode == 0, proc.stderr
+        assert "undecided after 4 repetitions: measuring 2 more (throughput)" in proc.stderr
+        assert throughput == [0, 1, 2, 3, 4, 5]
+        assert data["repetitions"] == 6 and data["stopped"] == "max-repetitions"
+    else:  # a real difference between the two processes decided the 0.001% guard
+        assert verdicts["throughput"] in ("regression", "improvement"), verdicts
+        assert proc.returncode == (1 if verdicts["throughput"] == "regression" else 0)
+        assert "measuring 2 more" not in proc.stderr
+        assert throughput == [0, 1, 2, 3]
+        assert data["repetitions"] == 4 and data["stopped"] == "decided"
 
 
 def test_stored_baseline_needs_a_matching_machine(tmp_path, redis_server, monkeypatch):
