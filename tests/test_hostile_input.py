@@ -29,7 +29,7 @@ def test_any_version_text_parses_or_is_bad_input(text):
         assert str(exc) and "\n" not in str(exc)
         return
     for spec in specs:
-        assert spec.kind in ("git", "bin", "src", "image")
+        assert spec.kind in ("git", "bin", "src", "image", "range")
         assert spec.label and spec.value
         if spec.kind == "git":
             # What reaches git as an argv: never an option, never a range or a path escape.
