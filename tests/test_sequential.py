@@ -357,3 +357,19 @@ def test_the_look_index_not_the_valid_blocks_sets_the_level():
     at_look_4 = sequential.interval(values, 0.05, look=4)
     assert by_n is not None and at_look_4 is not None
     assert at_look_4.high_pct - at_look_4.low_pct > by_n.high_pct - by_n.low_pct
+
+
+def test_hosts_are_a_level_of_the_model_not_noise() -> None:
+    """Blocks merged from two hosts on which the change differs: each host's own mean is
+    removed from the noise (one degree of freedom per host), the estimate stays the mean."""
+    a = [0.010, 0.011, 0.009, 0.010]
+    b = [0.030, 0.031, 0.029, 0.030]
+    plain = interval(a + b, 0.05, method="t")
+    levels = interval(a + b, 0.05, method="t", hosts=["a"] * 4 + ["b"] * 4)
+    assert plain is not None and levels is not None
+    assert levels.estimate_pct == pytest.approx(plain.estimate_pct)
+    assert levels.high_pct - levels.low_pct < (plain.high_pct - plain.low_pct) / 5
+    one = interval(a, 0.05, method="t", hosts=["a"] * 4)
+    assert one == interval(a, 0.05, method="t"), "one host: the plain interval"
+    alone = interval([0.01, 0.02], 0.05, method="t", hosts=["a", "b"])
+    assert alone is not None and alone.high_pct == math.inf, "no degree of freedom left"

@@ -71,8 +71,11 @@ def compare(
         method=_method(store, run_id),
         thresholds=thresholds,
         metrics=metrics,
+        rounds=store.run(run_id)["config"].get("rounds"),
     )
     result["run_id"] = run_id
+    # A run merged from shards (regtrack merge): the hosts its blocks were measured on.
+    result["hosts"] = sorted(frame["host"].dropna().unique()) if "host" in frame else []
     return result
 
 
@@ -132,6 +135,7 @@ def _compare(
     method: str = "t",
     thresholds: Thresholds | None,
     metrics: tuple[Metric, ...],
+    rounds: list[int] | None = None,
 ) -> dict[str, Any]:
     """Per metric and candidate: one pooled answer over the sweep (what gates), and one
     record per point (where a change lives), both from seed-matched blocks.
@@ -172,7 +176,7 @@ def _compare(
                 gating_points = [p for p in labels if p not in excluded]
                 # The look is the candidate's: across runs (a stored baseline, a bisection's
                 # ends) only the candidate's run adds blocks; its repetitions count the looks.
-                look = _look(wrows[wrows["target"] == candidate])
+                look = _look(wrows[wrows["target"] == candidate], rounds)
                 top = pooling.pooled(
                     metric,
                     workload,
@@ -251,12 +255,15 @@ def _excluded_points(
     return out
 
 
-def _look(rows: pd.DataFrame) -> int | None:
+def _look(rows: pd.DataFrame, rounds: list[int] | None = None) -> sequential.Look | None:
     """Which look of a sequential gate this is: one per block of two repetitions that
-    measured this metric, counted from the repetitions, not the valid blocks."""
+    measured this metric, counted from the repetitions, not the valid blocks; for a run
+    merged from shards (``rounds``: its repetitions after each merge round), one per round."""
     if rows.empty:
         return None
-    return math.ceil((int(rows["repetition"].max()) + 1) / 2)
+    if rounds:
+        return sequential.Look(len(rounds), max(1, rounds[0]))
+    return sequential.Look(math.ceil((int(rows["repetition"].max()) + 1) / 2))
 
 
 def _record(
@@ -271,7 +278,7 @@ def _record(
     threshold: float,
     pooled: dict[str, Any],
     method: str,
-    look: int | None = None,
+    look: sequential.Look | None = None,
 ) -> dict[str, Any]:
     change: Any
     if ratios is not None:

@@ -51,7 +51,7 @@ def pooled(
     key: str | None,
     alpha: float,
     method: str,
-    look: int | None,
+    look: sequential.Look | None,
 ) -> dict[str, Any]:
     """One change over the sweep's gating points, from blocks (sequential.block_values)."""
     interval: Any
@@ -60,10 +60,16 @@ def pooled(
         for point in points:
             for block, value in ratios.get(point, {}).items():
                 by_block.setdefault(block, {})[point] = value
-        order = sorted(by_block, key=lambda b: first_seq(rows, key, b))
+        order = [
+            b
+            for b in sorted(by_block, key=lambda b: first_seq(rows, key, b))
+            if any(math.isfinite(v) for v in by_block[b].values())
+        ]
         numbered = {i: by_block[b] for i, b in enumerate(order)}
         values = sequential.block_values(numbered, points)
-        interval = sequential.interval(values, alpha, method=method, look=look)
+        interval = sequential.interval(
+            values, alpha, method=method, look=look, hosts=block_hosts(rows, key, order)
+        )
         n = len(values)
     else:
         # No seed-matched blocks (a stored baseline without seeds): each side's repetitions
@@ -106,6 +112,15 @@ def bounds(change: Any) -> dict[str, float | None]:
         "ci_high_pct": change.high_pct if change else None,
         "mde_pct": getattr(change, "mde_pct", None) if change else None,
     }
+
+
+def block_hosts(rows: pd.DataFrame, key: str, blocks: list[Any]) -> list[str] | None:
+    """The host that measured each block, when a merged run's blocks come from several
+    (each block was measured on one host: bench/shards.py); None for one host."""
+    if "host" not in rows or rows["host"].dropna().nunique() < 2:
+        return None
+    first = rows.dropna(subset=["host"]).groupby(key)["host"].first()
+    return [str(first.get(b, "")) for b in blocks]
 
 
 def first_seq(rows: pd.DataFrame, key: str, block: Any) -> int:

@@ -93,6 +93,7 @@ import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from scipy import stats as scipy_stats
 
@@ -110,6 +111,14 @@ LAI_C = 0.25
 # Spending starts at the first look with this many blocks (2 degrees of freedom).
 FIRST_SPENDING_BLOCKS = 3
 Z_POWER = float(scipy_stats.norm.ppf(0.80))
+
+
+class Look(NamedTuple):
+    """Look ``k`` of a gate that adds ``every`` blocks between looks: a gate on one host
+    looks after every pair of blocks; a gate merged from shards once per merge round."""
+
+    k: int
+    every: int = 2
 
 
 @dataclass(frozen=True)
@@ -183,11 +192,13 @@ def look_alpha(k: int, alpha: float, look_every: int = 2) -> float:
 
 
 @functools.lru_cache(maxsize=4096)
-def t_radius(n: int, level_alpha: float) -> float:
-    """Half-width, in sample sds, of the two-sided Student t interval at ``level_alpha``."""
-    if n < 2 or level_alpha <= 0:
+def t_radius(n: int, level_alpha: float, df: int | None = None) -> float:
+    """Half-width, in sample sds, of the two-sided Student t interval at ``level_alpha``
+    (``df``: degrees of freedom of the sd, n - 1 unless some were spent on host levels)."""
+    df = n - 1 if df is None else df
+    if n < 2 or df < 1 or level_alpha <= 0:
         return math.inf
-    return float(scipy_stats.t.ppf(1 - level_alpha / 2, n - 1)) / math.sqrt(n)
+    return float(scipy_stats.t.ppf(1 - level_alpha / 2, df)) / math.sqrt(n)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -210,17 +221,18 @@ def radius(
     look_every: int = 2,
     method: str = DEFAULT_METHOD,
     look: int | None = None,
+    df: int | None = None,
 ) -> float:
     """Half-width in sample sds of look k = ``look``, by default ceil(n / look_every)
     (inf: unbounded). A gate whose blocks can be invalid passes the look it is at (its
     repetitions / look_every), so two looks never spend the same level."""
     if method == "t-spending":
         k = look if look is not None else math.ceil(n / look_every)
-        return t_radius(n, look_alpha(k, alpha, look_every))
+        return t_radius(n, look_alpha(k, alpha, look_every), df)
     if method == "lai-t-mixture":
         return lai_radius(n, alpha)
     if method == FIXED:
-        return t_radius(n, alpha)
+        return t_radius(n, alpha, df)
     raise ValueError(f"unknown sequential method {method!r}: choose one of {METHODS}")
 
 
@@ -229,7 +241,8 @@ def interval(
     alpha: float,
     look_every: int = 2,
     method: str = DEFAULT_METHOD,
-    look: int | None = None,
+    look: int | Look | None = None,
+    hosts: Sequence[str] | None = None,
 ) -> Sequential | None:
     """The interval of this look for the mean of i.i.d. block values (log ratios).
 
@@ -248,18 +261,40 @@ def interval(
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     if look_every < 1:
         raise ValueError(f"look_every must be at least 1, got {look_every}")
+    if isinstance(look, Look):
+        look_every, look = look.every, look.k
     xs = [float(v) for v in values]
     n = len(xs)
     if n < 2:
         return None
     mean = _mean(xs)
-    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1))
-    r = radius(n, alpha, look_every, method, look)
+    sd, df = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1)), n - 1
+    if hosts is not None and len(set(hosts)) > 1 and method != "lai-t-mixture":
+        sd, df = _within_hosts(xs, hosts)
+    r = radius(n, alpha, look_every, method, look, df)
     if math.isinf(r):
         return Sequential(_pct(mean), -100.0, math.inf, n, method, math.inf, alpha)
     half = r * sd
     mde = half + Z_POWER * sd / math.sqrt(n)
     return Sequential(_pct(mean), _pct(mean - half), _pct(mean + half), n, method, _pct(mde), alpha)
+
+
+def _within_hosts(xs: Sequence[float], hosts: Sequence[str]) -> tuple[float, int]:
+    """The sd of block values around their own host's mean, and its degrees of freedom.
+
+    Blocks merged from several hosts (docs/scale-out.md): host is one more level of the
+    model, a fixed effect, so a host on which the change is larger or smaller shifts its
+    own mean instead of counting as noise; each host costs one degree of freedom. The
+    estimate stays the mean of all blocks, as balanced shards make it the hosts' average.
+    """
+    by_host: dict[str, list[float]] = {}
+    for x, host in zip(xs, hosts, strict=True):
+        by_host.setdefault(host, []).append(x)
+    df = len(xs) - len(by_host)
+    if df < 1:
+        return math.inf, 1
+    ss = math.fsum((x - _mean(v)) ** 2 for v in by_host.values() for x in v)
+    return math.sqrt(ss / df), df
 
 
 def decide(seq: Sequential | None, threshold_pct: float, higher_is_better: bool) -> str:

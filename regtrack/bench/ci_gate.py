@@ -118,9 +118,15 @@ def run(
 
     if stored is not None:  # blocks pair by seed with the stored run's: it has so many
         max_repetitions = min(max_repetitions, stored.run["config"]["settings"]["repetitions"])
-    rule = orchestrate.sequential_rule(
-        job, budget, max(max_repetitions, job.settings.repetitions), compare
-    )
+    rule = None
+    if job.shard is None:
+        rule = orchestrate.sequential_rule(
+            job, budget, max(max_repetitions, job.settings.repetitions), compare
+        )
+    else:
+        # A shard measures its fixed share of the plan; `ci --merge` decides on all of
+        # them, with intervals valid at every look (a later round may add blocks).
+        job.design = "sequential"
     store, run_id, status = orchestrate.measure(job, db, say, progress, wait=wait, sequential=rule)
     result = compare(store, run_id)
     run_row = store.run(run_id)
@@ -131,9 +137,29 @@ def run(
         "candidate": job.targets[-1].spec,
         "workload": job.workload.name,
         "repetitions": run_row["config"]["settings"]["repetitions"],
-        "stopped": rule.stopped or "budget",
+        "stopped": (rule.stopped or "budget") if rule else f"shard {job.shard.label}",
         "seeds": run_row["config"].get("seeds"),
         "environment": run_row["environment"],
         "forced": forced,
     }
     return GateRun(store, run_id, status, result, gate.gate(result), context)
+
+
+def decide_merged(store: Store, run_id: int, thresholds: Thresholds) -> GateRun:
+    """The gate on a merged run (`ci --merge`): every shard's blocks, one decision."""
+    run_row = store.run(run_id)
+    config = run_row["config"]
+    labels = [t["label"] for t in config["targets"]]
+    result = comparison.compare(store, run_id, labels[0], thresholds)
+    specs = {t["label"]: t["spec"] for t in config["targets"]}
+    context = {
+        "baseline": specs[labels[0]],
+        "candidate": specs[labels[-1]],
+        "workload": config["workload"]["name"],
+        "repetitions": config["settings"]["repetitions"],
+        "stopped": "merged",
+        "seeds": config.get("seeds"),
+        "environment": run_row["environment"],
+        "forced": [],
+    }
+    return GateRun(store, run_id, run_row["status"], result, gate.gate(result), context)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from regtrack.bench import loadgen, seeds
+from regtrack.bench import loadgen, seeds, shards
 from regtrack.bench import trial as measure
 from regtrack.bench.callgrind import control as callgrind
 from regtrack.bench.loadgen import memtier
@@ -91,6 +91,9 @@ class Job:
     skipped: list[dict[str, Any]] = field(default_factory=list)
     # The bisection this run measures for (regtrack bisect): its id and the run's role.
     bisection: dict[str, Any] | None = None
+    # This host's share of a plan measured by several (--shard K/N, or an engine's
+    # variables; regtrack.bench.shards); None: the whole plan.
+    shard: shards.Shard | None = None
 
     def __post_init__(self) -> None:
         self.points = workload_points.points(self.workload)
@@ -114,13 +117,19 @@ class Job:
         )
 
     def visits(self, first: int = 0) -> list[Visit]:
-        """The plan's visits from repetition ``first`` on."""
+        """The visits this host measures, from repetition ``first`` on: the whole plan's,
+        or its shard's blocks (decided on the whole plan, so every host agrees)."""
+        mine = shards.share(self.planned(), self.shard)
+        return [v for v in mine if v.repetition >= first]
+
+    def planned(self) -> list[Visit]:
+        """Every visit of the plan, whichever host measures it."""
         return interleave(
             [t.label for t in self.targets],
             self.points,
             self.settings.repetitions,
             MODES_BY_METRIC[self.metric],
-            first,
+            0,
             self.narrowed,
         )
 
@@ -132,7 +141,9 @@ class Job:
             self.narrowed.update({rep: modes for rep in range(first, repetitions)})
 
     def config(self) -> dict[str, Any]:
-        return {
+        """What the run stores as its config; ``plan_id`` names the plan it measures (or
+        its share of), the same on every host that measures a shard of it."""
+        config = {
             "metric": self.metric,
             "runtime": self.runtime,
             "memory": self.memory,
@@ -149,7 +160,12 @@ class Job:
             "comparison": self.comparison,
             "skipped": self.skipped,
             "bisection": self.bisection,
+            "shard": None
+            if self.shard is None
+            else {"index": self.shard.index, "count": self.shard.count, "from": self.shard.source},
         }
+        config["plan_id"] = shards.plan_id(config)
+        return config
 
 
 def int_list(text: str | None, option: str) -> list[int] | None:

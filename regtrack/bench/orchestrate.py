@@ -82,6 +82,12 @@ def sequential_rule(
     comparison: Callable[[Store, int], dict[str, Any]],
 ) -> Sequential:
     """Blocks of two repetitions (A B, B A) while ``comparison``'s gate is undecided."""
+    if job.shard is not None:
+        raise BadInput(
+            f"sequential repetitions with shard {job.shard.label}: one shard would decide on "
+            "its own trials alone; measure a fixed number of repetitions on every shard, "
+            "then `regtrack merge` them and compare the merged run"
+        )
     if job.settings.repetitions % 2 and len(job.targets) > 1:
         raise BadInput(
             f"--repetitions {job.settings.repetitions}: sequential repetitions start from an "

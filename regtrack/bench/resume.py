@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from regtrack.bench import shards
 from regtrack.bench.job import Job
 from regtrack.bench.loadgen.base import LoadgenBinary
 from regtrack.core import docker_engine, environment
@@ -94,4 +95,5 @@ def load_job(store: Store, run_id: int) -> Job:
         design=config.get("design", "fixed"),
         narrowed={int(r): tuple(m) for r, m in config.get("narrowed", {}).items()},
         comparison=config.get("comparison") or {},
+        shard=shards.stored(config.get("shard")),
     )

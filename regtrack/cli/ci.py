@@ -11,17 +11,26 @@ from typing import Any
 import click
 
 from regtrack.bench import ci_gate, orchestrate
+from regtrack.bench import merge as merging
 from regtrack.cli.group import EXIT_CODES_HELP, cli
-from regtrack.cli.options import auto_report, measure_options, prepare, say, sequential_options
+from regtrack.cli.options import (
+    auto_report,
+    measure_options,
+    prepare,
+    say,
+    sequential_options,
+    shard_options,
+)
 from regtrack.core.errors import EXIT_REGRESSION, BadInput, CannotMeasure
-from regtrack.core.settings import load_thresholds
-from regtrack.output import ci_summary
-from regtrack.output.console import run_progress
+from regtrack.core.settings import load_settings, load_thresholds
+from regtrack.output import ci_summary, merge_text
+from regtrack.output.console import err, run_progress
+from regtrack.results.store import Store
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
 @click.option("--baseline", "baseline_spec", help="Baseline version spec, measured alongside.")
-@click.option("--candidate", "candidate_spec", required=True, help="Candidate version spec.")
+@click.option("--candidate", "candidate_spec", help="Candidate version spec.")
 @click.option("--baseline-run", help="Compare with a stored baseline (regtrack baseline save).")
 @click.option("--force", is_flag=True, help="Compare with a stored baseline measured differently.")
 @click.option("--threshold", type=float, help="Verdict threshold in percent, for every metric.")
@@ -30,17 +39,28 @@ from regtrack.output.console import run_progress
 @click.option(
     "--fail-on-inconclusive", is_flag=True, help="Exit 1 when the gate cannot be decided."
 )
+@click.option(
+    "--merge",
+    "merge_shards",
+    is_flag=True,
+    help="Decide on shards measured elsewhere (ci --shard K/N): merge the SHARD_DBS into "
+    "--db and decide once on all their blocks; measures nothing.",
+)
+@click.argument("shard_dbs", nargs=-1, type=click.Path(path_type=Path))
 @sequential_options
+@shard_options
 @measure_options
 def ci(
     baseline_spec: str | None,
-    candidate_spec: str,
+    candidate_spec: str | None,
     baseline_run: str | None,
     force: bool,
     threshold: float | None,
     summary: str | None,
     json_out: str | None,
     fail_on_inconclusive: bool,
+    merge_shards: bool,
+    shard_dbs: tuple[Path, ...],
     budget: str,
     max_repetitions: int,
     **kw: Any,
@@ -53,9 +73,58 @@ def ci(
     baseline, only if both were measured alike: same machine, runtime, CPUs, load
     generator and workload settings (regtrack.results.comparability).
     """
+    thresholds = load_thresholds(threshold).for_gate()
+    if merge_shards or shard_dbs:
+        asked = (baseline_spec, candidate_spec, baseline_run)
+        gate = _merged_gate(merge_shards, shard_dbs, kw["db"], thresholds, asked)
+    else:
+        gate = _measured_gate(
+            baseline_spec, candidate_spec, baseline_run, force, thresholds, budget,
+            max_repetitions, kw,
+        )  # fmt: skip
+        if gate is None:
+            return
+    _present(gate, summary, json_out, fail_on_inconclusive, kw["report"])
+
+
+def _merged_gate(
+    merge_shards: bool,
+    shard_dbs: tuple[Path, ...],
+    db: str | None,
+    thresholds: Any,
+    measured: tuple[str | None, ...],
+) -> ci_gate.GateRun:
+    """`ci --merge SHARD_DBS`: union the shards into --db, then decide on the merged run."""
+    if not (merge_shards and shard_dbs):
+        raise BadInput("give --merge and the shards' databases: ci --merge --db OUT.db A.db B.db")
+    if any(measured):
+        raise BadInput(
+            "--merge decides on the shards' own versions: leave out --baseline, --candidate "
+            "and --baseline-run"
+        )
+    out = Path(db or load_settings().database)
+    results = merging.merge(out, list(shard_dbs))
+    err.print(merge_text.render(results, out), highlight=False, soft_wrap=True)
+    if len(results) != 1:
+        raise BadInput(f"the shards measured {len(results)} plans: a gate decides on one")
+    return ci_gate.decide_merged(Store.open(out, create=False), results[0].run_id, thresholds)
+
+
+def _measured_gate(
+    baseline_spec: str | None,
+    candidate_spec: str | None,
+    baseline_run: str | None,
+    force: bool,
+    thresholds: Any,
+    budget: str,
+    max_repetitions: int,
+    kw: dict[str, Any],
+) -> ci_gate.GateRun | None:
+    """Measure the gate here (or this host's shard of it; then nothing is decided)."""
+    if not candidate_spec:
+        raise BadInput("give --candidate SPEC (or --merge with the shards' databases)")
     if bool(baseline_spec) == bool(baseline_run):
         raise BadInput("give exactly one of --baseline SPEC (measured now) or --baseline-run NAME")
-    thresholds = load_thresholds(threshold).for_gate()
     stored = ci_gate.stored_baseline(kw["db"], baseline_run) if baseline_run else None
     defaults = dict(ci_gate.CI_DEFAULTS)
     if kw["workload"] != "get-pipeline":
@@ -73,6 +142,24 @@ def ci(
         run_progress,
         wait=not kw["no_wait"],
     )
+    if job.shard is not None:
+        click.echo(
+            f"shard {job.shard.label}: run {gate.run_id} of {gate.store.path} measured its "
+            "blocks; decide on every shard with: regtrack ci --merge --db OUT.db SHARD.db..."
+        )
+        orchestrate.fail_if_incomplete(gate.store, gate.run_id, gate.status)
+        return None
+    return gate
+
+
+def _present(
+    gate: ci_gate.GateRun,
+    summary: str | None,
+    json_out: str | None,
+    fail_on_inconclusive: bool,
+    report: bool,
+) -> None:
+    """The decision, everywhere it is read: stdout, step summary, JSON, report; exit code."""
     decision = gate.decision
     text = ci_summary.ci_summary(gate.result, decision, gate.context)
     if os.environ.get("GITHUB_ACTIONS") == "true":
@@ -85,7 +172,7 @@ def ci(
     if json_out:
         records = ci_summary.ci_json(gate.result, decision, gate.context)
         Path(json_out).write_text(json.dumps(records, indent=2))
-    if kw["report"]:
+    if report:
         auto_report(gate.store, gate.run_id)
     if decision["outcome"] != "regression":
         orchestrate.fail_if_incomplete(gate.store, gate.run_id, gate.status)

@@ -7,11 +7,11 @@ from typing import Any
 
 import click
 
-from regtrack.bench import orchestrate
+from regtrack.bench import orchestrate, shards
 from regtrack.bench.job import Job, Options, int_list, prepare_job
 from regtrack.bench.loadgen.builtin import THROUGHPUT_CAVEAT
 from regtrack.bench.runner import Sequential
-from regtrack.core.errors import RegtrackError
+from regtrack.core.errors import BadInput, RegtrackError
 from regtrack.output.console import build_progress, err, run_progress
 from regtrack.output.report import write_report
 from regtrack.results.store import Store
@@ -39,6 +39,23 @@ def range_options(f):
         "--every",
         type=click.IntRange(1, None),
         help="Ranges A..B: every Nth first-parent commit (both ends kept).",
+    )(f)
+
+
+def shard_options(f):
+    """--shard K/N / --shard-count N: this host's share of one plan (bench/shards.py)."""
+    f = click.option(
+        "--shard-count",
+        type=click.IntRange(1, None),
+        help="How many shards measure the plan, where the engine does not say "
+        "(Kubernetes Indexed Jobs: the Job's completions; or $REGTRACK_SHARD_COUNT).",
+    )(f)
+    return click.option(
+        "--shard",
+        metavar="K/N",
+        help="Measure only shard K of N of the plan (default: from JOB_COMPLETION_INDEX, "
+        "CI_NODE_INDEX/CI_NODE_TOTAL or BUILDKITE_PARALLEL_JOB/_COUNT when set); "
+        "`regtrack merge` unions the shards' databases.",
     )(f)
 
 
@@ -188,14 +205,29 @@ def options_of(kw: dict[str, Any], **defaults: Any) -> Options:
 def prepare(specs: list[versions.VersionSpec], kw: dict[str, Any], **defaults: Any) -> Job:
     """The Job, built with progress, then what the user should know about it: cached or
     fresh builds, load generator caveats, blocking mixes, uncontrolled seeds."""
+    # Which shard this host measures is read (and a bad --shard refused) before building.
+    shard = shards.current(kw["shard"], kw["shard_count"]) if "shard" in kw else None
     with build_progress() as phase:
         job = prepare_job(specs, options_of(kw, **defaults), phase)
+    job.shard = shard
     for target in job.targets:
         if "build" in target.details:
             b = target.details["build"]
             how = "cached build" if b["cached"] else f"built in {b['seconds']:.0f} s"
             what = b.get("server_version") or f"image {target.image}"
             err.print(f"regtrack: {target.label}: {how}: {what}")
+    if job.shard is not None:
+        mine, total = shards.counts(job.planned(), job.shard)
+        if mine == 0:
+            raise BadInput(
+                f"shard {job.shard.label}: the plan has only {total} blocks for "
+                f"{job.shard.count} shards, none for this one; give more --repetitions "
+                "(a throughput block is a pair of them) or fewer shards"
+            )
+        err.print(
+            f"regtrack: shard {job.shard.label} (from {job.shard.source}): {mine} of {total} "
+            f"blocks of plan {job.config()['plan_id']}"
+        )
     for skipped in job.skipped:
         what = f"{skipped['label']} ({skipped['subject']})"
         err.print(f"regtrack: skipped {what}: {skipped['reason']}")

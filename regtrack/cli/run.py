@@ -9,7 +9,14 @@ import click
 from regtrack.analysis import comparison as comparisons
 from regtrack.bench import orchestrate, resume
 from regtrack.cli.group import EXIT_CODES_HELP, cli
-from regtrack.cli.options import auto_report, measure, measure_options, prepare, sequential_options
+from regtrack.cli.options import (
+    auto_report,
+    measure,
+    measure_options,
+    prepare,
+    sequential_options,
+    shard_options,
+)
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import load_settings, load_thresholds
 from regtrack.output import tables as text_tables
@@ -39,6 +46,7 @@ from regtrack.targets import versions
     "decided, within --budget and --max-repetitions.",
 )
 @sequential_options
+@shard_options
 @measure_options
 def run(
     version_specs: str | None,

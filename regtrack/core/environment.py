@@ -11,7 +11,9 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import socket
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,8 @@ from typing import Any
 from regtrack import __version__
 from regtrack.core.cpus import CpuPlan, Topology, format_cpu_list
 
+# ISA features shown with a run: natively (throughput) glibc picks its string functions by them.
+ISA_SHOWN = ("sse4_2", "avx", "avx2", "bmi2", "erms", "fsrm", "avx512f", "avx512bw", "avx512vl")
 FINGERPRINT_KEYS = ("cpu_model", "cpu_count", "physical_cores", "kernel", "loadgen_version")
 
 
@@ -40,6 +44,38 @@ def _cpu_model() -> str:
 def _virtualization() -> str:
     text = _read("/proc/cpuinfo") or ""
     return "virtual machine" if " hypervisor" in text else "bare metal or unknown"
+
+
+def _cpu_flags() -> list[str]:
+    """The CPU's ISA features (/proc/cpuinfo flags): glibc picks string and memory
+    functions by them (__strcasecmp_avx2 or _sse42), which moves instruction counts."""
+    for line in (_read("/proc/cpuinfo") or "").splitlines():
+        if line.startswith("flags"):
+            return sorted(line.split(":", 1)[1].split())
+    return []
+
+
+def _valgrind() -> dict[str, str | None]:
+    """valgrind's version and the hwcaps it detected, when installed. Under valgrind the
+    server's CPUID is valgrind's: a fixed CPU of the host's capability level (on an AVX2
+    host, an Intel i7-4910MQ whatever the host's model), so these, not the CPU model,
+    decide which string functions glibc picks (benchmarks/instruction_hosts.py)."""
+    path = shutil.which("valgrind")
+    if not path:
+        return {"valgrind": None, "valgrind_hwcaps": None}
+    try:
+        out = subprocess.run(
+            [path, "-v", "--tool=none", "/bin/true"], capture_output=True, text=True, timeout=30
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return {"valgrind": None, "valgrind_hwcaps": None}
+    version = hwcaps = None
+    for line in out.stderr.splitlines():
+        if "Using Valgrind-" in line:
+            version = line.split("Using ", 1)[1].split()[0]
+        elif "Arch and hwcaps:" in line:
+            hwcaps = line.rsplit(",", 1)[-1].strip()
+    return {"valgrind": version, "valgrind_hwcaps": hwcaps}
 
 
 def _mem_total_kib() -> int | None:
@@ -73,6 +109,10 @@ def capture(plan: CpuPlan, loadgen: dict[str, str] | None = None) -> dict[str, A
         "loadavg_at_start": (_read("/proc/loadavg") or "").split()[:3],
         "python": sys.version.split()[0],
         "regtrack_version": __version__,
+        "cpu_flags_sha256": hashlib.sha256(" ".join(_cpu_flags()).encode()).hexdigest()[:16],
+        "isa": [f for f in _cpu_flags() if f in ISA_SHOWN],
+        **_valgrind(),
+        "glibc": platform.libc_ver()[1] or None,
         "server_cpus": plan.server_list,
         "client_cpus": plan.client_list,
     }

@@ -32,7 +32,11 @@ def ci_headline(decision: dict[str, Any], context: dict[str, Any]) -> str:
         head = f"{head} (FORCED: not like with like)"
     reps = f"{context['repetitions']} repetitions"
     if decision["outcome"] == "inconclusive":
-        why = {"budget": "the time budget ran out", "max-repetitions": "--max-repetitions"}
+        why = {
+            "budget": "the time budget ran out",
+            "max-repetitions": "--max-repetitions",
+            "merged": "every shard merged so far",
+        }
         stop = why.get(context.get("stopped", ""), "the plan ended")
         return f"{head} after {reps} ({stop}): {answers}"
     return f"{head} after {reps}: {answers}"
@@ -106,5 +110,12 @@ def ci_summary(result: dict[str, Any], decision: dict[str, Any], context: dict[s
             f"Environment: {env.get('cpu_model')}, {env.get('cpu_count')} CPUs, kernel "
             f"{env.get('kernel')}, {env.get('loadgen_version')}, server CPU "
             f"{env.get('server_cpus')}, client CPU {env.get('client_cpus')}."
+        )
+    hosts = result.get("hosts") or []
+    if len(hosts) > 1:
+        lines.append(
+            f"Merged from {len(hosts)} hosts ({', '.join(hosts)}): every block was compared "
+            "on the host that measured it, and hosts are a level of the model "
+            "(docs/scale-out.md); the environment above is the first shard's."
         )
     return "\n".join(lines) + "\n"

@@ -130,6 +130,12 @@ def _caption(result: dict[str, Any], metric: str) -> str:
             f" · change [{100 * r['confidence']:.1f}% interval, {result['method']}] "
             f"and verdict at a {r['threshold_pct']:g}% threshold"
         )
+    hosts = result.get("hosts") or []
+    if len(hosts) > 1:
+        text += (
+            f" · merged from {len(hosts)} hosts: each block compared on its own host, "
+            "hosts a level of the model"
+        )
     if m.deterministic:
         cells = result["cells"]
         spreads = cells.loc[cells["metric"] == metric, "spread_pct"].dropna()

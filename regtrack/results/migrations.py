@@ -157,6 +157,23 @@ MIGRATIONS: list[str] = [
         history TEXT NOT NULL
     );
     """,
+    # v8: shards of one plan measured on several hosts, merged (regtrack merge): the host
+    # that measured each trial, and which shard of which database each merged run holds.
+    """
+    ALTER TABLE trials ADD COLUMN host TEXT;
+    CREATE TABLE merged_shards (
+        run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        shard INTEGER NOT NULL,
+        shards INTEGER NOT NULL,
+        host TEXT NOT NULL,
+        source TEXT NOT NULL,
+        source_run INTEGER NOT NULL,
+        environment TEXT NOT NULL,
+        trials INTEGER NOT NULL,
+        merged_at TEXT NOT NULL,
+        PRIMARY KEY (run_id, shard, host, source_run)
+    );
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

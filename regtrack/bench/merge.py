@@ -1,0 +1,110 @@
+"""`regtrack merge`: the shards of a plan, measured on several hosts, as one run.
+
+results/merge.py copies trials; this module knows the plan, so it can say which planned
+blocks no shard measured yet, and which shard should have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from regtrack.bench import shards
+from regtrack.bench.plan import MODES_BY_METRIC, Visit, interleave
+from regtrack.core.errors import BadInput
+from regtrack.results import merge as merging
+from regtrack.results.merge import Missing, PlanMerge
+from regtrack.results.store import Store
+from regtrack.workloads import points as workload_points
+from regtrack.workloads.model import GetPipelineWorkload, MixWorkload
+
+
+def planned_visits(config: Mapping[str, Any]) -> list[Visit]:
+    """The whole plan a run's config describes (every shard's visits)."""
+    kinds = {"get-pipeline": GetPipelineWorkload, "mix": MixWorkload}
+    workload = kinds[config["workload"]["kind"]](**config["workload"])
+    return interleave(
+        [t["label"] for t in config["targets"]],
+        workload_points.points(workload),
+        int(config["settings"]["repetitions"]),
+        MODES_BY_METRIC[config.get("metric", "throughput")],
+        0,
+        {int(r): tuple(m) for r, m in (config.get("narrowed") or {}).items()},
+    )
+
+
+def missing_blocks(config: Mapping[str, Any], count: int, have: set[int]) -> list[Missing]:
+    """Per shard, the planned blocks with a trial no database holds."""
+    visits = planned_visits(config)
+    found = shards.blocks(visits)
+    owners = shards.assign(visits, count)
+    out: dict[int, list[int]] = {}
+    for block, owner in zip(found, owners, strict=True):
+        left = [t.seq for v in block for t in v.trials if t.seq not in have]
+        if left:
+            counts = out.setdefault(owner, [0, 0])
+            counts[0] += 1
+            counts[1] += len(left)
+    return [Missing(k, count, b, n) for k, (b, n) in sorted(out.items())]
+
+
+def merge(out: Path, inputs: list[Path], allow_mixed: bool = False) -> list[PlanMerge]:
+    """Union the shard databases ``inputs`` into ``out``: one run per plan."""
+    for path in inputs:
+        if not path.exists():
+            raise BadInput(f"{path} does not exist: give the shards' database files")
+        if out.exists() and path.resolve() == out.resolve():
+            raise BadInput(f"{path} is the output database: merge into another file")
+    found = [run for path in inputs for run in merging.shard_runs(path)]
+    if not found:
+        raise BadInput(
+            "none of these databases holds a run that names its plan (made by regtrack run "
+            "or ci with this regtrack): nothing to merge"
+        )
+    merging.check_one_plan(found, allow_mixed)
+    dest = Store.open(out)
+    results = []
+    try:
+        for plan_id in dict.fromkeys(r.plan_id for r in found):
+            runs = [r for r in found if r.plan_id == plan_id]
+            run_id = merging.merged_run(dest, plan_id) or merging.create_merged_run(dest, runs[0])
+            result = PlanMerge(plan_id=plan_id, run_id=run_id)
+            for run in runs:
+                added, already = merging.add_shard(dest, run_id, run)
+                result.added += added
+                result.already += already
+                result.sources.append(
+                    f"{run.path} run {run.run_id} ({run.name}, host {run.host}, "
+                    f"{run.status}): {added} trials added, {already} already merged"
+                )
+            result.apart = merging.instruction_differences(runs)
+            if result.added:
+                _new_round(dest, run_id, result.apart)
+            count = max((r.shard or {"count": 1})["count"] for r in runs)
+            config = runs[0].config
+            result.planned = sum(len(v.trials) for v in planned_visits(config))
+            result.missing = missing_blocks(config, count, dest.trial_seqs(run_id))
+            detail = "; ".join(
+                f"shard {m.index}/{m.count} missing: {m.blocks} blocks ({m.trials} trials) "
+                "not measured"
+                for m in result.missing
+            )
+            dest.finish_run(run_id, "incomplete" if result.missing else "complete", detail or None)
+            results.append(result)
+    finally:
+        dest.close()
+    return results
+
+
+def _new_round(dest: Store, run_id: int, apart: list[str]) -> None:
+    """A merge that added trials is one more look for a sequential gate on the merged run
+    (analysis.comparison counts looks by round): record the repetitions it reached, and
+    whether the hosts' instruction counts may be pooled."""
+    config = dest.run(run_id)["config"]
+    config["hosts_apart"] = apart
+    reached = dest.conn.execute(
+        "SELECT COUNT(DISTINCT repetition) FROM trials WHERE run_id = ?", (run_id,)
+    ).fetchone()[0]
+    config["rounds"] = [*config.get("rounds", []), int(reached)]
+    dest.update_config(run_id, config)

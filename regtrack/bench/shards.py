@@ -1,0 +1,190 @@
+"""One plan shared by N hosts: blocks that stay on one host, and which shard measures which.
+
+An engine a team already runs (a CI matrix, a Kubernetes Indexed Job) starts N copies of
+one job and tells each "you are K of N". Each copy measures a deterministic share of the
+same plan, and `regtrack merge` unions the shares. What must never be split across hosts
+is a *block*: the trials whose comparison is only fair on one machine at one time.
+
+* throughput: the balanced A B / B A pair of repetitions (2k, 2k+1) of every target, so
+  drift and host speed cancel inside the block;
+* instructions: one repetition of every target, the seed-matched set (seeds depend only
+  on the repetition), so each pair is measured under one CPU and one valgrind.
+
+Blocks go to shards greedily, largest first, each to the shard with the least work so far
+(ties by plan order): every shard gets about the same number of trials, and the same plan
+gives the same split on every host. Trial ``seq`` numbers are the full plan's, so a merge
+can tell exactly which planned trials each shard measured.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from regtrack.bench.plan import Visit
+from regtrack.core.errors import BadInput
+
+# The variables each engine sets; the index is 0-based unless noted.
+ENGINES = (
+    # Kubernetes Indexed Job: 0-based index; the count is not in the pod's environment.
+    ("JOB_COMPLETION_INDEX", None, 0),
+    # GitLab CI `parallel: N`: 1-based.
+    ("CI_NODE_INDEX", "CI_NODE_TOTAL", 1),
+    # Buildkite `parallelism: N`: 0-based.
+    ("BUILDKITE_PARALLEL_JOB", "BUILDKITE_PARALLEL_JOB_COUNT", 0),
+)
+COUNT_VARIABLE = "REGTRACK_SHARD_COUNT"  # the count where the engine does not give one
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` (1-based) of ``count``, and where that was read from."""
+
+    index: int
+    count: int
+    source: str = "--shard"
+
+    @property
+    def label(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def stored(config: Mapping[str, Any] | None) -> Shard | None:
+    """The shard a run's config recorded (None: it measured the whole plan)."""
+    if not config:
+        return None
+    return Shard(int(config["index"]), int(config["count"]), str(config.get("from", "--shard")))
+
+
+def parse(text: str, source: str = "--shard") -> Shard:
+    """ "K/N" with 1 <= K <= N; anything else is one clear line."""
+    try:
+        k, n = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise BadInput(f"{source} {text!r}: give K/N, e.g. --shard 2/8") from None
+    if not 1 <= k <= n:
+        raise BadInput(f"{source} {text!r}: K must be between 1 and N (shards count from 1)")
+    return Shard(k, n, source)
+
+
+def from_environment(env: Mapping[str, str], count: int | None = None) -> Shard | None:
+    """The shard an engine's variables name, or None when no engine set one.
+
+    ``count`` (``--shard-count``, else $REGTRACK_SHARD_COUNT) is required for engines
+    that do not say how many copies they run, and must agree with those that do.
+    """
+    if count is None and env.get(COUNT_VARIABLE):
+        try:
+            count = int(env[COUNT_VARIABLE])
+        except ValueError:
+            raise BadInput(f"{COUNT_VARIABLE}={env[COUNT_VARIABLE]!r}: give a number") from None
+    for index_var, count_var, base in ENGINES:
+        if not env.get(index_var):
+            continue
+        try:
+            index = int(env[index_var]) - base + 1
+            total = int(env[count_var]) if count_var and env.get(count_var) else None
+        except ValueError:
+            raise BadInput(f"{index_var}={env[index_var]!r}: not a shard index") from None
+        if total is not None and count is not None and total != count:
+            raise BadInput(
+                f"{count_var}={total} but --shard-count {count}: give one count, or none"
+            )
+        total = total if total is not None else count
+        if total is None:
+            raise BadInput(
+                f"{index_var} is set but not how many shards there are: give --shard-count N "
+                f"(or {COUNT_VARIABLE}=N), the Job's completions"
+            )
+        return parse(f"{index}/{total}", index_var)
+    return None
+
+
+def block_key(visit: Visit) -> tuple[str, int]:
+    """The block a visit belongs to: (mode, first repetition of the block)."""
+    if visit.mode == "instructions":
+        return visit.mode, visit.repetition
+    return visit.mode, visit.repetition - visit.repetition % 2
+
+
+def blocks(visits: list[Visit]) -> list[list[Visit]]:
+    """The plan's visits grouped into blocks, in plan order."""
+    grouped: dict[tuple[str, int], list[Visit]] = {}
+    for visit in visits:
+        grouped.setdefault(block_key(visit), []).append(visit)
+    return list(grouped.values())
+
+
+def assign(visits: list[Visit], count: int) -> list[int]:
+    """For each block of ``visits`` (plan order), the shard (1-based) that measures it."""
+    found = blocks(visits)
+    load = [0] * count
+    owner = [0] * len(found)
+    sizes = sorted(range(len(found)), key=lambda i: (-sum(len(v.trials) for v in found[i]), i))
+    for i in sizes:
+        shard = min(range(count), key=lambda s: (load[s], s))
+        owner[i] = shard + 1
+        load[shard] += sum(len(v.trials) for v in found[i])
+    return owner
+
+
+def share(visits: list[Visit], shard: Shard | None) -> list[Visit]:
+    """The visits shard ``shard`` measures (all of them without sharding), in plan order."""
+    if shard is None:
+        return visits
+    found = blocks(visits)
+    owners = assign(visits, shard.count)
+    mine = {id(v) for block, owner in zip(found, owners, strict=True) if owner == shard.index
+            for v in block}  # fmt: skip
+    return [v for v in visits if id(v) in mine]
+
+
+def counts(visits: list[Visit], shard: Shard) -> tuple[int, int]:
+    """(blocks shard ``shard`` measures, blocks in the plan)."""
+    owners = assign(visits, shard.count)
+    return sum(1 for owner in owners if owner == shard.index), len(owners)
+
+
+def plan_id(config: Mapping[str, Any]) -> str:
+    """The identity of a resolved plan: what is measured, not where.
+
+    Two shards belong together when they were asked to measure the same versions (specs
+    resolved to commits or binaries), points, workload, metric, runtime and settings.
+    Host facts (CPU numbers, paths of cached builds) are left out: they differ by host.
+    """
+    settings = dict(config.get("settings") or {})
+    settings.pop("database", None)
+    facts = {
+        "metric": config.get("metric"),
+        "runtime": config.get("runtime"),
+        "memory": config.get("memory"),
+        "settings": settings,
+        "workload": config.get("workload"),
+        "points": config.get("points"),
+        "targets": [
+            {
+                "label": t.get("label"),
+                "spec": t.get("spec"),
+                "commit": t.get("commit"),
+                "binary_sha256": t.get("binary_sha256") if t.get("kind") == "bin" else None,
+                "build_flags": (t.get("details") or {}).get("build_flags"),
+            }
+            for t in config.get("targets") or []
+        ],
+    }
+    text = json.dumps(facts, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def current(option: str | None, count: int | None) -> Shard | None:
+    """The shard of this process: ``--shard`` if given, else the engine's variables."""
+    if option:
+        shard = parse(option)
+        if count is not None and count != shard.count:
+            raise BadInput(f"--shard {option} and --shard-count {count} disagree")
+        return shard
+    return from_environment(os.environ, count)

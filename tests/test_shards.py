@@ -1,0 +1,229 @@
+"""One plan measured as shards (as a CI matrix or a Kubernetes Indexed Job would run it)
+and merged back: the split is deterministic and balanced, blocks never straddle hosts,
+every planned trial is measured exactly once, and the merged run compares like one run."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from regtrack.bench import shards
+from regtrack.bench.plan import interleave
+from regtrack.core.errors import BadInput
+from regtrack.workloads.points import Point
+from tests.conftest import run_cli
+
+
+def _points(n: int) -> list[Point]:
+    return [Point("get-pipeline", f"pipeline={p}", {"pipeline": p}) for p in range(1, n + 1)]
+
+
+# --- the split ----------------------------------------------------------------------------
+
+
+@given(
+    targets=st.integers(1, 4),
+    points=st.integers(1, 4),
+    repetitions=st.integers(1, 12),
+    modes=st.sampled_from([("throughput",), ("instructions",), ("throughput", "instructions")]),
+    count=st.integers(1, 9),
+)
+def test_every_planned_trial_is_in_exactly_one_shard(targets, points, repetitions, modes, count):
+    labels = [f"v{i}" for i in range(targets)]
+    visits = interleave(labels, _points(points), repetitions, modes)
+    seen = [t.seq for k in range(1, count + 1)
+            for v in shards.share(visits, shards.Shard(k, count)) for t in v.trials]  # fmt: skip
+    assert sorted(seen) == sorted(t.seq for v in visits for t in v.trials)
+    loads = [
+        sum(len(v.trials) for v in shards.share(visits, shards.Shard(k, count)))
+        for k in range(1, count + 1)
+    ]
+    biggest = max(sum(len(v.trials) for v in b) for b in shards.blocks(visits))
+    assert max(loads) - min(loads) <= biggest, "balanced to within one block"
+
+
+def test_a_block_keeps_its_versions_together_on_one_shard():
+    visits = interleave(["a", "b"], _points(2), 6, ("throughput", "instructions"))
+    for k in (1, 2, 3):
+        mine = shards.share(visits, shards.Shard(k, 3))
+        by_block: dict = {}
+        for v in mine:
+            by_block.setdefault(shards.block_key(v), set()).add((v.target, v.repetition))
+        for (mode, first), members in by_block.items():
+            reps = {first, first + 1} if mode == "throughput" else {first}
+            assert members == {(t, r) for t in ("a", "b") for r in reps}, "A B B A, or a seed pair"
+
+
+def test_engines_variables_name_the_shard():
+    assert shards.from_environment({}) is None
+    k8s = shards.from_environment({"JOB_COMPLETION_INDEX": "0", "REGTRACK_SHARD_COUNT": "3"})
+    assert (k8s.index, k8s.count, k8s.source) == (1, 3, "JOB_COMPLETION_INDEX")
+    gitlab = shards.from_environment({"CI_NODE_INDEX": "2", "CI_NODE_TOTAL": "3"})
+    assert (gitlab.index, gitlab.count) == (2, 3), "GitLab counts from 1"
+    bk = shards.from_environment(
+        {"BUILDKITE_PARALLEL_JOB": "2", "BUILDKITE_PARALLEL_JOB_COUNT": "3"}
+    )
+    assert (bk.index, bk.count) == (3, 3), "Buildkite counts from 0"
+    with pytest.raises(BadInput, match="--shard-count"):
+        shards.from_environment({"JOB_COMPLETION_INDEX": "1"})
+    with pytest.raises(BadInput, match="but --shard-count"):
+        shards.from_environment({"CI_NODE_INDEX": "1", "CI_NODE_TOTAL": "3"}, count=4)
+    for bad in ("0/3", "4/3", "x", "1/0", "2"):
+        with pytest.raises(BadInput):
+            shards.parse(bad)
+
+
+# --- real shards, merged ------------------------------------------------------------------
+
+PLAN = [
+    "--metric", "both", "--pipelines", "1,10", "--repetitions", "4", "--duration", "1",
+    "--warmup", "0.2", "--instruction-requests", "20000", "--keys", "1000", "--no-report",
+]  # fmt: skip
+ENGINES = [
+    {"JOB_COMPLETION_INDEX": "0", "REGTRACK_SHARD_COUNT": "3"},
+    {"CI_NODE_INDEX": "2", "CI_NODE_TOTAL": "3"},
+    {"BUILDKITE_PARALLEL_JOB": "2", "BUILDKITE_PARALLEL_JOB_COUNT": "3"},
+]
+
+
+def _compare(db) -> list[dict]:
+    proc = run_cli("compare", "--db", str(db), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _shape(records: list[dict]) -> list[tuple]:
+    return sorted(
+        (r["workload"], r["point"], r["metric"], r["candidate"],
+         r["n_valid_baseline"] + r["n_invalid_baseline"],
+         r["n_valid_candidate"] + r["n_invalid_candidate"])
+        for r in records
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_three_shards_merge_into_the_run_one_process_would_make(tmp_path, redis_server):
+    versions = f"a=bin:{redis_server},b=bin:{redis_server}"
+    dbs = []
+    for k, engine in enumerate(ENGINES, start=1):
+        db = tmp_path / f"shard-{k}.db"
+        proc = run_cli("run", "--versions", versions, *PLAN, "--db", str(db), env=engine)
+        assert proc.returncode == 0, proc.stderr
+        assert f"shard {k}/3 (from {next(iter(engine))})" in proc.stderr
+        dbs.append(db)
+    single = tmp_path / "single.db"
+    proc = run_cli("run", "--versions", versions, *PLAN, "--db", str(single))
+    assert proc.returncode == 0, proc.stderr
+
+    out = tmp_path / "merged.db"
+    two = run_cli("merge", str(tmp_path / "two.db"), str(dbs[0]), str(dbs[1]))
+    assert two.returncode == 3, two.stderr
+    assert "shard 3/3 missing" in two.stderr and "--shard K/N" in two.stderr
+    assert "Traceback" not in two.stderr
+
+    merged = run_cli("merge", str(out), *map(str, dbs))
+    assert merged.returncode == 0, merged.stderr
+    with sqlite3.connect(out) as conn:
+        planned = json.loads(conn.execute("SELECT config FROM runs").fetchone()[0])
+        seqs = [r[0] for r in conn.execute("SELECT seq FROM trials ORDER BY seq")]
+        hosts = conn.execute("SELECT COUNT(*) FROM trials WHERE host IS NULL").fetchone()[0]
+        sources = conn.execute("SELECT COUNT(*) FROM merged_shards").fetchone()[0]
+    with sqlite3.connect(single) as conn:
+        expected = [r[0] for r in conn.execute("SELECT seq FROM trials ORDER BY seq")]
+    assert planned["merged"] and planned["shard"] is None
+    assert seqs == expected == list(range(len(expected))), "every planned trial exactly once"
+    assert hosts == 0 and sources == 3, "each trial keeps the host that measured it"
+
+    a, b = _compare(out), _compare(single)
+    assert _shape(a) == _shape(b)
+
+    def kinds(records: list[dict]) -> dict:
+        return {r["point"]: r["verdict"] for r in records if r["metric"] == "instructions_per_op"}
+
+    assert kinds(a) and kinds(a) == kinds(b)
+
+    again = run_cli("merge", str(out), *map(str, dbs))
+    assert again.returncode == 0, again.stderr
+    assert "0 trials added" in again.stdout
+    with sqlite3.connect(out) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM trials").fetchone()[0] == len(expected)
+        assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1
+
+    # The gate on every shard's blocks at once (ci --merge), and reading the merged run as
+    # any other: report pages, history.
+    gate_db = tmp_path / "gate.db"
+    gate = run_cli("ci", "--merge", "--db", str(gate_db), *map(str, dbs), "--json",
+                   str(tmp_path / "gate.json"))  # fmt: skip
+    assert gate.returncode == 0, gate.stderr
+    verdict = json.loads((tmp_path / "gate.json").read_text())
+    assert verdict["outcome"] != "regression", "the same build on both sides"
+    assert "trials added" in gate.stderr and "Traceback" not in gate.stderr
+    assert verdict["stopped"] == "merged" and verdict["records"]
+    report = run_cli("report", "--db", str(out), "--out", str(tmp_path / "pages"))
+    assert report.returncode == 0, report.stderr
+    assert (tmp_path / "pages" / "index.html").is_file()
+    history = run_cli("history", "--db", str(out), "--by", "run")
+    assert history.returncode == 0, history.stderr
+
+    other = tmp_path / "other.db"
+    proc = run_cli("run", "--versions", versions, "--metric", "instructions", "--pipelines",
+                   "5", *PLAN[4:], "--shard", "1/3", "--db", str(other))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    refused = run_cli("merge", str(tmp_path / "mixed.db"), str(dbs[0]), str(other))
+    assert refused.returncode == 2
+    assert "different plans" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_the_plan_id_names_what_is_measured_not_where():
+    config = {
+        "metric": "both", "runtime": "native", "memory": None, "points": ["pipeline=10"],
+        "settings": {"repetitions": 4, "database": "/a/r.db"}, "workload": {"name": "w"},
+        "targets": [{"label": "a", "spec": "7.0.15", "kind": "git", "commit": "c1",
+                     "binary_sha256": "host-specific", "details": {}}],
+        "cpus": {"server_cpus": "0"}, "shard": {"index": 1, "count": 3},
+    }  # fmt: skip
+    same = {**config, "cpus": {"server_cpus": "4"}, "shard": {"index": 2, "count": 3},
+            "settings": {"repetitions": 4, "database": "/b/r.db"}}  # fmt: skip
+    same["targets"] = [{**config["targets"][0], "binary_sha256": "built-elsewhere"}]
+    assert shards.plan_id(config) == shards.plan_id(same)
+    other = {**config, "points": ["pipeline=30"]}
+    assert shards.plan_id(other) != shards.plan_id(config)
+
+
+def test_instruction_counts_pool_across_hosts_only_when_what_moves_them_agrees(tmp_path):
+    from regtrack.results import merge as merging
+
+    def shard_run(host: str, hwcaps: str, sha: str) -> merging.ShardRun:
+        env = {"hostname": host, "fingerprint": "f" * 16, "valgrind": "Valgrind-3.19.0",
+               "valgrind_hwcaps": hwcaps, "glibc": "2.36", "cpu_model": host}  # fmt: skip
+        config = {"targets": [{"label": "a", "binary_sha256": sha, "details": {}}]}
+        return merging.ShardRun(tmp_path, 1, "p", None, merging.host_label(env), "complete",
+                                config, env, {}, [])  # fmt: skip
+
+    avx2 = "amd64-sse3-ssse3-avx-avx2"
+    one, two = shard_run("epyc", avx2, "s1"), shard_run("xeon", avx2, "s1")
+    assert one.host != two.host, "two machines with one fingerprint are two hosts"
+    assert merging.instruction_differences([one, two]) == [], "the CPU model alone does not"
+    apart = merging.instruction_differences([one, shard_run("old", "amd64-sse3-ssse3", "s2")])
+    assert len(apart) == 2
+    assert apart[0].startswith("valgrind_hwcaps") and apart[1].startswith("a's binary")
+
+
+def test_a_shard_without_blocks_or_a_bad_shard_is_one_clear_line(tmp_path, redis_server):
+    versions = f"a=bin:{redis_server},b=bin:{redis_server}"
+    db = tmp_path / "r.db"
+    plan = ["--metric", "throughput", "--repetitions", "2", "--no-report", "--db", str(db)]
+    empty = run_cli("run", "--versions", versions, *plan, "--shard", "2/2")
+    assert empty.returncode == 2, empty.stderr
+    assert "only 1 blocks for 2 shards" in empty.stderr and "Traceback" not in empty.stderr
+    bad = run_cli("run", "--versions", versions, *plan, env={"CI_NODE_INDEX": "4",
+                  "CI_NODE_TOTAL": "3"})  # fmt: skip
+    assert bad.returncode == 2 and "CI_NODE_INDEX" in bad.stderr, bad.stderr
+    assert (
+        not db.exists()
+        or sqlite3.connect(db).execute("SELECT COUNT(*) FROM trials").fetchone()[0] == 0
+    )
