@@ -176,7 +176,7 @@ def test_the_ratio_rule_names_the_command_that_drifted(tmp_path):
     )
 
 
-def test_capture_sends_only_info(redis_server):
+def test_capture_sends_only_info_and_config_get(redis_server):
     with native_server(redis_server, (0,)) as server:
         control = server.client()
         before = control.info("commandstats")
@@ -189,8 +189,10 @@ def test_capture_sends_only_info(redis_server):
         for name in after
         if after[name]["calls"] != before.get(name, {}).get("calls", 0)
     }
-    # The capture's two INFO commandstats and one INFO server, plus our own second INFO.
-    assert changed == {"cmdstat_info": 4}, changed
+    # The capture's two INFO commandstats and one INFO server, plus our own second INFO,
+    # and one CONFIG GET per listed setting (never CONFIG SET, never a pattern).
+    assert changed == {"cmdstat_info": 4, "cmdstat_config|get": len(capture.CAPTURED_SETTINGS)}
+    assert observed.settings["appendonly"] == "no" and "requirepass" not in observed.settings
 
 
 def test_capture_of_a_busy_server_writes_a_mix_that_replays(
@@ -331,6 +333,8 @@ def test_capture_never_writes_or_prints_the_password(tmp_path, redis_server, red
     out = tmp_path / "captured.toml"
     with native_server(redis_server, (0,)) as server:
         control = server.client()
+        control.config_set("appendonly", "yes")
+        control.config_set("maxmemory-policy", "allkeys-lru")
         control.config_set("requirepass", SECRET)
         control.close()
         url = f"redis://:{SECRET}@127.0.0.1:{server.port}/0"
@@ -361,7 +365,14 @@ def test_capture_never_writes_or_prints_the_password(tmp_path, redis_server, red
         assert SECRET not in proc.stdout + proc.stderr
     text = out.read_text()
     assert SECRET not in text and ":***@127.0.0.1" in text
-    assert "***" in tomllib.loads(text)["description"]
+    captured = tomllib.loads(text)
+    assert "***" in captured["description"]
+    # The server's own settings, to replay the traffic against: never its password.
+    assert captured["server"]["appendonly"] == "yes"
+    assert captured["server"]["maxmemory-policy"] == "allkeys-lru"
+    assert not any("pass" in key or "acl" in key for key in captured["server"])
+    for path in tmp_path.rglob("*"):
+        assert not path.is_file() or SECRET.encode() not in path.read_bytes(), path
 
 
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow], deadline=None)

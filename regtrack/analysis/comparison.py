@@ -76,6 +76,8 @@ def compare(
     result["run_id"] = run_id
     # A run merged from shards (regtrack merge): the hosts its blocks were measured on.
     result["hosts"] = sorted(frame["host"].dropna().unique()) if "host" in frame else []
+    result["server_config"] = _server_config(store, run_id)
+    result["server_data"] = store.run(run_id)["config"].get("server_data")
     return result
 
 
@@ -116,7 +118,14 @@ def compare_runs(
     )
     result["run_id"] = candidate_run
     result["baseline_run_id"] = baseline_run
+    result["server_config"] = _server_config(store, candidate_run)
+    result["server_data"] = store.run(candidate_run)["config"].get("server_data")
     return result
+
+
+def _server_config(store: Store, run_id: int) -> dict[str, str]:
+    """The server settings a run's versions ran with (workloads/server_config.py)."""
+    return dict((store.run(run_id)["config"].get("workload") or {}).get("server") or {})
 
 
 def _method(store: Store, run_id: int) -> str:

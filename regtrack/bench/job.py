@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import re
 import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from regtrack.bench import loadgen, seeds, shards
@@ -20,13 +22,14 @@ from regtrack.bench.loadgen import memtier
 from regtrack.bench.loadgen.base import LoadgenBinary
 from regtrack.bench.plan import MODES_BY_METRIC, Visit, interleave
 from regtrack.bench.runtimes import docker as docker_runtime
-from regtrack.core import docker_engine
+from regtrack.core import docker_engine, filesystems
 from regtrack.core.cpus import CpuPlan, plan_cpus
 from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.core.settings import RunSettings, load_settings
 from regtrack.targets import build, images, versions
 from regtrack.targets.versions import Target
 from regtrack.workloads import points as workload_points
+from regtrack.workloads import server_config
 from regtrack.workloads.files import load_workload
 from regtrack.workloads.model import MixWorkload, Workload
 
@@ -59,6 +62,8 @@ class Options:
     memory: str | None = None  # container memory limit, e.g. 2g
     every: int | None = None  # ranges A..B: every Nth commit
     max_commits: int | None = None  # ranges A..B: at most this many commits
+    server_config: tuple[str, ...] = ()  # --server-config KEY=VALUE, over the file's [server]
+    data_dir: str | None = None  # where native servers keep their files (default: temp dir)
 
 
 @dataclass
@@ -94,6 +99,8 @@ class Job:
     # This host's share of a plan measured by several (--shard K/N, or an engine's
     # variables; regtrack.bench.shards); None: the whole plan.
     shard: shards.Shard | None = None
+    # Where native servers keep their files (AOF, RDB): a directory per server below it.
+    data_dir: str | None = None
 
     def __post_init__(self) -> None:
         self.points = workload_points.points(self.workload)
@@ -140,6 +147,25 @@ class Job:
         if set(modes) != set(MODES_BY_METRIC[self.metric]):
             self.narrowed.update({rep: modes for rep in range(first, repetitions)})
 
+    def server_data(self) -> dict[str, Any]:
+        """Where the servers' files go and on which filesystem (core/filesystems.py), and
+        whether the settings write any (AOF or RDB): with persistence, the filesystem is
+        part of what was measured."""
+        if self.runtime == "docker":
+            where = {"dir": "/data", "mount": "container tmpfs", "filesystem": "tmpfs"}
+        else:
+            where = filesystems.of(self.data_dir or tempfile.gettempdir())
+        persistent = server_config.persistent(server_config.from_stored(self.workload.server))
+        return {**where, "persistent": persistent}
+
+    def server_settings(self, target: Target) -> list[server_config.Setting]:
+        """The settings ``target``'s servers run with: the run's, less optional ones this
+        version does not know (bench/server_settings.py records them per version)."""
+        return server_config.from_stored(target.details.get("server_config", self.workload.server))
+
+    def server_argv(self, target: Target) -> list[str]:
+        return server_config.argv(self.server_settings(target))
+
     def config(self) -> dict[str, Any]:
         """What the run stores as its config; ``plan_id`` names the plan it measures (or
         its share of), the same on every host that measures a shard of it."""
@@ -147,6 +173,7 @@ class Job:
             "metric": self.metric,
             "runtime": self.runtime,
             "memory": self.memory,
+            "server_data": self.server_data(),
             "docker_images": self.docker_images,
             "settings": self.settings.model_dump(),
             "workload": self.workload.model_dump(),
@@ -193,6 +220,24 @@ def parse_duration(text: str, option: str) -> float:
     return float(m.group(1)) * factor
 
 
+def with_server_settings(workload: Workload, options: tuple[str, ...], cpus: CpuPlan) -> Workload:
+    """The workload with its [server] table and --server-config combined and checked for
+    shape, and the server's CPUs checked against the threads the settings ask for."""
+    settings = server_config.combine(
+        server_config.from_table(workload.server, f"workload {workload.name}"),
+        [server_config.parse_option(text) for text in options],
+    )
+    threads = server_config.io_threads(settings)
+    if threads > len(cpus.server):
+        raise BadInput(
+            f"io-threads {threads} needs {threads} server CPUs, but the server has "
+            f"{len(cpus.server)} (CPU {cpus.server_list}): pass --server-cpus with {threads} "
+            f"CPUs (e.g. --server-cpus 0-{threads - 1} and --client-cpus on others), or fewer "
+            "io-threads"
+        )
+    return workload.model_copy(update={"server": server_config.as_table(settings)})
+
+
 def prepare_job(
     specs: list[versions.VersionSpec],
     options: Options,
@@ -213,11 +258,17 @@ def prepare_job(
         clients=options.clients,
     )
     cpus = plan_cpus(options.server_cpus, options.client_cpus)
+    workload = with_server_settings(workload, options.server_config, cpus)
     flags = build.parse_build_flags(options.build_flags)
     if options.memory and (options.runtime != "docker" or not MEMORY_RE.match(options.memory)):
         raise BadInput(
             f"--memory {options.memory!r}: give a container limit like 512m or 4g, "
             "with --runtime docker"
+        )
+    if options.data_dir and (options.runtime == "docker" or not Path(options.data_dir).is_dir()):
+        raise BadInput(
+            f"--data-dir {options.data_dir}: give an existing directory, with the native "
+            "runtime (containers keep their files on a tmpfs of their own)"
         )
     if options.builder_image and options.runtime != "docker":
         raise BadInput("--builder-image builds container images: add --runtime docker")
@@ -286,6 +337,7 @@ def prepare_job(
         docker=client,
         docker_images=kind,
         skipped=skipped,
+        data_dir=options.data_dir,
     )
 
 

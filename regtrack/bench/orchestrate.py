@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager as ContextManager
 from typing import Any
 
 from regtrack.analysis import gate
-from regtrack.bench import resume
+from regtrack.bench import resume, server_settings
 from regtrack.bench.job import Job, parse_duration
 from regtrack.bench.runner import Sequential, execute
 from regtrack.bench.runtimes import docker as docker_runtime
@@ -54,6 +54,7 @@ def measure(
             store.reopen_run(run_id)
             say(f"resuming run {run_id}")
         else:
+            server_settings.check(job, say)  # each version knows and keeps them, or exit 2
             env = environment.capture(job.cpus, job.loadgen.as_dict())
             env["runtime"] = job.runtime
             run_id = store.create_run(

@@ -77,6 +77,9 @@ def load_job(store: Store, run_id: int) -> Job:
                 raise _refuse(run_id, f"image {target.image} of {target.label} changed or is gone")
         else:
             _check_file(run_id, f"{target.label}'s server", target.binary, target.binary_sha256)
+    data_dir = (config.get("server_data") or {}).get("dir") if runtime == "native" else None
+    if data_dir and not Path(data_dir).is_dir():
+        raise _refuse(run_id, f"its servers' data directory {data_dir} no longer exists")
     here = environment.capture(cpus, loadgen.as_dict())
     changed = environment.differences(run["environment"], here)
     if changed:
@@ -96,4 +99,5 @@ def load_job(store: Store, run_id: int) -> Job:
         narrowed={int(r): tuple(m) for r, m in config.get("narrowed", {}).items()},
         comparison=config.get("comparison") or {},
         shard=shards.stored(config.get("shard")),
+        data_dir=data_dir,
     )

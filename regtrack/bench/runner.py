@@ -45,7 +45,7 @@ def _binary(target: Target) -> str:
     return target.binary
 
 
-def _plain_server(
+def plain_server(
     job: Job, target: Target, run_id: int, seed: str | None = None
 ) -> contextlib.AbstractContextManager:
     """The target's server as the run's runtime starts it (a process, or a container)."""
@@ -59,9 +59,15 @@ def _plain_server(
             memory=job.memory,
             timeout=job.settings.server_start_timeout,
             seed=seed,
+            settings=job.server_argv(target),
         )
     return native_server(
-        _binary(target), job.cpus.server, timeout=job.settings.server_start_timeout, seed=seed
+        _binary(target),
+        job.cpus.server,
+        timeout=job.settings.server_start_timeout,
+        seed=seed,
+        settings=job.server_argv(target),
+        data_dir=job.data_dir,
     )
 
 
@@ -71,7 +77,7 @@ def serve(
 ) -> Iterator[tuple[RunningServer, Any]]:
     """A pinned server for one visit; under callgrind for instruction trials."""
     if mode != "instructions":
-        with _plain_server(job, target, run_id, seed) as server:
+        with plain_server(job, target, run_id, seed) as server:
             yield server, None
         return
     valgrind, control = callgrind.require()
@@ -84,6 +90,8 @@ def serve(
                 timeout=CALLGRIND_START_TIMEOUT_S,
                 wrapper=callgrind.wrapper(valgrind, outdir),
                 seed=seed,
+                settings=job.server_argv(target),
+                data_dir=job.data_dir,
             ) as server:
                 _slow_cron(server, target)
                 yield server, protocol.Callgrind(control=control, outdir=outdir)
@@ -111,7 +119,7 @@ def preflight(job: Job, store: Store, run_id: int, progress: Progress) -> dict[s
     ids: dict[str, int] = {}
     for position, target in enumerate(job.targets):
         progress.phase(f"checking {target.label}")
-        with _plain_server(job, target, run_id) as server:
+        with plain_server(job, target, run_id) as server:
             identity = server.server_identity()
         workload_points.check_version(job.workload, target.label, server.version)
         ids[target.label] = store.add_target(run_id, position, target, identity)

@@ -32,7 +32,7 @@ def _number(value: Any) -> float | None:
 
 def snapshot(client: redis.Redis) -> Counters:
     stats: dict[str, float] = {}
-    for section in ("stats", "cpu"):
+    for section in ("stats", "cpu", "persistence"):
         for key, value in client.info(section).items():
             number = _number(value)
             if number is not None:
@@ -79,9 +79,15 @@ def delta(before: Counters, after: Counters) -> dict[str, Any]:
         error_replies = diff("total_error_replies")
     else:
         error_replies = sum(errors.values())
+    # A background save or AOF rewrite forks and writes while the load runs: counted by
+    # Redis 7+ (rdb_saves, aof_rewrites), seen in progress at either end on any version.
+    background = diff("rdb_saves") + diff("aof_rewrites")
+    for key in ("rdb_bgsave_in_progress", "aof_rewrite_in_progress"):
+        background += max(before.stats.get(key, 0.0), after.stats.get(key, 0.0))
     return {
         "wall_s": wall,
         "server_cpu_s": cpu,
+        "background_persistence": background,
         "server_cpu_pct": 100.0 * cpu / wall if wall > 0 else None,
         "keyspace_hits": diff("keyspace_hits"),
         "keyspace_misses": diff("keyspace_misses"),

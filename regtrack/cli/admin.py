@@ -36,7 +36,8 @@ def mix() -> None:
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Workload file.")
 @click.option("--name", help="Workload name (default: the file's stem).")
 def mix_capture(url: str, seconds: float, out: str, name: str | None) -> None:
-    """Write a mix workload from a live server's command statistics (sends only INFO)."""
+    """Write a mix workload from a live server's command statistics and its
+    performance-relevant settings (sends only INFO and CONFIG GET of a fixed list)."""
     path = Path(out)
     observed = capture.sample(url, seconds)
     path.write_text(capture.workload_text(observed, name or path.stem))

@@ -80,6 +80,19 @@ MEASURE_OPTIONS = [
     click.option("--data-size", type=int, help="Value size in bytes (default: workload's)."),
     click.option("--clients", type=int, help="Load generator connections (default: workload's)."),
     click.option("--server-cpus", help="CPUs for the server, e.g. 0 (default: first CPU)."),
+    click.option(
+        "--server-config",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="A redis.conf setting for every version's server, e.g. appendonly=yes "
+        "(repeatable; over the workload's [server] table; KEY?=VALUE: skipped with a "
+        "warning where a version does not know it).",
+    ),
+    click.option(
+        "--data-dir",
+        help="Where native servers keep their files (AOF, RDB), recorded with the run with "
+        "its filesystem (default: the temp dir).",
+    ),
     click.option("--client-cpus", help="CPUs for the load generator (default: the others)."),
     click.option(
         "--loadgen",
@@ -199,6 +212,8 @@ def options_of(kw: dict[str, Any], **defaults: Any) -> Options:
         memory=kw["memory"],
         every=kw["every"],
         max_commits=kw["max_commits"],
+        server_config=tuple(kw.get("server_config") or ()),
+        data_dir=kw.get("data_dir"),
     )
 
 

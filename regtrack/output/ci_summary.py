@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from regtrack.output.tables import change_text, forced_line, mde_text, plain, render
+from regtrack.workloads import server_config
 
 OUTCOME_HEADLINE = {
     "regression": "❌ Regression",
@@ -67,6 +68,7 @@ def ci_json(
         "stopped": context.get("stopped"),
         "seeds": context.get("seeds"),
         "forced": context.get("forced") or [],
+        "server_config": result.get("server_config") or {},
         "gate": [plain(r) for r in decision["cells"]],
         "pooled": [plain(r) for r in result.get("pooled", [])],
         "records": [plain(r) for r in result["comparisons"]],
@@ -80,7 +82,8 @@ def ci_summary(result: dict[str, Any], decision: dict[str, Any], context: dict[s
         "",
         f"Candidate `{context['candidate']}` vs baseline `{context['baseline']}` · workload "
         f"`{context['workload']}` · {context['repetitions']} interleaved, seed-matched "
-        f"repetitions · run {result['run_id']} · seeds: {context.get('seeds') or 'unknown'}",
+        f"repetitions · run {result['run_id']} · seeds: {context.get('seeds') or 'unknown'} · "
+        f"{server_config.caption(result.get('server_config'), result.get('server_data'))}",
         "",
     ]
     if context.get("forced"):

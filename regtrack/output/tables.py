@@ -13,6 +13,7 @@ from rich.table import Table
 
 from regtrack.analysis.cells import METRIC_BY_NAME
 from regtrack.analysis.gate import disagreements
+from regtrack.workloads import server_config
 
 FORMATS = ("table", "markdown", "csv", "json")
 UNTRUSTED = "!"
@@ -123,6 +124,7 @@ def _caption(result: dict[str, Any], metric: str) -> str:
     )
     if m.unit == "ops/s":
         text += " · (server N%): the server's median busy share"
+    text += f" · {server_config.caption(result.get('server_config'), result.get('server_data'))}"
     recs = [r for r in result["comparisons"] if r["metric"] == metric]
     if recs:
         r = recs[0]
@@ -183,7 +185,12 @@ def render(result: dict[str, Any], fmt: str, metrics: list[str] | None = None) -
     metrics = [m for m in (metrics or result["metrics"]) if m in result["metrics"]]
     forced = forced_line(result.get("forced"))
     if fmt == "json":
-        records = [plain(r) for r in result["comparisons"] if r["metric"] in metrics]
+        settings = result.get("server_config") or {}
+        records = [
+            {**plain(r), "server_config": settings}
+            for r in result["comparisons"]
+            if r["metric"] in metrics
+        ]
         if forced:
             records = [{**r, "forced": result["forced"]} for r in records]
         return json.dumps(records, indent=2)

@@ -31,6 +31,8 @@ def key(config: dict[str, Any], environment: dict[str, Any], loadgen: dict[str, 
     """The run's comparability key: plain JSON, one entry per fact that must match."""
     settings = config.get("settings", {})
     workload = {k: v for k, v in config.get("workload", {}).items() if k not in NOT_TRAFFIC}
+    if not workload.get("server"):  # no settings: as runs made before settings existed
+        workload.pop("server", None)
     cpus = config.get("cpus", {})
     counted = config.get("metric", "throughput") != "throughput"
     facts: dict[str, Any] = {f"machine.{k}": environment.get(k) for k in MACHINE}
@@ -41,6 +43,10 @@ def key(config: dict[str, Any], environment: dict[str, Any], loadgen: dict[str, 
             if config.get("runtime") == "docker"
             else None,
             "memory limit": config.get("memory"),
+            # With AOF or RDB on, the filesystem the server writes to is measured too.
+            "server data filesystem": (config.get("server_data") or {}).get("filesystem")
+            if (config.get("server_data") or {}).get("persistent")
+            else None,
             "server cpus": cpus.get("server_cpus"),
             "client cpus": cpus.get("client_cpus"),
             "load generator": loadgen.get("name"),

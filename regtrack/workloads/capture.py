@@ -1,7 +1,8 @@
 """`regtrack mix capture`: a workload file from what a live server is actually doing.
 
 Read-only by construction: the connection sends nothing but INFO (RESP2, no HELLO, no
-CLIENT SETNAME/SETINFO), twice, N seconds apart. The per-command call deltas become the
+CLIENT SETNAME/SETINFO), twice, N seconds apart, and one CONFIG GET per setting of
+``CAPTURED_SETTINGS`` (never a pattern, so never a secret). The per-command call deltas become the
 ratios of a mix; the arguments are templates the user must check (key patterns and
 payload sizes cannot be seen in INFO).
 """
@@ -9,7 +10,7 @@ payload sizes cannot be seen in INFO).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -84,6 +85,24 @@ TEMPLATES: dict[str, list[str]] = {
     "PING": ["PING"],
 }
 NEEDS_GROUP = {"XREADGROUP", "XACK", "XAUTOCLAIM"}
+# The performance-relevant settings `mix capture` reads (CONFIG GET, one name at a time)
+# and writes into the file's [server] table, so a team replays its traffic against its own
+# configuration. Persistence, I/O threads, eviction, the cron, lazy freeing, encodings.
+# Never secrets (requirepass, masterauth, ACL files), paths or network settings.
+CAPTURED_SETTINGS = (
+    "appendonly", "appendfsync", "save", "maxmemory", "maxmemory-policy", "hz",
+    "aof-use-rdb-preamble", "no-appendfsync-on-rewrite", "auto-aof-rewrite-percentage",
+    "auto-aof-rewrite-min-size", "io-threads", "io-threads-do-reads", "maxmemory-samples",
+    "dynamic-hz", "active-expire-effort", "activedefrag", "lazyfree-lazy-eviction",
+    "lazyfree-lazy-expire", "lazyfree-lazy-server-del", "lazyfree-lazy-user-del",
+    "lazyfree-lazy-user-flush", "hash-max-listpack-entries", "hash-max-ziplist-entries",
+    "list-max-listpack-size", "list-max-ziplist-size", "set-max-intset-entries",
+    "zset-max-listpack-entries", "zset-max-ziplist-entries", "stream-node-max-bytes",
+    "stream-node-max-entries",
+)  # fmt: skip
+# Known to every version regtrack measures; the others are written optional ("name?"),
+# so a version without them replays without them.
+EVERYWHERE = {"appendonly", "appendfsync", "save", "maxmemory", "maxmemory-policy", "hz"}
 
 
 def _parts(url: str) -> tuple[str, str, str, str]:
@@ -116,6 +135,8 @@ class Capture:
     seconds: float
     version: str
     calls: dict[str, int]  # command (as commandstats names it) -> calls in the interval
+    settings: dict[str, str] = field(default_factory=dict)  # CAPTURED_SETTINGS it knows
+    settings_problem: str | None = None  # why they could not be read (CONFIG refused)
 
 
 def _connect(url: str) -> redis.Redis:
@@ -139,6 +160,7 @@ def sample(url: str, seconds: float) -> Capture:
         time.sleep(seconds)
         second = client.info("commandstats")
         version = str(client.info("server").get("redis_version", "unknown"))
+        settings, problem = _settings(client)
     except redis.AuthenticationError as exc:
         raise BadInput(f"{shown}: {_scrub(exc, url)}; put the password in the URL") from None
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
@@ -154,7 +176,21 @@ def sample(url: str, seconds: float) -> Capture:
         name = key[len("cmdstat_") :]
         if delta > 0 and name != "info":  # our own INFO calls
             calls[name] = delta
-    return Capture(url=shown, seconds=seconds, version=version, calls=calls)
+    return Capture(shown, seconds, version, calls, settings, problem)
+
+
+def _settings(client: redis.Redis) -> tuple[dict[str, str], str | None]:
+    """CAPTURED_SETTINGS as the server reports them; a server that refuses CONFIG (a
+    managed service, an ACL) still gives its mix, with the reason instead."""
+    found: dict[str, str] = {}
+    for name in CAPTURED_SETTINGS:
+        try:
+            reply = client.config_get(name)
+        except redis.ResponseError as exc:
+            return found, f"CONFIG GET refused: {str(exc).splitlines()[0][:120]}"
+        if name in reply:
+            found[name] = str(reply[name])
+    return found, None
 
 
 def _scrub(exc: BaseException, url: str) -> str:
@@ -240,6 +276,7 @@ def workload_text(capture: Capture, name: str) -> str:
         "clients = 50",
         "pipelines = [1, 10]",
         "",
+        *_server_table(capture),
     ]
     if NEEDS_GROUP & set(ratios):
         lines += [
@@ -256,6 +293,22 @@ def workload_text(capture: Capture, name: str) -> str:
         for cmd in order or blocking:
             lines += _command("[[commands]]", cmd, ratios[cmd])
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _server_table(capture: Capture) -> list[str]:
+    """The [server] table: the live server's settings, replayed with every version."""
+    if capture.settings_problem:
+        return [f"# [server] not captured: {_comment(capture.settings_problem)}", ""]
+    if not capture.settings:
+        return []
+    lines = [
+        f"[server]   # CONFIG GET on {_comment(capture.url)} (Redis {_comment(capture.version)});",
+        "# a name ending in ? is skipped, with a warning, by a version that does not know it",
+    ]
+    for name, value in capture.settings.items():
+        key = name if name in EVERYWHERE else _toml_str(f"{name}?")
+        lines.append(f"{key} = {_toml_str(value)}")
+    return [*lines, ""]
 
 
 def _setup_line(args: list[str]) -> str:

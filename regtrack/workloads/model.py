@@ -18,6 +18,7 @@ from regtrack.workloads import redis_commands as commands
 PositiveInt = Annotated[int, Field(gt=0)]
 SAVED_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 VERSION_RE = r"^\d+(\.\d+){0,2}$"
+ServerValue = str | int | float | bool
 
 
 class _Strict(BaseModel):
@@ -43,6 +44,8 @@ class GetPipelineWorkload(_Strict):
     clients: PositiveInt = 50
     threads: PositiveInt = 1
     pipelines: list[PositiveInt] = Field(default_factory=lambda: [1, 5, 10, 15, 20, 25, 30])
+    # The [server] table: redis.conf settings for every version (workloads/server_config.py).
+    server: dict[str, ServerValue] = Field(default_factory=dict)
 
     _check_pipelines = field_validator("pipelines")(_pipelines)
 
@@ -126,6 +129,7 @@ class MixWorkload(_Strict):
     setup: list[SetupStep] = Field(default_factory=list)
     commands: list[Command] = Field(default_factory=list)
     process: list[Process] = Field(default_factory=list)
+    server: dict[str, ServerValue] = Field(default_factory=dict)  # as GetPipelineWorkload's
 
     _check_pipelines = field_validator("pipelines")(_pipelines)
 

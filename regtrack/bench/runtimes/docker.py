@@ -42,14 +42,14 @@ TOKEN_ROOT = "/regtrack"  # each container's `dir` is TOKEN_ROOT/<its name>
 PORT_ATTEMPTS = 3
 
 
-def server_command(port: int, token_dir: str) -> list[str]:
+def server_command(port: int, token_dir: str, settings: list[str] | None = None) -> list[str]:
     """redis-server from the image's PATH: the official images' entrypoint recognises it,
     regtrack's imported images put it on PATH. No persistence, loopback only; ``dir`` is
     the container's own directory (the token check_token reads back)."""
     return [
         "redis-server", "--port", str(port), "--bind", HOST, "--protected-mode", "yes",
         "--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", token_dir,
-        "--logfile", "",
+        "--logfile", "", *(settings or []),
     ]  # fmt: skip
 
 
@@ -85,6 +85,7 @@ def docker_server(
     memory: str | None = None,
     timeout: float = 30.0,
     seed: str | None = None,
+    settings: list[str] | None = None,
 ) -> Iterator[RunningServer]:
     """A container of ``image`` pinned to ``cpus``, for the duration of the block; with
     ``seed``, a read-only bind mount puts that seed's bytes on /dev/urandom (regtrack.bench.seeds).
@@ -95,7 +96,9 @@ def docker_server(
             Path(tmp).chmod(0o755)  # the official images run redis-server as user redis
             path = seeds.write_file(Path(tmp), seed)
             volumes[str(path)] = {"bind": "/dev/urandom", "mode": "ro"}
-        container, server = _start(client, image, cpus, run_id, memory, timeout, volumes)
+        container, server = _start(
+            client, image, cpus, run_id, memory, timeout, volumes, settings or []
+        )
         try:
             yield server
         finally:
@@ -115,6 +118,7 @@ def _start(
     memory: str | None,
     timeout: float,
     volumes: dict[str, dict[str, str]],
+    settings: list[str],
 ) -> tuple[Any, RunningServer]:
     """Start the container on a free port; a port lost to another process (the host
     network: the server cannot bind it, or another server answers on it, which the token
@@ -129,7 +133,7 @@ def _start(
         try:
             container = client.containers.run(
                 image,
-                command=server_command(port, token_dir),
+                command=server_command(port, token_dir, settings),
                 name=name,
                 detach=True,
                 network_mode="host",

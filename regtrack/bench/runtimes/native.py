@@ -26,9 +26,16 @@ def taskset_path() -> str:
 
 
 def server_argv(
-    binary: str, port: int, cpus: tuple[int, ...], workdir: Path, wrapper: list[str] | None = None
+    binary: str,
+    port: int,
+    cpus: tuple[int, ...],
+    workdir: Path,
+    wrapper: list[str] | None = None,
+    settings: list[str] | None = None,
 ) -> list[str]:
-    """No persistence, loopback only, protected mode: a benchmark server nobody else can reach.
+    """Loopback only, protected mode: a benchmark server nobody else can reach; no
+    persistence unless the user's ``settings`` (redis-server arguments, which come last
+    and so win) ask for it.
 
     ``wrapper`` (e.g. valgrind) runs between taskset and the server, so it is pinned too.
     """
@@ -54,6 +61,7 @@ def server_argv(
         str(workdir),
         "--logfile",
         "",
+        *(settings or []),
     ]
 
 
@@ -119,10 +127,13 @@ def native_server(
     timeout: float = START_TIMEOUT_S,
     wrapper: list[str] | None = None,
     seed: str | None = None,
+    settings: list[str] | None = None,
+    data_dir: str | None = None,
 ) -> Iterator[base.RunningServer]:
     """Run ``binary`` pinned to ``cpus`` for the duration of the block; with ``seed``, it
-    reads that seed's bytes from /dev/urandom (regtrack.bench.seeds)."""
-    with tempfile.TemporaryDirectory(prefix="regtrack-server-") as tmp:
+    reads that seed's bytes from /dev/urandom (regtrack.bench.seeds). Its files (and any
+    AOF or RDB) go to a directory of its own below ``data_dir`` (default: the temp dir)."""
+    with tempfile.TemporaryDirectory(prefix="regtrack-server-", dir=data_dir) as tmp:
         workdir = Path(tmp).resolve()  # the token: CONFIG GET dir must give it back
         log = workdir / "server.log"
         if seed is not None:
@@ -133,7 +144,7 @@ def native_server(
             with log.open("wb") as log_file:
                 try:
                     proc = procs.spawn(
-                        server_argv(binary, port, cpus, workdir, wrapper),
+                        server_argv(binary, port, cpus, workdir, wrapper, settings),
                         stdout=log_file,
                         stderr=subprocess.STDOUT,
                         cwd=workdir,
