@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -150,3 +151,58 @@ def test_each_preset_ships_its_librarys_settings_ready_to_enable(preset, tmp_pat
     assert {s.name for s in settings} >= {"maxmemory-policy"}
     assert "https://" in "\n".join(lines[:start][-8:]), "says whose docs recommend them"
     assert load_workload(preset).server == {}, "shipped commented: defaults unless enabled"
+
+
+def _job(binary: str, table: dict, **cpus):
+    from regtrack.bench.job import Job
+    from regtrack.bench.loadgen import redis_benchmark
+    from regtrack.core.cpus import CpuPlan
+    from regtrack.core.settings import load_settings
+    from regtrack.targets.versions import parse_specs, resolve
+    from regtrack.workloads.files import load_workload
+
+    workload = load_workload("get-pipeline", keys=1000, pipelines=[10])
+    return Job(
+        targets=resolve(parse_specs(f"a=bin:{binary}")),
+        workload=workload.model_copy(update={"server": table}),
+        settings=load_settings(duration=0.5, warmup=0.1, repetitions=1),
+        cpus=CpuPlan(cpus.get("server", (0,)), cpus.get("client", (1,))),
+        loadgen=redis_benchmark.locate(),
+    )
+
+
+def test_io_threads_are_applied_and_observed(redis_server):
+    """io-threads 2 on two server CPUs (on 2 cores no CPU is left for a load generator, so
+    only the check runs): the setting is read back, and the server runs the threads."""
+    from regtrack.bench import server_settings
+    from regtrack.bench.runner import plain_server
+
+    said: list[str] = []
+    job = _job(redis_server, {"io-threads": "2"}, server=(0, 1))
+    server_settings.check(job, said.append)
+    (target,) = job.targets
+    assert target.details["server_config"] == {"io-threads": "2"} and not said
+    with plain_server(job, target, "t") as server:
+        client = server.client()
+        assert client.config_get("io-threads") == {"io-threads": "2"}
+        client.close()
+        threads = list(Path(f"/proc/{server.pid}/task").iterdir())
+        names = {(t / "comm").read_text().strip() for t in threads}
+    assert any(name.startswith("io_thd") for name in names), names
+
+
+def test_a_background_rewrite_during_a_trial_makes_it_invalid(redis_server, tmp_path):
+    """An AOF told to rewrite itself after every 1% of growth (and 1 KiB), under a mix that
+    writes (XADD): the server cron starts rewrites during the measured window."""
+    db = tmp_path / "r.db"
+    proc = run_cli("run", "--versions", f"a=bin:{redis_server}", "--workload", "streams-queue",
+                   "--loadgen", "builtin", "--pipelines", "10", "--repetitions", "1",
+                   "--duration", "1", "--warmup", "0.2", "--keys", "1000", "--no-report",
+                   "--server-config", "appendonly=yes", "--server-config",
+                   "auto-aof-rewrite-percentage=1", "--server-config",
+                   "auto-aof-rewrite-min-size=1kb", "--data-dir", str(tmp_path),
+                   "--db", str(db))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    with sqlite3.connect(db) as conn:
+        reasons = [r[0] or "" for r in conn.execute("SELECT invalid_reason FROM trials")]
+    assert reasons and all("background save or AOF rewrite" in r for r in reasons), reasons

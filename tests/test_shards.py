@@ -80,8 +80,8 @@ def test_engines_variables_name_the_shard():
 # --- real shards, merged ------------------------------------------------------------------
 
 PLAN = [
-    "--metric", "both", "--pipelines", "1,10", "--repetitions", "4", "--duration", "1",
-    "--warmup", "0.2", "--instruction-requests", "20000", "--keys", "1000", "--no-report",
+    "--metric", "both", "--pipelines", "1,10", "--repetitions", "4", "--duration", "0.5",
+    "--warmup", "0.1", "--instruction-requests", "10000", "--keys", "1000", "--no-report",
 ]  # fmt: skip
 ENGINES = [
     {"JOB_COMPLETION_INDEX": "0", "REGTRACK_SHARD_COUNT": "3"},

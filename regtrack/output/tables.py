@@ -222,7 +222,7 @@ def render(result: dict[str, Any], fmt: str, metrics: list[str] | None = None) -
         console.print(forced, highlight=False, soft_wrap=True)
     for metric in metrics:
         header, rows, notes = _grid(result, metric)
-        console.print(_caption(result, metric))
+        console.print(_caption(result, metric), highlight=False, soft_wrap=True)
         table = Table()
         for i, column in enumerate(header):
             table.add_column(column, justify="left" if i == 0 else "right")
