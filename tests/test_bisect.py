@@ -55,6 +55,7 @@ def test_ctrl_c_during_a_step_then_resume_names_the_spin_commit(tmp_path, one_st
     argv = [
         sys.executable, "-m", "regtrack", "bisect", "--good", commits[0], "--bad", commits[-1],
         "--metric", "instructions", "--source-repo", repo, *FAST, "--db", str(db), "--no-report",
+        "--server-config", "hz=10",  # a setting, kept by --resume and shown in the answer
     ]  # fmt: skip
     proc = subprocess.Popen(
         argv, cwd=ROOT, env={**os.environ, **env}, stderr=subprocess.PIPE, text=True
@@ -87,6 +88,7 @@ def test_ctrl_c_during_a_step_then_resume_names_the_spin_commit(tmp_path, one_st
     assert commits[11] in answer["result"]["skipped"]
     assert "First bad commit: " + commits[9] in resumed.stdout
     assert "getGenericCommand" in resumed.stdout, "the explain table names the function"
+    assert "server: hz 10" in resumed.stdout and answer["result"]["server_config"] == {"hz": "10"}
     runs = _runs(db)
     assert [r["role"] for r in runs].count("ends") == 1
     assert [r["role"] for r in runs].count("confirm") == 0, "instructions: no extra run"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from regtrack.bench.runtimes import docker as docker_runtime
-from regtrack.core import docker_engine
+from regtrack.core import docker_engine, filesystems
 from regtrack.core.errors import CannotMeasure
 from regtrack.targets import engine_images
 from tests.conftest import decoy_server, quiet_configs, run_cli, wait_for_trials
@@ -371,3 +371,43 @@ def test_one_comparison_runs_one_kind_of_build(tmp_path, engine, offline_redis, 
         or sqlite3.connect(tmp_path / "r.db").execute("SELECT COUNT(*) FROM trials").fetchone()[0]
         == 0
     )
+
+
+def test_a_persistent_container_writes_its_aof_to_the_data_directory(
+    tmp_path, engine, server_image
+):
+    """With AOF on, a container's `dir` is a host directory below --data-dir (bind-mounted
+    read-write), so its writes and fsyncs land on that filesystem, which the run records;
+    the directory is gone with the container."""
+    data = tmp_path / "data"
+    data.mkdir()
+    aof = ["--appendonly", "yes", "--appendfsync", "always"]
+    with docker_runtime.docker_server(
+        engine, server_image, (0,), run_id="t", settings=aof, data_dir=str(data)
+    ) as server:
+        container = engine.containers.get(server.info["container"]["id"])
+        (mount,) = [m for m in container.attrs["Mounts"] if m["Destination"] == server.token_dir]
+        assert mount["Type"] == "bind" and mount["RW"] is True
+        host_dir = Path(mount["Source"])
+        assert host_dir.parent == data
+        client = server.client()
+        for n in range(100):
+            client.set(f"k{n}", "v" * 100)
+        assert client.info("persistence")["aof_enabled"] == 1
+        client.close()
+        written = sum(p.stat().st_size for p in host_dir.rglob("*") if p.is_file())
+        assert written > 100 * 100, "the AOF is on the host's filesystem"
+    assert not host_dir.exists() and not list(data.iterdir())
+
+    db = tmp_path / "r.db"
+    proc = run_cli(
+        "run", "--runtime", "docker", "--versions", f"a=image:{server_image}", *SHORT,
+        "--repetitions", "1", "--duration", "0.5", "--server-config", "appendonly=yes",
+        "--data-dir", str(data), "--db", str(db), "--no-report",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    config = json.loads(sqlite3.connect(db).execute("SELECT config FROM runs").fetchone()[0])
+    where = filesystems.of(data)
+    assert config["server_data"]["persistent"] is True
+    assert config["server_data"]["dir"] == str(data.resolve())
+    assert config["server_data"]["filesystem"] == where["filesystem"] != "unknown"

@@ -371,6 +371,19 @@ def test_capture_never_writes_or_prints_the_password(tmp_path, redis_server, red
     assert captured["server"]["appendonly"] == "yes"
     assert captured["server"]["maxmemory-policy"] == "allkeys-lru"
     assert not any("pass" in key or "acl" in key for key in captured["server"])
+    # Replayed against its own settings, into a database: still no password anywhere.
+    replay = run_cli(
+        "run", "--versions", f"a=bin:{redis_server}", "--workload", str(out), "--loadgen",
+        "builtin", "--metric", "instructions", "--pipelines", "1", "--repetitions", "1",
+        "--instruction-requests", "5000", "--keys", "100", "--data-dir", str(tmp_path),
+        "--db", str(tmp_path / "r.db"),
+    )  # fmt: skip
+    assert replay.returncode == 0, replay.stderr
+    assert SECRET not in replay.stdout + replay.stderr
+    assert "appendonly yes" in replay.stdout and "maxmemory-policy allkeys-lru" in replay.stdout
+    stored = sqlite3.connect(tmp_path / "r.db").execute("SELECT config FROM runs").fetchone()
+    assert json.loads(stored[0])["workload"]["server"]["appendonly"] == "yes"
+    assert (tmp_path / "r.db").exists() and (tmp_path / "run-1.html").exists()
     for path in tmp_path.rglob("*"):
         assert not path.is_file() or SECRET.encode() not in path.read_bytes(), path
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,9 @@ from hypothesis import strategies as st
 from regtrack.bench.server_settings import same
 from regtrack.core.errors import BadInput
 from regtrack.workloads import server_config
-from tests.conftest import run_cli
+from tests.conftest import quiet_configs, run_cli
+from tests.test_report import Page
+from tests.test_report import browser as browser  # the Chromium fixture
 
 QUICK = ["--pipelines", "10", "--repetitions", "1", "--duration", "0.5", "--warmup", "0.1",
          "--keys", "1000", "--no-report"]  # fmt: skip
@@ -88,6 +91,8 @@ def test_an_unknown_setting_names_itself_and_the_version(redis_server, tmp_path)
     with sqlite3.connect(db) as conn:
         details = json.loads(conn.execute("SELECT details FROM targets").fetchone()[0])
     assert details["server_config"] == {"hz": "25"}, "the version ran without it"
+    shown = run_cli("compare", "--db", str(db))
+    assert "a ran without no-such-setting (optional, unknown to it)" in shown.stdout, shown.stdout
 
 
 def _writes_per_op(db, run_id: int) -> float:
@@ -99,8 +104,11 @@ def _writes_per_op(db, run_id: int) -> float:
     return writes / calls
 
 
-def test_an_aof_run_records_its_settings_costs_writes_and_stays_apart(redis_server, tmp_path):
-    """The streams-queue mix on one build, plain and with AOF on a real directory."""
+def test_an_aof_run_records_its_settings_costs_writes_and_stays_apart(
+    redis_server, tmp_path, browser
+):
+    """The streams-queue mix on one build, plain and with AOF on a real directory; every
+    output shows the settings, and the two runs are compared only when forced."""
     db, data = tmp_path / "r.db", tmp_path / "data"
     data.mkdir()
     mix = ["--versions", f"a=bin:{redis_server}", "--workload", "streams-queue", "--loadgen",
@@ -126,6 +134,8 @@ def test_an_aof_run_records_its_settings_costs_writes_and_stays_apart(redis_serv
                                  "2", "--candidate", "a", "--baseline", "a", "--format",
                                  "json").stdout)  # fmt: skip
     assert records and all(r["server_config"]["appendonly"] == "yes" for r in records)
+    assert all(r["server_data"]["dir"] == str(data.resolve()) for r in records)
+    assert all(r["server_without"] == {} for r in records)
     refused = run_cli("compare", "--db", str(db), "--run", "2", "--baseline-run", "1",
                       "--candidate", "a", "--baseline", "a")  # fmt: skip
     assert refused.returncode == 2, refused.stdout + refused.stderr
@@ -133,6 +143,49 @@ def test_an_aof_run_records_its_settings_costs_writes_and_stays_apart(redis_serv
     forced = run_cli("compare", "--db", str(db), "--run", "2", "--baseline-run", "1",
                      "--candidate", "a", "--baseline", "a", "--force")  # fmt: skip
     assert forced.returncode == 0 and "FORCED" in forced.stdout, forced.stderr
+    markdown = run_cli("compare", "--db", str(db), "--run", "2", "--format", "markdown").stdout
+    assert "server: appendfsync everysec, appendonly yes; data on" in markdown, markdown
+
+    # The report says it too: on the run page, per version, in the environment, the index.
+    assert run_cli("report", "--db", str(db)).returncode == 0
+    page = Page(browser, tmp_path / "run-2.html")
+    line = page.page.locator("#server-config").inner_text()
+    assert line.startswith("server: appendfsync everysec, appendonly yes; data on "), line
+    assert "appendonly yes" in page.page.locator("#versions tbody tr").first.inner_text()
+    environment = page.page.locator("#environment").inner_text()
+    assert f"server data dir\t{data.resolve()}" in environment, environment
+    assert f"server data filesystem\t{config['server_data']['filesystem']}" in environment
+    page.clean()
+    plain_page = Page(browser, tmp_path / "run-1.html")
+    assert plain_page.page.locator("#server-config").inner_text() == (
+        "server: defaults (no persistence)"
+    )
+    assert "server data" not in plain_page.page.locator("#environment").inner_text()
+    index = Page(browser, tmp_path / "index.html")
+    servers = [c.inner_text() for c in index.page.locator("#runs tr.run td.server").all()]
+    assert servers[0].startswith("appendfsync everysec, appendonly yes; data on "), servers
+    assert servers[1] == "defaults (no persistence)", "newest first"
+
+
+def test_history_keeps_runs_with_other_settings_on_a_line_of_their_own(redis_server, tmp_path):
+    """One binary measured plain and with hz 25: two series, each saying what its servers
+    ran with, in `regtrack history` and on the history page."""
+    db = tmp_path / "r.db"
+    env = quiet_configs(tmp_path, server_bound_cpu_pct=0)  # pages, not noise
+    for extra in ([], ["--server-config", "hz=25"]):
+        proc = run_cli("run", "--versions", f"a=bin:{redis_server}", *QUICK, *extra,
+                       "--db", str(db), env=env)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+    shown = run_cli("history", "--db", str(db), "--by", "run", "--metric", "throughput", env=env)
+    headers = [line for line in shown.stdout.splitlines() if line.startswith("get-pipeline")]
+    assert len(headers) == 2, shown.stdout
+    assert headers[0].endswith("· server: defaults (no persistence)"), headers
+    assert headers[1].endswith("· server: hz 25"), headers
+    assert run_cli("report", "--db", str(db), env=env).returncode == 0
+    (page,) = tmp_path.glob("history-get-pipeline-pipeline_10-throughput-*.html")
+    text = page.read_text()
+    assert f"bin:{redis_server} · hz 25 (setup" in text  # the values table names the series
+    assert f"bin:{redis_server} · defaults (no persistence) (setup" in text
 
 
 @pytest.mark.parametrize("preset", ["list-queue", "lua-dispatch", "streams-queue",
@@ -206,3 +259,61 @@ def test_a_background_rewrite_during_a_trial_makes_it_invalid(redis_server, tmp_
     with sqlite3.connect(db) as conn:
         reasons = [r[0] or "" for r in conn.execute("SELECT invalid_reason FROM trials")]
     assert reasons and all("background save or AOF rewrite" in r for r in reasons), reasons
+    assert all("auto-aof-rewrite-percentage=0" in r for r in reasons), "says how to prevent"
+
+
+def test_a_rewrite_or_save_that_ended_between_snapshots_is_seen_on_6_2(
+    offline_redis, tmp_path, monkeypatch
+):
+    """Redis 6.2 counts neither rewrites nor saves (aof_rewrites, rdb_saves are 7.0's): one
+    that starts and ends within a trial shows only as a moved aof_base_size or
+    rdb_last_save_time, between the trial's two INFO snapshots."""
+    from regtrack.bench import serverstats
+    from regtrack.bench.runtimes.native import native_server
+    from regtrack.targets.build import build_commit
+    from regtrack.targets.sources import SourceRepo
+    from tests.conftest import TEST_CACHE
+
+    monkeypatch.setenv("REGTRACK_CACHE", str(TEST_CACHE))  # the tests' cached builds
+    repo = SourceRepo(str(offline_redis))
+    binary = build_commit(repo, repo.resolve("6.2.14").commit, []).server
+    aof = ["--appendonly", "yes"]
+    with native_server(binary, (0,), settings=aof, data_dir=str(tmp_path)) as server:
+        client = server.client()
+        for n in range(1000):
+            client.set(f"k{n}", "v" * 100)
+        for command, running in (
+            ("BGREWRITEAOF", ("aof_rewrite_in_progress", "aof_rewrite_scheduled")),
+            ("BGSAVE", ("rdb_bgsave_in_progress",)),
+        ):
+            before = serverstats.snapshot(client)
+            assert "aof_rewrites" not in before.stats and "rdb_saves" not in before.stats
+            time.sleep(1.1)  # rdb_last_save_time counts seconds
+            client.execute_command(command)
+            deadline = time.monotonic() + 30
+            while any(client.info("persistence")[key] for key in running):
+                assert time.monotonic() < deadline, f"{command} did not finish"
+                time.sleep(0.05)
+            after = serverstats.snapshot(client)
+            assert serverstats.delta(before, after)["background_persistence"] > 0, command
+            idle = serverstats.snapshot(client)
+            assert serverstats.delta(after, idle)["background_persistence"] == 0
+        client.close()
+
+
+def test_instruction_counts_sum_every_server_thread(redis_server, tmp_path):
+    """--metric instructions with io-threads 2 on one server CPU (valgrind runs one server
+    thread at a time, so a count needs no more): allowed, with a warning, and the count
+    holds what only the I/O threads run (IOThreadMain), besides the main thread's work."""
+    db = tmp_path / "r.db"
+    proc = run_cli("run", "--versions", f"a=bin:{redis_server}", "--metric", "instructions",
+                   "--server-config", "io-threads=2", "--server-config", "io-threads-do-reads=yes",
+                   "--server-cpus", "0", "--pipelines", "1", "--clients", "50", "--keys", "1000",
+                   "--repetitions", "1", "--instruction-requests", "10000", "--no-report",
+                   "--db", str(db))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: io-threads 2 under callgrind" in proc.stderr
+    with sqlite3.connect(db) as conn:
+        costs = dict(conn.execute("SELECT function, inclusive FROM function_costs").fetchall())
+    assert costs.get("IOThreadMain", 0) > 0, "the I/O threads' work is in the count"
+    assert costs.get("processCommand", 0) > 0, "and the main thread's"

@@ -16,6 +16,7 @@ from regtrack.analysis.cells import ALPHA, GATING, METRICS, Metric, cells, rows_
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import Thresholds
 from regtrack.results.store import Store
+from regtrack.workloads import server_config
 
 
 def _labels(store: Store, run_id: int) -> list[str]:
@@ -76,8 +77,7 @@ def compare(
     result["run_id"] = run_id
     # A run merged from shards (regtrack merge): the hosts its blocks were measured on.
     result["hosts"] = sorted(frame["host"].dropna().unique()) if "host" in frame else []
-    result["server_config"] = _server_config(store, run_id)
-    result["server_data"] = store.run(run_id)["config"].get("server_data")
+    result.update(server_facts(store, run_id))
     return result
 
 
@@ -118,14 +118,27 @@ def compare_runs(
     )
     result["run_id"] = candidate_run
     result["baseline_run_id"] = baseline_run
-    result["server_config"] = _server_config(store, candidate_run)
-    result["server_data"] = store.run(candidate_run)["config"].get("server_data")
+    result.update(server_facts(store, candidate_run))
+    result["server_without"] = {
+        k: v for k, v in result["server_without"].items() if k == candidate_label
+    }
     return result
 
 
-def _server_config(store: Store, run_id: int) -> dict[str, str]:
-    """The server settings a run's versions ran with (workloads/server_config.py)."""
-    return dict((store.run(run_id)["config"].get("workload") or {}).get("server") or {})
+def server_facts(store: Store, run_id: int) -> dict[str, Any]:
+    """What every output says of a run's servers: its settings (workloads/server_config.py),
+    the versions that ran without an optional one, where persistent servers kept files."""
+    config = store.run(run_id)["config"]
+    table = dict((config.get("workload") or {}).get("server") or {})
+    without = {
+        t["label"]: server_config.skipped(table, t["details"].get("server_config"))
+        for t in store.targets(run_id)
+    }
+    return {
+        "server_config": table,
+        "server_without": {label: names for label, names in without.items() if names},
+        "server_data": config.get("server_data"),
+    }
 
 
 def _method(store: Store, run_id: int) -> str:

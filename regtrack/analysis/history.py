@@ -20,6 +20,7 @@ from regtrack.core.errors import BadInput
 from regtrack.results import comparability
 from regtrack.results.store import Store
 from regtrack.targets.versions import parse_spec
+from regtrack.workloads import server_config
 
 METRICS = ("throughput", "latency_p99", "instructions_per_op")
 
@@ -47,6 +48,10 @@ def run_points(
     frame = cell_values.trials_frame(store, run["id"]) if known is None else None
     targets = {t["label"]: t for t in store.targets(run["id"])}
     setup = comparability.digest(comparability.of_run(run))
+    config = run.get("config") or {}
+    server = server_config.caption(
+        (config.get("workload") or {}).get("server"), config.get("server_data")
+    ).removeprefix("server: ")
     for name in metrics:
         if known is not None:
             cells = known[known["metric"] == name]
@@ -62,6 +67,7 @@ def run_points(
                     "created_at": run["created_at"],
                     "fingerprint": run.get("fingerprint") or "",
                     "comparability": setup,
+                    "server": server,  # what the servers ran with, to tell series apart
                     "series": series_name(target["spec"]),
                     "source_repo": target.get("source_repo") or "",
                     "label": cell.target,

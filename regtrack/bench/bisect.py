@@ -367,6 +367,8 @@ def run(bisector: Bisector) -> dict[str, Any]:
         "more_than_one_step": [commits[i] for i in sorted(neither)],
         "skipped": [commits[i] for i in skipped],
         "measured_commits": [c for c in commits if c in bisector.run_of],
+        # What the servers ran with (every run of a bisection runs with the same settings).
+        **comparison.server_facts(bisector.store, bisector.run_of[bisector.bad]),
     }
     bisections.finish(bisector.store, bisector.id, "done", result)
     return result

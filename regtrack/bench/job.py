@@ -63,7 +63,7 @@ class Options:
     every: int | None = None  # ranges A..B: every Nth commit
     max_commits: int | None = None  # ranges A..B: at most this many commits
     server_config: tuple[str, ...] = ()  # --server-config KEY=VALUE, over the file's [server]
-    data_dir: str | None = None  # where native servers keep their files (default: temp dir)
+    data_dir: str | None = None  # where servers keep their files (default: temp dir)
 
 
 @dataclass
@@ -99,7 +99,8 @@ class Job:
     # This host's share of a plan measured by several (--shard K/N, or an engine's
     # variables; regtrack.bench.shards); None: the whole plan.
     shard: shards.Shard | None = None
-    # Where native servers keep their files (AOF, RDB): a directory per server below it.
+    # Where servers keep their files (AOF, RDB): a directory per server below it (for
+    # containers only when they persist; files_dir()).
     data_dir: str | None = None
 
     def __post_init__(self) -> None:
@@ -151,12 +152,23 @@ class Job:
         """Where the servers' files go and on which filesystem (core/filesystems.py), and
         whether the settings write any (AOF or RDB): with persistence, the filesystem is
         part of what was measured."""
-        if self.runtime == "docker":
+        persistent = self.persistent()
+        if self.runtime == "docker" and not persistent:
             where = {"dir": "/data", "mount": "container tmpfs", "filesystem": "tmpfs"}
-        else:
+        else:  # containers of a persistent server write to a host directory too
             where = filesystems.of(self.data_dir or tempfile.gettempdir())
-        persistent = server_config.persistent(server_config.from_stored(self.workload.server))
         return {**where, "persistent": persistent}
+
+    def persistent(self) -> bool:
+        """Whether the run's servers write AOF or RDB files (server_config.persistent)."""
+        return server_config.persistent(server_config.from_stored(self.workload.server))
+
+    def files_dir(self) -> str | None:
+        """Where a container's files go: below the data directory when it persists them,
+        else (None) a tmpfs of its own; native servers always use the data directory."""
+        if self.runtime == "docker" and not self.persistent():
+            return None
+        return self.data_dir or tempfile.gettempdir()
 
     def server_settings(self, target: Target) -> list[server_config.Setting]:
         """The settings ``target``'s servers run with: the run's, less optional ones this
@@ -220,20 +232,25 @@ def parse_duration(text: str, option: str) -> float:
     return float(m.group(1)) * factor
 
 
-def with_server_settings(workload: Workload, options: tuple[str, ...], cpus: CpuPlan) -> Workload:
+def with_server_settings(
+    workload: Workload, options: tuple[str, ...], cpus: CpuPlan, metric: str = "throughput"
+) -> Workload:
     """The workload with its [server] table and --server-config combined and checked for
-    shape, and the server's CPUs checked against the threads the settings ask for."""
+    shape, and the server's CPUs checked against the threads the settings ask for: N
+    I/O threads need N CPUs to be measured for throughput. Instruction counts do not:
+    valgrind runs one thread of the server at a time whatever its CPUs, so a count with
+    ``--metric instructions`` may run on fewer (docs/workloads.md: what it then counts)."""
     settings = server_config.combine(
         server_config.from_table(workload.server, f"workload {workload.name}"),
         [server_config.parse_option(text) for text in options],
     )
     threads = server_config.io_threads(settings)
-    if threads > len(cpus.server):
+    if threads > len(cpus.server) and metric != "instructions":
         raise BadInput(
             f"io-threads {threads} needs {threads} server CPUs, but the server has "
             f"{len(cpus.server)} (CPU {cpus.server_list}): pass --server-cpus with {threads} "
-            f"CPUs (e.g. --server-cpus 0-{threads - 1} and --client-cpus on others), or fewer "
-            "io-threads"
+            f"CPUs (e.g. --server-cpus 0-{threads - 1} and --client-cpus on others), fewer "
+            "io-threads, or --metric instructions (counts need no more CPUs)"
         )
     return workload.model_copy(update={"server": server_config.as_table(settings)})
 
@@ -258,18 +275,15 @@ def prepare_job(
         clients=options.clients,
     )
     cpus = plan_cpus(options.server_cpus, options.client_cpus)
-    workload = with_server_settings(workload, options.server_config, cpus)
+    workload = with_server_settings(workload, options.server_config, cpus, options.metric)
     flags = build.parse_build_flags(options.build_flags)
     if options.memory and (options.runtime != "docker" or not MEMORY_RE.match(options.memory)):
         raise BadInput(
             f"--memory {options.memory!r}: give a container limit like 512m or 4g, "
             "with --runtime docker"
         )
-    if options.data_dir and (options.runtime == "docker" or not Path(options.data_dir).is_dir()):
-        raise BadInput(
-            f"--data-dir {options.data_dir}: give an existing directory, with the native "
-            "runtime (containers keep their files on a tmpfs of their own)"
-        )
+    if options.data_dir and not Path(options.data_dir).is_dir():
+        raise BadInput(f"--data-dir {options.data_dir}: give an existing directory")
     if options.builder_image and options.runtime != "docker":
         raise BadInput("--builder-image builds container images: add --runtime docker")
     client = None

@@ -77,7 +77,8 @@ def load_job(store: Store, run_id: int) -> Job:
                 raise _refuse(run_id, f"image {target.image} of {target.label} changed or is gone")
         else:
             _check_file(run_id, f"{target.label}'s server", target.binary, target.binary_sha256)
-    data_dir = (config.get("server_data") or {}).get("dir") if runtime == "native" else None
+    data = config.get("server_data") or {}
+    data_dir = data.get("dir") if runtime == "native" or data.get("persistent") else None
     if data_dir and not Path(data_dir).is_dir():
         raise _refuse(run_id, f"its servers' data directory {data_dir} no longer exists")
     here = environment.capture(cpus, loadgen.as_dict())

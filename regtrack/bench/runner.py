@@ -60,6 +60,7 @@ def plain_server(
             timeout=job.settings.server_start_timeout,
             seed=seed,
             settings=job.server_argv(target),
+            data_dir=job.files_dir(),
         )
     return native_server(
         _binary(target),

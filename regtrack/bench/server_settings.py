@@ -41,6 +41,14 @@ def check(job: Job, say: Callable[[str], None]) -> None:
     wanted = server_config.from_stored(job.workload.server)
     if not wanted:
         return
+    threads = server_config.io_threads(wanted)
+    if threads > 1 and job.metric != "throughput":
+        say(
+            f"warning: io-threads {threads} under callgrind: instructions per op count every "
+            "thread, waiting included (Redis 6 and 7's I/O threads spin up to 1,000,000 "
+            "times before they sleep: 7.0.15 at io-threads 2 counted 29x its io-threads 1), and "
+            "windows rarely agree (docs/workloads.md); judge I/O threads by throughput"
+        )
     for target in job.targets:
         applied, version = _known(job, target, wanted, say)
         target.details["server_config"] = server_config.as_table(applied)

@@ -80,8 +80,11 @@ def delta(before: Counters, after: Counters) -> dict[str, Any]:
     else:
         error_replies = sum(errors.values())
     # A background save or AOF rewrite forks and writes while the load runs: counted by
-    # Redis 7+ (rdb_saves, aof_rewrites), seen in progress at either end on any version.
+    # Redis 7+ (rdb_saves, aof_rewrites); before 7 one that ended during the trial moved
+    # rdb_last_save_time or aof_base_size (set only by a save, a rewrite or loading); one
+    # still running at either end is in progress, on any version.
     background = diff("rdb_saves") + diff("aof_rewrites")
+    background += abs(diff("rdb_last_save_time")) + abs(diff("aof_base_size"))
     for key in ("rdb_bgsave_in_progress", "aof_rewrite_in_progress"):
         background += max(before.stats.get(key, 0.0), after.stats.get(key, 0.0))
     return {

@@ -152,8 +152,8 @@ def measured_window(
     if delta["background_persistence"]:
         record.mark_invalid(
             "a background save or AOF rewrite ran during the trial (INFO persistence): its "
-            "fork and disk writes are in the numbers; give the data set room (e.g. "
-            "auto-aof-rewrite-min-size) or fewer keys"
+            "fork and disk writes are in the numbers; to measure without them, prevent "
+            "rewrites (--server-config auto-aof-rewrite-percentage=0) or saves (save rules)"
         )
     if cpu_start is not None and cpu_end is not None and result.wall_s > 0:
         record.server_cpu_pct = 100.0 * (cpu_end - cpu_start) / result.wall_s

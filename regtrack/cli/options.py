@@ -90,8 +90,8 @@ MEASURE_OPTIONS = [
     ),
     click.option(
         "--data-dir",
-        help="Where native servers keep their files (AOF, RDB), recorded with the run with "
-        "its filesystem (default: the temp dir).",
+        help="Where servers keep their files (AOF, RDB; containers bind-mount a directory "
+        "below it), recorded with the run with its filesystem (default: the temp dir).",
     ),
     click.option("--client-cpus", help="CPUs for the load generator (default: the others)."),
     click.option(

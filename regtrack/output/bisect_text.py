@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from regtrack.output.tables import attribution
+from regtrack.output.tables import attribution, server_caption
 
 SHORT = 7
 
@@ -69,6 +69,8 @@ def render(bisection: dict[str, Any], fmt: str = "table") -> str:
         f"measured {len(result.get('measured_commits', []))} commits "
         f"(including both ends) in {len(bisection.get('runs', []))} runs",
     ]
+    if "server_config" in result:  # bisections stored before settings existed lack it
+        out.append(server_caption(result))
     if result.get("more_than_one_step"):
         shown = ", ".join(c[:SHORT] for c in result["more_than_one_step"])
         out.append(

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from regtrack.output.tables import change_text, forced_line, mde_text, plain, render
-from regtrack.workloads import server_config
+from regtrack.output.tables import (
+    change_text,
+    forced_line,
+    mde_text,
+    plain,
+    render,
+    server_caption,
+    server_fields,
+)
 
 OUTCOME_HEADLINE = {
     "regression": "❌ Regression",
@@ -68,7 +75,7 @@ def ci_json(
         "stopped": context.get("stopped"),
         "seeds": context.get("seeds"),
         "forced": context.get("forced") or [],
-        "server_config": result.get("server_config") or {},
+        **server_fields(result),
         "gate": [plain(r) for r in decision["cells"]],
         "pooled": [plain(r) for r in result.get("pooled", [])],
         "records": [plain(r) for r in result["comparisons"]],
@@ -83,7 +90,7 @@ def ci_summary(result: dict[str, Any], decision: dict[str, Any], context: dict[s
         f"Candidate `{context['candidate']}` vs baseline `{context['baseline']}` · workload "
         f"`{context['workload']}` · {context['repetitions']} interleaved, seed-matched "
         f"repetitions · run {result['run_id']} · seeds: {context.get('seeds') or 'unknown'} · "
-        f"{server_config.caption(result.get('server_config'), result.get('server_data'))}",
+        f"{server_caption(result)}",
         "",
     ]
     if context.get("forced"):

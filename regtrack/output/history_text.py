@@ -13,13 +13,22 @@ def _fmt(value: float) -> str:
     return f"{value:,.1f}" if abs(value) < 1e5 else f"{value:,.0f}"
 
 
+def _server(group: pd.DataFrame) -> str:
+    """What the servers of one series ran with (one setup: one value), as a caption."""
+    if "server" not in group or group["server"].isna().all():
+        return ""  # rows cached before settings were recorded
+    return f" · server: {group['server'].dropna().iloc[0]}"
+
+
 def by_commit(rows: pd.DataFrame, steps: list[dict[str, Any]], unit: str) -> str:
     """One line per commit, oldest first: every run's value, % against the first commit."""
     out: list[str] = []
     keys = ["workload", "point", "metric", "source_repo", "comparability"]
     for key, group in rows.groupby(keys, sort=False):
         workload, point, metric, repo, setup = key
-        out.append(f"{workload} · {point} · {metric} ({unit}) · {repo} · setup {setup[:8]}")
+        out.append(
+            f"{workload} · {point} · {metric} ({unit}) · {repo} · setup {setup[:8]}{_server(group)}"
+        )
         out.append(
             f"  {'#':>3}  {'commit':<12}  {'subject':<40}  {'value':>12}  {'vs first':>9}  runs"
         )
@@ -50,7 +59,10 @@ def by_run(rows: pd.DataFrame, unit: str) -> str:
     keys = ["workload", "point", "metric", "series", "comparability"]
     for key, group in rows.groupby(keys, sort=False):
         workload, point, metric, series, setup = key
-        out.append(f"{workload} · {point} · {metric} ({unit}) · {series} · setup {setup[:8]}")
+        out.append(
+            f"{workload} · {point} · {metric} ({unit}) · {series} · setup {setup[:8]}"
+            f"{_server(group)}"
+        )
         for r in group.itertuples():
             mark = f"  <- change point {r.change_pct:+.2f}%" if pd.notna(r.change_pct) else ""
             out.append(

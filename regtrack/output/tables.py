@@ -124,7 +124,7 @@ def _caption(result: dict[str, Any], metric: str) -> str:
     )
     if m.unit == "ops/s":
         text += " · (server N%): the server's median busy share"
-    text += f" · {server_config.caption(result.get('server_config'), result.get('server_data'))}"
+    text += f" · {server_caption(result)}"
     recs = [r for r in result["comparisons"] if r["metric"] == metric]
     if recs:
         r = recs[0]
@@ -173,6 +173,24 @@ def _footer(notes: list[str]) -> list[str]:
     ]
 
 
+def server_caption(result: dict[str, Any]) -> str:
+    """The line every output carries about the servers (workloads/server_config.caption)."""
+    return server_config.caption(
+        result.get("server_config"), result.get("server_data"), result.get("server_without")
+    )
+
+
+def server_fields(result: dict[str, Any]) -> dict[str, Any]:
+    """The same facts for JSON: the settings, the versions that ran without an optional
+    one, and where persistent servers kept their files (null without persistence)."""
+    data = result.get("server_data") or {}
+    return {
+        "server_config": result.get("server_config") or {},
+        "server_without": result.get("server_without") or {},
+        "server_data": data if data.get("persistent") else None,
+    }
+
+
 def forced_line(differences: list[str] | None) -> str | None:
     """The label of a comparison made with --force between runs measured differently."""
     if not differences:
@@ -185,11 +203,9 @@ def render(result: dict[str, Any], fmt: str, metrics: list[str] | None = None) -
     metrics = [m for m in (metrics or result["metrics"]) if m in result["metrics"]]
     forced = forced_line(result.get("forced"))
     if fmt == "json":
-        settings = result.get("server_config") or {}
+        settings = server_fields(result)
         records = [
-            {**plain(r), "server_config": settings}
-            for r in result["comparisons"]
-            if r["metric"] in metrics
+            {**plain(r), **settings} for r in result["comparisons"] if r["metric"] in metrics
         ]
         if forced:
             records = [{**r, "forced": result["forced"]} for r in records]

@@ -136,12 +136,29 @@ def io_threads(settings: Iterable[Setting]) -> int:
     return 1
 
 
-def caption(table: Mapping[str, str] | None, data: Mapping[str, Any] | None = None) -> str:
+def skipped(table: Mapping[str, str] | None, applied: Mapping[str, str] | None) -> list[str]:
+    """The settings of a run's ``table`` that one version ran without (optional ones it
+    did not know); ``applied`` None: a version stored before settings were, ran with all."""
+    if applied is None:
+        return []
+    names = {k.removesuffix("?") for k in applied}
+    return [k.removesuffix("?") for k in table or {} if k.removesuffix("?") not in names]
+
+
+def caption(
+    table: Mapping[str, str] | None,
+    data: Mapping[str, Any] | None = None,
+    without: Mapping[str, list[str]] | None = None,
+) -> str:
     """One line for every output: "server: appendonly yes, appendfsync everysec; data on
-    ext4 (/)"; a tmpfs is labelled, since it hides the cost of fsync."""
+    ext4 (/)"; a tmpfs is labelled, since it hides the cost of fsync; ``without`` names
+    the versions that ran without an optional setting, since they were not run alike."""
     if not table:
         return "server: defaults (no persistence)"
     text = "server: " + ", ".join(f"{k.removesuffix('?')} {v}" for k, v in table.items())
+    for label, names in (without or {}).items():
+        if names:
+            text += f"; {label} ran without {', '.join(names)} (optional, unknown to it)"
     if data and data.get("persistent"):
         text += f"; data on {data.get('filesystem')} ({data.get('mount')})"
         if data.get("filesystem") == "tmpfs":

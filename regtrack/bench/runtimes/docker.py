@@ -44,8 +44,9 @@ PORT_ATTEMPTS = 3
 
 def server_command(port: int, token_dir: str, settings: list[str] | None = None) -> list[str]:
     """redis-server from the image's PATH: the official images' entrypoint recognises it,
-    regtrack's imported images put it on PATH. No persistence, loopback only; ``dir`` is
-    the container's own directory (the token check_token reads back)."""
+    regtrack's imported images put it on PATH. Loopback only; no persistence unless the
+    user's ``settings`` (which come last, and so win) ask for it; ``dir`` is the
+    container's own directory (the token check_token reads back)."""
     return [
         "redis-server", "--port", str(port), "--bind", HOST, "--protected-mode", "yes",
         "--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", token_dir,
@@ -86,18 +87,28 @@ def docker_server(
     timeout: float = 30.0,
     seed: str | None = None,
     settings: list[str] | None = None,
+    data_dir: str | None = None,
 ) -> Iterator[RunningServer]:
     """A container of ``image`` pinned to ``cpus``, for the duration of the block; with
     ``seed``, a read-only bind mount puts that seed's bytes on /dev/urandom (regtrack.bench.seeds).
-    Its ``dir`` is a directory of its own, read back before it is used (check_token)."""
-    with tempfile.TemporaryDirectory(prefix="regtrack-seed-") as tmp:
+    Its ``dir`` is a directory of its own, read back before it is used (check_token): a
+    tmpfs of the container's, or, with ``data_dir`` (a persistent server: AOF or RDB), a
+    host directory below it, so that its writes and fsyncs land on that filesystem."""
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="regtrack-seed-"))
         volumes: dict[str, dict[str, str]] = {}
         if seed is not None:
             Path(tmp).chmod(0o755)  # the official images run redis-server as user redis
             path = seeds.write_file(Path(tmp), seed)
             volumes[str(path)] = {"bind": "/dev/urandom", "mode": "ro"}
+        host_dir = None
+        if data_dir is not None:
+            host_dir = stack.enter_context(
+                tempfile.TemporaryDirectory(prefix="regtrack-server-", dir=data_dir)
+            )
+            Path(host_dir).chmod(0o1777)  # writable by the image's redis user, as the tmpfs
         container, server = _start(
-            client, image, cpus, run_id, memory, timeout, volumes, settings or []
+            client, image, cpus, run_id, memory, timeout, volumes, settings or [], host_dir
         )
         try:
             yield server
@@ -119,6 +130,7 @@ def _start(
     timeout: float,
     volumes: dict[str, dict[str, str]],
     settings: list[str],
+    host_dir: str | None = None,
 ) -> tuple[Any, RunningServer]:
     """Start the container on a free port; a port lost to another process (the host
     network: the server cannot bind it, or another server answers on it, which the token
@@ -130,6 +142,17 @@ def _start(
         port = free_port(HOST)
         name = f"regtrack-{run_id}-{uuid.uuid4().hex[:8]}"
         token_dir = f"{TOKEN_ROOT}/{name}"
+        # `dir` is the token: a tmpfs of its own, writable by the image's redis user, or
+        # the host directory a persistent server writes its AOF or RDB to.
+        tmpfs = {"/data": ""}
+        mounts = dict(volumes)
+        if host_dir is None:
+            tmpfs[token_dir] = "mode=1777"
+        else:
+            mounts[host_dir] = {"bind": token_dir, "mode": "rw"}
+        # Not root here: the server runs as this user, so that what it writes (AOF
+        # directories of a uid of the image's) can be removed afterwards.
+        user = f"{os.getuid()}:{os.getgid()}" if host_dir and os.getuid() != 0 else None
         try:
             container = client.containers.run(
                 image,
@@ -140,9 +163,9 @@ def _start(
                 cpuset_cpus=format_cpu_list(cpus),
                 mem_limit=memory,
                 labels={RUN_LABEL: str(run_id), PID_LABEL: str(os.getpid())},
-                # its own tmpfs as `dir`: the token, writable by the image's redis user
-                tmpfs={"/data": "", token_dir: "mode=1777"},
-                volumes=volumes,
+                tmpfs=tmpfs,
+                volumes=mounts,
+                user=user,
             )
         except docker.errors.ImageNotFound:
             raise CannotMeasure(f"image {image} is not present") from None

@@ -7,6 +7,7 @@ from typing import Any
 
 from regtrack.output import bisect_text
 from regtrack.output.report.pages import run_file
+from regtrack.output.tables import server_caption
 
 
 def bisect_file(bisection_id: int) -> str:
@@ -47,6 +48,7 @@ def page(bisection: dict[str, Any], runs: list[int]) -> dict[str, Any]:
         "more_than_one_step": result.get("more_than_one_step", []),
         "skipped": result.get("skipped", []),
         "measured": len(result.get("measured_commits", [])),
+        "server": server_caption(result) if "server_config" in result else "",
         "runs": runs,
         "log": log,
     }

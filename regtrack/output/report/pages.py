@@ -22,6 +22,7 @@ from regtrack.core.settings import Thresholds
 from regtrack.output import tables as text_tables
 from regtrack.output.report import figures
 from regtrack.results.store import Store
+from regtrack.workloads import server_config
 
 CHART_METRICS = ("throughput", "instructions_per_op", "syscalls_per_op")
 ATTRIBUTION_TOP = 10
@@ -91,6 +92,7 @@ def run_summary(
         "n_trials": len(trials),
         "verdicts": _verdict_counts(result),
         "warnings": warnings,
+        "server": text_tables.server_caption(comparisons.server_facts(store, run["id"])),
     }
 
 
@@ -235,10 +237,12 @@ def _commit(target: dict[str, Any]) -> str:
 def _environment(run: dict[str, Any], targets: list[dict[str, Any]]) -> dict[str, Any]:
     env = dict(run.get("environment") or {})
     loadgen = run.get("loadgen") or {}
+    table = ((run.get("config") or {}).get("workload") or {}).get("server") or {}
     versions = []
     for t in targets:
         build = (t.get("details") or {}).get("build") or {}
         docker = (t.get("details") or {}).get("docker") or {}
+        applied = (t.get("details") or {}).get("server_config", table)
         versions.append(
             {
                 "label": t["label"],
@@ -250,9 +254,21 @@ def _environment(run: dict[str, Any], targets: list[dict[str, Any]]) -> dict[str
                 "compiler": build.get("compiler", ""),
                 "image": docker.get("image", ""),
                 "binary_sha256": (t.get("binary_sha256") or "")[:16],
+                # What this version's servers ran with: the run's settings, less optional
+                # ones it did not know.
+                "server": ", ".join(f"{k.removesuffix('?')} {v}" for k, v in applied.items())
+                or "defaults",
+                "server_without": ", ".join(server_config.skipped(table, applied)),
             }
         )
-    return {"machine": env, "loadgen": loadgen, "versions": versions}
+    data = (run.get("config") or {}).get("server_data") or {}
+    shown = {k: data.get(k) for k in ("dir", "mount", "filesystem", "device") if data.get(k)}
+    return {
+        "machine": env,
+        "loadgen": loadgen,
+        "versions": versions,
+        "server_data": shown if data.get("persistent") else {},
+    }
 
 
 def _seeds(run: dict[str, Any], trials: list[dict[str, Any]]) -> dict[str, Any]:
@@ -324,6 +340,13 @@ def run_page(
 VALUES_SHOWN = 200
 
 
+def _trace(series: str, server: str, setup: str) -> str:
+    """A history line's name when several setups share a page: the spec, what its servers
+    ran with (the usual difference: AOF or not), and the setup's digest."""
+    shown = f"{series} · {server}" if server else series
+    return f"{shown} (setup {setup[:8]})"
+
+
 def history_pages(store: Store, frame: pd.DataFrame) -> list[dict[str, Any]]:
     """One page per (workload, point, metric) that some run measured."""
     if frame.empty:
@@ -337,9 +360,12 @@ def history_pages(store: Store, frame: pd.DataFrame) -> list[dict[str, Any]]:
         )
     ]
     setups = frame["comparability"].nunique()  # one line per series measured alike
+    servers = frame["server"].fillna("") if "server" in frame else pd.Series("", frame.index)
     frame["trace"] = [
-        series if setups == 1 else f"{series} (setup {setup[:8]})"
-        for series, setup in zip(frame["series"], frame["comparability"], strict=True)
+        series if setups == 1 else _trace(series, server, setup)
+        for series, server, setup in zip(
+            frame["series"], servers, frame["comparability"], strict=True
+        )
     ]
     by_commit = commit_history.series(frame)
     pages = []

@@ -162,7 +162,7 @@ def write_report(store: Store, folder: str | Path, run_ids: list[int] | None = N
 
 
 # Bumped when what a run's index row or history points contain changes.
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: index rows say what the servers ran with
 
 
 def _cache_key(run: dict[str, Any], marks: tuple[int, int] | None, settings: Any) -> str:
