@@ -220,6 +220,11 @@ def test_a_baseline_measured_with_other_settings_is_refused_unless_forced(
     records = json.loads(run_cli(*compare, "--force", "--format", "json").stdout)
     assert records and all(r["forced"] == ["clients 10 != 50"] for r in records)
 
+    # Server settings are part of what must match: the same clients, another hz.
+    other = run_cli(*gate, "--clients", "10", "--server-config", "hz=25", "--db", str(db))
+    assert other.returncode == 2, other.stderr
+    assert 'not measured like this one (server null != {"hz": "25"})' in other.stderr
+
 
 @pytest.mark.parametrize(
     ("args", "message"),

@@ -26,7 +26,7 @@ def test_real_versions_differ_and_each_trial_is_reproduced(tmp_path, offline_red
     for _ in range(2):
         proc = run_cli(
             "run", "--versions", "6.2,7.0", "--source-repo", str(offline_redis), *INSTR,
-            "--repetitions", "4", "--instruction-requests", "100000", "--db", str(db),
+            "--repetitions", "4", "--instruction-requests", "50000", "--db", str(db),
             env=env, timeout=1800,
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr[-3000:]

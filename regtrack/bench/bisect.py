@@ -103,13 +103,16 @@ class Bisector:
     def _log(self, **entry: Any) -> None:
         bisections.log_step(self.store, self.id, entry)
 
-    def _measure(self, commits: list[str], undecided: Callable[[int], bool], role: str) -> int:
-        """One run of ``commits`` (short-SHA labels), adding blocks while ``undecided``."""
+    def _measure(
+        self, commits: list[str], undecided: Callable[[int], bool], role: str, reuse: bool = True
+    ) -> int:
+        """One run of ``commits`` (short-SHA labels), adding blocks while ``undecided``;
+        ``reuse``: a complete run that measured them alike answers instead."""
         specs = [VersionSpec(_short(c), "git", c, c) for c in commits]
         job = prepare_job(specs, self.request.options, self.hooks.phase)
         job.design = "sequential"
         job.bisection = {"id": self.id, "role": role}
-        reused = self._reusable(job, role)
+        reused = self._reusable(job, role) if reuse else None
         if reused is not None:
             self.hooks.say(f"bisect: run {reused} measured {', '.join(map(_short, commits))} alike")
             return reused
@@ -199,9 +202,11 @@ class Bisector:
         commit = self.commits[index]
         verdict = bisection.UNDECIDED
         record = None
-        for _attempt in (1, 2):
+        for attempt in (1, 2):
             try:
-                run_id = self._measure_step(commit)
+                # The second attempt measures anew: reusing the first one's run (alike, and
+                # complete) would only give its undecided answer again.
+                run_id = self._measure_step(commit, reuse=attempt == 1)
             except MakeFailed as exc:
                 self._log(commit=commit, judged=bisection.SKIP, reason=f"does not build: {exc}")
                 self.hooks.say(f"bisect: skipped {_short(commit)}: it does not build")
@@ -210,8 +215,10 @@ class Bisector:
             vs_good = self.verdict(self.good, commit, run_id)
             verdict = bisection.classify(vs_good, self.verdict(self.bad, commit, run_id))
             record = self.change(self.good, commit, run_id)
-            if verdict != bisection.UNDECIDED:
+            if verdict != bisection.UNDECIDED or attempt == 2:
                 break
+            # Logged without a verdict: a resumed search reuses this run as its first attempt.
+            self._log(commit=commit, run_id=run_id, undecided=True, vs_good=plain(record))
             self.hooks.say(f"bisect: {_short(commit)} is undecided; measuring it again")
         if verdict == bisection.UNDECIDED:
             verdict = bisection.SKIP
@@ -221,7 +228,7 @@ class Bisector:
         self.judged[index] = verdict
         return verdict
 
-    def _measure_step(self, commit: str) -> int:
+    def _measure_step(self, commit: str, reuse: bool = True) -> int:
         """The commit alone (instructions), or between good and bad again (throughput)."""
         together = [commit] if self.request.metric == "instructions" else [self.good, commit]
         together += [] if self.request.metric == "instructions" else [self.bad]
@@ -232,6 +239,7 @@ class Bisector:
                 in (self.verdict(self.good, commit, rid), self.verdict(self.bad, commit, rid))
             ),
             "step",
+            reuse,
         )
 
     def measured(self, index: int) -> bool:

@@ -48,10 +48,9 @@ def log_lines(bisection: dict[str, Any]) -> list[str]:
             lines.append(f"{n:>3}. skip   {what}: {entry['reason']}")
         else:
             run = f"run {entry['run_id']}, " if entry.get("run_id") else ""
-            lines.append(
-                f"{n:>3}. step   {what}: {run}{entry['judged']}, "
-                f"{_change(entry.get('vs_good'))} vs good"
-            )
+            judged = entry.get("judged") or "undecided, measured again"
+            change = _change(entry.get("vs_good"))
+            lines.append(f"{n:>3}. step   {what}: {run}{judged}, {change} vs good")
     return lines
 
 
