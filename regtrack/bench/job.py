@@ -23,7 +23,7 @@ from regtrack.bench.loadgen.base import LoadgenBinary
 from regtrack.bench.plan import MODES_BY_METRIC, Visit, interleave
 from regtrack.bench.runtimes import docker as docker_runtime
 from regtrack.core import docker_engine, filesystems
-from regtrack.core.cpus import CpuPlan, plan_cpus
+from regtrack.core.cpus import CpuPlan, Topology, plan_cpus
 from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.core.settings import RunSettings, load_settings
 from regtrack.targets import build, images, versions
@@ -246,10 +246,20 @@ def with_server_settings(
     )
     threads = server_config.io_threads(settings)
     if threads > len(cpus.server) and metric != "instructions":
+        usable = len(Topology.detect().usable)
+        if threads < usable:
+            instead = (
+                f"pass --server-cpus with {threads} CPUs (e.g. --server-cpus 0-{threads - 1} "
+                "and --client-cpus on others)"
+            )
+        else:
+            instead = (
+                f"this machine has {usable} usable CPUs, too few for {threads} server "
+                "threads and a load generator: measure on a larger host"
+            )
         raise BadInput(
             f"io-threads {threads} needs {threads} server CPUs, but the server has "
-            f"{len(cpus.server)} (CPU {cpus.server_list}): pass --server-cpus with {threads} "
-            f"CPUs (e.g. --server-cpus 0-{threads - 1} and --client-cpus on others), fewer "
+            f"{len(cpus.server)} (CPU {cpus.server_list}): {instead}, or use fewer "
             "io-threads, or --metric instructions (counts need no more CPUs)"
         )
     return workload.model_copy(update={"server": server_config.as_table(settings)})
