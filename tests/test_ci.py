@@ -7,6 +7,8 @@ import sqlite3
 
 import pytest
 
+from regtrack.analysis.gate import gate
+from regtrack.output.ci_summary import ci_headline
 from regtrack.results.store import Store
 from tests.conftest import quiet_configs, run_cli
 
@@ -64,13 +66,18 @@ def test_an_a_a_comparison_is_decided_no_change(tmp_path, offline_redis, env):
 
 def test_an_undecided_gate_says_so_first_and_warns(tmp_path, redis_server):
     """Two repetitions cannot bound an interval that stays valid under repeated looks:
-    the gate is undecided, says so in its first line, and GitHub gets a warning."""
+    the gate is undecided, says so in its first line, and GitHub gets a warning.
+
+    Quiet settings: one contended trial would leave one complete block and no interval at
+    all (seen on a fresh clone), which is another answer (test_a_gate_without_an_estimate_
+    says_why)."""
+    quiet = quiet_configs(tmp_path)
     args = [
         "ci", "--baseline", f"a=bin:{redis_server}", "--candidate", f"b=bin:{redis_server}",
         *TPUT, "--repetitions", "2", "--max-repetitions", "2", "--metric", "throughput",
         "--db", str(tmp_path / "r.db"), "--json", str(tmp_path / "r.json"), "--no-report",
     ]  # fmt: skip
-    proc = run_cli(*args, env={"GITHUB_ACTIONS": "true"})
+    proc = run_cli(*args, env={"GITHUB_ACTIONS": "true", **quiet})
     assert proc.returncode == 0, proc.stderr
     first, second = proc.stdout.splitlines()[:2]
     assert first.startswith("::warning title=regtrack: undecided::throughput")
@@ -79,8 +86,28 @@ def test_an_undecided_gate_says_so_first_and_warns(tmp_path, redis_server):
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["outcome"] == "inconclusive" and not data["decided"]
     assert data["stopped"] == "max-repetitions"
-    strict = run_cli(*args, "--fail-on-inconclusive")
+    strict = run_cli(*args, "--fail-on-inconclusive", env=quiet)
     assert strict.returncode == 1, strict.stderr
+
+
+def test_a_gate_without_an_estimate_says_why():
+    """One contended trial of two repetitions leaves one complete block: no estimate at
+    all. The headline says so and why, not a bare "-" (the record as pooling made it on
+    a fresh clone)."""
+    record = {
+        "metric": "throughput", "verdict": "inconclusive", "gating": True, "n_blocks": 1,
+        "change_pct": None, "ci_low_pct": None, "ci_high_pct": None, "mde_pct": None,
+    }  # fmt: skip
+    decision = gate({"pooled": [record]})
+    assert decision["outcome"] == "inconclusive"
+    line = ci_headline(decision, {"repetitions": 2, "stopped": "max-repetitions"})
+    assert line.endswith(
+        "(--max-repetitions): throughput - (no estimate: 1 complete block of valid "
+        "trials, 2 needed)"
+    ), line
+    decision = gate({"pooled": [{**record, "n_blocks": 0}]})
+    assert decision["outcome"] == "not measured"
+    assert "0 complete blocks of valid trials" in ci_headline(decision, {"repetitions": 2})
 
 
 def test_blocks_are_added_until_decided_and_a_decided_metric_stops(

@@ -25,7 +25,14 @@ METRIC_TITLE = {"instructions_per_op": "instructions per op", "throughput": "thr
 
 def _answer(r: dict[str, Any]) -> str:
     """ "instructions per op +0.01% [-0.03, +0.05] no change (detectable ±0.1%)" """
-    text = f"{METRIC_TITLE.get(r['metric'], r['metric'])} {change_text(r)}"
+    title = METRIC_TITLE.get(r["metric"], r["metric"])
+    if r["change_pct"] is None:
+        # Invalid trials (contended, client-bound, ...) can leave too few complete blocks;
+        # a bare "-" would not say why the gate has no answer.
+        n = r.get("n_blocks") or 0
+        blocks = f"{n} complete block{'' if n == 1 else 's'}"
+        return f"{title} - (no estimate: {blocks} of valid trials, 2 needed)"
+    text = f"{title} {change_text(r)}"
     if r["verdict"] != "inconclusive" and r.get("mde_pct") is not None:
         text += f" (detectable: ±{mde_text(r['mde_pct'])})"
     return text
