@@ -30,6 +30,8 @@ def _answer(r: dict[str, Any]) -> str:
         # Invalid trials (contended, client-bound, ...) can leave too few complete blocks;
         # a bare "-" would not say why the gate has no answer.
         n = r.get("n_blocks") or 0
+        if n >= 2:
+            return f"{title} - (no estimate)"
         blocks = f"{n} complete block{'' if n == 1 else 's'}"
         return f"{title} - (no estimate: {blocks} of valid trials, 2 needed)"
     text = f"{title} {change_text(r)}"
