@@ -7,43 +7,10 @@ why it cannot be trusted instead of a silent gap.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pandas as pd
 
+from regtrack.analysis.metrics import Metric
 from regtrack.results.store import Store
-
-
-@dataclass(frozen=True)
-class Metric:
-    column: str
-    name: str
-    unit: str
-    higher_is_better: bool
-    modes: tuple[str, ...] = ("throughput",)  # trial kinds it comes from, first found wins
-    deterministic: bool = False  # counted, not timed: its spread is worth showing
-
-
-METRICS = (
-    Metric("ops_per_sec", "throughput", "ops/s", True),
-    Metric("lat_p50_ms", "latency_p50", "ms", False),
-    Metric("lat_p99_ms", "latency_p99", "ms", False),
-    Metric("instructions_per_op", "instructions_per_op", "Ir/op", False, ("instructions",), True),
-    Metric(
-        "syscalls_per_op", "syscalls_per_op", "syscalls/op", False, ("throughput", "instructions")
-    ),
-)
-
-
-METRIC_BY_NAME = {m.name: m for m in METRICS}
-# Metrics whose regressions fail `regtrack ci`; the others are reported with verdicts.
-
-
-GATING = ("throughput", "instructions_per_op")
-# The family-wise error rate of one comparison's gate (split over gating metrics).
-
-
-ALPHA = 0.05
 
 
 def trials_frame(store: Store, run_id: int) -> pd.DataFrame:

@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import ruptures
 
 SIGMA_FLOOR_PCT = 0.1
 MIN_SEGMENT = 3
@@ -60,6 +59,8 @@ def detect(values: Sequence[float]) -> list[ChangePoint]:
         return []
     pct = 100.0 * raw / median
     sigma = noise_pct(pct)
+    import ruptures  # here, not at the top: it imports scipy.stats (0.5 s), rarely needed
+
     breaks = (
         ruptures.KernelCPD(kernel="linear", min_size=MIN_SEGMENT, jump=1)
         .fit(pct.reshape(-1, 1))

@@ -12,7 +12,8 @@ from typing import Any
 import pandas as pd
 
 from regtrack.analysis import pooling, sequential, stats
-from regtrack.analysis.cells import ALPHA, GATING, METRICS, Metric, cells, rows_for, trials_frame
+from regtrack.analysis.cells import cells, rows_for, trials_frame
+from regtrack.analysis.metrics import ALPHA, GATING, METRICS, Metric
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import Thresholds
 from regtrack.results.store import Store

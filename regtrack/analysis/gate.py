@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from regtrack.analysis.cells import METRIC_BY_NAME
+from regtrack.analysis.metrics import METRIC_BY_NAME
 
 DISAGREEMENT_PCT = 2.0
 

@@ -16,13 +16,12 @@ import pandas as pd
 
 from regtrack.analysis import cells as cell_values
 from regtrack.analysis import changepoints
+from regtrack.analysis.metrics import HISTORY_METRICS, METRIC_BY_NAME
 from regtrack.core.errors import BadInput
 from regtrack.results import comparability
 from regtrack.results.store import Store
 from regtrack.targets.versions import parse_spec
 from regtrack.workloads import server_config
-
-METRICS = ("throughput", "latency_p99", "instructions_per_op")
 
 
 def series_name(spec: str) -> str:
@@ -37,7 +36,7 @@ def series_name(spec: str) -> str:
 def run_points(
     store: Store,
     run: dict[str, Any],
-    metrics: tuple[str, ...] = METRICS,
+    metrics: tuple[str, ...] = HISTORY_METRICS,
     known: pd.DataFrame | None = None,
 ) -> list[dict[str, Any]]:
     """One run's trusted cells, with what identifies their series (plain JSON values, so
@@ -56,7 +55,7 @@ def run_points(
         if known is not None:
             cells = known[known["metric"] == name]
         else:
-            cells = cell_values.cells(frame, cell_values.METRIC_BY_NAME[name])
+            cells = cell_values.cells(frame, METRIC_BY_NAME[name])
         for cell in cells.itertuples():
             if not cell.trusted or cell.value is None:
                 continue
@@ -90,7 +89,7 @@ def run_points(
 
 def points(
     store: Store,
-    metrics: tuple[str, ...] = METRICS,
+    metrics: tuple[str, ...] = HISTORY_METRICS,
     cells_by_run: dict[int, pd.DataFrame] | None = None,
 ) -> pd.DataFrame:
     """Every trusted cell of every run with trials, with what identifies its series.

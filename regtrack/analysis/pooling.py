@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from regtrack.analysis import sequential, stats
-from regtrack.analysis.cells import Metric
+from regtrack.analysis.metrics import Metric
 
 
 def values(rows: pd.DataFrame, metric: Metric, label: str, key: str) -> dict[Any, dict]:

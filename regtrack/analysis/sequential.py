@@ -95,7 +95,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from scipy import stats as scipy_stats
+from scipy.special import ndtri, stdtrit
 
 from regtrack.analysis import stats
 
@@ -110,7 +110,7 @@ DEFAULT_METHOD = "t-spending"
 LAI_C = 0.25
 # Spending starts at the first look with this many blocks (2 degrees of freedom).
 FIRST_SPENDING_BLOCKS = 3
-Z_POWER = float(scipy_stats.norm.ppf(0.80))
+Z_POWER = float(ndtri(0.80))
 
 
 class Look(NamedTuple):
@@ -198,7 +198,7 @@ def t_radius(n: int, level_alpha: float, df: int | None = None) -> float:
     df = n - 1 if df is None else df
     if n < 2 or df < 1 or level_alpha <= 0:
         return math.inf
-    return float(scipy_stats.t.ppf(1 - level_alpha / 2, df)) / math.sqrt(n)
+    return float(stdtrit(df, 1 - level_alpha / 2)) / math.sqrt(n)
 
 
 @functools.lru_cache(maxsize=4096)

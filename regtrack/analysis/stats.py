@@ -19,7 +19,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy import stats as scipy_stats
+# scipy.special's quantile functions are what scipy.stats' distributions call, without
+# importing scipy.stats (0.6 s against 0.2 s here, paid by every command that compares).
+from scipy.special import stdtrit
 
 CONFIDENCE = 0.95
 MAX_EXTRA_REPETITIONS = 50
@@ -55,7 +57,7 @@ def paired(
     diffs = [math.log(c) - math.log(b) for b, c in pairs]
     mean = sum(diffs) / n
     sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
-    half = scipy_stats.t.ppf(0.5 + confidence / 2, n - 1) * sd / math.sqrt(n)
+    half = stdtrit(n - 1, 0.5 + confidence / 2) * sd / math.sqrt(n)
     return Change(_pct(mean), _pct(mean - half), _pct(mean + half), n, "paired-t")
 
 
@@ -76,7 +78,7 @@ def unpaired(
         df = (vb + vc) ** 2 / (
             (vb**2 / (len(lb) - 1) if vb else 0.0) + (vc**2 / (len(lc) - 1) if vc else 0.0)
         )
-    half = scipy_stats.t.ppf(0.5 + confidence / 2, df) * se
+    half = stdtrit(df, 0.5 + confidence / 2) * se
     diff = mc - mb
     return Change(
         _pct(diff), _pct(diff - half), _pct(diff + half), min(len(lb), len(lc)), "welch-t"

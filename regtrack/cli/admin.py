@@ -6,21 +6,17 @@ from pathlib import Path
 
 import click
 
-from regtrack.bench import doctor as diagnose
 from regtrack.cli.group import EXIT_CODES_HELP, cli
 from regtrack.cli.options import db_option
 from regtrack.core.errors import BadInput
-from regtrack.core.settings import load_settings
-from regtrack.results import comparability
-from regtrack.results.store import Store
-from regtrack.targets import versions
-from regtrack.workloads import capture
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
 @click.option("--clean", is_flag=True, help="Remove regtrack containers left behind.")
 def doctor(clean: bool) -> None:
     """What this machine offers for measuring: CPUs, tools, the Docker engine, leftovers."""
+    from regtrack.bench import doctor as diagnose
+
     for line in diagnose.report(clean):
         click.echo(line)
 
@@ -38,6 +34,8 @@ def mix() -> None:
 def mix_capture(url: str, seconds: float, out: str, name: str | None) -> None:
     """Write a mix workload from a live server's command statistics and its
     performance-relevant settings (sends only INFO and CONFIG GET of a fixed list)."""
+    from regtrack.workloads import capture
+
     path = Path(out)
     observed = capture.sample(url, seconds)
     path.write_text(capture.workload_text(observed, name or path.stem))
@@ -62,6 +60,11 @@ def baseline() -> None:
 @db_option
 def baseline_save(name: str, run_id: int, label: str | None, db: str | None) -> None:
     """Save version LABEL of run ID as baseline NAME."""
+    from regtrack.core.settings import load_settings
+    from regtrack.results import comparability
+    from regtrack.results.store import Store
+    from regtrack.targets import versions
+
     if not versions.LABEL_RE.match(name):
         raise BadInput(f"baseline name {name!r}: use letters, digits, '.', '_', '+', '-'")
     store = Store.open(db or load_settings().database, create=False)
@@ -81,6 +84,10 @@ def baseline_save(name: str, run_id: int, label: str | None, db: str | None) -> 
 @db_option
 def baseline_list(db: str | None) -> None:
     """List the saved baselines."""
+    from regtrack.core.settings import load_settings
+    from regtrack.results import comparability
+    from regtrack.results.store import Store
+
     store = Store.open(db or load_settings().database, create=False)
     rows = store.baselines()
     if not rows:

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from regtrack.bench import bisect as bisecting
 from regtrack.cli.group import EXIT_CODES_HELP, cli
-from regtrack.cli.options import measure_options, options_of, say, sequential_options
+from regtrack.cli.options import measure_options, sequential_options
 from regtrack.core.errors import BadInput, RegtrackError
-from regtrack.core.settings import load_settings, load_thresholds
-from regtrack.output import bisect_text
-from regtrack.output.console import err, run_progress
-from regtrack.output.report import bisect_page, write_report
-from regtrack.results import bisections
-from regtrack.results.store import Store
+
+if TYPE_CHECKING:
+    from regtrack.results.store import Store
 
 # Short instruction trials in blocks of two from four repetitions, as `ci` measures.
 BISECT_DEFAULTS = {
@@ -74,6 +70,14 @@ def bisect(
     threshold); then one first-parent commit at a time, until the first bad one is found
     and measured against its parent, with the functions that moved (explain).
     """
+    from regtrack.bench import bisect as bisecting
+    from regtrack.cli.steps import options_of, say
+    from regtrack.core.settings import load_settings, load_thresholds
+    from regtrack.output import bisect_text
+    from regtrack.output.console import run_progress
+    from regtrack.results import bisections
+    from regtrack.results.store import Store
+
     db = kw["db"]
     if resume_id is not None:
         if good or bad:
@@ -122,6 +126,9 @@ def bisect(
 
 def _report(store: Store, runs: list[int], bisection_id: int) -> None:
     """The bisection's page and its runs' pages; failing to write them fails nothing."""
+    from regtrack.output.console import err
+    from regtrack.output.report import bisect_page, write_report
+
     try:
         files = write_report(store, store.path.parent, runs or None)
     except (RegtrackError, OSError) as exc:

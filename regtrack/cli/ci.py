@@ -6,26 +6,16 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from regtrack.bench import ci_gate, orchestrate
-from regtrack.bench import merge as merging
 from regtrack.cli.group import EXIT_CODES_HELP, cli
-from regtrack.cli.options import (
-    auto_report,
-    measure_options,
-    prepare,
-    say,
-    sequential_options,
-    shard_options,
-)
+from regtrack.cli.options import measure_options, sequential_options, shard_options
 from regtrack.core.errors import EXIT_REGRESSION, BadInput, CannotMeasure
-from regtrack.core.settings import load_settings, load_thresholds
-from regtrack.output import ci_summary, merge_text
-from regtrack.output.console import err, run_progress
-from regtrack.results.store import Store
+
+if TYPE_CHECKING:
+    from regtrack.bench.ci_gate import GateRun
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
@@ -73,6 +63,8 @@ def ci(
     baseline, only if both were measured alike: same machine, runtime, CPUs, load
     generator and workload settings (regtrack.results.comparability).
     """
+    from regtrack.core.settings import load_thresholds
+
     thresholds = load_thresholds(threshold).for_gate()
     if merge_shards or shard_dbs:
         asked = (baseline_spec, candidate_spec, baseline_run)
@@ -93,8 +85,15 @@ def _merged_gate(
     db: str | None,
     thresholds: Any,
     measured: tuple[str | None, ...],
-) -> ci_gate.GateRun:
+) -> GateRun:
     """`ci --merge SHARD_DBS`: union the shards into --db, then decide on the merged run."""
+    from regtrack.bench import ci_gate
+    from regtrack.bench import merge as merging
+    from regtrack.core.settings import load_settings
+    from regtrack.output import merge_text
+    from regtrack.output.console import err
+    from regtrack.results.store import Store
+
     if not (merge_shards and shard_dbs):
         raise BadInput("give --merge and the shards' databases: ci --merge --db OUT.db A.db B.db")
     if any(measured):
@@ -119,8 +118,12 @@ def _measured_gate(
     budget: str,
     max_repetitions: int,
     kw: dict[str, Any],
-) -> ci_gate.GateRun | None:
+) -> GateRun | None:
     """Measure the gate here (or this host's shard of it; then nothing is decided)."""
+    from regtrack.bench import ci_gate, orchestrate
+    from regtrack.cli.steps import prepare, say
+    from regtrack.output.console import run_progress
+
     if not candidate_spec:
         raise BadInput("give --candidate SPEC (or --merge with the shards' databases)")
     if bool(baseline_spec) == bool(baseline_run):
@@ -153,13 +156,17 @@ def _measured_gate(
 
 
 def _present(
-    gate: ci_gate.GateRun,
+    gate: GateRun,
     summary: str | None,
     json_out: str | None,
     fail_on_inconclusive: bool,
     report: bool,
 ) -> None:
     """The decision, everywhere it is read: stdout, step summary, JSON, report; exit code."""
+    from regtrack.bench import orchestrate
+    from regtrack.cli.steps import auto_report
+    from regtrack.output import ci_summary
+
     decision = gate.decision
     text = ci_summary.ci_summary(gate.result, decision, gate.context)
     if os.environ.get("GITHUB_ACTIONS") == "true":

@@ -6,10 +6,8 @@ from pathlib import Path
 
 import click
 
-from regtrack.bench import merge as merging
 from regtrack.cli.group import EXIT_CODES_HELP, cli
 from regtrack.core.errors import CannotMeasure
-from regtrack.output import merge_text
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
@@ -24,6 +22,9 @@ def merge(out: Path, inputs: tuple[Path, ...], allow_different_plans: bool) -> N
     """Union the databases of a plan's shards (--shard K/N runs) into OUT: one run per plan,
     every trial once with the host that measured it. Merging again adds nothing; shards
     still missing are named, with how to measure them (exit 3)."""
+    from regtrack.bench import merge as merging
+    from regtrack.output import merge_text
+
     results = merging.merge(out, list(inputs), allow_different_plans)
     click.echo(merge_text.render(results, out))
     missing = [m for r in results for m in r.missing]

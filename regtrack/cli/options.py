@@ -1,22 +1,12 @@
-"""Options the measuring commands share, and the steps they share around bench: prepare
-the Job with build progress and notes, measure with trial progress, write the report."""
+"""Options the measuring commands share, declared once.
+
+Declarations only: nothing here imports what measures or analyses, so that `--help` and
+`--version` start at once (steps.py holds the steps these commands share around bench).
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
-
-from regtrack.bench import orchestrate, shards
-from regtrack.bench.job import Job, Options, int_list, prepare_job
-from regtrack.bench.loadgen.builtin import THROUGHPUT_CAVEAT
-from regtrack.bench.runner import Sequential
-from regtrack.core.errors import BadInput, RegtrackError
-from regtrack.output.console import build_progress, err, run_progress
-from regtrack.output.report import write_report
-from regtrack.results.store import Store
-from regtrack.targets import versions
-from regtrack.workloads import points as workload_points
 
 
 def source_repo_option(f):
@@ -184,108 +174,3 @@ def sequential_options(f):
     for option in reversed(SEQUENTIAL_OPTIONS):
         f = option(f)
     return f
-
-
-def options_of(kw: dict[str, Any], **defaults: Any) -> Options:
-    """The shared options, with a command's own defaults for what the user left out."""
-    kw = {**kw, **{k: v for k, v in defaults.items() if kw.get(k) is None}}
-    return Options(
-        workload=kw["workload"],
-        pipelines=int_list(kw["pipelines"], "--pipelines"),
-        duration=kw["duration"],
-        warmup=kw["warmup"],
-        repetitions=kw["repetitions"],
-        keys=kw["keys"],
-        data_size=kw["data_size"],
-        clients=kw["clients"],
-        server_cpus=kw["server_cpus"],
-        client_cpus=kw["client_cpus"],
-        loadgen_bin=kw["loadgen_bin"],
-        loadgen=kw["loadgen"],
-        metric=kw["metric"],
-        instruction_requests=kw["instruction_requests"],
-        source_repo=kw["source_repo"],
-        build_flags=kw["build_flags"],
-        runtime=kw["runtime"],
-        docker_images=kw["docker_images"],
-        builder_image=kw["builder_image"],
-        memory=kw["memory"],
-        every=kw["every"],
-        max_commits=kw["max_commits"],
-        server_config=tuple(kw.get("server_config") or ()),
-        data_dir=kw.get("data_dir"),
-    )
-
-
-def prepare(specs: list[versions.VersionSpec], kw: dict[str, Any], **defaults: Any) -> Job:
-    """The Job, built with progress, then what the user should know about it: cached or
-    fresh builds, load generator caveats, blocking mixes, uncontrolled seeds."""
-    # Which shard this host measures is read (and a bad --shard refused) before building.
-    shard = shards.current(kw["shard"], kw["shard_count"]) if "shard" in kw else None
-    with build_progress() as phase:
-        job = prepare_job(specs, options_of(kw, **defaults), phase)
-    job.shard = shard
-    for target in job.targets:
-        if "build" in target.details:
-            b = target.details["build"]
-            how = "cached build" if b["cached"] else f"built in {b['seconds']:.0f} s"
-            what = b.get("server_version") or f"image {target.image}"
-            err.print(f"regtrack: {target.label}: {how}: {what}")
-    if job.shard is not None:
-        mine, total = shards.counts(job.planned(), job.shard)
-        if mine == 0:
-            raise BadInput(
-                f"shard {job.shard.label}: the plan has only {total} blocks for "
-                f"{job.shard.count} shards, none for this one; give more --repetitions "
-                "(a throughput block is a pair of them) or fewer shards"
-            )
-        err.print(
-            f"regtrack: shard {job.shard.label} (from {job.shard.source}): {mine} of {total} "
-            f"blocks of plan {job.config()['plan_id']}"
-        )
-    for skipped in job.skipped:
-        what = f"{skipped['label']} ({skipped['subject']})"
-        err.print(f"regtrack: skipped {what}: {skipped['reason']}")
-    if job.loadgen.name == "builtin" and job.metric != "instructions":
-        err.print(f"regtrack: note: {THROUGHPUT_CAVEAT}")
-    if not workload_points.saturates(job.workload):
-        err.print(
-            f"regtrack: note: {job.workload.name} has blocking commands, which wait by "
-            "design: its trials are exempt from the server-bound check, and its throughput "
-            "is the mix's pace, not the server's capacity"
-        )
-    if job.docker_images:
-        err.print(f"regtrack: docker images: {job.docker_images} for every version")
-    if job.seed_problem:
-        err.print(
-            f"regtrack: warning: hash seeds are not controlled ({job.seed_problem}); "
-            "instructions per op then vary ~2-4% between server processes"
-        )
-    return job
-
-
-def measure(
-    job: Job,
-    db: str | None,
-    wait: bool = True,
-    resume_store: tuple[Store, int] | None = None,
-    sequential: Sequential | None = None,
-) -> tuple[Store, int, str]:
-    """bench.orchestrate.measure with its messages and trial progress on the terminal."""
-    return orchestrate.measure(
-        job, db, say, run_progress, wait=wait, resume_store=resume_store, sequential=sequential
-    )
-
-
-def say(text: str) -> None:
-    err.print(f"regtrack: {text}")
-
-
-def auto_report(store: Store, run_id: int) -> None:
-    """The report of a finished run; failing to write it never fails the measured run."""
-    try:
-        files = write_report(store, store.path.parent, [run_id])
-    except (RegtrackError, OSError) as exc:
-        err.print(f"regtrack: warning: the HTML report was not written: {exc}")
-        return
-    click.echo(f"Report: {files.runs[run_id]}")

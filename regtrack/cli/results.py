@@ -6,18 +6,13 @@ import json
 
 import click
 
-from regtrack.analysis import attribution, cells, commit_history, history
-from regtrack.analysis import comparison as comparisons
+from regtrack.analysis.metrics import HISTORY_METRICS, METRIC_BY_NAME, METRICS
 from regtrack.cli.group import EXIT_CODES_HELP, cli
 from regtrack.cli.options import db_option, range_options, source_repo_option
 from regtrack.core.errors import BadInput
-from regtrack.core.settings import load_settings, load_thresholds
-from regtrack.output import history_text
 from regtrack.output import tables as text_tables
-from regtrack.output.report import write_report
-from regtrack.results import comparability
-from regtrack.results.store import Store
-from regtrack.targets import versions
+
+# Each command imports the analysis it runs when it runs: `--help` must not pay for pandas.
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
@@ -32,6 +27,10 @@ from regtrack.targets import versions
 @db_option
 def report(run_ids: tuple[int, ...], out: str | None, db: str | None) -> None:
     """Write HTML pages: every run, each run's charts and tables, history with change points."""
+    from regtrack.core.settings import load_settings
+    from regtrack.output.report import write_report
+    from regtrack.results.store import Store
+
     store = Store.open(db or load_settings().database, create=False)
     files = write_report(store, out or store.path.parent, list(run_ids) or None)
     for path in files.runs.values():
@@ -50,6 +49,8 @@ def versions_command(
     """Show how version SPECS resolve (label, kind, exact commit, ref) without building.
 
     A range A..B lists the first-parent commits it measures, with dates and subjects."""
+    from regtrack.targets import versions
+
     parsed = versions.parse_specs(specs)
     targets = versions.resolve(parsed, source_repo, every=every, most=max_commits)
     rows = [
@@ -81,7 +82,7 @@ def versions_command(
     "--metric",
     "metrics",
     multiple=True,
-    type=click.Choice([m.name for m in cells.METRICS]),
+    type=click.Choice([m.name for m in METRICS]),
     help="Metrics to show (repeatable; default: all).",
 )
 @click.option("--list", "list_runs", is_flag=True, help="List the runs in the database.")
@@ -109,6 +110,11 @@ def compare(
     db: str | None,
 ) -> None:
     """Print % change tables of every version against a baseline."""
+    from regtrack.analysis import comparison as comparisons
+    from regtrack.core.settings import load_settings, load_thresholds
+    from regtrack.results import comparability
+    from regtrack.results.store import Store
+
     store = Store.open(db or load_settings().database, create=False)
     if list_runs:
         for r in store.runs():
@@ -162,6 +168,10 @@ def explain(
     db: str | None,
 ) -> None:
     """Which functions' instructions per op changed between two versions (--metric instructions)."""
+    from regtrack.analysis import attribution
+    from regtrack.core.settings import load_settings
+    from regtrack.results.store import Store
+
     store = Store.open(db or load_settings().database, create=False)
     tables = attribution.attribute(
         store, run_id or store.latest_run_id(), baseline, candidate, point, top
@@ -174,7 +184,7 @@ def explain(
 @click.option("--point", help="Only this point, e.g. pipeline=10 (default: every one).")
 @click.option(
     "--metric",
-    type=click.Choice(list(history.METRICS)),
+    type=click.Choice(list(HISTORY_METRICS)),
     default="instructions_per_op",
     show_default=True,
 )
@@ -190,6 +200,11 @@ def history_command(
     workload: str | None, point: str | None, metric: str, by: str, db: str | None
 ) -> None:
     """One point's values over commits (or runs), with the steps found and where they are."""
+    from regtrack.analysis import commit_history, history
+    from regtrack.core.settings import load_settings
+    from regtrack.output import history_text
+    from regtrack.results.store import Store
+
     store = Store.open(db or load_settings().database, create=False)
     frame = history.points(store, (metric,))
     for column, wanted in (("workload", workload), ("point", point)):
@@ -197,7 +212,7 @@ def history_command(
             frame = frame[frame[column] == wanted]
     if frame.empty:
         raise BadInput(f"no trusted {metric} values in {store.path} for that workload and point")
-    unit = cells.METRIC_BY_NAME[metric].unit
+    unit = METRIC_BY_NAME[metric].unit
     if by == "run":
         click.echo(history_text.by_run(frame, unit))
         return

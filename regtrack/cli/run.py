@@ -6,22 +6,9 @@ from typing import Any
 
 import click
 
-from regtrack.analysis import comparison as comparisons
-from regtrack.bench import orchestrate, resume
 from regtrack.cli.group import EXIT_CODES_HELP, cli
-from regtrack.cli.options import (
-    auto_report,
-    measure,
-    measure_options,
-    prepare,
-    sequential_options,
-    shard_options,
-)
+from regtrack.cli.options import measure_options, sequential_options, shard_options
 from regtrack.core.errors import BadInput
-from regtrack.core.settings import load_settings, load_thresholds
-from regtrack.output import tables as text_tables
-from regtrack.results.store import Store
-from regtrack.targets import versions
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
@@ -59,6 +46,14 @@ def run(
     **kw: Any,
 ) -> None:
     """Measure every version at every workload point, interleaved, and store each trial."""
+    from regtrack.analysis import comparison as comparisons
+    from regtrack.bench import orchestrate, resume
+    from regtrack.cli.steps import auto_report, measure, prepare
+    from regtrack.core.settings import load_settings, load_thresholds
+    from regtrack.output import tables as text_tables
+    from regtrack.results.store import Store
+    from regtrack.targets import versions
+
     wait = not kw["no_wait"]
     if resume_id is not None:
         if version_specs:

@@ -11,8 +11,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from regtrack.analysis.cells import METRIC_BY_NAME
 from regtrack.analysis.gate import disagreements
+from regtrack.analysis.metrics import METRIC_BY_NAME
 from regtrack.workloads import server_config
 
 FORMATS = ("table", "markdown", "csv", "json")

@@ -13,8 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from regtrack.analysis import attribution, commit_history
-from regtrack.analysis import cells as cell_values
+from regtrack.analysis import attribution, commit_history, metrics
 from regtrack.analysis import comparison as comparisons
 from regtrack.analysis import gate as gating
 from regtrack.core.errors import BadInput
@@ -48,7 +47,7 @@ def history_file(workload: str, point: str, metric: str) -> str:
 def _verdict_counts(result: dict[str, Any] | None) -> dict[str, int]:
     if result is None:
         return {}
-    gating = [r for r in result["comparisons"] if r["metric"] in cell_values.GATING]
+    gating = [r for r in result["comparisons"] if r["metric"] in metrics.GATING]
     return dict(Counter(r["verdict"] for r in gating))
 
 
@@ -97,7 +96,7 @@ def run_summary(
 
 
 def _comparison_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
-    order = {m.name: i for i, m in enumerate(cell_values.METRICS)}
+    order = {m.name: i for i, m in enumerate(metrics.METRICS)}
     records = sorted(
         result["comparisons"],
         key=lambda r: (order.get(r["metric"], 99), r["workload"], r["candidate"]),
@@ -126,7 +125,7 @@ def _charts(result: dict[str, Any]) -> list[dict[str, Any]]:
     for workload in dict.fromkeys(cells["workload"]):
         mine = cells[cells["workload"] == workload]
         for name in CHART_METRICS:
-            metric = cell_values.METRIC_BY_NAME[name]
+            metric = metrics.METRIC_BY_NAME[name]
             data = mine[(mine["metric"] == name) & mine["value"].notna()]
             if data.empty:
                 continue
@@ -372,7 +371,7 @@ def history_pages(store: Store, frame: pd.DataFrame) -> list[dict[str, Any]]:
     for (workload, point, metric), group in frame.groupby(
         ["workload", "point", "metric"], sort=True
     ):
-        unit = cell_values.METRIC_BY_NAME[metric].unit
+        unit = metrics.METRIC_BY_NAME[metric].unit
         title = f"{workload} · {point} · {metric.replace('_', ' ')}"
         steps = group[group["change_pct"].notna()]
         commits = (
