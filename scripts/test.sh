@@ -1,16 +1,15 @@
 #!/usr/bin/env bash
-# The test suite on a fresh Debian machine: regtrack's own install (scripts/install.sh),
-# the tools only the tests use (chromium for the report pages, debootstrap for the docker
-# builder image), then pytest. Extra arguments go to pytest.
+# The test suite on a fresh Debian machine: regtrack's install with what only the tests use
+# (scripts/install.sh --test: chromium for the report pages, debootstrap for the docker
+# builder image, pytest and the linters), then pytest, which prints the 30 slowest tests.
+#
+#   scripts/test.sh               the suite CI runs: every real part, once
+#   scripts/test.sh --extended    also the second tier, tests that repeat coverage (more
+#                                 presets, a second fork); run it before resolving an
+#                                 issue that touches what they cover
+#
+# Other arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install.sh
-
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-TEST_PACKAGES=(chromium fonts-dejavu-core debootstrap)
-echo "regtrack tests: apt packages: ${TEST_PACKAGES[*]}" >&2
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-    "${TEST_PACKAGES[@]}" >/dev/null
-
-exec .venv/bin/python -m pytest -q "$@"
+scripts/install.sh --test
+exec .venv/bin/python -m pytest -q --durations=30 "$@"

@@ -6,6 +6,7 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 
+from regtrack.bench.loadgen import memtier
 from regtrack.bench.runtimes import docker
 from regtrack.core import docker_engine
 from regtrack.core.cpus import Topology, plan_cpus
@@ -39,8 +40,8 @@ def report(clean: bool = False) -> Iterator[str]:
         "cc": ["cc", "--version"],
     }
     for name, command in tools.items():
-        found = shutil.which(command[0])
-        yield f"{name}: {_version(command) if found else 'not installed'}"
+        found = memtier.installed() if name == memtier.NAME else shutil.which(command[0])
+        yield f"{name}: {_version([found, *command[1:]]) if found else 'not installed'}"
     try:
         client = docker_engine.engine()
     except RegtrackError as exc:

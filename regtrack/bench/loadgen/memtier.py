@@ -10,7 +10,9 @@ memtier_report reads what the run wrote (and lists memtier's quirks).
 
 from __future__ import annotations
 
+import os
 import shutil
+import sysconfig
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -38,10 +40,20 @@ NAME = "memtier_benchmark"
 ERRORS_ROW = "__errors__"
 
 
+def installed() -> str | None:
+    """The memtier_benchmark on PATH, else the one scripts/install.sh built beside regtrack
+    (the environment's own bin folder, on PATH only while it is activated)."""
+    on_path = shutil.which(NAME)
+    if on_path:
+        return on_path
+    beside = Path(sysconfig.get_path("scripts")) / NAME
+    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
+
+
 def locate(path: str | None = None) -> LoadgenBinary:
     """Choose the one memtier_benchmark for the whole run and fingerprint it.
 
-    An explicit path wins; else the one on PATH (the same from run to run, so runs stay
+    An explicit path wins; else the installed one (the same from run to run, so runs stay
     comparable).
     """
     if path:
@@ -49,12 +61,12 @@ def locate(path: str | None = None) -> LoadgenBinary:
             raise BadInput(f"load generator {path} does not exist")
         found = str(Path(path).absolute())
     else:
-        on_path = shutil.which(NAME)
+        on_path = installed()
         if not on_path:
             raise CannotMeasure(
-                "memtier_benchmark is not installed: build it from "
-                "https://github.com/RedisLabs/memtier_benchmark (see its README) and put it "
-                "on PATH, or pass --loadgen-bin PATH"
+                "memtier_benchmark is not installed: scripts/install.sh builds it (set "
+                "REGTRACK_MEMTIER_ARCHIVE to its release archive where GitHub cannot be "
+                "reached), or put one on PATH, or pass --loadgen-bin PATH"
             )
         found = str(Path(on_path).absolute())
     return LoadgenBinary(
