@@ -8,7 +8,6 @@ before the first measurement.
 from __future__ import annotations
 
 import re
-import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from regtrack.bench import loadgen, seeds, shards
+from regtrack.bench import loadgen_choice as choosing
 from regtrack.bench import trial as measure
 from regtrack.bench.callgrind import control as callgrind
 from regtrack.bench.loadgen import memtier
 from regtrack.bench.loadgen.base import LoadgenBinary
+from regtrack.bench.loadgen_choice import Choice
 from regtrack.bench.plan import MODES_BY_METRIC, Visit, interleave
 from regtrack.bench.runtimes import docker as docker_runtime
 from regtrack.core import docker_engine, filesystems
@@ -102,6 +103,9 @@ class Job:
     # Where servers keep their files (AOF, RDB): a directory per server below it (for
     # containers only when they persist; files_dir()).
     data_dir: str | None = None
+    # Which load generator and why (bench/loadgen_choice.py); None until a GET sweep's
+    # probe has decided between memtier and redis-benchmark (settle_loadgen).
+    loadgen_choice: Choice | None = None
 
     def __post_init__(self) -> None:
         self.points = workload_points.points(self.workload)
@@ -117,6 +121,19 @@ class Job:
     def seed(self, repetition: int) -> str | None:
         """The seed every server of ``repetition`` starts with, or None (Redis's own)."""
         return None if self.seed_problem else seeds.for_repetition(repetition)
+
+    def settle_loadgen(self) -> Choice:
+        """Decide a GET sweep's load generator if it is not yet (a probe, or the answer
+        kept for this machine and setup), switching to memtier when it saturates."""
+        if self.loadgen_choice is None:
+            self.loadgen_choice = choosing.decide(self)
+            if self.loadgen_choice.tool == "memtier":
+                self.loadgen = loadgen.locate("memtier")
+                self.workload = workload_points.with_loadgen_threads(
+                    self.workload, "memtier", len(self.cpus.client)
+                )
+                self.points = workload_points.points(self.workload)
+        return self.loadgen_choice
 
     @property
     def context(self) -> measure.Context:
@@ -197,6 +214,7 @@ class Job:
             "callgrind_hz": callgrind.CALLGRIND_HZ if self.metric != "throughput" else None,
             "seeds": f"not controlled: {self.seed_problem}" if self.seed_problem else "fixed",
             "comparison": self.comparison,
+            "loadgen_choice": self.loadgen_choice.as_dict() if self.loadgen_choice else None,
             "skipped": self.skipped,
             "bisection": self.bisection,
             "shard": None
@@ -349,6 +367,7 @@ def prepare_job(
         if t.details.get("build", {}).get("benchmark")
     ]
     binary = loadgen.locate(tool, options.loadgen_bin, built_benchmarks)
+    probed = choosing.pending(options.loadgen, options.loadgen_bin, workload, options.metric)
     return Job(
         targets=targets,
         workload=workload,
@@ -362,11 +381,15 @@ def prepare_job(
         docker_images=kind,
         skipped=skipped,
         data_dir=options.data_dir,
+        loadgen_choice=None
+        if probed
+        else choosing.unprobed(options.loadgen, options.loadgen_bin, workload, tool),
     )
 
 
 def choose_tool(requested: str | None, workload: Workload) -> str:
-    """redis-benchmark for GET sweeps; memtier for mixes, or the built-in driver without it.
+    """redis-benchmark for GET sweeps, unless a probe finds that memtier saturates the
+    server (Job.settle_loadgen); memtier for mixes, or the built-in driver without it.
 
     redis-benchmark sends one command per run, so it cannot replay a mix.
     """
@@ -380,4 +403,4 @@ def choose_tool(requested: str | None, workload: Workload) -> str:
         return requested
     if not is_mix:
         return "redis-benchmark"
-    return "memtier" if shutil.which(memtier.NAME) else "builtin"
+    return "memtier" if memtier.installed() else "builtin"

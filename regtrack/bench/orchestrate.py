@@ -55,6 +55,7 @@ def measure(
             say(f"resuming run {run_id}")
         else:
             server_settings.check(job, say)  # each version knows and keeps them, or exit 2
+            _settle_loadgen(job, say)
             env = environment.capture(job.cpus, job.loadgen.as_dict())
             env["runtime"] = job.runtime
             run_id = store.create_run(
@@ -74,6 +75,15 @@ def measure(
             n = len(store.trials(run_id))
             say(f"{n} trials of run {run_id} stored in {store.path}")
     return store, run_id, status
+
+
+def _settle_loadgen(job: Job, say: Say) -> None:
+    """A GET sweep's load generator, decided before the run is recorded, and why."""
+    decided_here = job.loadgen_choice is None  # not chosen by the user, nor a resumed run's
+    choice = job.settle_loadgen()
+    if decided_here:
+        kept = f"; probed before, kept in {choice.cached}" if choice.cached else ""
+        say(f"load generator: {choice.tool} ({choice.why}{kept})")
 
 
 def sequential_rule(

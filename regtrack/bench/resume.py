@@ -14,6 +14,7 @@ from typing import Any
 from regtrack.bench import shards
 from regtrack.bench.job import Job
 from regtrack.bench.loadgen.base import LoadgenBinary
+from regtrack.bench.loadgen_choice import Choice
 from regtrack.core import docker_engine, environment
 from regtrack.core.cpus import CpuPlan, parse_cpu_list
 from regtrack.core.digests import sha256_of
@@ -101,4 +102,12 @@ def load_job(store: Store, run_id: int) -> Job:
         comparison=config.get("comparison") or {},
         shard=shards.stored(config.get("shard")),
         data_dir=data_dir,
+        loadgen_choice=_choice(config.get("loadgen_choice"), loadgen.name),
     )
+
+
+def _choice(stored: Any, tool: str) -> Choice:
+    """The run's own load generator, as it was chosen: a resumed run never probes again."""
+    if isinstance(stored, dict) and stored.get("tool") == tool:
+        return Choice(tool, str(stored.get("why") or ""), stored.get("probe"))
+    return Choice(tool, "the run's own")

@@ -1,0 +1,182 @@
+"""Which load generator drives a GET sweep: memtier_benchmark when it saturates the server
+here, else redis-benchmark.
+
+memtier is the mission's load generator, but it spends more CPU per request than
+redis-benchmark: on a 2-vCPU VM its one thread is client-bound at every pipeline depth
+while redis-benchmark saturates the server from pipeline 10 on (docs/workloads.md). So
+when the user names no tool, memtier (one thread per client CPU) is tried once: a short
+trial at the sweep's deepest pipeline against the first version's server. It drives the
+sweep if the server was busy (server_bound_cpu_pct) and memtier was not client-bound
+(client_bound_cpu_pct); otherwise redis-benchmark does. Either way the run says which and
+why, and stores the probe's figures.
+
+The answer is kept per machine and setup (CPU model and plan, kernel, memtier binary,
+clients, pipeline, value size, keys), so every later run there uses the same tool: a
+stored baseline and its candidates stay comparable. Delete the file named in the run's
+note, or pass --loadgen, to decide again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from regtrack.bench import loadgen, setup
+from regtrack.bench import trial as measure
+from regtrack.bench.loadgen import memtier, redis_benchmark
+from regtrack.bench.plan import PlannedTrial
+from regtrack.core import environment
+from regtrack.core.errors import CannotMeasure
+from regtrack.targets.sources import cache_root
+from regtrack.workloads import points as workload_points
+from regtrack.workloads.model import GetPipelineWorkload
+
+if TYPE_CHECKING:
+    from regtrack.bench.job import Job
+
+PROBE_SECONDS = 1.0  # memtier measures whole seconds
+PROBE_WARMUP_S = 1.0
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The tool, why, and the probe behind it (None: nothing was probed)."""
+
+    tool: str
+    why: str
+    probe: dict[str, Any] | None = None
+    cached: str | None = None  # the file the answer was read from
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def pending(requested: str | None, binary: str | None, workload: Any, metric: str) -> bool:
+    """Whether a probe decides the tool: a GET sweep measured for throughput, neither
+    --loadgen nor --loadgen-bin, memtier installed. (Instruction counts do not depend on
+    the load generator's speed.)"""
+    return (
+        requested is None
+        and binary is None
+        and isinstance(workload, GetPipelineWorkload)
+        and metric != "instructions"
+        and memtier.installed() is not None
+    )
+
+
+def unprobed(requested: str | None, binary: str | None, workload: Any, tool: str) -> Choice:
+    """The choice without a probe: asked for, a mix, or memtier absent."""
+    if requested or binary:
+        return Choice(tool, "--loadgen" if requested else "--loadgen-bin")
+    if not isinstance(workload, GetPipelineWorkload):
+        return Choice(tool, "a command mix" if tool == "memtier" else "a command mix, "
+                      "and memtier_benchmark is not installed")  # fmt: skip
+    if memtier.installed() is None:
+        return Choice(tool, "memtier_benchmark is not installed")
+    return Choice(tool, "instruction counts do not depend on the load generator's speed")
+
+
+def decide(job: Job) -> Choice:
+    """memtier or redis-benchmark for this GET sweep, from the kept answer or a probe."""
+    memtier_bin = loadgen.locate("memtier")
+    key_file = _answer_file(job, memtier_bin.sha256)
+    kept = _read(key_file)
+    if kept is not None:
+        return Choice(kept["tool"], kept["why"], kept["probe"], str(key_file))
+    try:
+        record = _probe(job, memtier_bin)
+    except CannotMeasure as exc:  # the run itself will say what is wrong with the server
+        return Choice(redis_benchmark.NAME, f"memtier_benchmark could not be probed: {exc}")
+    settings = job.settings
+    server = record.server_cpu_pct or 0.0
+    client = record.client_cpu_pct or 0.0
+    pipeline = record.params["pipeline"]
+    threads = record.params["threads"]
+    probe = {
+        "pipeline": pipeline,
+        "threads": threads,
+        "server_cpu_pct": round(server, 1),
+        "client_cpu_pct": round(client, 1),
+        "ops_per_sec": round(record.ops_per_sec or 0.0),
+        "invalid_reason": record.invalid_reason,
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "version": job.targets[0].label,
+    }
+    figures = (
+        f"memtier_benchmark with {threads} thread{'s' if threads > 1 else ''} on CPU "
+        f"{job.cpus.client_list} at pipeline {pipeline}: server {server:.0f}% busy, "
+        f"client {client:.0f}%"
+    )
+    if server >= settings.server_bound_cpu_pct and client < settings.client_bound_cpu_pct:
+        choice = Choice("memtier", f"{figures}: it saturates the server", probe)
+    elif record.ops_per_sec is None:  # not kept: the next run probes again
+        return Choice(
+            redis_benchmark.NAME, f"{figures}: the probe failed ({record.invalid_reason})", probe
+        )
+    else:
+        choice = Choice(redis_benchmark.NAME, f"{figures}: it does not saturate the server", probe)
+    _write(key_file, choice)
+    return Choice(choice.tool, choice.why, probe, None)
+
+
+def _probe(job: Job, binary: Any) -> Any:
+    """One short memtier trial at the deepest pipeline against the first version."""
+    from regtrack.bench import runner  # runner imports job, which imports this module
+
+    workload = workload_points.with_loadgen_threads(job.workload, "memtier", len(job.cpus.client))
+    point = max(workload_points.points(workload), key=lambda p: p.params["pipeline"])
+    settings = job.settings.model_copy(update={"duration": PROBE_SECONDS, "warmup": PROBE_WARMUP_S})
+    ctx = measure.Context(settings=settings, cpus=job.cpus, loadgen=binary, workload=workload)
+    target = job.targets[0]
+    planned = PlannedTrial(seq=0, repetition=0, target=target.label, point=point)
+    with runner.plain_server(job, target, run_id=0) as server:
+        client = server.client(timeout=600)
+        try:
+            saved = setup.prepare_server(client, workload, memtier.NAME)
+        finally:
+            client.close()
+        specs = workload_points.load_specs(workload, point, memtier.NAME, saved)
+        return measure.throughput_trial(ctx, server, planned, specs)
+
+
+def _answer_file(job: Job, memtier_sha: str) -> Path:
+    machine = environment.fingerprint(environment.capture(job.cpus))
+    workload = job.workload
+    key = {
+        "machine": machine,
+        "cpus": job.cpus.as_dict(),
+        "memtier": memtier_sha,
+        "clients": workload.clients,
+        "pipeline": max(p.params["pipeline"] for p in job.points),
+        "data_size": workload.data_size,
+        "keys": workload.keys,
+        "threads": workload.threads if "threads" in workload.model_fields_set else None,
+        "runtime": job.runtime,
+    }
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    return cache_root() / "loadgen-choice" / f"{digest}.json"
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text()) if not path.is_symlink() else None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("tool") not in ("memtier", redis_benchmark.NAME):
+        return None
+    return data if isinstance(data.get("why"), str) else None
+
+
+def _write(path: Path, choice: Choice) -> None:
+    """Keep the answer; where the cache cannot be written, the next run probes again."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({k: v for k, v in choice.as_dict().items() if k != "cached"}))
+        tmp.replace(path)
+    except OSError:
+        return

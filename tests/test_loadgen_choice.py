@@ -1,0 +1,105 @@
+"""A GET sweep without --loadgen is driven by memtier_benchmark when a short memtier trial
+saturates the server, else by redis-benchmark; the run says which and why, stores the
+probe, and keeps the answer for this machine and setup (bench/loadgen_choice.py)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from regtrack.bench import loadgen_choice
+from regtrack.bench.job import Options, prepare_job
+from regtrack.core.records import TrialRecord
+from regtrack.targets import versions
+from tests.conftest import run_cli
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("REGTRACK_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _job(redis_server: str, **options):
+    specs = versions.parse_specs(f"a=bin:{redis_server}")
+    return prepare_job(specs, Options(pipelines=[1, 10], keys=2000, **options))
+
+
+def _probed(server: float, client: float, calls: list[int]):
+    def probe(job, binary) -> TrialRecord:
+        calls.append(1)
+        record = TrialRecord(0, 0, "a", "get-pipeline", "pipeline=10",
+                             {"pipeline": 10, "threads": 1}, "now")  # fmt: skip
+        record.server_cpu_pct, record.client_cpu_pct, record.ops_per_sec = server, client, 4e5
+        return record
+
+    return probe
+
+
+@pytest.mark.parametrize(
+    ("server", "client", "tool"),
+    [(99.0, 60.0, "memtier"), (83.0, 99.0, "redis-benchmark"), (99.0, 95.0, "redis-benchmark")],
+)
+def test_memtier_only_where_it_saturates_the_server_and_the_answer_is_kept(
+    redis_server, memtier_bin, cache, monkeypatch, server, client, tool
+):
+    calls: list[int] = []
+    monkeypatch.setattr(loadgen_choice, "_probe", _probed(server, client, calls))
+    job = _job(redis_server)
+    assert job.loadgen_choice is None and job.loadgen.name == "redis-benchmark", "undecided"
+    choice = job.settle_loadgen()
+    assert choice.tool == tool and calls == [1]
+    assert job.loadgen.name == {"memtier": "memtier_benchmark"}.get(tool, tool)
+    assert f"at pipeline 10: server {server:.0f}% busy, client {client:.0f}%" in choice.why
+    assert ("saturates the server" in choice.why) == (tool == "memtier")
+    assert job.config()["loadgen_choice"]["probe"]["server_cpu_pct"] == server
+    again = _job(redis_server).settle_loadgen()
+    assert (again.tool, again.why, calls) == (tool, choice.why, [1]), "kept, not probed again"
+    assert again.cached and again.cached.startswith(str(cache))
+
+
+def test_a_kept_answer_that_is_not_regtracks_is_ignored(
+    redis_server, memtier_bin, cache, monkeypatch
+):
+    calls: list[int] = []
+    monkeypatch.setattr(loadgen_choice, "_probe", _probed(83.0, 99.0, calls))
+    first = _job(redis_server).settle_loadgen()
+    kept = next((cache / "loadgen-choice").glob("*.json"))
+    for text in ('{"tool": "rm -rf /", "why": "x"}', "not json", '{"tool": "memtier"}'):
+        kept.write_text(text)
+        assert _job(redis_server).settle_loadgen().tool == first.tool
+    assert len(calls) == 4, "each crafted answer was probed anew"
+
+
+def test_no_probe_where_the_user_chose_or_nothing_depends_on_it(redis_server, cache):
+    assert _job(redis_server, loadgen="redis-benchmark").loadgen_choice.why == "--loadgen"
+    counted = _job(redis_server, metric="instructions").loadgen_choice
+    assert counted.tool == "redis-benchmark" and counted.probe is None
+
+
+@pytest.mark.slow
+def test_a_real_probe_says_which_and_why_and_is_stored(
+    tmp_path, redis_server, memtier_bin, redis_benchmark_bin
+):
+    """One short memtier GET trial at the deepest pipeline decides; on a 2-vCPU VM its one
+    thread is client-bound, so redis-benchmark drives the sweep (docs/workloads.md)."""
+    env = {"REGTRACK_CACHE": str(tmp_path / "cache")}
+    args = ["run", "--versions", f"a=bin:{redis_server}", "--pipelines", "1,10",
+            "--repetitions", "1", "--duration", "1", "--warmup", "0.3", "--keys", "2000",
+            "--no-report", "--db", str(tmp_path / "r.db")]  # fmt: skip
+    proc = run_cli(*args, env=env)
+    assert proc.returncode == 0, proc.stderr
+    (line,) = [x for x in proc.stderr.splitlines() if x.startswith("regtrack: load generator:")]
+    assert "memtier_benchmark with 1 thread on CPU 1 at pipeline 10: server " in line, line
+    config, loadgen = (
+        sqlite3.connect(tmp_path / "r.db").execute("SELECT config, loadgen FROM runs").fetchone()
+    )
+    choice = json.loads(config)["loadgen_choice"]
+    probe = choice["probe"]
+    assert probe["pipeline"] == 10 and probe["ops_per_sec"] > 0
+    saturates = probe["server_cpu_pct"] >= 85 and probe["client_cpu_pct"] < 90
+    assert choice["tool"] == ("memtier" if saturates else "redis-benchmark")
+    assert json.loads(loadgen)["name"] == ("memtier_benchmark" if saturates else "redis-benchmark")
+    assert f"load generator: {choice['tool']} (" in line
