@@ -23,6 +23,10 @@ from regtrack.core import procs
 from regtrack.targets.sources import cache_root
 
 FIXTURES = Path(__file__).parent / "fixtures"
+# One build of each real Redis version per test session: every test that builds real
+# sources uses this one flag set, so the build cache serves each version to every test.
+# libc's malloc: no jemalloc to configure and compile (a cold 7.0.15 builds in 21 s, not 43).
+BUILD_FLAGS = ["--build-flags", "MALLOC=libc"]
 ARTIFACTS = Path(__file__).parent / "artifacts"
 SHORT_RUN = ["--duration", "1", "--warmup", "0.3", "--keys", "2000"]
 
@@ -97,6 +101,26 @@ def our_processes() -> list[str]:
 _become_subreaper()
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--extended",
+        action="store_true",
+        help="also run the second tier: tests that repeat coverage the first tier has "
+        "(scripts/test.sh --extended)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The second tier (marker "extended") is deselected, not skipped, unless --extended:
+    CI runs every first-tier test and never lets a test skip."""
+    if config.getoption("--extended"):
+        return
+    second = [item for item in items if item.get_closest_marker("extended")]
+    if second:
+        config.hook.pytest_deselected(items=second)
+        items[:] = [item for item in items if not item.get_closest_marker("extended")]
+
+
 @pytest.fixture(autouse=True)
 def nothing_left_running():
     """Every test must leave no server or load generator behind."""
@@ -152,6 +176,20 @@ def redis_server() -> str:
     return path
 
 
+MEMTIER_MISSING = "memtier_benchmark is not installed (scripts/install.sh builds it)"
+
+
+@pytest.fixture
+def memtier_bin() -> str:
+    """The memtier_benchmark regtrack finds (on PATH or beside it in .venv/bin)."""
+    from regtrack.bench.loadgen import memtier
+
+    path = memtier.installed()
+    if not path:
+        pytest.skip(MEMTIER_MISSING)
+    return path
+
+
 @pytest.fixture
 def redis_benchmark_bin() -> str:
     path = shutil.which("redis-benchmark")
@@ -181,6 +219,41 @@ def run_cli(
         timeout=timeout,
         check=False,
     )
+
+
+def cli_in_process(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """regtrack's own ``main()`` in this process, isolated by click's CliRunner (stdin,
+    stdout, stderr, environment): the exit code and output ``run_cli`` would give, for
+    commands that stop before measuring (bad input, options, help), without starting
+    Python and importing regtrack again for each one."""
+    from click.testing import CliRunner
+
+    from regtrack.cli import main
+
+    overrides: dict[str, str | None] = {"GITHUB_ACTIONS": None, "GITHUB_STEP_SUMMARY": None}
+    overrides.update(env or {})
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    hook = sys.unraisablehook
+    code: int = 0
+    try:
+        with (
+            contextlib.chdir(cwd or Path.cwd()),
+            CliRunner().isolation(env=overrides) as (out, err, _),
+        ):
+            try:
+                main(list(args))
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            stdout, stderr = out.getvalue().decode(), err.getvalue().decode()
+    finally:  # main() installs regtrack's signal handling: give pytest its own back
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        sys.unraisablehook = hook
+    return subprocess.CompletedProcess(["regtrack", *args], code, stdout, stderr)
 
 
 def finish(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:

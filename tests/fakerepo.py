@@ -68,3 +68,20 @@ def make_repo(path: Path, broken: set[str] = frozenset()) -> dict[str, str]:
         if version != "1.2.0":
             git(path, "tag", version)
     return commits
+
+
+def make_history(path: Path, kinds: list[str]) -> list[str]:
+    """A fake Redis 7.0.15 repository (instant builds) with one commit per kind, oldest
+    first, on branch unstable: "ok", or "broken" (make fails); returns the commits."""
+    server = shutil.which("redis-server") or "/usr/bin/redis-server"
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "unstable")
+    (path / "src").mkdir()
+    for n, kind in enumerate(kinds):
+        (path / "src" / "version.h").write_text('#define REDIS_VERSION "7.0.15"\n')
+        (path / "step.txt").write_text(f"{n}\n")
+        makefile = BAD_MAKEFILE if kind == "broken" else GOOD_MAKEFILE
+        (path / "Makefile").write_text(makefile.replace("{server}", server))
+        git(path, "add", "-A")
+        git(path, "commit", "-q", "-m", f"{kind} (history step {n})")
+    return git(path, "rev-list", "--reverse", "unstable").split()

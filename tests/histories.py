@@ -1,13 +1,14 @@
 """Commit histories made on purpose on top of real Redis sources, for bisect and ranges.
 
 Each commit is one edit of src/t_string.c: a harmless comment at the end of the file,
-a busy loop added to (or removed from) getGenericCommand, or a line that does not
+a busy loop added to getGenericCommand, or a line that does not
 compile (fixed by the next commit). Dates and authors are fixed, so the commits, and
 with them the build cache entries, are the same on every machine.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import subprocess
@@ -17,12 +18,9 @@ FILE = Path("src") / "t_string.c"
 ENTRY = re.compile(r"^int getGenericCommand\(client \*c\) \{\n(    for \(volatile .*\n)?", re.M)
 BROKEN = "this line does not compile (regtrack test)\n"
 
-# 16 commits: one +5% step (index 9), a commit that does not build (index 11, fixed by 12).
-ONE_STEP = ["harmless"] * 9 + ["spin 30", "harmless", "broken", "fix", "harmless", "harmless"]
-ONE_STEP += ["harmless"]
-# 12 commits: up +5% (index 3), back down (6), up again by ~10% (9).
-UP_DOWN_UP = ["harmless"] * 3 + ["spin 30"] + ["harmless"] * 2 + ["unspin"] + ["harmless"] * 2
-UP_DOWN_UP += ["spin 60"] + ["harmless"] * 2
+# 8 commits: a commit that does not build (index 3, where the search looks first; fixed by
+# 4) and one +5% step (index 5), so a bisection skips one commit and measures four.
+ONE_STEP = ["harmless"] * 3 + ["broken", "fix", "spin 30", "harmless", "harmless"]
 
 
 def _git(repo: Path, *args: str, date: str = "2026-01-01T00:00:00Z") -> str:
@@ -54,14 +52,14 @@ def _edit(text: str, kind: str, n: int) -> str:
             "regtrack_spin++);\n"
         )
         return ENTRY.sub(lambda m: "int getGenericCommand(client *c) {\n" + loop, text, count=1)
-    if kind == "unspin":
-        return ENTRY.sub("int getGenericCommand(client *c) {\n", text, count=1)
     raise ValueError(kind)
 
 
 def make_history(source: Path, dest: Path, base: str, branch: str, kinds: list[str]) -> list[str]:
     """Branch ``branch`` of a clone of ``source`` at ``dest``: ``base`` plus one commit per
-    kind; returns the new commits, oldest first (the same SHAs every time)."""
+    kind; returns the new commits, oldest first (the same SHAs every time). The branch's
+    name carries a digest of the kinds, so a cached clone never serves another history."""
+    branch = f"{branch}-{hashlib.sha256(' '.join(kinds).encode()).hexdigest()[:8]}"
     if not (dest / ".git").exists():
         subprocess.run(["git", "clone", "--quiet", str(source), str(dest)], check=True)
     if branch not in _git(dest, "branch", "--list", branch):

@@ -12,7 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SHORT_RUN, our_processes, quiet_configs, run_cli, wait_for_trials
+from tests.conftest import (
+    SHORT_RUN,
+    cli_in_process,
+    our_processes,
+    quiet_configs,
+    run_cli,
+    wait_for_trials,
+)
 
 pytestmark = pytest.mark.usefixtures("redis_benchmark_bin")
 
@@ -44,7 +51,7 @@ def test_two_labels_on_one_binary_end_to_end(tmp_path, redis_server):
     assert "% change b vs a" in proc.stdout
     assert f"Results: {db} (run 1)" in proc.stdout
 
-    rows = json.loads(run_cli("compare", "--db", str(db), "--format", "json").stdout)
+    rows = json.loads(cli_in_process("compare", "--db", str(db), "--format", "json").stdout)
     throughput = [r for r in rows if r["metric"] == "throughput"]
     assert sorted((r["point"], r["candidate"]) for r in throughput) == [
         ("pipeline=1", "b"),
@@ -109,18 +116,20 @@ def test_compare_formats(tmp_path, redis_server):
         *SHORT_RUN,
     )
     assert proc.returncode == 0, proc.stderr
-    md = run_cli("compare", "--db", str(db), "--format", "markdown", "--metric", "throughput")
+    md = cli_in_process(
+        "compare", "--db", str(db), "--format", "markdown", "--metric", "throughput"
+    )
     assert "| point | old ops/s | new ops/s | % change new vs old |" in md.stdout
     assert "| pipeline=5 |" in md.stdout
     assert re.search(r"\| pipeline=5 \| [\d,]+ \(server \d+%\)", md.stdout), md.stdout
-    csv_out = run_cli("compare", "--db", str(db), "--format", "csv", "--baseline", "new")
+    csv_out = cli_in_process("compare", "--db", str(db), "--format", "csv", "--baseline", "new")
     assert csv_out.stdout.splitlines()[0] == (
         "metric,point,old ops/s,new ops/s,% change old vs new"
     )
-    bad = run_cli("compare", "--db", str(db), "--baseline", "nope")
+    bad = cli_in_process("compare", "--db", str(db), "--baseline", "nope")
     assert bad.returncode == 2
     assert "is not a version of run 1" in _one_line_error(bad)
-    listing = run_cli("compare", "--db", str(db), "--list")
+    listing = cli_in_process("compare", "--db", str(db), "--list")
     assert "run 1" in listing.stdout and "complete" in listing.stdout
 
 
@@ -193,7 +202,7 @@ def test_a_trial_where_neither_side_is_saturated_is_flagged(tmp_path, redis_serv
 def test_bad_input_is_one_line_and_exit_2(tmp_path, redis_server, args, code, message):
     db = tmp_path / "r.db"
     args = [a.replace("{server}", redis_server) for a in args]
-    proc = run_cli("run", *SHORT_RUN, *args, "--db", str(db))
+    proc = cli_in_process("run", *SHORT_RUN, *args, "--db", str(db))
     assert proc.returncode == code
     assert message in _one_line_error(proc)
     assert not db.exists(), "bad input must be caught before anything is recorded"
@@ -203,14 +212,10 @@ def test_missing_redis_benchmark_is_exit_3(tmp_path, redis_server):
     bindir = tmp_path / "bin"
     bindir.mkdir()
     (bindir / "taskset").symlink_to("/usr/bin/taskset")
-    proc = run_cli(
-        "run",
-        "--versions",
-        f"bin:{redis_server}",
-        "--db",
-        str(tmp_path / "r.db"),
+    proc = cli_in_process(
+        "run", "--versions", f"bin:{redis_server}", "--db", str(tmp_path / "r.db"),
         env={"PATH": str(bindir)},
-    )
+    )  # fmt: skip
     assert proc.returncode == 3
     assert "redis-benchmark is not installed" in _one_line_error(proc)
 
@@ -218,10 +223,10 @@ def test_missing_redis_benchmark_is_exit_3(tmp_path, redis_server):
 def test_unreadable_database_is_exit_2(tmp_path):
     db = tmp_path / "r.db"
     db.write_bytes(b"garbage" * 1000)
-    proc = run_cli("compare", "--db", str(db))
+    proc = cli_in_process("compare", "--db", str(db))
     assert proc.returncode == 2
     assert "cannot use database" in _one_line_error(proc)
-    missing = run_cli("compare", "--db", str(tmp_path / "none.db"))
+    missing = cli_in_process("compare", "--db", str(tmp_path / "none.db"))
     assert missing.returncode == 2
     assert "does not exist" in _one_line_error(missing)
 

@@ -17,7 +17,14 @@ from regtrack.bench.runtimes import docker as docker_runtime
 from regtrack.core import docker_engine, filesystems
 from regtrack.core.errors import CannotMeasure
 from regtrack.targets import engine_images
-from tests.conftest import decoy_server, quiet_configs, run_cli, wait_for_trials
+from tests.conftest import (
+    BUILD_FLAGS,
+    cli_in_process,
+    decoy_server,
+    quiet_configs,
+    run_cli,
+    wait_for_trials,
+)
 
 SHORT = ["--pipelines", "10", "--duration", "1", "--warmup", "0.3", "--keys", "2000"]
 
@@ -132,8 +139,8 @@ def test_a_commit_is_built_into_an_image_and_run(tmp_path, engine, offline_redis
     db = tmp_path / "r.db"
     proc = run_cli(
         "run", "--runtime", "docker", "--versions", "7.0.15", "--source-repo",
-        str(offline_redis), *SHORT, "--repetitions", "1", "--db", str(db),
-        env=env, timeout=1800,
+        str(offline_redis), *SHORT, "--repetitions", "1", *BUILD_FLAGS, "--db", str(db),
+        "--no-report", env=env, timeout=1800,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     version, details = (
@@ -216,7 +223,7 @@ def test_sigint_removes_the_container_and_keeps_trials(tmp_path, engine, server_
 
 
 def test_no_engine_is_one_line_and_exit_3(tmp_path):
-    proc = run_cli(
+    proc = cli_in_process(
         "run", "--runtime", "docker", "--versions", "bin:/usr/bin/redis-server", *SHORT,
         "--db", str(tmp_path / "r.db"), env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"},
     )  # fmt: skip
@@ -226,7 +233,7 @@ def test_no_engine_is_one_line_and_exit_3(tmp_path):
 
 
 def test_instructions_need_the_native_runtime(tmp_path):
-    proc = run_cli(
+    proc = cli_in_process(
         "run", "--runtime", "docker", "--metric", "instructions", "--versions",
         "bin:/usr/bin/redis-server", "--db", str(tmp_path / "r.db"),
     )  # fmt: skip
@@ -235,7 +242,7 @@ def test_instructions_need_the_native_runtime(tmp_path):
 
 
 def test_a_bad_memory_limit_is_refused_before_anything_runs(tmp_path):
-    proc = run_cli(
+    proc = cli_in_process(
         "run", "--runtime", "docker", "--memory", "lots", "--versions",
         "bin:/usr/bin/redis-server", "--db", str(tmp_path / "r.db"),
     )  # fmt: skip
@@ -261,9 +268,9 @@ def test_native_and_docker_runs_of_one_binary_agree(
     assert native.returncode == 0 and docker.returncode == 0, native.stderr + docker.stderr
     compare = ["compare", "--db", str(db), "--run", "2", "--baseline-run", "1", "--format",
                "json", "--metric", "throughput", "--threshold", "25"]  # fmt: skip
-    refused = run_cli(*compare)
+    refused = cli_in_process(*compare)
     assert refused.returncode == 2 and "runtime native != docker" in refused.stderr
-    compared = run_cli(*compare, "--force")
+    compared = cli_in_process(*compare, "--force")
     assert compared.returncode == 0, compared.stderr
     (record,) = json.loads(compared.stdout)
     assert record["baseline"] == "native" and record["candidate"] == "docker"
@@ -271,10 +278,11 @@ def test_native_and_docker_runs_of_one_binary_agree(
     assert "runtime native != docker" in record["forced"]
 
     # A baseline measured in a container is not like a native candidate, in ci either.
-    assert run_cli("baseline", "save", "boxed", "--run", "2", "--db", str(db)).returncode == 0
+    saved = cli_in_process("baseline", "save", "boxed", "--run", "2", "--db", str(db))
+    assert saved.returncode == 0
     gate = ["ci", "--baseline-run", "boxed", "--candidate", f"bin:{binary}", "--metric",
             "throughput", *args[:-2], "--db", str(db), "--no-report"]  # fmt: skip
-    refused = run_cli(*gate)
+    refused = cli_in_process(*gate)
     assert refused.returncode == 2 and "runtime docker != native" in refused.stderr
     forced = run_cli(*gate, "--force", "--json", str(tmp_path / "ci.json"))
     outcome = json.loads((tmp_path / "ci.json").read_text())["outcome"]
@@ -357,13 +365,15 @@ def test_one_comparison_runs_one_kind_of_build(tmp_path, engine, offline_redis, 
     skipped; the kind is recorded with the run."""
     base = ["run", "--runtime", "docker", "--source-repo", str(offline_redis), *SHORT,
             "--db", str(tmp_path / "r.db"), "--no-report"]  # fmt: skip
-    flags = run_cli(
+    flags = cli_in_process(
         *base, "--versions", "7.0.15", "--docker-images", "official", "--build-flags",
         "MALLOC=libc", env=env,
     )  # fmt: skip
     assert flags.returncode == 2
     assert "--build-flags cannot apply to official images" in flags.stderr
-    mixed = run_cli(*base, "--versions", "7.0.15,unstable", "--docker-images", "official", env=env)
+    mixed = cli_in_process(
+        *base, "--versions", "7.0.15,unstable", "--docker-images", "official", env=env
+    )
     assert mixed.returncode == 2, mixed.stderr
     assert "version 'unstable' is not a release tag" in mixed.stderr
     assert (

@@ -14,7 +14,7 @@ from regtrack.core.errors import BadInput
 from regtrack.core.settings import load_settings, load_thresholds
 from regtrack.targets import versions
 from regtrack.workloads.files import load_workload
-from tests.conftest import run_cli
+from tests.conftest import cli_in_process
 
 PRESETS = sorted((Path(__file__).parent.parent / "configs" / "workloads").glob("*.toml"))
 SPEC_ALPHABET = string.ascii_letters + string.digits + "=:,./-_+~^@{}[]<>'\"`$;&|\\ \t\n\x00\x7f"
@@ -105,7 +105,7 @@ def test_a_workload_kind_of_any_type_is_bad_input(tmp_path, kind):
     ],
 )
 def test_hostile_specs_on_the_command_line_are_one_line_and_exit_2(tmp_path, spec):
-    proc = run_cli("run", "--versions", spec, "--db", str(tmp_path / "r.db"))
+    proc = cli_in_process("run", "--versions", spec, "--db", str(tmp_path / "r.db"))
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("regtrack: error: ") and proc.stderr.count("\n") == 1
     assert not Path("/tmp/pwned").exists()

@@ -14,7 +14,7 @@ import pytest
 
 from regtrack.analysis import comparison as comparisons
 from regtrack.results.store import Store
-from tests.conftest import finish, our_processes, run_cli, wait_for_trials
+from tests.conftest import cli_in_process, finish, our_processes, run_cli, wait_for_trials
 
 pytestmark = pytest.mark.usefixtures("redis_benchmark_bin")
 
@@ -37,7 +37,8 @@ def test_instructions_per_op_function_costs_and_syscalls_are_stored(tmp_path, re
         "--repetitions",
         "2",
         "--instruction-requests",
-        "60000",
+        "20000",
+        "--no-report",
         "--db",
         str(db),
     )
@@ -52,7 +53,7 @@ def test_instructions_per_op_function_costs_and_syscalls_are_stored(tmp_path, re
     assert len(trials) == 4
     for mode, instr, per_op, calls, sysr, sysw, trial_id in trials:
         assert mode == "instructions"
-        assert calls >= 60000
+        assert calls >= 20000
         assert per_op == pytest.approx(instr / calls)
         assert 500 < per_op < 100_000
         assert sysr > 0 and sysw > 0
@@ -62,7 +63,7 @@ def test_instructions_per_op_function_costs_and_syscalls_are_stored(tmp_path, re
         assert total == instr, "per-function exclusive costs add up to the total"
 
     records = json.loads(
-        run_cli(
+        cli_in_process(
             "compare", "--db", str(db), "--format", "json", "--metric", "instructions_per_op"
         ).stdout
     )
@@ -72,7 +73,7 @@ def test_instructions_per_op_function_costs_and_syscalls_are_stored(tmp_path, re
     # The same binary twice: an A/A comparison, so the count barely moves.
     assert abs(record["change_pct"]) < 3
 
-    explained = run_cli(
+    explained = cli_in_process(
         "explain", "--db", str(db), "--baseline", "a", "--candidate", "b", "--format", "json"
     )
     assert explained.returncode == 0, explained.stderr
@@ -80,7 +81,7 @@ def test_instructions_per_op_function_costs_and_syscalls_are_stored(tmp_path, re
     assert table["point"] == "pipeline=10"
     diffs = sum(f["diff_per_op"] for f in table["functions"])
     assert diffs == pytest.approx(table["diff_total"], abs=1e-6), "rows reconcile to the total"
-    text = run_cli("explain", "--db", str(db), "--baseline", "a", "--candidate", "b").stdout
+    text = cli_in_process("explain", "--db", str(db), "--baseline", "a", "--candidate", "b").stdout
     assert "share of difference" in text and "total" in text
 
 
@@ -111,7 +112,7 @@ def test_throughput_trials_record_syscalls_too(tmp_path, redis_server):
     )
     # Pipeline 1: about one read and one write per request, batched over 50 connections.
     assert 0 < sysr <= calls * 1.1 and 0 < sysw <= calls * 1.1
-    assert "syscalls_per_op" in run_cli("compare", "--db", str(db)).stdout
+    assert "syscalls_per_op" in cli_in_process("compare", "--db", str(db)).stdout
 
 
 def test_missing_valgrind_is_one_line_and_exit_3(tmp_path, redis_server):
@@ -119,16 +120,10 @@ def test_missing_valgrind_is_one_line_and_exit_3(tmp_path, redis_server):
     bindir.mkdir()
     for tool in ("taskset", "redis-benchmark", "git"):
         (bindir / tool).symlink_to(shutil.which(tool))
-    proc = run_cli(
-        "run",
-        "--versions",
-        f"bin:{redis_server}",
-        "--metric",
-        "instructions",
-        "--db",
-        str(tmp_path / "r.db"),
-        env={"PATH": str(bindir)},
-    )
+    proc = cli_in_process(
+        "run", "--versions", f"bin:{redis_server}", "--metric", "instructions",
+        "--db", str(tmp_path / "r.db"), env={"PATH": str(bindir)},
+    )  # fmt: skip
     assert proc.returncode == 3
     lines = proc.stderr.strip().splitlines()
     assert (

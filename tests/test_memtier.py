@@ -10,7 +10,6 @@ import io
 import json
 import math
 import re
-import shutil
 import stat
 from pathlib import Path
 
@@ -559,10 +558,23 @@ def test_specs_memtier_would_reject_are_bad_input(kw, why):
 # --- locating the binary -----------------------------------------------------------------
 
 
-def test_locate_explains_how_to_install_when_absent(monkeypatch):
+def test_locate_explains_how_to_install_when_absent(monkeypatch, tmp_path):
     monkeypatch.setattr(memtier.shutil, "which", lambda name: None)
-    with pytest.raises(CannotMeasure, match=r"github\.com/RedisLabs/memtier_benchmark"):
+    monkeypatch.setattr(memtier.sysconfig, "get_path", lambda name: str(tmp_path))
+    with pytest.raises(CannotMeasure, match=r"scripts/install\.sh builds it .*REGTRACK_MEMTIER"):
         memtier.locate()
+
+
+def test_locate_finds_the_one_installed_beside_regtrack(monkeypatch, tmp_path):
+    """scripts/install.sh puts memtier_benchmark in the environment's bin folder, which is
+    not on PATH when .venv/bin/regtrack is run directly."""
+    beside = tmp_path / memtier.NAME
+    beside.write_text("#!/bin/sh\necho 'memtier_benchmark v=2.3.0 sha=00000000:0'\n")
+    beside.chmod(0o755)
+    monkeypatch.setattr(memtier.shutil, "which", lambda name: None)
+    monkeypatch.setattr(memtier.sysconfig, "get_path", lambda name: str(tmp_path))
+    found = memtier.locate()
+    assert found.path == str(beside) and found.version.startswith("memtier_benchmark v=2.3.0")
 
 
 def test_locate_rejects_a_missing_or_foreign_binary(tmp_path):
@@ -644,17 +656,6 @@ def test_run_once_stops_when_the_server_is_gone(memtier_bin):
 
 
 # --- real runs against a real server -----------------------------------------------------
-
-
-@pytest.fixture
-def memtier_bin() -> str:
-    path = shutil.which(memtier.NAME)
-    if not path:
-        pytest.skip(
-            "memtier_benchmark is not installed: build it from "
-            "https://github.com/RedisLabs/memtier_benchmark and put it on PATH"
-        )
-    return path
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from regtrack.bench.runtimes.native import native_server
 from regtrack.core.errors import BadInput
 from regtrack.workloads import capture
 from regtrack.workloads.files import list_workloads, load_workload
-from tests.conftest import run_cli
+from tests.conftest import BUILD_FLAGS, cli_in_process, run_cli
 
 PRESETS = ["streams-queue", "list-queue", "priority-streams", "lua-dispatch"]
 SHORT = ["--pipelines", "10", "--duration", "1", "--warmup", "0.3", "--repetitions", "1"]
@@ -87,7 +87,7 @@ def test_each_mistake_is_one_line_naming_file_and_field(tmp_path, change, messag
 
 def test_a_bad_workload_file_on_the_command_line_is_exit_2(tmp_path, redis_server):
     path = _write(tmp_path, GOOD.replace("data_size = 16", "data_size = -1"))
-    proc = run_cli("run", "--versions", f"bin:{redis_server}", "--workload", str(path))
+    proc = cli_in_process("run", "--versions", f"bin:{redis_server}", "--workload", str(path))
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "field 'data_size'" in proc.stderr
 
@@ -235,13 +235,8 @@ def test_capture_of_an_unreachable_server_is_exit_3(tmp_path):
     assert not (tmp_path / "x.toml").exists()
 
 
-@pytest.mark.skipif(
-    not shutil.which("memtier_benchmark"),
-    reason="memtier_benchmark is not installed: build it from "
-    "https://github.com/RedisLabs/memtier_benchmark and put it on PATH",
-)
 @pytest.mark.parametrize("name", PRESETS)
-def test_presets_replay_with_memtier(tmp_path, redis_server, name):
+def test_presets_replay_with_memtier(tmp_path, redis_server, memtier_bin, name):
     db = tmp_path / "r.db"
     proc = run_cli(
         "run", "--versions", f"bin:{redis_server}", "--workload", name, "--loadgen",
@@ -265,28 +260,27 @@ def test_presets_replay_with_memtier(tmp_path, redis_server, name):
     assert json.loads(json.dumps(rows))
 
 
-LOADGENS = [
-    "builtin",
-    pytest.param(
-        "memtier",
-        marks=pytest.mark.skipif(
-            not shutil.which("memtier_benchmark"),
-            reason="memtier_benchmark is not installed: build it from "
-            "https://github.com/RedisLabs/memtier_benchmark and put it on PATH",
-        ),
-    ),
+# The first tier replays the streams queue with memtier and the list queue (blocking
+# BRPOP) with the built-in driver on three real versions; every preset with both tools on
+# one version is test_presets_replay_with_*. The other six pairs repeat that coverage.
+FIRST_TIER = {("streams-queue", "memtier"), ("list-queue", "builtin")}
+REAL_VERSIONS = [
+    pytest.param(name, tool, marks=() if (name, tool) in FIRST_TIER else pytest.mark.extended)
+    for tool in ("builtin", "memtier")
+    for name in PRESETS
 ]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("tool", LOADGENS)
-@pytest.mark.parametrize("name", PRESETS)
-def test_presets_on_real_6_2_7_0_and_8_0(tmp_path, offline_redis, env, name, tool):
+@pytest.mark.parametrize(("name", "tool"), REAL_VERSIONS)
+def test_presets_on_real_6_2_7_0_and_8_0(tmp_path, offline_redis, env, name, tool, request):
+    if tool == "memtier":
+        request.getfixturevalue("memtier_bin")  # skips where it is not installed
     db = tmp_path / "r.db"
     proc = run_cli(
         "run", "--versions", "6.2,7.0,unstable", "--source-repo", str(offline_redis),
-        "--workload", name, "--loadgen", tool, *SHORT, "--db", str(db),
-        env=env, timeout=1800,
+        "--workload", name, "--loadgen", tool, *SHORT, *BUILD_FLAGS, "--db", str(db),
+        "--no-report", env=env, timeout=1800,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = (

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from regtrack.core.errors import BadInput
 from regtrack.targets import versions
-from tests.conftest import SHORT_RUN, run_cli
+from tests.conftest import SHORT_RUN, cli_in_process, run_cli
 from tests.fakerepo import BAD_MAKEFILE, GOOD_MAKEFILE, git, make_repo
 
 
@@ -96,7 +96,7 @@ def test_versions_lists_what_a_range_resolves_to(tmp_path, cache):
 
 def test_a_range_that_holds_no_commit_is_bad_input(tmp_path, cache):
     _history(tmp_path / "repo", 2)
-    proc = run_cli(
+    proc = cli_in_process(
         "versions", "unstable..base", "--source-repo", str(tmp_path / "repo"),
         env={"REGTRACK_CACHE": str(cache)},
     )  # fmt: skip

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from regtrack.output import tables
-from tests.conftest import ARTIFACTS, SHORT_RUN, quiet_configs, run_cli
+from tests import fakebench
+from tests.conftest import ARTIFACTS, SHORT_RUN, cli_in_process, quiet_configs, run_cli
 
 SCREENSHOTS = ARTIFACTS / "screenshots"
 HOSTILE = "<script>alert('x')</script>"
@@ -23,8 +24,9 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory) -> tuple[Path, dict[str, str]]:
-    """Three real runs in one database: two GET sweeps (one version behind a path that
-    holds HTML) and a command mix; each `regtrack run` writes the report next to it."""
+    """Three runs in one database, each `regtrack run` writing the report next to it: two
+    GET sweeps of modelled trials (tests/fakebench.py; one version behind a path that holds
+    HTML) and a real command mix whose trials include invalid ones."""
     server = shutil.which("redis-server")
     if not server or not shutil.which("redis-benchmark"):
         pytest.skip("redis-server and redis-benchmark are needed (apt-get install redis)")
@@ -42,12 +44,14 @@ def measured(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     env = {"REGTRACK_CONFIG_DIR": str(configs)}
     db = folder / "r.db"
     sweep = ["--pipelines", "1,10", "--repetitions", "2", *SHORT_RUN, "--db", str(db)]
-    for _ in range(2):
-        proc = run_cli(
-            "run", "--versions", f"a=bin:{hostile_dir}/redis-server,b=bin:{server}", *sweep,
-            env=env,
-        )  # fmt: skip
-        assert proc.returncode == 0, proc.stderr
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        fakebench.install(monkeypatch, fakebench.Model())
+        for _ in range(2):
+            proc = cli_in_process(
+                "run", "--versions", f"a=bin:{hostile_dir}/redis-server,b=bin:{server}",
+                *sweep, env=env,
+            )  # fmt: skip
+            assert proc.returncode == 0, proc.stderr
     proc = run_cli(
         "run", "--versions", f"bin:{server}", "--workload", "list-queue", "--loadgen",
         "builtin", "--pipelines", "1", "--repetitions", "1", *SHORT_RUN, "--db", str(db),
@@ -126,7 +130,7 @@ def test_the_run_page_draws_every_chart_and_shows_compare_numbers(measured, brow
     assert charts.count() >= 3, "throughput, syscalls and latency at least"
     assert page.page.locator(".chart .main-svg").count() >= charts.count()
     records = json.loads(
-        run_cli("compare", "--db", str(db), "--run", "2", "--format", "json", env=env).stdout
+        cli_in_process("compare", "--db", str(db), "--run", "2", "--format", "json", env=env).stdout
     )
     rows = page.page.locator("#comparisons tr.cmp")
     assert rows.count() == len(records)
@@ -146,7 +150,9 @@ def test_the_run_page_draws_every_chart_and_shows_compare_numbers(measured, brow
     markdown = page.page.locator("#markdown").input_value()
     assert (
         markdown.strip()
-        == run_cli("compare", "--db", str(db), "--run", "2", "--format", "markdown").stdout.strip()
+        == cli_in_process(
+            "compare", "--db", str(db), "--run", "2", "--format", "markdown"
+        ).stdout.strip()
     )
     page.shot("run")
     page.clean()
@@ -201,29 +207,30 @@ def test_history_pages_link_runs_both_ways(measured, browser):
 def test_report_command_and_its_errors(measured, tmp_path):
     db, _ = measured
     out = tmp_path / "elsewhere"
-    proc = run_cli("report", "--db", str(db), "--out", str(out), "--run", "1")
+    proc = cli_in_process("report", "--db", str(db), "--out", str(out), "--run", "1")
     assert proc.returncode == 0, proc.stderr
     assert (out / "run-1.html").is_file() and not (out / "run-2.html").exists()
     assert (out / "plotly.min.js").is_file() and (out / "index.html").is_file()
     assert len(list(out.glob("history-*.html"))) >= 4
-    unknown = run_cli("report", "--db", str(db), "--out", str(out), "--run", "99")
+    unknown = cli_in_process("report", "--db", str(db), "--out", str(out), "--run", "99")
     assert unknown.returncode == 2
     assert re.fullmatch(r"regtrack: error: run 99 is not in .*\n", unknown.stderr)
     blocked = tmp_path / "a-file"
     blocked.write_text("")
-    proc = run_cli("report", "--db", str(db), "--out", str(blocked / "sub"))
+    proc = cli_in_process("report", "--db", str(db), "--out", str(blocked / "sub"))
     assert proc.returncode == 2 and "cannot create the report folder" in proc.stderr
-    missing = run_cli("report", "--db", str(tmp_path / "none.db"))
+    missing = cli_in_process("report", "--db", str(tmp_path / "none.db"))
     assert missing.returncode == 2 and "does not exist" in missing.stderr
 
 
-def test_the_run_page_shows_the_verdicts_the_terminal_printed(tmp_path, browser):
+def test_the_run_page_shows_the_verdicts_the_terminal_printed(tmp_path, browser, monkeypatch):
     """`run --threshold 20 --baseline b` prints b as the baseline and 20% thresholds; the
-    page (written by that run) and a later plain `compare` use the same."""
+    page (written by that run) and a later plain `compare` use the same (modelled trials)."""
+    fakebench.install(monkeypatch, fakebench.Model())
     server = shutil.which("redis-server")
     env = quiet_configs(tmp_path, server_bound_cpu_pct=0)
     db = tmp_path / "r.db"
-    proc = run_cli(
+    proc = cli_in_process(
         "run", "--versions", f"a=bin:{server},b=bin:{server}", "--pipelines", "1,10",
         "--repetitions", "2", *SHORT_RUN, "--threshold", "20", "--baseline", "b",
         "--db", str(db), env=env,
@@ -231,8 +238,10 @@ def test_the_run_page_shows_the_verdicts_the_terminal_printed(tmp_path, browser)
     assert proc.returncode == 0, proc.stderr
     assert "% change a vs b" in proc.stdout
     asked = ["compare", "--db", str(db), "--run", "1", "--format", "json"]
-    terminal = json.loads(run_cli(*asked, "--threshold", "20", "--baseline", "b", env=env).stdout)
-    assert json.loads(run_cli(*asked, env=env).stdout) == terminal
+    terminal = json.loads(
+        cli_in_process(*asked, "--threshold", "20", "--baseline", "b", env=env).stdout
+    )
+    assert json.loads(cli_in_process(*asked, env=env).stdout) == terminal
     assert {r["baseline"] for r in terminal} == {"b"}
     page = Page(browser, tmp_path / "run-1.html")
     rows = {

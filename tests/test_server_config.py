@@ -17,7 +17,7 @@ from regtrack.bench.server_settings import same
 from regtrack.core.cpus import Topology
 from regtrack.core.errors import BadInput
 from regtrack.workloads import server_config
-from tests.conftest import quiet_configs, run_cli
+from tests.conftest import cli_in_process, quiet_configs, run_cli
 from tests.test_report import Page
 from tests.test_report import browser as browser  # the Chromium fixture
 
@@ -62,8 +62,10 @@ def test_values_read_back_as_redis_conf_reads_them():
 
 
 def test_io_threads_need_server_cpus(redis_server, tmp_path):
-    proc = run_cli("run", "--versions", f"a=bin:{redis_server}", *QUICK, "--server-cpus", "0",
-                   "--server-config", "io-threads=4", "--db", str(tmp_path / "r.db"))  # fmt: skip
+    proc = cli_in_process(
+        "run", "--versions", f"a=bin:{redis_server}", *QUICK, "--server-cpus", "0",
+        "--server-config", "io-threads=4", "--db", str(tmp_path / "r.db"),
+    )  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     line = proc.stderr.strip().splitlines()[-1]
     assert "io-threads 4 needs 4 server CPUs" in line and "--metric instructions" in line
@@ -97,7 +99,7 @@ def test_an_unknown_setting_names_itself_and_the_version(redis_server, tmp_path)
     with sqlite3.connect(db) as conn:
         details = json.loads(conn.execute("SELECT details FROM targets").fetchone()[0])
     assert details["server_config"] == {"hz": "25"}, "the version ran without it"
-    shown = run_cli("compare", "--db", str(db))
+    shown = cli_in_process("compare", "--db", str(db))
     assert "a ran without no-such-setting (optional, unknown to it)" in shown.stdout, shown.stdout
 
 
@@ -132,28 +134,30 @@ def test_an_aof_run_records_its_settings_costs_writes_and_stays_apart(
     assert config["server_data"]["dir"] == str(data.resolve())
     assert _writes_per_op(db, 2) > 1.2 * _writes_per_op(db, 1), "AOF writes show per op"
 
-    shown = run_cli("compare", "--db", str(db), "--run", "2", "--baseline-run", "2",
+    shown = cli_in_process("compare", "--db", str(db), "--run", "2", "--baseline-run", "2",
                     "--candidate", "a", "--baseline", "a")  # fmt: skip
     # Stored as JSON with sorted keys; the caption names the data directory's filesystem.
     assert "appendfsync everysec, appendonly yes; data on" in shown.stdout, shown.stdout
-    records = json.loads(run_cli("compare", "--db", str(db), "--run", "2", "--baseline-run",
+    records = json.loads(cli_in_process("compare", "--db", str(db), "--run", "2", "--baseline-run",
                                  "2", "--candidate", "a", "--baseline", "a", "--format",
                                  "json").stdout)  # fmt: skip
     assert records and all(r["server_config"]["appendonly"] == "yes" for r in records)
     assert all(r["server_data"]["dir"] == str(data.resolve()) for r in records)
     assert all(r["server_without"] == {} for r in records)
-    refused = run_cli("compare", "--db", str(db), "--run", "2", "--baseline-run", "1",
+    refused = cli_in_process("compare", "--db", str(db), "--run", "2", "--baseline-run", "1",
                       "--candidate", "a", "--baseline", "a")  # fmt: skip
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert "server" in refused.stderr and "Traceback" not in refused.stderr
-    forced = run_cli("compare", "--db", str(db), "--run", "2", "--baseline-run", "1",
+    forced = cli_in_process("compare", "--db", str(db), "--run", "2", "--baseline-run", "1",
                      "--candidate", "a", "--baseline", "a", "--force")  # fmt: skip
     assert forced.returncode == 0 and "FORCED" in forced.stdout, forced.stderr
-    markdown = run_cli("compare", "--db", str(db), "--run", "2", "--format", "markdown").stdout
+    markdown = cli_in_process(
+        "compare", "--db", str(db), "--run", "2", "--format", "markdown"
+    ).stdout
     assert "server: appendfsync everysec, appendonly yes; data on" in markdown, markdown
 
     # The report says it too: on the run page, per version, in the environment, the index.
-    assert run_cli("report", "--db", str(db)).returncode == 0
+    assert cli_in_process("report", "--db", str(db)).returncode == 0
     page = Page(browser, tmp_path / "run-2.html")
     line = page.page.locator("#server-config").inner_text()
     assert line.startswith("server: appendfsync everysec, appendonly yes; data on "), line
@@ -182,12 +186,14 @@ def test_history_keeps_runs_with_other_settings_on_a_line_of_their_own(redis_ser
         proc = run_cli("run", "--versions", f"a=bin:{redis_server}", *QUICK, *extra,
                        "--db", str(db), env=env)  # fmt: skip
         assert proc.returncode == 0, proc.stderr
-    shown = run_cli("history", "--db", str(db), "--by", "run", "--metric", "throughput", env=env)
+    shown = cli_in_process(
+        "history", "--db", str(db), "--by", "run", "--metric", "throughput", env=env
+    )
     headers = [line for line in shown.stdout.splitlines() if line.startswith("get-pipeline")]
     assert len(headers) == 2, shown.stdout
     assert headers[0].endswith("· server: defaults (no persistence)"), headers
     assert headers[1].endswith("· server: hz 25"), headers
-    assert run_cli("report", "--db", str(db), env=env).returncode == 0
+    assert cli_in_process("report", "--db", str(db), env=env).returncode == 0
     (page,) = tmp_path.glob("history-get-pipeline-pipeline_10-throughput-*.html")
     text = page.read_text()
     assert f"bin:{redis_server} · hz 25 (setup" in text  # the values table names the series

@@ -15,7 +15,8 @@ from regtrack.bench import shards
 from regtrack.bench.plan import interleave
 from regtrack.core.errors import BadInput
 from regtrack.workloads.points import Point
-from tests.conftest import run_cli
+from tests import fakebench
+from tests.conftest import cli_in_process
 
 
 def _points(n: int) -> list[Point]:
@@ -91,7 +92,7 @@ ENGINES = [
 
 
 def _compare(db) -> list[dict]:
-    proc = run_cli("compare", "--db", str(db), "--format", "json")
+    proc = cli_in_process("compare", "--db", str(db), "--format", "json")
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -105,27 +106,31 @@ def _shape(records: list[dict]) -> list[tuple]:
     )  # fmt: skip
 
 
-@pytest.mark.slow
-def test_three_shards_merge_into_the_run_one_process_would_make(tmp_path, redis_server):
+def test_three_shards_merge_into_the_run_one_process_would_make(
+    tmp_path, redis_server, monkeypatch
+):
+    """In process, on modelled trials (tests/fakebench.py): what is measured where is
+    the plan's business, not the servers'."""
+    fakebench.install(monkeypatch, fakebench.Model())
     versions = f"a=bin:{redis_server},b=bin:{redis_server}"
     dbs = []
     for k, engine in enumerate(ENGINES, start=1):
         db = tmp_path / f"shard-{k}.db"
-        proc = run_cli("run", "--versions", versions, *PLAN, "--db", str(db), env=engine)
+        proc = cli_in_process("run", "--versions", versions, *PLAN, "--db", str(db), env=engine)
         assert proc.returncode == 0, proc.stderr
         assert f"shard {k}/3 (from {next(iter(engine))})" in proc.stderr
         dbs.append(db)
     single = tmp_path / "single.db"
-    proc = run_cli("run", "--versions", versions, *PLAN, "--db", str(single))
+    proc = cli_in_process("run", "--versions", versions, *PLAN, "--db", str(single))
     assert proc.returncode == 0, proc.stderr
 
     out = tmp_path / "merged.db"
-    two = run_cli("merge", str(tmp_path / "two.db"), str(dbs[0]), str(dbs[1]))
+    two = cli_in_process("merge", str(tmp_path / "two.db"), str(dbs[0]), str(dbs[1]))
     assert two.returncode == 3, two.stderr
     assert "shard 3/3 missing" in two.stderr and "--shard K/N" in two.stderr
     assert "Traceback" not in two.stderr
 
-    merged = run_cli("merge", str(out), *map(str, dbs))
+    merged = cli_in_process("merge", str(out), *map(str, dbs))
     assert merged.returncode == 0, merged.stderr
     with sqlite3.connect(out) as conn:
         planned = json.loads(conn.execute("SELECT config FROM runs").fetchone()[0])
@@ -146,7 +151,7 @@ def test_three_shards_merge_into_the_run_one_process_would_make(tmp_path, redis_
 
     assert kinds(a) and kinds(a) == kinds(b)
 
-    again = run_cli("merge", str(out), *map(str, dbs))
+    again = cli_in_process("merge", str(out), *map(str, dbs))
     assert again.returncode == 0, again.stderr
     assert "0 trials added" in again.stdout
     with sqlite3.connect(out) as conn:
@@ -156,24 +161,24 @@ def test_three_shards_merge_into_the_run_one_process_would_make(tmp_path, redis_
     # The gate on every shard's blocks at once (ci --merge), and reading the merged run as
     # any other: report pages, history.
     gate_db = tmp_path / "gate.db"
-    gate = run_cli("ci", "--merge", "--db", str(gate_db), *map(str, dbs), "--json",
+    gate = cli_in_process("ci", "--merge", "--db", str(gate_db), *map(str, dbs), "--json",
                    str(tmp_path / "gate.json"))  # fmt: skip
     assert gate.returncode == 0, gate.stderr
     verdict = json.loads((tmp_path / "gate.json").read_text())
     assert verdict["outcome"] != "regression", "the same build on both sides"
     assert "trials added" in gate.stderr and "Traceback" not in gate.stderr
     assert verdict["stopped"] == "merged" and verdict["records"]
-    report = run_cli("report", "--db", str(out), "--out", str(tmp_path / "pages"))
+    report = cli_in_process("report", "--db", str(out), "--out", str(tmp_path / "pages"))
     assert report.returncode == 0, report.stderr
     assert (tmp_path / "pages" / "index.html").is_file()
-    history = run_cli("history", "--db", str(out), "--by", "run")
+    history = cli_in_process("history", "--db", str(out), "--by", "run")
     assert history.returncode == 0, history.stderr
 
     other = tmp_path / "other.db"
-    proc = run_cli("run", "--versions", versions, "--metric", "instructions", "--pipelines",
+    proc = cli_in_process("run", "--versions", versions, "--metric", "instructions", "--pipelines",
                    "5", *PLAN[4:], "--shard", "1/3", "--db", str(other))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    refused = run_cli("merge", str(tmp_path / "mixed.db"), str(dbs[0]), str(other))
+    refused = cli_in_process("merge", str(tmp_path / "mixed.db"), str(dbs[0]), str(other))
     assert refused.returncode == 2
     assert "different plans" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
 
@@ -217,10 +222,10 @@ def test_a_shard_without_blocks_or_a_bad_shard_is_one_clear_line(tmp_path, redis
     versions = f"a=bin:{redis_server},b=bin:{redis_server}"
     db = tmp_path / "r.db"
     plan = ["--metric", "throughput", "--repetitions", "2", "--no-report", "--db", str(db)]
-    empty = run_cli("run", "--versions", versions, *plan, "--shard", "2/2")
+    empty = cli_in_process("run", "--versions", versions, *plan, "--shard", "2/2")
     assert empty.returncode == 2, empty.stderr
     assert "only 1 blocks for 2 shards" in empty.stderr and "Traceback" not in empty.stderr
-    bad = run_cli("run", "--versions", versions, *plan, env={"CI_NODE_INDEX": "4",
+    bad = cli_in_process("run", "--versions", versions, *plan, env={"CI_NODE_INDEX": "4",
                   "CI_NODE_TOTAL": "3"})  # fmt: skip
     assert bad.returncode == 2 and "CI_NODE_INDEX" in bad.stderr, bad.stderr
     assert (

@@ -13,7 +13,7 @@ from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.targets import build
 from regtrack.targets.sources import SourceRepo
 from regtrack.targets.versions import parse_specs, resolve
-from tests.conftest import run_cli
+from tests.conftest import cli_in_process, run_cli
 from tests.fakerepo import GOOD_MAKEFILE, git, make_repo
 
 
@@ -187,7 +187,7 @@ def test_src_tree_is_built_in_place(tmp_path, cache, redis_server):
 
 def test_versions_command_prints_resolution_without_building(repo, cache):
     path, commits = repo
-    proc = run_cli(
+    proc = cli_in_process(
         "versions",
         "old=1.0,unstable",
         "--source-repo",
@@ -203,7 +203,7 @@ def test_versions_command_prints_resolution_without_building(repo, cache):
         ("unstable", "branch unstable", commits["1.2.0"], "1.2.0"),
     ]
     assert not (cache / "builds").exists()
-    table = run_cli(
+    table = cli_in_process(
         "versions", "1.0", "--source-repo", str(path), env={"REGTRACK_CACHE": str(cache)}
     )
     assert "tag 1.0.1" in table.stdout and commits["1.0.1"][:12] in table.stdout
@@ -220,7 +220,7 @@ def test_versions_command_prints_resolution_without_building(repo, cache):
 )
 def test_versions_command_bad_specs_exit_2(repo, cache, specs, message):
     path, _ = repo
-    proc = run_cli(
+    proc = cli_in_process(
         "versions", specs, "--source-repo", str(path), env={"REGTRACK_CACHE": str(cache)}
     )
     assert proc.returncode == 2

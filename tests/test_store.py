@@ -9,7 +9,7 @@ from regtrack.core.records import TrialRecord
 from regtrack.results.migrations import SCHEMA_VERSION
 from regtrack.results.store import Store
 from regtrack.targets.versions import Target
-from tests.conftest import run_cli
+from tests.conftest import cli_in_process
 
 
 def _trial(seq: int, valid: bool = True) -> TrialRecord:
@@ -100,10 +100,10 @@ def test_a_database_from_an_older_regtrack_opens_in_read_only_commands(tmp_path)
     path = tmp_path / "old.db"
     shutil.copy(FIXTURES / "schema-v4.db", path)
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 4
-    report = run_cli("report", "--db", str(path), "--out", str(tmp_path / "html"))
+    report = cli_in_process("report", "--db", str(path), "--out", str(tmp_path / "html"))
     assert report.returncode == 0, report.stderr
     assert (tmp_path / "html" / "index.html").exists()
-    saved = run_cli("baseline", "save", "old", "--run", "1", "--db", str(path))
+    saved = cli_in_process("baseline", "save", "old", "--run", "1", "--db", str(path))
     assert saved.returncode == 0, saved.stderr
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION

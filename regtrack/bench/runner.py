@@ -191,7 +191,7 @@ def execute(
             for visit in visits:
                 interrupts.check()
                 try:
-                    _run_visit(
+                    run_visit(
                         job, store, run_id, visit, by_label[visit.target], target_ids, progress
                     )
                 except ServerDied as exc:
@@ -256,7 +256,7 @@ def _another_block(
     return True
 
 
-def _run_visit(
+def run_visit(
     job: Job,
     store: Store,
     run_id: int,
@@ -265,6 +265,9 @@ def _run_visit(
     target_ids: dict[str, int],
     progress: Progress,
 ) -> None:
+    """One server process (one visit): start it pinned, set it up, run its planned trials,
+    store each. With preflight, the only place a run touches servers and load generators
+    (the flows' logic tests stand in for these two: tests/fakebench.py)."""
     rep = f"rep {visit.repetition + 1}/{job.settings.repetitions}"
     under = " under callgrind" if visit.mode == "instructions" else ""
     progress.phase(f"{rep} · starting {target.label}{under}")

@@ -1,0 +1,113 @@
+"""The measuring edge stood in for, so that the flows above it (bisect's search, ci's
+sequential blocks, stored baselines, shards and merge) are tested in seconds, in process.
+
+Only ``bench.runner.run_visit`` (a server process and its trials) is replaced. Resolving
+and building versions (fake repositories whose make is instant, tests/fakerepo.py), CPU
+plans and locks, seeds, server settings, preflight (each version's real server started
+once), the SQLite store, every analysis and every output stay real. A ``Model`` says what
+a trial measures: instructions per op and throughput per version (looked up by commit, then
+label, then "*"), times an effect of the repetition's seed that every version shares (as
+fixed seeds give), with a little noise of the trial's own; all of it reproducible.
+
+The real-run tests (test_bisect, test_ci, test_instructions_real, ...) prove what this
+leaves out: that servers, load generators and callgrind measure what the model assumes.
+"""
+
+from __future__ import annotations
+
+import random
+import zlib
+from dataclasses import dataclass, field
+
+import pytest
+
+from regtrack.bench import runner
+from regtrack.bench.trial import new_record
+from regtrack.core import interrupts
+from regtrack.core.records import FunctionCost, TrialRecord
+from regtrack.targets.versions import Target
+
+OPS = 20_000  # operations of a trial (either mode)
+# An instruction trial's profile: a fixed cost in processCommand, the rest of the count in
+# getGenericCommand (so a version's extra instructions are attributed to it by explain).
+FIXED_IR_PER_OP = 3000
+
+
+@dataclass
+class Model:
+    """What each trial measures, by version: commit, else label, else "*"."""
+
+    instructions: dict[str, float] = field(default_factory=lambda: {"*": 3500.0})
+    throughput: dict[str, float] = field(default_factory=lambda: {"*": 400_000.0})
+    seed_effect_pct: float = 1.0  # sd of the shared effect of repetition r's seed
+    instructions_noise_pct: float = 0.02  # sd of a trial's own (instructions)
+    throughput_noise_pct: float = 3.0  # sd of a trial's own (throughput)
+    visits: list[tuple[str, int, str]] = field(default_factory=list)  # (label, rep, mode)
+
+    def _of(self, table: dict[str, float], target: Target) -> float:
+        for key in (target.commit, target.label, "*"):
+            if key in table:
+                return table[key]
+        raise KeyError(f"the model has no value for {target.label} ({target.commit})")
+
+    def value(self, target: Target, repetition: int, mode: str) -> float:
+        shared = random.Random(zlib.crc32(f"seed {repetition} {mode}".encode()))
+        own = random.Random(
+            zlib.crc32(f"{target.commit or target.label} {repetition} {mode}".encode())
+        )
+        if mode == "instructions":
+            base, noise = self._of(self.instructions, target), self.instructions_noise_pct
+        else:
+            base, noise = self._of(self.throughput, target), self.throughput_noise_pct
+        return (
+            base
+            * (1 + shared.gauss(0, self.seed_effect_pct) / 100)
+            * (1 + own.gauss(0, noise) / 100)
+        )
+
+    def fill(self, record: TrialRecord, target: Target, repetition: int) -> None:
+        """A valid trial as the real ones store it (the fields the analysis reads)."""
+        value = self.value(target, repetition, record.mode)
+        record.wall_s, record.requests, record.server_calls = 1.0, OPS, OPS
+        record.server_cpu_pct, record.contention_pct, record.steal_pct = 99.0, 0.5, 0.0
+        record.error_replies, record.keyspace_hits, record.keyspace_misses = 0, OPS, 0
+        record.syscalls_read, record.syscalls_write = OPS // 10, OPS // 10
+        if record.mode == "instructions":
+            record.instructions_per_op = value
+            record.instructions = int(value * OPS)
+            record.instructions_repeat_pct = 0.01
+            record.client_cpu_pct = 20.0
+        else:
+            record.ops_per_sec = value
+            record.client_cpu_pct = 60.0
+            record.latency_ms = {"avg": 1.0, "p50": 1.0, "p99": 2.0, "p999": 3.0}
+        record.valid = True
+
+    def functions(self, record: TrialRecord) -> list[FunctionCost] | None:
+        """The profile of an instruction trial, as callgrind's would be stored."""
+        if record.mode != "instructions" or record.instructions is None:
+            return None
+        fixed = FIXED_IR_PER_OP * OPS
+        return [
+            FunctionCost("processCommand", "server.c", "redis-server", fixed, record.instructions),
+            FunctionCost("getGenericCommand", "t_string.c", "redis-server",
+                         record.instructions - fixed, record.instructions - fixed),
+        ]  # fmt: skip
+
+
+def install(monkeypatch: pytest.MonkeyPatch, model: Model) -> Model:
+    """Replace the runner's visits with the model's for this test."""
+
+    def run_visit(job, store, run_id, visit, target, target_ids, progress) -> None:
+        model.visits.append((target.label, visit.repetition, visit.mode))
+        seed = job.seed(visit.repetition)
+        for planned in visit.trials:
+            record = new_record(planned, visit.mode)
+            model.fill(record, target, visit.repetition)
+            record.seed = seed
+            store.add_trial(run_id, target_ids[target.label], record, model.functions(record))
+            progress.trial_done(record)
+            interrupts.check()
+
+    monkeypatch.setattr(runner, "run_visit", run_visit)
+    return model

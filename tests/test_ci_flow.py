@@ -1,0 +1,184 @@
+"""`regtrack ci`'s decisions end to end, in process, on modelled trials (tests/fakebench.py):
+A/A, undecided gates, blocks added until decided, stored baselines measured alike or not.
+The real gate on real builds is test_ci.py."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from tests import fakebench
+from tests.conftest import cli_in_process
+
+TPUT = ["--pipelines", "10", "--repetitions", "2", "--no-report"]
+
+
+@pytest.fixture
+def pair(redis_server) -> list[str]:
+    return ["--baseline", f"a=bin:{redis_server}", "--candidate", f"b=bin:{redis_server}"]
+
+
+def _records(path) -> dict:
+    return json.loads(path.read_text())
+
+
+def test_an_a_a_comparison_is_decided_no_change(tmp_path, monkeypatch, pair):
+    """Seed-matched counts of one build agree within ~0.05%: the first look (4 repetitions)
+    decides "no change", far inside the 1% threshold."""
+    fakebench.install(monkeypatch, fakebench.Model())
+    out = tmp_path / "r.json"
+    proc = cli_in_process(
+        "ci", *pair, "--metric", "instructions", "--pipelines", "10",
+        "--db", str(tmp_path / "r.db"), "--json", str(out), "--no-report",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("## regtrack: ✅ No regression after 4 repetitions")
+    data = _records(out)
+    assert data["outcome"] == "no regression" and data["decided"]
+    (gate,) = data["gate"]
+    assert gate["verdict"] == "no change"
+    assert gate["ci_high_pct"] - gate["ci_low_pct"] < 0.5
+    assert [r["candidate"] for r in data["records"]][:1] == ["b"]
+
+
+def test_an_undecided_gate_says_so_first_and_warns(tmp_path, monkeypatch, pair):
+    """Two repetitions (one block) cannot bound an interval that stays valid under repeated
+    looks: the gate is undecided, says so in its first line, and GitHub gets a warning."""
+    fakebench.install(monkeypatch, fakebench.Model())
+    args = ["ci", *pair, *TPUT, "--max-repetitions", "2", "--metric", "throughput",
+            "--db", str(tmp_path / "r.db"), "--json", str(tmp_path / "r.json")]  # fmt: skip
+    proc = cli_in_process(*args, env={"GITHUB_ACTIONS": "true"})
+    assert proc.returncode == 0, proc.stderr
+    first, second = proc.stdout.splitlines()[:2]
+    assert first.startswith("::warning title=regtrack: undecided::throughput")
+    assert second.startswith("## regtrack: ⚠️ Undecided: no regression found, but the gate")
+    assert "(--max-repetitions)" in second and "detectable: ±unbounded" in second
+    data = _records(tmp_path / "r.json")
+    assert data["outcome"] == "inconclusive" and not data["decided"]
+    assert data["stopped"] == "max-repetitions"
+    strict = cli_in_process(*args, "--fail-on-inconclusive")
+    assert strict.returncode == 1, strict.stderr
+
+
+def test_blocks_are_added_until_decided_and_a_decided_metric_stops(tmp_path, monkeypatch, pair):
+    """Instructions decide at the first look (seed-matched pairs agree) and are never
+    measured again; throughput, 3% noisy against a 0.001% guard, asks for more blocks, and
+    then only throughput is measured in them, until --max-repetitions."""
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "regtrack.toml").write_text("[verdict]\nthroughput_gate_pct = 0.001\n")
+    monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(configs))
+    model = fakebench.install(monkeypatch, fakebench.Model())
+    db, out = tmp_path / "r.db", tmp_path / "r.json"
+    proc = cli_in_process("ci", *pair, *TPUT, "--repetitions", "4", "--max-repetitions", "6",
+                          "--metric", "both", "--db", str(db), "--json", str(out))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    data = _records(out)
+    verdicts = {g["metric"]: g["verdict"] for g in data["gate"]}
+    assert verdicts == {"instructions_per_op": "no change", "throughput": "inconclusive"}
+    assert "undecided after 4 repetitions: measuring 2 more (throughput)" in proc.stderr
+    reps = {
+        mode: sorted({r for _, r, m in model.visits if m == mode}) for _, _, mode in model.visits
+    }
+    assert reps == {"instructions": [0, 1, 2, 3], "throughput": [0, 1, 2, 3, 4, 5]}
+    assert data["repetitions"] == 6 and data["stopped"] == "max-repetitions"
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT status FROM runs").fetchone()[0] == "complete"
+
+
+def test_stored_baseline_needs_a_matching_machine(tmp_path, monkeypatch, redis_server):
+    fakebench.install(monkeypatch, fakebench.Model())
+    db = tmp_path / "r.db"
+    cand = ["--candidate", f"new=bin:{redis_server}", *TPUT, "--db", str(db)]
+    first = cli_in_process("run", "--versions", f"shipped=bin:{redis_server}", *TPUT,
+                           "--db", str(db))  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    saved = cli_in_process("baseline", "save", "prod", "--run", "1", "--db", str(db))
+    assert saved.returncode == 0 and "baseline 'prod' = shipped of run 1" in saved.stdout
+    assert "prod" in cli_in_process("baseline", "list", "--db", str(db)).stdout
+
+    ok = cli_in_process("ci", "--baseline-run", "prod", *cand, "--json", str(tmp_path / "r.json"))
+    data = _records(tmp_path / "r.json")
+    assert ok.returncode == (1 if data["outcome"] == "regression" else 0), ok.stderr
+    assert data["headline"] in ok.stdout.splitlines()[0]
+    (rec,) = [r for r in data["records"] if r["metric"] == "throughput"]
+    # The stored run's repetition r and the candidate's share a seed: they pair.
+    assert rec["method"] == "t-spending" and rec["baseline"] == "shipped"
+
+    # Fault: the stored run says it was measured on a different kernel.
+    conn = sqlite3.connect(db)
+    key = json.loads(conn.execute("SELECT comparability FROM runs WHERE id = 1").fetchone()[0])
+    key["machine.kernel"] = "0.0.0-elsewhere"
+    conn.execute("UPDATE runs SET comparability = ? WHERE id = 1", (json.dumps(key),))
+    conn.commit()
+    refused = cli_in_process("ci", "--baseline-run", "prod", *cand)
+    assert refused.returncode == 2
+    assert "was not measured like this one (kernel 0.0.0-elsewhere != " in refused.stderr
+    runs_before = conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+    forced = cli_in_process("ci", "--baseline-run", "prod", *cand, "--force",
+                            "--json", str(tmp_path / "forced.json"))  # fmt: skip
+    outcome = _records(tmp_path / "forced.json")["outcome"]
+    assert forced.returncode == (1 if outcome == "regression" else 0), forced.stderr
+    assert "(FORCED: not like with like)" in forced.stdout.splitlines()[0]
+    assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == runs_before + 1
+
+
+def test_a_baseline_measured_with_other_settings_is_refused_unless_forced(
+    tmp_path, monkeypatch, redis_server
+):
+    """A baseline saved from a run with --clients 10 is not like a candidate measured with
+    the default 50: ci and compare refuse it with the differences (exit 2, nothing
+    measured); with --force they compare and every output says so."""
+    fakebench.install(monkeypatch, fakebench.Model())
+    db = tmp_path / "r.db"
+    first = cli_in_process("run", "--versions", f"shipped=bin:{redis_server}", *TPUT,
+                           "--clients", "10", "--db", str(db))  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    saved = cli_in_process("baseline", "save", "prod", "--run", "1", "--db", str(db))
+    assert saved.returncode == 0
+    gate = ["ci", "--baseline-run", "prod", "--candidate", f"new=bin:{redis_server}", *TPUT]
+    refused = cli_in_process(*gate, "--db", str(db))
+    assert refused.returncode == 2, refused.stderr
+    last = refused.stderr.strip().splitlines()[-1]
+    assert last.startswith("regtrack: error: baseline 'prod' was not measured like this one")
+    assert "(clients 10 != 50)" in last
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1, "nothing measured"
+
+    out = tmp_path / "ci.json"
+    forced = cli_in_process(*gate, "--db", str(db), "--force", "--json", str(out))
+    assert forced.returncode == (1 if _records(out)["outcome"] == "regression" else 0)
+    assert "(FORCED: not like with like)" in forced.stdout.splitlines()[0]
+    assert "FORCED comparison, not like with like: clients 10 != 50" in forced.stdout
+    assert _records(out)["forced"] == ["clients 10 != 50"]
+
+    compare = ["compare", "--run", "2", "--baseline-run", "1", "--db", str(db)]
+    refused = cli_in_process(*compare)
+    assert refused.returncode == 2
+    assert "run 1 was not measured like this one (clients 10 != 50)" in refused.stderr
+    for fmt in ("table", "markdown", "csv"):
+        shown = cli_in_process(*compare, "--force", "--format", fmt)
+        assert shown.returncode == 0, shown.stderr
+        assert "clients 10 != 50" in shown.stdout.splitlines()[0], (fmt, shown.stdout)
+    records = json.loads(cli_in_process(*compare, "--force", "--format", "json").stdout)
+    assert records and all(r["forced"] == ["clients 10 != 50"] for r in records)
+
+    # Server settings are part of what must match: the same clients, another hz.
+    other = cli_in_process(*gate, "--clients", "10", "--server-config", "hz=25", "--db", str(db))
+    assert other.returncode == 2, other.stderr
+    assert 'not measured like this one (server null != {"hz": "25"})' in other.stderr
+
+
+def test_compare_json_carries_intervals_and_verdicts(tmp_path, monkeypatch, redis_server):
+    fakebench.install(monkeypatch, fakebench.Model())
+    db = tmp_path / "r.db"
+    proc = cli_in_process("run", "--versions", f"a=bin:{redis_server},b=bin:{redis_server}",
+                          *TPUT, "--repetitions", "3", "--db", str(db))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(cli_in_process("compare", "--db", str(db), "--format", "json").stdout)
+    (rec,) = [r for r in rows if r["metric"] == "throughput"]
+    assert rec["verdict"] in ("no change", "inconclusive")
+    assert rec["n_valid"] == 3 and rec["method"] == "t"  # one look: a t interval
+    assert rec["ci_low_pct"] <= rec["change_pct"] <= rec["ci_high_pct"]
