@@ -54,8 +54,8 @@ if memtier_wanted; then
     PACKAGES+=(autoconf automake libtool pkg-config libevent-dev zlib1g-dev libssl-dev)
 fi
 if [ "$TEST" -eq 1 ]; then
-    # chromium opens the report pages; debootstrap makes the docker builder image.
-    PACKAGES+=(chromium fonts-dejavu-core debootstrap)
+    # chromium opens the report pages.
+    PACKAGES+=(chromium fonts-dejavu-core)
 fi
 missing=()
 for package in "${PACKAGES[@]}"; do

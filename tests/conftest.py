@@ -26,7 +26,8 @@ FIXTURES = Path(__file__).parent / "fixtures"
 # One build of each real Redis version per test session: every test that builds real
 # sources uses this one flag set, so the build cache serves each version to every test.
 # libc's malloc: no jemalloc to configure and compile (a cold 7.0.15 builds in 21 s, not 43).
-BUILD_FLAGS = ["--build-flags", "MALLOC=libc"]
+MAKE_FLAGS = ["MALLOC=libc"]
+BUILD_FLAGS = ["--build-flags", " ".join(MAKE_FLAGS)]
 ARTIFACTS = Path(__file__).parent / "artifacts"
 SHORT_RUN = ["--duration", "1", "--warmup", "0.3", "--keys", "2000"]
 

@@ -17,6 +17,7 @@ from regtrack.bench.runtimes import docker as docker_runtime
 from regtrack.core import docker_engine, filesystems
 from regtrack.core.errors import CannotMeasure
 from regtrack.targets import engine_images
+from tests import host_image
 from tests.conftest import (
     BUILD_FLAGS,
     cli_in_process,
@@ -45,26 +46,15 @@ def server_image(engine) -> str:
     return f"{engine_images.IMPORTED_REPO}:test-debian"
 
 
-BUILDER = "regtrack-test/builder:bookworm"
+BUILDER = "regtrack-test/builder:host"
 
 
 @pytest.fixture(scope="module")
-def builder_image(engine, tmp_path_factory) -> str:
-    """A Debian base with make and gcc, from debootstrap (no registry to pull one from)."""
-    if engine_images.has_image(engine, BUILDER):
-        return BUILDER
-    if not shutil.which("debootstrap"):
-        pytest.skip("debootstrap is not installed (apt-get install debootstrap)")
-    root = tmp_path_factory.mktemp("builder") / "root"
-    subprocess.run(
-        ["debootstrap", "--variant=minbase", "--include=make,gcc,libc6-dev", "bookworm",
-         str(root), "http://deb.debian.org/debian"],
-        check=True, capture_output=True, timeout=900,
-    )  # fmt: skip
-    archive = root.parent / "root.tar"
-    subprocess.run(["tar", "-C", str(root), "-cf", str(archive), "."], check=True)
-    repository, tag = BUILDER.split(":")
-    engine.api.import_image_from_file(str(archive), repository=repository, tag=tag)
+def builder_image(engine) -> str:
+    """A Debian base with make and gcc, made from this machine's installed packages (no
+    registry to pull one from; tests/host_image.py)."""
+    if not engine_images.has_image(engine, BUILDER):
+        host_image.builder_image(engine, BUILDER)
     return BUILDER
 
 

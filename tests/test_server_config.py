@@ -284,11 +284,11 @@ def test_a_rewrite_or_save_that_ended_between_snapshots_is_seen_on_6_2(
     from regtrack.bench.runtimes.native import native_server
     from regtrack.targets.build import build_commit
     from regtrack.targets.sources import SourceRepo
-    from tests.conftest import TEST_CACHE
+    from tests.conftest import MAKE_FLAGS, TEST_CACHE
 
     monkeypatch.setenv("REGTRACK_CACHE", str(TEST_CACHE))  # the tests' cached builds
     repo = SourceRepo(str(offline_redis))
-    binary = build_commit(repo, repo.resolve("6.2.14").commit, []).server
+    binary = build_commit(repo, repo.resolve("6.2.14").commit, MAKE_FLAGS).server
     aof = ["--appendonly", "yes"]
     with native_server(binary, (0,), settings=aof, data_dir=str(tmp_path)) as server:
         client = server.client()

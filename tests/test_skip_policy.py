@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,7 @@ def _pytest(tmp_path: Path, body: str) -> subprocess.CompletedProcess:
          "tests.skip_policy", "--allowed-skips", str(allowed),
          "--rootdir", str(tmp_path), str(tmp_path / "test_tiny.py")],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
+        env={k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"},  # not the outer run's
     )  # fmt: skip
 
 

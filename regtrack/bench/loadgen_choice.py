@@ -11,9 +11,9 @@ sweep if the server was busy (server_bound_cpu_pct) and memtier was not client-b
 why, and stores the probe's figures.
 
 The answer is kept per machine and setup (CPU model and plan, kernel, memtier binary,
-clients, pipeline, value size, keys), so every later run there uses the same tool: a
-stored baseline and its candidates stay comparable. Delete the file named in the run's
-note, or pass --loadgen, to decide again.
+clients, pipeline, value size, threads, runtime), so every later run there uses the same
+tool: a stored baseline and its candidates stay comparable. Delete the file named in the
+run's note, or pass --loadgen, to decide again.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from regtrack.bench.job import Job
 
 PROBE_SECONDS = 1.0  # memtier measures whole seconds
-PROBE_WARMUP_S = 1.0
+PROBE_WARMUP_S = 0.0  # a second of memtier is enough to see which side runs out of CPU
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,6 @@ def _answer_file(job: Job, memtier_sha: str) -> Path:
         "clients": workload.clients,
         "pipeline": max(p.params["pipeline"] for p in job.points),
         "data_size": workload.data_size,
-        "keys": workload.keys,
         "threads": workload.threads if "threads" in workload.model_fields_set else None,
         "runtime": job.runtime,
     }
