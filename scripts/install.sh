@@ -6,22 +6,28 @@
 #   scripts/install.sh           regtrack, for measuring
 #   scripts/install.sh --test    also what only the tests use (scripts/test.sh runs this)
 #
-# memtier_benchmark is built from its pinned upstream release (tag 2.3.0), unless one is
-# on PATH. Where GitHub cannot be reached, point REGTRACK_MEMTIER_ARCHIVE at that release's
-# source archive (memtier_benchmark-2.3.0.tar.gz); it is checked against the SHA-256 below.
+# memtier_benchmark is built from its pinned upstream release (a shallow clone of tag 2.3.0,
+# whose commit is checked), unless one is on PATH. Where GitHub cannot be reached, give that
+# release's source archive (memtier_benchmark-2.3.0.tar.gz) with --memtier-archive PATH or
+# REGTRACK_MEMTIER_ARCHIVE=PATH: it is used instead, checked against the SHA-256 below.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 TEST=0
-for arg in "$@"; do
-    case "$arg" in
+while [ $# -gt 0 ]; do
+    case "$1" in
         --test) TEST=1 ;;
-        *) echo "regtrack install: unknown option $arg (use --test or nothing)" >&2; exit 2 ;;
+        --memtier-archive)
+            [ $# -ge 2 ] || { echo "regtrack install: --memtier-archive needs a PATH" >&2; exit 2; }
+            REGTRACK_MEMTIER_ARCHIVE=$2; shift ;;
+        *) echo "regtrack install: unknown option $1 (--test, --memtier-archive PATH)" >&2
+           exit 2 ;;
     esac
+    shift
 done
 
 say() { echo "regtrack install: $*" >&2; }
-fail() { echo "regtrack install: error: $*" >&2; exit "${2:-3}"; }
+fail() { echo "regtrack install: error: $1" >&2; exit "${2:-3}"; }
 
 if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
     fail "regtrack needs Python 3.11 or newer, and python3 here is $(python3 --version 2>&1 \

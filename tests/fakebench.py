@@ -1,7 +1,9 @@
 """The measuring edge stood in for, so that the flows above it (bisect's search, ci's
 sequential blocks, stored baselines, shards and merge) are tested in seconds, in process.
 
-Only ``bench.runner.run_visit`` (a server process and its trials) is replaced. Resolving
+Only ``bench.runner.run_visit`` (a server process and its trials) and the load generator
+probe's one trial (``bench.loadgen_choice._probe``: memtier is client-bound here, as on
+this VM, so GET sweeps stay with redis-benchmark) are replaced. Resolving
 and building versions (fake repositories whose make is instant, tests/fakerepo.py), CPU
 plans and locks, seeds, server settings, preflight (each version's real server started
 once), the SQLite store, every analysis and every output stay real. A ``Model`` says what
@@ -21,7 +23,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from regtrack.bench import runner
+from regtrack.bench import loadgen_choice, runner
 from regtrack.bench.trial import new_record
 from regtrack.core import interrupts
 from regtrack.core.records import FunctionCost, TrialRecord
@@ -96,7 +98,15 @@ class Model:
 
 
 def install(monkeypatch: pytest.MonkeyPatch, model: Model) -> Model:
-    """Replace the runner's visits with the model's for this test."""
+    """Replace the runner's visits (and the load generator probe) with the model's."""
+
+    def probe(job, binary) -> TrialRecord:
+        pipeline = max(p.params["pipeline"] for p in job.points)
+        record = TrialRecord(0, 0, job.targets[0].label, job.workload.name,
+                             f"pipeline={pipeline}", {"pipeline": pipeline, "threads": 1},
+                             "modelled")  # fmt: skip
+        record.server_cpu_pct, record.client_cpu_pct, record.ops_per_sec = 83.0, 99.0, 4e5
+        return record
 
     def run_visit(job, store, run_id, visit, target, target_ids, progress) -> None:
         model.visits.append((target.label, visit.repetition, visit.mode))
@@ -110,4 +120,5 @@ def install(monkeypatch: pytest.MonkeyPatch, model: Model) -> Model:
             interrupts.check()
 
     monkeypatch.setattr(runner, "run_visit", run_visit)
+    monkeypatch.setattr(loadgen_choice, "_probe", probe)
     return model

@@ -13,6 +13,7 @@ from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.targets import build
 from regtrack.targets.sources import SourceRepo
 from regtrack.targets.versions import parse_specs, resolve
+from tests import fakebench
 from tests.conftest import cli_in_process, run_cli
 from tests.fakerepo import GOOD_MAKEFILE, git, make_repo
 
@@ -247,7 +248,9 @@ def test_run_stops_before_measuring_when_a_build_fails(tmp_path, cache, redis_se
     assert not db.exists(), "nothing was measured or recorded"
 
 
-def test_run_with_built_versions_records_the_build(tmp_path, repo, cache, redis_benchmark_bin):
+def test_run_with_built_versions_records_the_build(tmp_path, repo, cache, monkeypatch):
+    """Builds are real; the trials are modelled (tests/fakebench.py)."""
+    fakebench.install(monkeypatch, fakebench.Model())
     path, commits = repo
     db = tmp_path / "r.db"
     args = [
@@ -269,10 +272,10 @@ def test_run_with_built_versions_records_the_build(tmp_path, repo, cache, redis_
         "--keys",
         "1000",
     ]
-    first = run_cli(*args, env={"REGTRACK_CACHE": str(cache)})
+    first = cli_in_process(*args, env={"REGTRACK_CACHE": str(cache)})
     assert first.returncode == 0, first.stderr
     assert first.stderr.count("built in") == 2
-    second = run_cli(*args, env={"REGTRACK_CACHE": str(cache)})
+    second = cli_in_process(*args, env={"REGTRACK_CACHE": str(cache)})
     assert second.returncode == 0, second.stderr
     assert second.stderr.count("cached build") == 2 and "built in" not in second.stderr
     rows = (
