@@ -226,9 +226,11 @@ def cli_in_process(
     *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
     """regtrack's own ``main()`` in this process, isolated by click's CliRunner (stdin,
-    stdout, stderr, environment): the exit code and output ``run_cli`` would give, for
-    commands that stop before measuring (bad input, options, help), without starting
-    Python and importing regtrack again for each one."""
+    stdout, stderr, environment): the exit code and output ``run_cli`` would give, without
+    starting Python and importing regtrack again for each one. For commands that stop
+    before measuring (bad input, options), that only read the database (compare, explain,
+    report, history, versions, baseline, merge) or whose trials are modelled
+    (tests/fakebench.py); what measures for real runs as users run it (run_cli)."""
     from click.testing import CliRunner
 
     from regtrack.cli import main

@@ -20,9 +20,10 @@ INSTR = [
 
 def test_real_versions_differ_and_each_trial_is_reproduced(tmp_path, offline_redis, env):
     """A run of 6.2 and 7.0, then one of 7.0 alone: repetition r starts every server with
-    seed r, so the second run reproduces each of its trials of the first within 0.2%
-    (measured: within 0.07%; without seed control one 6.2.14 process counted 3,405
-    instructions per GET against 3,198)."""
+    seed r, so the second run reproduces each of its trials of the first, within the 0.5%
+    two windows of one server must agree to (measured on 7.0.15 built with libc's malloc,
+    8 pairs in 4 cold CI runs: 0.002% to 0.21% apart; without seed control one 6.2.14
+    process counted 3,405 instructions per GET against 3,198, 6% apart)."""
     db = tmp_path / "r.db"
     for versions, repetitions in (("6.2,7.0", "3"), ("7.0", "2")):
         proc = run_cli(
@@ -47,7 +48,7 @@ def test_real_versions_differ_and_each_trial_is_reproduced(tmp_path, offline_red
     for label, rep in again:
         (seed1, first), (seed2, second) = by_key[(label, rep)][1], by_key[(label, rep)][2]
         assert seed1 == seed2 is not None
-        assert abs(second / first - 1) < 0.002, f"{label} rep {rep}: {first:.1f} vs {second:.1f}"
+        assert abs(second / first - 1) < 0.005, f"{label} rep {rep}: {first:.1f} vs {second:.1f}"
     assert by_key[("6.2", 0)][1][0] != by_key[("6.2", 1)][1][0], "repetitions differ in seed"
     (rec,) = json.loads(
         cli_in_process("compare", "--db", str(db), "--run", "1", "--format", "json",
