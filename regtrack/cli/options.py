@@ -87,8 +87,9 @@ MEASURE_OPTIONS = [
     click.option(
         "--loadgen",
         type=click.Choice(["redis-benchmark", "memtier", "builtin"]),
-        help="Load generator (default: redis-benchmark for GET sweeps; memtier for mixes, "
-        "or the built-in driver when memtier is not installed).",
+        help="Load generator (default: for GET sweeps memtier when a short probe shows it "
+        "saturates the server, else redis-benchmark; for mixes memtier, or the built-in "
+        "driver when memtier is not installed).",
     ),
     click.option(
         "--loadgen-bin", type=click.Path(dir_okay=False), help="Load generator binary to use."
