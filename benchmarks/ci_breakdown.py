@@ -43,6 +43,8 @@ def phases(log: Path) -> dict[str, float]:
         if m := STAMP.match(line):
             h, mi, s, text = m.groups()
             stamps.append((int(h) * 3600 + int(mi) * 60 + int(s), text))
+    if not stamps:
+        raise SystemExit(f"{log}: no line starts with a time (HH:MM:SS): stamp the log, e.g. ts")
     start = stamps[0][0]
 
     def at(predicate) -> int:
@@ -71,10 +73,11 @@ def trials(basetemp: Path) -> tuple[Counter, Counter]:
     for db in basetemp.rglob("*.db"):
         if any(part.endswith("current") for part in db.relative_to(basetemp).parts):
             continue
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         try:
-            conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
             runs = conn.execute("SELECT id, finished_at, config FROM runs").fetchall()
         except sqlite3.Error:
+            conn.close()
             continue
         for run_id, finished, config in runs:
             if (json.loads(config or "{}")).get("merged"):

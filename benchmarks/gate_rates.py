@@ -7,6 +7,10 @@ Runs real gates, one after another, each a fresh `regtrack ci` at its default se
   aa     the same build on both sides: it must never report a regression
   slow5  a build with a spin loop in getGenericCommand adding about +5% instructions/GET
   slow2  the same with about +2%
+  stall  a memory-stall build: every GET touches --stall-lines pseudo-random cache lines
+         of a 256 MiB buffer (instructions per GET up well under 1%, throughput down);
+         a throughput regression must be reported
+  stall3 the same with --stall3-lines, chosen to cost about 3% of throughput
 
 and appends one JSON line per gate to --results (so the gates can run in parts), then
 prints every gate and the rates over all gates in the results file. Asserts nothing.
@@ -32,11 +36,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.slowdown import make_slow_branch  # noqa: E402
+from tests.slowdown import make_slow_branch, make_stall_branch  # noqa: E402
 
 REGTRACK = str(ROOT / ".venv" / "bin" / "regtrack")
 DEFAULT_RESULTS = ROOT / "benchmarks" / "results" / "gate_rates.jsonl"
-EXPECTED = {"aa": "no regression", "slow5": "regression", "slow2": "regression"}
+EXPECTED = {
+    "aa": "no regression",
+    "slow5": "regression",
+    "slow2": "regression",
+    "stall": "regression",
+    "stall3": "regression",
+}
 
 
 def gate(kind: str, base: str, candidate: str, source: str, extra: list[str]) -> dict:
@@ -90,7 +100,7 @@ def show(rows: list[dict]) -> None:
             + " | ".join(parts)
         )
     print()
-    for kind in ("aa", "slow5", "slow2"):
+    for kind in EXPECTED:
         sel = [r for r in rows if r["kind"] == kind and "error" not in r]
         if not sel:
             continue
@@ -116,6 +126,8 @@ def main() -> None:
     parser.add_argument("--base", default="7.0.15")
     parser.add_argument("--spins5", type=int, default=40, help="spins adding ~5%% Ir/GET")
     parser.add_argument("--spins2", type=int, default=16, help="spins adding ~2%% Ir/GET")
+    parser.add_argument("--stall-lines", type=int, default=1, help="cache lines per GET")
+    parser.add_argument("--stall3-lines", type=int, default=1, help="lines for ~3%% slower")
     parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
     parser.add_argument("--summary-only", action="store_true")
     parser.add_argument("extra", nargs="*", help="more regtrack ci options, after --")
@@ -126,7 +138,10 @@ def main() -> None:
             parser.error("give --kind (or --summary-only)")
         slow = Path(args.slow_repo)
         candidate = args.base
-        if args.kind != "aa":
+        if args.kind.startswith("stall"):
+            lines = args.stall_lines if args.kind == "stall" else args.stall3_lines
+            candidate = make_stall_branch(Path(args.source_repo), slow, args.base, lines)
+        elif args.kind != "aa":
             spins = args.spins5 if args.kind == "slow5" else args.spins2
             candidate = make_slow_branch(Path(args.source_repo), slow, args.base, spins)
         source = str(slow) if args.kind != "aa" else args.source_repo

@@ -11,7 +11,6 @@
 # release's source archive (memtier_benchmark-2.3.0.tar.gz) with --memtier-archive PATH or
 # REGTRACK_MEMTIER_ARCHIVE=PATH: it is used instead, checked against the SHA-256 below.
 set -euo pipefail
-cd "$(dirname "$0")/.."
 
 TEST=0
 while [ $# -gt 0 ]; do
@@ -25,6 +24,11 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
+if [ -n "${REGTRACK_MEMTIER_ARCHIVE:-}" ]; then
+    # A relative path means the caller's directory, not the project's.
+    REGTRACK_MEMTIER_ARCHIVE=$(realpath -m -- "$REGTRACK_MEMTIER_ARCHIVE")
+fi
+cd "$(dirname "$0")/.."
 
 say() { echo "regtrack install: $*" >&2; }
 fail() { echo "regtrack install: error: $1" >&2; exit "${2:-3}"; }
@@ -49,31 +53,34 @@ memtier_wanted() {
     ! command -v "$MEMTIER" >/dev/null 2>&1 \
         && ! { [ -x "$MEMTIER_BIN" ] && "$MEMTIER_BIN" --version 2>/dev/null | grep -q "v=$MEMTIER_TAG"; }
 }
+# what memtier_benchmark's build needs (its README)
+MEMTIER_BUILD_PACKAGES=(autoconf automake libtool pkg-config libevent-dev zlib1g-dev libssl-dev)
+
+apt_install() {
+    local missing=() package
+    for package in "$@"; do
+        dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \
+            || missing+=("$package")
+    done
+    [ ${#missing[@]} -gt 0 ] || return 0
+    say "apt packages: ${missing[*]}"
+    $SUDO apt-get update -qq || fail "apt-get update failed (see above): check the machine's \
+apt sources and network, then run this again"
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+        "${missing[@]}" >/dev/null || fail "apt-get could not install ${missing[*]} (see above)"
+}
 
 # redis-server/redis-tools: a server to measure and redis-benchmark as load generator.
 # util-linux: taskset (CPU pinning). build-essential, git: building Redis versions from source.
 # valgrind: callgrind, for --metric instructions.
 # ccache: a commit that changes one file rebuilds in seconds (ranges, bisect), not minutes.
 PACKAGES=(redis-server redis-tools util-linux build-essential ccache git python3-venv valgrind)
-if memtier_wanted; then
-    # what memtier_benchmark's build needs (its README)
-    PACKAGES+=(autoconf automake libtool pkg-config libevent-dev zlib1g-dev libssl-dev)
-fi
+if memtier_wanted; then PACKAGES+=("${MEMTIER_BUILD_PACKAGES[@]}"); fi
 if [ "$TEST" -eq 1 ]; then
     # chromium opens the report pages.
     PACKAGES+=(chromium fonts-dejavu-core)
 fi
-missing=()
-for package in "${PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \
-        || missing+=("$package")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    say "apt packages: ${missing[*]}"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-        "${missing[@]}" >/dev/null
-fi
+apt_install "${PACKAGES[@]}"
 
 # uv installs exactly what uv.lock says, in seconds; uv itself is pinned by hash.
 UV=.tools/uv/bin/uv
@@ -81,9 +88,10 @@ UV_VERSION=$(sed -n 's/^uv==\([0-9.]*\).*/\1/p' scripts/uv-requirements.txt)
 if ! [ -x "$UV" ] || [ "$("$UV" --version | cut -d' ' -f2)" != "$UV_VERSION" ]; then
     say "uv $UV_VERSION in .tools/uv"
     rm -rf .tools/uv
-    python3 -m venv .tools/uv
+    python3 -m venv .tools/uv || fail "python3 -m venv failed: install python3-venv"
     .tools/uv/bin/python -m pip install -q --disable-pip-version-check --require-hashes \
-        -r scripts/uv-requirements.txt
+        -r scripts/uv-requirements.txt || fail "pip could not install uv $UV_VERSION from \
+scripts/uv-requirements.txt (see above): check the machine's access to PyPI"
 fi
 say "Python environment in .venv (uv.lock$([ "$TEST" -eq 1 ] && echo ', with the test group'))"
 UV_GROUP=()
@@ -91,20 +99,23 @@ if [ "$TEST" -eq 1 ]; then UV_GROUP=(--group test); else UV_GROUP=(--inexact); f
 # Bytecode compiled once here: where PYTHONDONTWRITEBYTECODE is set (as on CI machines), every
 # command would otherwise compile scipy, pandas and regtrack again (2.6 s instead of 0.7 s).
 UV_PYTHON_DOWNLOADS=never "$UV" sync --quiet --locked --compile-bytecode --python python3 \
-    "${UV_GROUP[@]}"
-.venv/bin/python -m compileall -q -j 0 regtrack
+    "${UV_GROUP[@]}" || fail "uv sync could not install uv.lock into .venv (see above)"
+.venv/bin/python -m compileall -q -j 0 regtrack || fail "compiling regtrack failed (see above)"
 
 if memtier_wanted; then
+    apt_install "${MEMTIER_BUILD_PACKAGES[@]}"  # .venv was made anew: the build needs them
     work=$(mktemp -d)
     trap 'rm -rf "$work"' EXIT
     if [ -n "${REGTRACK_MEMTIER_ARCHIVE:-}" ]; then
         say "$MEMTIER $MEMTIER_TAG from $REGTRACK_MEMTIER_ARCHIVE"
         [ -f "$REGTRACK_MEMTIER_ARCHIVE" ] || fail "REGTRACK_MEMTIER_ARCHIVE: \
 $REGTRACK_MEMTIER_ARCHIVE is not a file"
-        got=$(sha256sum "$REGTRACK_MEMTIER_ARCHIVE" | cut -d' ' -f1)
+        # Copied first, then checked and unpacked: the archive may sit in a shared folder.
+        cp -- "$REGTRACK_MEMTIER_ARCHIVE" "$work/archive.tar.gz"
+        got=$(sha256sum "$work/archive.tar.gz" | cut -d' ' -f1)
         [ "$got" = "$MEMTIER_SHA256" ] || fail "$REGTRACK_MEMTIER_ARCHIVE has SHA-256 $got, \
 not $MEMTIER_SHA256 ($MEMTIER $MEMTIER_TAG's release source): use that archive"
-        tar -xzf "$REGTRACK_MEMTIER_ARCHIVE" -C "$work" --no-same-owner
+        tar -xzf "$work/archive.tar.gz" -C "$work" --no-same-owner
         src="$work/$MEMTIER-$MEMTIER_TAG"
     else
         say "$MEMTIER $MEMTIER_TAG from $MEMTIER_REPO"
@@ -132,6 +143,9 @@ fi
 
 if command -v "$MEMTIER" >/dev/null 2>&1; then
     memtier="$(command -v "$MEMTIER") (on PATH)"
+    "$MEMTIER" --version 2>/dev/null | grep -q "v=$MEMTIER_TAG" || say "warning: the \
+$MEMTIER on PATH is not release $MEMTIER_TAG; regtrack uses it, and records its version with \
+every run (remove it from PATH to use the pinned build)"
 else
     memtier="$MEMTIER_BIN"
 fi

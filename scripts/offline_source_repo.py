@@ -213,6 +213,13 @@ PRODUCTS: dict[str, Product] = {
 }
 
 
+def without_credentials(url: str) -> str:
+    """``url`` with any user:password@ removed, for messages (an index URL may hold a token)."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit(parts._replace(netloc=host))
+
+
 def log(message: str) -> None:
     print(f"offline_source_repo: {message}", file=sys.stderr, flush=True)
 
@@ -313,12 +320,14 @@ class Downloader:
             candidate = folder / source.filename
             if not candidate.is_file() or candidate.is_symlink():
                 continue
-            if sha256_of(candidate) != source.sha256:
+            # Copied first, then checked: the folder may be shared, the copy is ours.
+            partial = target.with_name(target.name + ".partial")
+            shutil.copyfile(candidate, partial, follow_symlinks=False)
+            if sha256_of(partial) != source.sha256:
+                partial.unlink()
                 log(f"{candidate} has a wrong checksum; not using it")
                 continue
             log(f"using {candidate}")
-            partial = target.with_name(target.name + ".partial")
-            shutil.copyfile(candidate, partial)
             partial.replace(target)
             return True
         return False
@@ -342,7 +351,7 @@ class Downloader:
         )
         index = os.environ.get("PIP_INDEX_URL") or PYPI_SIMPLE
         page = f"{index.rstrip('/')}/{source.package}/"
-        log(f"downloading {source.filename} ({page})")
+        log(f"downloading {source.filename} ({without_credentials(page)})")
         request = urllib.request.Request(page, headers={"Accept": PYPI_JSON})
         try:
             with urllib.request.urlopen(request, timeout=60) as resp:
@@ -351,7 +360,7 @@ class Downloader:
             raise Failure(f"{what}: {exc}") from None
         urls = [f.get("url") for f in files if f.get("filename") == source.filename]
         if not urls or not isinstance(urls[0], str):
-            raise Failure(f"{what}: {page} lists no {source.filename}")
+            raise Failure(f"{what}: {without_credentials(page)} lists no {source.filename}")
         url = urllib.parse.urljoin(page, urls[0])
         partial = target.with_name(target.name + ".partial")
         try:

@@ -206,20 +206,30 @@ def run_cli(
     timeout: float = 300,
 ) -> subprocess.CompletedProcess:
     """The real command line, in a subprocess, as a user would run it (outside GitHub
-    Actions unless ``env`` says otherwise: its annotations would come first in stdout)."""
+    Actions unless ``env`` says otherwise: its annotations would come first in stdout).
+
+    If the test is stopped meanwhile (``timeout``, pytest-timeout's limit, Ctrl-C), the
+    command gets a Ctrl-C of its own first, so it stops its servers and containers as a
+    user's interrupted run would, and is killed only if it does not end within 30 s."""
     full_env = {
         k: v for k, v in os.environ.items() if k not in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY")
     }
     full_env.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "regtrack", *args],
-        cwd=cwd,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
+    argv = [sys.executable, "-m", "regtrack", *args]
+    proc = subprocess.Popen(
+        argv, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except BaseException:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+        raise
+    return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
 
 
 def cli_in_process(

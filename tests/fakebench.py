@@ -1,7 +1,8 @@
 """The measuring edge stood in for, so that the flows above it (bisect's search, ci's
 sequential blocks, stored baselines, shards and merge) are tested in seconds, in process.
 
-Only ``bench.runner.run_visit`` (a server process and its trials) and the load generator
+Only ``bench.runner.run_visit`` (a server process and its trials), its paired-in-time
+sibling ``bench.paired.run_visit`` (every version's server at once) and the load generator
 probe's one trial (``bench.loadgen_choice._probe``: memtier is client-bound here, as on
 this VM, so GET sweeps stay with redis-benchmark) are replaced. Resolving
 and building versions (fake repositories whose make is instant, tests/fakerepo.py), CPU
@@ -23,8 +24,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from regtrack.bench import loadgen_choice, runner
-from regtrack.bench.trial import new_record
+from regtrack.bench import loadgen_choice, paired, runner
+from regtrack.bench.trial import judge_load, new_record
 from regtrack.core import interrupts
 from regtrack.core.records import FunctionCost, TrialRecord
 from regtrack.targets.versions import Target
@@ -106,12 +107,19 @@ def install(monkeypatch: pytest.MonkeyPatch, model: Model) -> Model:
                              f"pipeline={pipeline}", {"pipeline": pipeline, "threads": 1},
                              "modelled")  # fmt: skip
         record.server_cpu_pct, record.client_cpu_pct, record.ops_per_sec = 83.0, 99.0, 4e5
+        record.valid = True
+        judge_load(job.settings, record, threads=1, client_cpus=1, saturates=True)
         return record
 
     def run_visit(job, store, run_id, visit, target, target_ids, progress) -> None:
-        model.visits.append((target.label, visit.repetition, visit.mode))
+        paired_visit(job, store, run_id, visit, {target.label: target}, target_ids, progress)
+
+    def paired_visit(job, store, run_id, visit, targets, target_ids, progress) -> None:
+        for label in visit.together or (visit.target,):
+            model.visits.append((label, visit.repetition, visit.mode))
         seed = job.seed(visit.repetition)
         for planned in visit.trials:
+            target = targets[planned.target]
             record = new_record(planned, visit.mode)
             model.fill(record, target, visit.repetition)
             record.seed = seed
@@ -120,5 +128,10 @@ def install(monkeypatch: pytest.MonkeyPatch, model: Model) -> Model:
             interrupts.check()
 
     monkeypatch.setattr(runner, "run_visit", run_visit)
+    monkeypatch.setattr(paired, "run_visit", paired_visit)
     monkeypatch.setattr(loadgen_choice, "_probe", probe)
+    # Modelled answers never reach the cache that real runs read (and a real answer kept
+    # there never decides a modelled run).
+    monkeypatch.setattr(loadgen_choice, "_read", lambda path: None)
+    monkeypatch.setattr(loadgen_choice, "_write", lambda path, choice: None)
     return model

@@ -1,9 +1,10 @@
 """A known regression, made on purpose: Redis with extra work in every GET.
 
-Clones a source repository and commits, on top of a given ref, a busy loop of ``spins``
-iterations at the start of getGenericCommand (about 6 instructions per iteration). It is
-how the tests and benchmarks/verdicts.py check that regtrack finds a regression of a
-known size, and stays quiet about an A/A comparison.
+Clones a source repository and commits, on top of a given ref, extra work at the start
+of getGenericCommand: a busy loop of ``spins`` iterations (about 6 instructions each),
+or a memory stall (random cache lines of a large buffer, few instructions). It is how the
+tests and benchmarks check that regtrack finds a regression of a known size, and stays
+quiet about an A/A comparison.
 """
 
 from __future__ import annotations
@@ -39,7 +40,45 @@ def make_slow_branch(source: Path, dest: Path, base: str, spins: int) -> str:
     Deterministic (fixed dates and authors), so the build cache reuses it across runs.
     Returns the branch name.
     """
-    branch = f"slow-{spins}"
+    loop = (
+        f"    for (volatile unsigned regtrack_spin = 0; regtrack_spin < {spins}; "
+        "regtrack_spin++);\n"
+    )
+    return _patched_branch(
+        source, dest, base, f"slow-{spins}", "", loop,
+        f"GET: {spins} wasted loop iterations (regtrack test)",
+    )  # fmt: skip
+
+
+def make_stall_branch(source: Path, dest: Path, base: str, lines: int, mib: int = 256) -> str:
+    """A clone of ``source`` with branch ``stall-<lines>x<mib>`` = ``base`` + a memory
+    stall: every GET increments ``lines`` pseudo-random bytes, each on its own cache line,
+    of a ``mib`` MiB buffer (xorshift; the buffer and state are static). The instructions
+    per GET rise by a few dozen (well under 1% of a GET); the cache and TLB misses cost
+    throughput, which only a throughput measurement can see.
+    """
+    size = mib << 20
+    globals_ = (
+        f"static unsigned char regtrack_stall[{size}UL];\n"
+        "static unsigned long regtrack_x = 88172645463325252UL;\n"
+    )
+    body = "".join(
+        "    regtrack_x ^= regtrack_x << 13; regtrack_x ^= regtrack_x >> 7; "
+        "regtrack_x ^= regtrack_x << 17;\n"
+        f"    regtrack_stall[(regtrack_x % {size}UL) & ~63UL]++;\n"
+        for _ in range(lines)
+    )
+    return _patched_branch(
+        source, dest, base, f"stall-{lines}x{mib}", globals_, body,
+        f"GET: {lines} random cache line(s) of a {mib} MiB buffer (regtrack test)",
+    )  # fmt: skip
+
+
+def _patched_branch(
+    source: Path, dest: Path, base: str, branch: str, before: str, body: str, subject: str
+) -> str:
+    """``branch`` = ``base`` + ``before`` ahead of getGenericCommand and ``body`` at its
+    start; made once per clone (deterministic, so builds are cached by its commit)."""
     if not (dest / ".git").exists():
         subprocess.run(["git", "clone", "--quiet", str(source), str(dest)], check=True)
     if branch in _git(dest, "branch", "--list", branch):
@@ -47,15 +86,14 @@ def make_slow_branch(source: Path, dest: Path, base: str, spins: int) -> str:
     _git(dest, "checkout", "--quiet", "-b", branch, base)
     path = dest / "src" / "t_string.c"
     text = path.read_text()
-    loop = (
-        "int getGenericCommand(client *c) {\n"
-        f"    for (volatile unsigned regtrack_spin = 0; regtrack_spin < {spins}; "
-        "regtrack_spin++);\n"
-    )
-    patched, count = re.subn(r"^int getGenericCommand\(client \*c\) \{\n", loop, text, flags=re.M)
+    start = "int getGenericCommand(client *c) {\n"
+    patched, count = re.subn(
+        r"^int getGenericCommand\(client \*c\) \{\n",
+        lambda _: before + start + body, text, flags=re.M,
+    )  # fmt: skip
     if count != 1:
         raise RuntimeError(f"getGenericCommand not found once in {path}")
     path.write_text(patched)
-    _git(dest, "commit", "--quiet", "-am", f"GET: {spins} wasted loop iterations (regtrack test)")
+    _git(dest, "commit", "--quiet", "-am", subject)
     _git(dest, "checkout", "--quiet", "--detach")
     return branch

@@ -41,6 +41,8 @@ def _runs(db) -> list[dict]:
     return [{"id": i, "status": s, "role": json.loads(c)["bisection"]["role"]} for i, s, c in rows]
 
 
+# Its command builds what it measures: its own time limit (run_cli's, plus a minute).
+@pytest.mark.timeout(2460)
 def test_ctrl_c_during_a_step_then_resume_names_the_spin_commit(tmp_path, one_step, env):
     repo, commits = one_step
     db, out = tmp_path / "r.db", tmp_path / "b.json"

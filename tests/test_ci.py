@@ -5,11 +5,13 @@ baselines) are test_ci_flow.py, on modelled trials in seconds."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
 from regtrack.analysis.gate import gate
 from regtrack.output.ci_summary import ci_headline
+from regtrack.output.tables import change_text
 from regtrack.results.store import Store
 from tests.conftest import BUILD_FLAGS, cli_in_process, run_cli
 
@@ -19,6 +21,8 @@ INSTR = [
 ]  # fmt: skip
 
 
+# Its command builds what it measures: its own time limit (run_cli's, plus a minute).
+@pytest.mark.timeout(1860)
 @pytest.mark.slow
 @pytest.mark.usefixtures("redis_benchmark_bin")
 def test_a_known_regression_fails_the_job_and_names_the_function(tmp_path, slow_repo, env):
@@ -72,13 +76,25 @@ def test_a_gate_without_an_estimate_says_why():
     decision = gate({"pooled": [record]})
     assert decision["outcome"] == "inconclusive"
     line = ci_headline(decision, {"repetitions": 2, "stopped": "max-repetitions"})
-    assert line.endswith(
-        "(--max-repetitions): throughput - (no estimate: 1 complete block of valid "
-        "trials, 2 needed)"
-    ), line
+    assert line.endswith("(--max-repetitions): throughput n/a (1 complete block, 2 needed)"), line
     decision = gate({"pooled": [{**record, "n_blocks": 0}]})
     assert decision["outcome"] == "not measured"
-    assert "0 complete blocks of valid trials" in ci_headline(decision, {"repetitions": 2})
+    assert "n/a (0 complete blocks, 2 needed)" in ci_headline(decision, {"repetitions": 2})
+
+
+def test_an_interval_too_wide_to_read_is_not_printed_as_figures():
+    """Two blocks under a fixed t interval (a t quantile of 12.7) or a look that spends
+    nothing give ends like +285035887888.7%: printed as too wide, without an MDE."""
+    record = {
+        "metric": "throughput", "verdict": "inconclusive", "gating": True, "n_blocks": 2,
+        "change_pct": -1.0, "ci_low_pct": -100.0, "ci_high_pct": 285035887888.7,
+        "mde_pct": 256153300040.1,
+    }  # fmt: skip
+    text = change_text(record)
+    assert text == "-1.0% [too wide to read] inconclusive", text
+    assert change_text({**record, "ci_high_pct": math.inf}) == text
+    readable = {**record, "ci_low_pct": -40.0, "ci_high_pct": 60.0, "mde_pct": 130.0}
+    assert change_text(readable) == ("-1.0% [-40.0, +60.0] inconclusive (detectable: over ±100%)")
 
 
 @pytest.mark.parametrize(

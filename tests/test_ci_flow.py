@@ -54,7 +54,8 @@ def test_an_undecided_gate_says_so_first_and_warns(tmp_path, monkeypatch, pair):
     first, second = proc.stdout.splitlines()[:2]
     assert first.startswith("::warning title=regtrack: undecided::throughput")
     assert second.startswith("## regtrack: ⚠️ Undecided: no regression found, but the gate")
-    assert "(--max-repetitions)" in second and "detectable: ±unbounded" in second
+    assert "(--max-repetitions)" in second and "[too wide to read] inconclusive" in second
+    assert "detectable" not in second, "no figure for an unbounded interval"
     data = _records(tmp_path / "r.json")
     assert data["outcome"] == "inconclusive" and not data["decided"]
     assert data["stopped"] == "max-repetitions"
@@ -64,11 +65,11 @@ def test_an_undecided_gate_says_so_first_and_warns(tmp_path, monkeypatch, pair):
 
 def test_blocks_are_added_until_decided_and_a_decided_metric_stops(tmp_path, monkeypatch, pair):
     """Instructions decide at the first look (seed-matched pairs agree) and are never
-    measured again; throughput, 3% noisy against a 0.001% guard, asks for more blocks, and
+    measured again; throughput, 3% noisy against a 0.001% threshold, asks for more blocks, and
     then only throughput is measured in them, until --max-repetitions."""
     configs = tmp_path / "configs"
     configs.mkdir()
-    (configs / "regtrack.toml").write_text("[verdict]\nthroughput_gate_pct = 0.001\n")
+    (configs / "regtrack.toml").write_text("[verdict]\nthroughput_pct = 0.001\n")
     monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(configs))
     model = fakebench.install(monkeypatch, fakebench.Model())
     db, out = tmp_path / "r.db", tmp_path / "r.json"
@@ -104,8 +105,14 @@ def test_stored_baseline_needs_a_matching_machine(tmp_path, monkeypatch, redis_s
     assert ok.returncode == (1 if data["outcome"] == "regression" else 0), ok.stderr
     assert data["headline"] in ok.stdout.splitlines()[0]
     (rec,) = [r for r in data["records"] if r["metric"] == "throughput"]
-    # The stored run's repetition r and the candidate's share a seed: they pair.
+    # The stored run's repetition r and the candidate's share a seed: they pair, and the
+    # interval carries the two runs' shifts (no history of one code yet: the default).
     assert rec["method"] == "t-spending" and rec["baseline"] == "shipped"
+    assert data["run_shifts"]["throughput"]["sd_pct"] == 5.0
+    assert (
+        "throughput: across runs (baseline from run 1): each run's shift as a whole, sd "
+        "5.00% (default" in ok.stdout
+    )
 
     # Fault: the stored run says it was measured on a different kernel.
     conn = sqlite3.connect(db)

@@ -33,6 +33,7 @@ def _one_line_error(proc: subprocess.CompletedProcess) -> str:
 
 
 def test_two_labels_on_one_binary_end_to_end(tmp_path, redis_server):
+    """Separate trials (test_paired has the default, paired in time): latency too."""
     db = tmp_path / "r.db"
     specs = f"a=bin:{redis_server},b=bin:{redis_server}"
     proc = run_cli(
@@ -43,6 +44,8 @@ def test_two_labels_on_one_binary_end_to_end(tmp_path, redis_server):
         "1,10",
         "--repetitions",
         "2",
+        "--pairing",
+        "separate",
         "--db",
         str(db),
         *SHORT_RUN,

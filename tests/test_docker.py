@@ -125,6 +125,8 @@ def test_a_pull_that_cannot_happen_is_one_line_and_exit_3(tmp_path, engine):
     assert proc.stderr.count("\n") == 1
 
 
+# Its command builds what it measures: its own time limit (run_cli's, plus a minute).
+@pytest.mark.timeout(1860)
 def test_a_commit_is_built_into_an_image_and_run(tmp_path, engine, offline_redis, env):
     db = tmp_path / "r.db"
     proc = run_cli(
@@ -145,6 +147,8 @@ def test_a_commit_is_built_into_an_image_and_run(tmp_path, engine, offline_redis
     assert config["docker_images"] == "build", "a mirror's tag: regtrack's build, recorded"
 
 
+# Its command builds what it measures: its own time limit (run_cli's, plus a minute).
+@pytest.mark.timeout(2460)
 def test_a_commit_is_built_by_docker_build_in_a_builder_image(
     tmp_path, engine, offline_redis, builder_image, env
 ):
@@ -170,6 +174,8 @@ def test_a_commit_is_built_by_docker_build_in_a_builder_image(
     assert "cached build" in again.stderr
 
 
+# Its command builds what it measures: its own time limit (run_cli's, plus a minute).
+@pytest.mark.timeout(660)
 def test_a_failing_docker_build_is_exit_3_with_its_tail(
     tmp_path, engine, server_image, offline_redis, env
 ):

@@ -11,7 +11,9 @@ import pytest
 
 from regtrack.bench import loadgen_choice
 from regtrack.bench.job import Options, prepare_job
+from regtrack.bench.trial import judge_load
 from regtrack.core.records import TrialRecord
+from regtrack.core.settings import load_settings
 from regtrack.targets import versions
 from tests.conftest import run_cli
 
@@ -27,12 +29,16 @@ def _job(redis_server: str, **options):
     return prepare_job(specs, Options(pipelines=[1, 10], keys=2000, **options))
 
 
-def _probed(server: float, client: float, calls: list[int]):
+def _probed(server: float, client: float, calls: list[int], contended: float = 0.0):
+    """A probe's trial with these figures, judged as a real one is."""
+
     def probe(job, binary) -> TrialRecord:
         calls.append(1)
         record = TrialRecord(0, 0, "a", "get-pipeline", "pipeline=10",
                              {"pipeline": 10, "threads": 1}, "now")  # fmt: skip
         record.server_cpu_pct, record.client_cpu_pct, record.ops_per_sec = server, client, 4e5
+        record.valid, record.contention_pct = True, contended
+        judge_load(job.settings, record, threads=1, client_cpus=1, saturates=True)
         return record
 
     return probe
@@ -71,6 +77,42 @@ def test_a_kept_answer_that_is_not_regtracks_is_ignored(
         kept.write_text(text)
         assert _job(redis_server).settle_loadgen().tool == first.tool
     assert len(calls) == 4, "each crafted answer was probed anew"
+
+
+def test_a_probe_that_says_nothing_of_the_machine_is_not_kept(
+    redis_server, memtier_bin, cache, monkeypatch
+):
+    """Contended, or failed outright: redis-benchmark this time, and the next run probes."""
+    calls: list[int] = []
+    monkeypatch.setattr(loadgen_choice, "_probe", _probed(99.0, 60.0, calls, contended=40.0))
+    first = _job(redis_server).settle_loadgen()
+    assert first.tool == "redis-benchmark" and "the probe was not usable (contended" in first.why
+
+    def fails(job, binary):
+        calls.append(1)
+        raise ConnectionError("Connection reset by peer")
+
+    monkeypatch.setattr(loadgen_choice, "_probe", fails)
+    second = _job(redis_server).settle_loadgen()
+    assert second.tool == "redis-benchmark"
+    assert "could not be probed: Connection reset" in second.why
+    assert calls == [1, 1] and not (cache / "loadgen-choice").exists()
+
+
+def test_client_bound_is_judged_on_the_cpus_its_threads_can_use():
+    """Two memtier threads on two client CPUs at 120% (of one CPU) use 60% of theirs."""
+    settings = load_settings()
+
+    def judged(client: float, threads: int, cpus: int) -> str | None:
+        record = TrialRecord(0, 0, "a", "w", "p", {}, "now")
+        record.valid, record.server_cpu_pct, record.client_cpu_pct = True, 99.0, client
+        judge_load(settings, record, threads=threads, client_cpus=cpus, saturates=True)
+        return record.invalid_reason
+
+    assert judged(120.0, threads=2, cpus=2) is None
+    assert judged(95.0, threads=1, cpus=2).startswith("client-bound")
+    assert judged(185.0, threads=2, cpus=2).startswith("client-bound")
+    assert judged(120.0, threads=4, cpus=1).startswith("client-bound"), "threads share a CPU"
 
 
 def test_no_probe_where_the_user_chose_or_nothing_depends_on_it(redis_server, cache):

@@ -55,3 +55,24 @@ def test_an_extended_or_narrowed_plan_numbers_trials_as_the_full_plan():
     for v in later:
         for t in v.trials:
             assert t.seq == by_key[(t.repetition, t.target, v.mode, t.point.label)]
+
+
+def test_paired_throughput_is_one_visit_of_every_target_per_repetition():
+    """Paired in time: each repetition's throughput trials are one visit of all targets
+    (forwards, then backwards the next repetition), each point's targets side by side,
+    numbered as the separate visits are; instruction visits stay one server each."""
+    modes = ("throughput", "instructions")
+    separate = interleave(["A", "B"], _points(10, 30), 2, modes)
+    paired = interleave(["A", "B"], _points(10, 30), 2, modes, paired=True)
+    assert [(v.target, v.mode, v.together) for v in paired] == [
+        ("A", "throughput", ("A", "B")), ("A", "instructions", ()), ("B", "instructions", ()),
+        ("B", "throughput", ("B", "A")), ("B", "instructions", ()), ("A", "instructions", ()),
+    ]  # fmt: skip
+    assert [(t.point.label, t.target) for t in paired[3].trials] == [
+        ("pipeline=30", "B"), ("pipeline=30", "A"), ("pipeline=10", "B"), ("pipeline=10", "A"),
+    ]  # fmt: skip
+    seqs = lambda visits: {  # noqa: E731
+        (t.repetition, t.target, v.mode, t.point.label): t.seq for v in visits for t in v.trials
+    }
+    assert seqs(paired) == seqs(separate)
+    assert interleave(["A"], _points(10), 2, paired=True) == interleave(["A"], _points(10), 2)

@@ -240,7 +240,7 @@ def test_io_threads_are_applied_and_observed(redis_server):
     """io-threads 2 on two server CPUs (on 2 cores no CPU is left for a load generator, so
     only the check runs): the setting is read back, and the server runs the threads."""
     from regtrack.bench import server_settings
-    from regtrack.bench.runner import plain_server
+    from regtrack.bench.servers import plain_server
 
     said: list[str] = []
     job = _job(redis_server, {"io-threads": "2"}, server=(0, 1))

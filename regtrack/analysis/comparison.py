@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from regtrack.analysis import pooling, sequential, stats
+from regtrack.analysis import pooling, run_shift, sequential, stats
 from regtrack.analysis.cells import cells, rows_for, trials_frame
 from regtrack.analysis.metrics import ALPHA, GATING, METRICS, Metric
 from regtrack.core.errors import BadInput
@@ -91,8 +91,9 @@ def compare_runs(
     thresholds: Thresholds | None = None,
     metrics: tuple[Metric, ...] = METRICS,
 ) -> dict[str, Any]:
-    """A candidate of one run against a stored baseline of another (unpaired intervals:
-    they were not measured side by side)."""
+    """A candidate of one run against a stored baseline of another. Blocks pair by seed
+    where both runs have seeds (else unpaired intervals), and every interval carries the
+    two runs' shifts (analysis/run_shift.py): they were not measured side by side."""
     for run_id, label in ((baseline_run, baseline_label), (candidate_run, candidate_label)):
         if label not in _labels(store, run_id):
             raise BadInput(f"{label!r} is not a version of run {run_id}")
@@ -108,6 +109,7 @@ def compare_runs(
     base["target"] = shown_base
     frame = pd.concat([base, cand], ignore_index=True)
     seeded = _block_key(frame) == "seed"
+    shifts = run_shift.for_runs(store, candidate_run, tuple(m.name for m in metrics))
     result = _compare(
         frame,
         [shown_base, candidate_label],
@@ -116,7 +118,9 @@ def compare_runs(
         method=_method(store, candidate_run),
         thresholds=thresholds,
         metrics=metrics,
+        shifts=shifts,
     )
+    result["run_shifts"] = {name: shift.as_dict() for name, shift in shifts.items()}
     result["run_id"] = candidate_run
     result["baseline_run_id"] = baseline_run
     result.update(server_facts(store, candidate_run))
@@ -159,6 +163,7 @@ def _compare(
     thresholds: Thresholds | None,
     metrics: tuple[Metric, ...],
     rounds: list[int] | None = None,
+    shifts: dict[str, run_shift.RunShift] | None = None,
 ) -> dict[str, Any]:
     """Per metric and candidate: one pooled answer over the sweep (what gates), and one
     record per point (where a change lives), both from seed-matched blocks.
@@ -186,6 +191,8 @@ def _compare(
         alpha = ALPHA / family
         threshold = thresholds.for_metric(metric.name)
         rows = rows_for(frame, metric)
+        shift = (shifts or {}).get(metric.name)
+        offset = shift.of_difference() if shift else None
         indexed = {(r.workload, r.point, r.target): r for r in table.itertuples()}
         points = table[["workload", "point", "point_order"]].drop_duplicates()
         for workload, wpoints in points.sort_values(["workload", "point_order"]).groupby(
@@ -212,6 +219,7 @@ def _compare(
                     alpha,
                     method,
                     look,
+                    offset,
                 )
                 top.update(
                     excluded=excluded,
@@ -241,6 +249,7 @@ def _compare(
                             top,
                             method,
                             look,
+                            offset,
                         )
                     )
     cell_frame = pd.concat(tables.values(), ignore_index=True)
@@ -302,12 +311,17 @@ def _record(
     pooled: dict[str, Any],
     method: str,
     look: sequential.Look | None = None,
+    shift: sequential.Shift | None = None,
 ) -> dict[str, Any]:
     change: Any
     if ratios is not None:
-        change = sequential.interval(list(ratios.values()), alpha, method=method, look=look)
+        change = sequential.interval(
+            list(ratios.values()), alpha, method=method, look=look, shift=shift
+        )
     else:
-        change = stats.unpaired(list(base.by_rep.values()), list(cand.by_rep.values()), 1 - alpha)
+        change = stats.unpaired(
+            list(base.by_rep.values()), list(cand.by_rep.values()), 1 - alpha, shift
+        )
     if change is not None:
         estimate = change.estimate_pct
     elif base.value and cand.value is not None:

@@ -52,6 +52,7 @@ def pooled(
     alpha: float,
     method: str,
     look: sequential.Look | None,
+    shift: sequential.Shift | None = None,
 ) -> dict[str, Any]:
     """One change over the sweep's gating points, from blocks (sequential.block_values)."""
     interval: Any
@@ -68,8 +69,9 @@ def pooled(
         numbered = {i: by_block[b] for i, b in enumerate(order)}
         values = sequential.block_values(numbered, points)
         interval = sequential.interval(
-            values, alpha, method=method, look=look, hosts=block_hosts(rows, key, order)
-        )
+            values, alpha, method=method, look=look, hosts=block_hosts(rows, key, order),
+            shift=shift,
+        )  # fmt: skip
         n = len(values)
     else:
         # No seed-matched blocks (a stored baseline without seeds): each side's repetitions
@@ -84,7 +86,7 @@ def pooled(
             sides.append(
                 [math.exp(sum(v) / len(v)) for v in reps.values() if len(v) == len(points)]
             )
-        interval = stats.unpaired(sides[0], sides[1], 1 - alpha)
+        interval = stats.unpaired(sides[0], sides[1], 1 - alpha, shift)
         n = min(len(sides[0]), len(sides[1]))
     return {
         "workload": workload,

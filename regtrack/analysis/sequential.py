@@ -243,6 +243,7 @@ def interval(
     method: str = DEFAULT_METHOD,
     look: int | Look | None = None,
     hosts: Sequence[str] | None = None,
+    shift: Shift | None = None,
 ) -> Sequential | None:
     """The interval of this look for the mean of i.i.d. block values (log ratios).
 
@@ -256,6 +257,10 @@ def interval(
     sample sd as the truth: half_width + z_0.80 * sd / sqrt(n) on the log scale, in
     percent (``math.inf`` when the interval is unbounded). It tells the gate whether more
     blocks can still resolve a change of interest.
+
+    ``shift``: the two sides were measured in different runs, each shifted as a whole by
+    its run (analysis/run_shift.py); that variance is added to the mean's, with
+    Satterthwaite's degrees of freedom (t intervals only).
     """
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
@@ -271,12 +276,38 @@ def interval(
     sd, df = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1)), n - 1
     if hosts is not None and len(set(hosts)) > 1 and method != "lai-t-mixture":
         sd, df = _within_hosts(xs, hosts)
-    r = radius(n, alpha, look_every, method, look, df)
+    if shift is not None and shift.variance > 0 and method != "lai-t-mixture":
+        se, df = _with_shift(sd, n, df, shift)
+        # the radius of one value (n = 1) at this look's level, with the combined df
+        whole = max(1, math.floor(min(df, 1e6)))
+        r = radius(n, alpha, look_every, method, look, whole) * math.sqrt(n)
+        sd, n_eff = se, 1
+    else:
+        r, n_eff = radius(n, alpha, look_every, method, look, df), n
     if math.isinf(r):
         return Sequential(_pct(mean), -100.0, math.inf, n, method, math.inf, alpha)
     half = r * sd
-    mde = half + Z_POWER * sd / math.sqrt(n)
+    mde = half + Z_POWER * sd / math.sqrt(n_eff)
     return Sequential(_pct(mean), _pct(mean - half), _pct(mean + half), n, method, _pct(mde), alpha)
+
+
+class Shift(NamedTuple):
+    """The variance of the difference between two runs' shifts (log scale), and its
+    degrees of freedom (math.inf for a fixed, assumed value)."""
+
+    variance: float
+    df: float
+
+
+def _with_shift(sd: float, n: int, df: float, shift: Shift) -> tuple[float, float]:
+    """The standard error of the mean with the runs' shift added, and Satterthwaite's
+    degrees of freedom for it."""
+    within = sd * sd / n
+    se2 = within + shift.variance
+    denominator = (within * within / df if df > 0 else math.inf) + (
+        shift.variance * shift.variance / shift.df if math.isfinite(shift.df) else 0.0
+    )
+    return math.sqrt(se2), (se2 * se2 / denominator if denominator > 0 else math.inf)
 
 
 def _within_hosts(xs: Sequence[float], hosts: Sequence[str]) -> tuple[float, int]:

@@ -62,22 +62,31 @@ def paired(
 
 
 def unpaired(
-    baseline: Sequence[float], candidate: Sequence[float], confidence: float = CONFIDENCE
+    baseline: Sequence[float],
+    candidate: Sequence[float],
+    confidence: float = CONFIDENCE,
+    shift: tuple[float, float] | None = None,
 ) -> Change | None:
-    """Change of the geometric means of two independent samples (Welch t interval)."""
+    """Change of the geometric means of two independent samples (Welch t interval);
+    ``shift``: (variance, degrees of freedom) of the two runs' shifts, added to the
+    mean's variance with Satterthwaite's degrees of freedom."""
     lb, lc = _logs(baseline), _logs(candidate)
     if len(lb) < 2 or len(lc) < 2:
         return None
     mb, mc = sum(lb) / len(lb), sum(lc) / len(lc)
     vb = sum((x - mb) ** 2 for x in lb) / (len(lb) - 1) / len(lb)
     vc = sum((x - mc) ** 2 for x in lc) / (len(lc) - 1) / len(lc)
-    se = math.sqrt(vb + vc)
+    vs, dfs = shift if shift else (0.0, math.inf)
+    se = math.sqrt(vb + vc + vs)
     if se == 0:
         df = float(len(lb) + len(lc) - 2)
     else:
-        df = (vb + vc) ** 2 / (
-            (vb**2 / (len(lb) - 1) if vb else 0.0) + (vc**2 / (len(lc) - 1) if vc else 0.0)
+        denominator = (
+            (vb**2 / (len(lb) - 1) if vb else 0.0)
+            + (vc**2 / (len(lc) - 1) if vc else 0.0)
+            + (vs**2 / dfs if vs and math.isfinite(dfs) else 0.0)
         )
+        df = (vb + vc + vs) ** 2 / denominator if denominator > 0 else 1e6
     half = stdtrit(df, 0.5 + confidence / 2) * se
     diff = mc - mb
     return Change(

@@ -18,7 +18,7 @@ from regtrack.bench import loadgen, seeds, shards
 from regtrack.bench import loadgen_choice as choosing
 from regtrack.bench import trial as measure
 from regtrack.bench.callgrind import control as callgrind
-from regtrack.bench.loadgen import memtier
+from regtrack.bench.loadgen import held, memtier
 from regtrack.bench.loadgen.base import LoadgenBinary
 from regtrack.bench.loadgen_choice import Choice
 from regtrack.bench.plan import MODES_BY_METRIC, Visit, interleave
@@ -65,6 +65,8 @@ class Options:
     max_commits: int | None = None  # ranges A..B: at most this many commits
     server_config: tuple[str, ...] = ()  # --server-config KEY=VALUE, over the file's [server]
     data_dir: str | None = None  # where servers keep their files (default: temp dir)
+    pairing: str | None = None  # time | separate (default: the settings', "time")
+    window: float | None = None  # seconds of a paired-in-time window (default: settings')
 
 
 @dataclass
@@ -141,6 +143,24 @@ class Job:
             settings=self.settings, cpus=self.cpus, loadgen=self.loadgen, workload=self.workload
         )
 
+    @property
+    def pairs_in_time(self) -> bool:
+        """Whether throughput is paired in time (bench/paired.py): asked for (the default),
+        two or more versions to compare, and a load generator that can be paused."""
+        return (
+            self.settings.pairing == "time"
+            and len(self.targets) > 1
+            and self.loadgen.name in held.PAUSABLE
+        )
+
+    @property
+    def throughput_method(self) -> str | None:
+        """How throughput was measured (part of the comparability key): "paired in time",
+        "separate trials", or None for a run that counts instructions only."""
+        if self.metric == "instructions":
+            return None
+        return "paired in time" if self.pairs_in_time else "separate trials"
+
     def visits(self, first: int = 0) -> list[Visit]:
         """The visits this host measures, from repetition ``first`` on: the whole plan's,
         or its shard's blocks (decided on the whole plan, so every host agrees)."""
@@ -156,6 +176,7 @@ class Job:
             MODES_BY_METRIC[self.metric],
             0,
             self.narrowed,
+            paired=self.pairs_in_time,
         )
 
     def extend(self, repetitions: int, modes: tuple[str, ...]) -> None:
@@ -215,6 +236,7 @@ class Job:
             "seeds": f"not controlled: {self.seed_problem}" if self.seed_problem else "fixed",
             "comparison": self.comparison,
             "loadgen_choice": self.loadgen_choice.as_dict() if self.loadgen_choice else None,
+            "throughput_method": self.throughput_method,
             "skipped": self.skipped,
             "bisection": self.bisection,
             "shard": None
@@ -294,6 +316,8 @@ def prepare_job(
         warmup=options.warmup,
         repetitions=options.repetitions,
         instruction_requests=options.instruction_requests,
+        pairing=options.pairing,
+        window=options.window,
     )
     workload = load_workload(
         options.workload,

@@ -20,12 +20,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import tempfile
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from regtrack.bench import loadgen, setup
+import redis
+
+from regtrack.bench import loadgen, servers, setup
 from regtrack.bench import trial as measure
 from regtrack.bench.loadgen import memtier, redis_benchmark
 from regtrack.bench.plan import PlannedTrial
@@ -40,6 +44,8 @@ if TYPE_CHECKING:
 
 PROBE_SECONDS = 1.0  # memtier measures whole seconds
 PROBE_WARMUP_S = 0.0  # a second of memtier is enough to see which side runs out of CPU
+# The reasons a valid-looking probe answers "no": the tool, not the server, ran out of CPU.
+SATURATION_REASONS = ("client-bound", "not server-bound")
 
 
 @dataclass(frozen=True)
@@ -82,16 +88,24 @@ def unprobed(requested: str | None, binary: str | None, workload: Any, tool: str
 
 def decide(job: Job) -> Choice:
     """memtier or redis-benchmark for this GET sweep, from the kept answer or a probe."""
+    if job.shard is not None:
+        # Each host would probe on its own and might choose differently: one plan, one tool.
+        return Choice(
+            redis_benchmark.NAME,
+            "a shard of a plan that several hosts measure, where a probe per host could "
+            "choose differently (pass --loadgen memtier to use it on every host)",
+        )
     memtier_bin = loadgen.locate("memtier")
     key_file = _answer_file(job, memtier_bin.sha256)
     kept = _read(key_file)
     if kept is not None:
-        return Choice(kept["tool"], kept["why"], kept["probe"], str(key_file))
+        return Choice(kept["tool"], kept["why"], kept.get("probe"), str(key_file))
     try:
         record = _probe(job, memtier_bin)
-    except CannotMeasure as exc:  # the run itself will say what is wrong with the server
-        return Choice(redis_benchmark.NAME, f"memtier_benchmark could not be probed: {exc}")
-    settings = job.settings
+    except (CannotMeasure, redis.RedisError, OSError) as exc:
+        # Not kept: the run itself will say what is wrong with the server.
+        reason = " ".join(str(exc).split())[:200]
+        return Choice(redis_benchmark.NAME, f"memtier_benchmark could not be probed: {reason}")
     server = record.server_cpu_pct or 0.0
     client = record.client_cpu_pct or 0.0
     pipeline = record.params["pipeline"]
@@ -111,29 +125,30 @@ def decide(job: Job) -> Choice:
         f"{job.cpus.client_list} at pipeline {pipeline}: server {server:.0f}% busy, "
         f"client {client:.0f}%"
     )
-    if server >= settings.server_bound_cpu_pct and client < settings.client_bound_cpu_pct:
+    # The probe is judged as a trial is (bench/trial.py): client-bound at the share of
+    # its CPUs the settings allow, not server-bound below the server's.
+    reasons = (record.invalid_reason or "").split("; ") if not record.valid else []
+    if not reasons:
         choice = Choice("memtier", f"{figures}: it saturates the server", probe)
-    elif record.ops_per_sec is None:  # not kept: the next run probes again
-        return Choice(
-            redis_benchmark.NAME, f"{figures}: the probe failed ({record.invalid_reason})", probe
-        )
-    else:
+    elif all(r.startswith(SATURATION_REASONS) for r in reasons):
         choice = Choice(redis_benchmark.NAME, f"{figures}: it does not saturate the server", probe)
+    else:  # not kept: a contended or failed probe says nothing of this machine
+        return Choice(
+            redis_benchmark.NAME, f"{figures}: the probe was not usable ({reasons[0]})", probe
+        )
     _write(key_file, choice)
     return Choice(choice.tool, choice.why, probe, None)
 
 
 def _probe(job: Job, binary: Any) -> Any:
     """One short memtier trial at the deepest pipeline against the first version."""
-    from regtrack.bench import runner  # runner imports job, which imports this module
-
     workload = workload_points.with_loadgen_threads(job.workload, "memtier", len(job.cpus.client))
     point = max(workload_points.points(workload), key=lambda p: p.params["pipeline"])
     settings = job.settings.model_copy(update={"duration": PROBE_SECONDS, "warmup": PROBE_WARMUP_S})
     ctx = measure.Context(settings=settings, cpus=job.cpus, loadgen=binary, workload=workload)
     target = job.targets[0]
     planned = PlannedTrial(seq=0, repetition=0, target=target.label, point=point)
-    with runner.plain_server(job, target, run_id=0) as server:
+    with servers.plain_server(job, target, run_id=0) as server:
         client = server.client(timeout=600)
         try:
             saved = setup.prepare_server(client, workload, memtier.NAME)
@@ -155,6 +170,8 @@ def _answer_file(job: Job, memtier_sha: str) -> Path:
         "data_size": workload.data_size,
         "threads": workload.threads if "threads" in workload.model_fields_set else None,
         "runtime": job.runtime,
+        "server": workload.server,  # io-threads and the like change who saturates
+        "limits": [job.settings.client_bound_cpu_pct, job.settings.server_bound_cpu_pct],
     }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     return cache_root() / "loadgen-choice" / f"{digest}.json"
@@ -171,11 +188,19 @@ def _read(path: Path) -> dict[str, Any] | None:
 
 
 def _write(path: Path, choice: Choice) -> None:
-    """Keep the answer; where the cache cannot be written, the next run probes again."""
+    """Keep the answer; where the cache cannot be written, the next run probes again.
+
+    Written to a fresh file of its own and renamed over the answer: a link planted in a
+    shared cache is replaced, never followed."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({k: v for k, v in choice.as_dict().items() if k != "cached"}))
-        tmp.replace(path)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".answer-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump({k: v for k, v in choice.as_dict().items() if k != "cached"}, f)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
     except OSError:
         return

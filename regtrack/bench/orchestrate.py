@@ -56,6 +56,7 @@ def measure(
         else:
             server_settings.check(job, say)  # each version knows and keeps them, or exit 2
             _settle_loadgen(job, say)
+            _say_method(job, say)
             env = environment.capture(job.cpus, job.loadgen.as_dict())
             env["runtime"] = job.runtime
             run_id = store.create_run(
@@ -84,6 +85,23 @@ def _settle_loadgen(job: Job, say: Say) -> None:
     if decided_here:
         kept = f"; probed before, kept in {choice.cached}" if choice.cached else ""
         say(f"load generator: {choice.tool} ({choice.why}{kept})")
+
+
+def _say_method(job: Job, say: Say) -> None:
+    """How throughput is measured, when several versions are compared."""
+    if job.metric == "instructions" or len(job.targets) < 2:
+        return
+    if job.pairs_in_time:
+        say(
+            f"throughput: paired in time, the load moving between the {len(job.targets)} "
+            f"servers every {job.settings.window:g} s (no latency figures; --pairing "
+            "separate measures them)"
+        )
+    elif job.settings.pairing == "time":
+        say(
+            f"throughput: separate trials ({job.loadgen.name} cannot be paused and resumed; "
+            "memtier or redis-benchmark can)"
+        )
 
 
 def sequential_rule(

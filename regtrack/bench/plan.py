@@ -5,6 +5,10 @@ C B A, ...), and sweeps the points ascending or descending likewise; two repetit
 a balanced block (A B B A) that cancels linear drift. Each visit is one server
 lifetime: servers restart between repetitions so per-process effects (memory layout,
 allocator state) become part of the measured noise instead of a hidden bias.
+
+Throughput paired in time (the default where it applies: bench/paired.py) makes one
+visit of all targets per repetition: their servers are up together and the load moves
+between them in short windows, so each repetition's trials of A and B share their time.
 """
 
 from __future__ import annotations
@@ -38,6 +42,9 @@ class Visit:
     target: str
     trials: tuple[PlannedTrial, ...]
     mode: str = "throughput"
+    # Targets whose servers run together, the load moving between them in windows (in
+    # this repetition's order; ``target`` is the first); empty: one server at a time.
+    together: tuple[str, ...] = ()
 
 
 def interleave(
@@ -47,6 +54,7 @@ def interleave(
     modes: tuple[str, ...] = ("throughput",),
     first: int = 0,
     narrowed: Mapping[int, tuple[str, ...]] | None = None,
+    paired: bool = False,
 ) -> list[Visit]:
     """Visits of repetitions ``first`` .. ``repetitions - 1``.
 
@@ -55,6 +63,10 @@ def interleave(
     still measured in some repetitions (a sequential gate stops measuring a metric once it
     is decided). A trial's ``seq`` depends only on its place in the full plan, so a plan
     extended or narrowed later numbers its trials as the full plan would.
+
+    ``paired``: each repetition's throughput trials are one visit of every target
+    together (trials point by point, each point's targets side by side), numbered as the
+    separate visits would be.
     """
     visits: list[Visit] = []
     per_mode = len(targets) * len(points)
@@ -67,8 +79,17 @@ def interleave(
         for m, mode in enumerate(modes):
             if mode not in wanted:
                 continue
+            base = rep * per_rep + m * per_mode
+            if paired and mode == "throughput" and len(targets) > 1:
+                trials = tuple(
+                    PlannedTrial(base + t * len(points) + i, rep, target, point)
+                    for i, point in enumerate(sweep)
+                    for t, target in enumerate(order)
+                )
+                visits.append(Visit(rep, order[0], trials, mode, tuple(order)))
+                continue
             for t, target in enumerate(order):
-                seq = rep * per_rep + m * per_mode + t * len(points)
+                seq = base + t * len(points)
                 trials = tuple(
                     PlannedTrial(seq=seq + i, repetition=rep, target=target, point=point)
                     for i, point in enumerate(sweep)

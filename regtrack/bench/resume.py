@@ -13,6 +13,7 @@ from typing import Any
 
 from regtrack.bench import shards
 from regtrack.bench.job import Job
+from regtrack.bench.loadgen import memtier
 from regtrack.bench.loadgen.base import LoadgenBinary
 from regtrack.bench.loadgen_choice import Choice
 from regtrack.core import docker_engine, environment
@@ -56,7 +57,8 @@ def load_job(store: Store, run_id: int) -> Job:
     config: dict[str, Any] = run["config"]
     kinds = {"get-pipeline": GetPipelineWorkload, "mix": MixWorkload}
     workload = kinds[config["workload"]["kind"]](**config["workload"])
-    settings = RunSettings(**config["settings"])
+    # A run stored before throughput could be paired in time measured separate trials.
+    settings = RunSettings(**{"pairing": "separate", **config["settings"]})
     cpus = CpuPlan(
         parse_cpu_list(config["cpus"]["server_cpus"]),
         parse_cpu_list(config["cpus"]["client_cpus"]),
@@ -108,6 +110,11 @@ def load_job(store: Store, run_id: int) -> Job:
 
 def _choice(stored: Any, tool: str) -> Choice:
     """The run's own load generator, as it was chosen: a resumed run never probes again."""
-    if isinstance(stored, dict) and stored.get("tool") == tool:
-        return Choice(tool, str(stored.get("why") or ""), stored.get("probe"))
+    if isinstance(stored, dict) and _binary_name(stored.get("tool")) == tool:
+        return Choice(str(stored["tool"]), str(stored.get("why") or ""), stored.get("probe"))
     return Choice(tool, "the run's own")
+
+
+def _binary_name(tool: Any) -> Any:
+    """A choice names tools as --loadgen does (memtier); a binary by its own name."""
+    return memtier.NAME if tool == "memtier" else tool

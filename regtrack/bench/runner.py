@@ -7,112 +7,25 @@ Ctrl-C, SIGTERM) stops the servers and leaves the run marked with what happened.
 from __future__ import annotations
 
 import contextlib
-import tempfile
+import dataclasses
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import redis
 
-from regtrack.bench import setup
+from regtrack.bench import paired, setup
 from regtrack.bench import trial as measure
-from regtrack.bench.callgrind import control as callgrind
 from regtrack.bench.callgrind import protocol
 from regtrack.bench.job import Job
 from regtrack.bench.plan import Visit, trial_count
-from regtrack.bench.runtimes import docker as docker_runtime
-from regtrack.bench.runtimes.base import RunningServer
-from regtrack.bench.runtimes.native import native_server
+from regtrack.bench.servers import ServerDied, plain_server, serve
 from regtrack.core import interrupts
 from regtrack.core.errors import CannotMeasure
 from regtrack.core.records import Progress
 from regtrack.results.store import Store
 from regtrack.targets.versions import Target
 from regtrack.workloads import points as workload_points
-
-CALLGRIND_START_TIMEOUT_S = 120.0
-
-
-class ServerDied(CannotMeasure):
-    """The server of one visit exited (killed, crashed): that visit ends, the run goes on."""
-
-
-def _binary(target: Target) -> str:
-    if not target.binary:
-        raise CannotMeasure(f"version {target.label}: no redis-server binary to run")
-    return target.binary
-
-
-def plain_server(
-    job: Job, target: Target, run_id: int, seed: str | None = None
-) -> contextlib.AbstractContextManager:
-    """The target's server as the run's runtime starts it (a process, or a container)."""
-    if job.runtime == "docker":
-        assert target.image, f"{target.label} has no image"
-        return docker_runtime.docker_server(
-            job.docker,
-            target.image,
-            job.cpus.server,
-            run_id=run_id,
-            memory=job.memory,
-            timeout=job.settings.server_start_timeout,
-            seed=seed,
-            settings=job.server_argv(target),
-            data_dir=job.files_dir(),
-        )
-    return native_server(
-        _binary(target),
-        job.cpus.server,
-        timeout=job.settings.server_start_timeout,
-        seed=seed,
-        settings=job.server_argv(target),
-        data_dir=job.data_dir,
-    )
-
-
-@contextlib.contextmanager
-def serve(
-    job: Job, target: Target, mode: str, run_id: int = 0, seed: str | None = None
-) -> Iterator[tuple[RunningServer, Any]]:
-    """A pinned server for one visit; under callgrind for instruction trials."""
-    if mode != "instructions":
-        with plain_server(job, target, run_id, seed) as server:
-            yield server, None
-        return
-    valgrind, control = callgrind.require()
-    with tempfile.TemporaryDirectory(prefix="regtrack-callgrind-") as tmp:
-        outdir = Path(tmp)
-        try:
-            with native_server(
-                _binary(target),
-                job.cpus.server,
-                timeout=CALLGRIND_START_TIMEOUT_S,
-                wrapper=callgrind.wrapper(valgrind, outdir),
-                seed=seed,
-                settings=job.server_argv(target),
-                data_dir=job.data_dir,
-            ) as server:
-                _slow_cron(server, target)
-                yield server, protocol.Callgrind(control=control, outdir=outdir)
-        except ServerDied:
-            raise  # already names the version and the mode; the run goes on
-        except CannotMeasure as exc:
-            raise CannotMeasure(f"{target.label} under callgrind: {exc}") from None
-
-
-def _slow_cron(server: RunningServer, target: Target) -> None:
-    """hz 1 under callgrind (callgrind.CALLGRIND_HZ says why)."""
-    client = server.client(timeout=120)
-    try:
-        client.config_set("hz", callgrind.CALLGRIND_HZ)
-    except (redis.RedisError, OSError) as exc:
-        if server.alive():
-            raise CannotMeasure(f"CONFIG SET hz failed: {exc}") from None
-        raise ServerDied(f"redis-server of {target.label} exited under callgrind") from None
-    finally:
-        client.close()
 
 
 def preflight(job: Job, store: Store, run_id: int, progress: Progress) -> dict[str, int]:
@@ -140,7 +53,7 @@ def remaining(visits: list[Visit], done: set[int]) -> list[Visit]:
     for visit in visits:
         left = tuple(t for t in visit.trials if t.seq not in done)
         if left:
-            out.append(Visit(visit.repetition, visit.target, left, visit.mode))
+            out.append(dataclasses.replace(visit, trials=left))
     return out
 
 
@@ -191,9 +104,12 @@ def execute(
             for visit in visits:
                 interrupts.check()
                 try:
-                    run_visit(
-                        job, store, run_id, visit, by_label[visit.target], target_ids, progress
-                    )
+                    if visit.together:
+                        paired.run_visit(job, store, run_id, visit, by_label, target_ids, progress)
+                    else:
+                        run_visit(
+                            job, store, run_id, visit, by_label[visit.target], target_ids, progress
+                        )
                 except ServerDied as exc:
                     lost.append(str(exc))
                     progress.note(f"{exc}; the rest of that visit is skipped, the run goes on")
@@ -266,8 +182,8 @@ def run_visit(
     progress: Progress,
 ) -> None:
     """One server process (one visit): start it pinned, set it up, run its planned trials,
-    store each. With preflight, the only place a run touches servers and load generators
-    (the flows' logic tests stand in for these two: tests/fakebench.py)."""
+    store each. With preflight, where a run's measured trials touch servers and load
+    generators (the flows' logic tests stand in for it: tests/fakebench.py)."""
     rep = f"rep {visit.repetition + 1}/{job.settings.repetitions}"
     under = " under callgrind" if visit.mode == "instructions" else ""
     progress.phase(f"{rep} · starting {target.label}{under}")

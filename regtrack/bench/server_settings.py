@@ -15,8 +15,8 @@ import re
 from collections.abc import Callable
 
 from regtrack.bench.job import Job
-from regtrack.bench.runner import plain_server
 from regtrack.bench.runtimes.base import ServerStartError
+from regtrack.bench.servers import plain_server
 from regtrack.core.errors import BadInput
 from regtrack.targets.versions import Target
 from regtrack.workloads import server_config

@@ -192,6 +192,41 @@ def measured_window(
     return result
 
 
+def judge_load(
+    settings: RunSettings, record: TrialRecord, *, threads: int, client_cpus: int, saturates: bool
+) -> None:
+    """Mark a throughput trial invalid when it did not measure the server's capacity:
+    other work on the pinned CPUs, a load generator out of CPU (its share of the CPUs its
+    threads can use), or, for a workload meant to saturate, a server left idle."""
+    limit = settings.contention_limit_pct
+    if record.contention_pct is not None and record.contention_pct > limit:
+        record.mark_invalid(
+            f"contended: other processes used {record.contention_pct:.0f}% of the pinned CPUs "
+            f"(limit {limit:.0f}%), so stop other work on this machine"
+        )
+    capacity = 100.0 * min(threads, client_cpus)
+    threshold = settings.client_bound_cpu_pct * capacity / 100.0
+    if (record.client_cpu_pct or 0) >= threshold:
+        record.mark_invalid(
+            f"client-bound: the load generator used {record.client_cpu_pct:.0f}% CPU "
+            f"(limit {threshold:.0f}%), so this measures the client, not Redis"
+        )
+    elif (
+        saturates
+        and record.valid
+        and record.server_cpu_pct is not None
+        and record.server_cpu_pct < settings.server_bound_cpu_pct
+    ):
+        # A saturation workload measures the server's capacity only when the server is the
+        # bottleneck; the load generator was not (that would be client-bound) either.
+        record.mark_invalid(
+            f"not server-bound: server busy {record.server_cpu_pct:.0f}%, load generator "
+            f"{record.client_cpu_pct or 0:.0f}% (client-bound at {threshold:.0f}%): neither "
+            "was saturated, so this is not the server's capacity (too few connections or "
+            "too small a pipeline, or the machine was slowed from outside)"
+        )
+
+
 def throughput_trial(
     ctx: Context, server: RunningServer, planned: PlannedTrial, specs: list[LoadSpec]
 ) -> TrialRecord:
@@ -234,34 +269,13 @@ def throughput_trial(
 
     if measured_window(ctx, server, record, run) is None:
         return record
-    limit = settings.contention_limit_pct
-    if record.contention_pct is not None and record.contention_pct > limit:
-        record.mark_invalid(
-            f"contended: other processes used {record.contention_pct:.0f}% of the pinned CPUs "
-            f"(limit {limit:.0f}%), so stop other work on this machine"
-        )
-    threads = sum(s.threads for s in specs)
-    capacity = 100.0 * min(threads, len(aim.cpus))
-    threshold = settings.client_bound_cpu_pct * capacity / 100.0
-    if (record.client_cpu_pct or 0) >= threshold:
-        record.mark_invalid(
-            f"client-bound: the load generator used {record.client_cpu_pct:.0f}% CPU "
-            f"(limit {threshold:.0f}%), so this measures the client, not Redis"
-        )
-    elif (
-        points.saturates(ctx.workload)
-        and record.valid
-        and record.server_cpu_pct is not None
-        and record.server_cpu_pct < settings.server_bound_cpu_pct
-    ):
-        # A saturation workload measures the server's capacity only when the server is the
-        # bottleneck; the load generator was not (that would be client-bound) either.
-        record.mark_invalid(
-            f"not server-bound: server busy {record.server_cpu_pct:.0f}%, load generator "
-            f"{record.client_cpu_pct or 0:.0f}% (client-bound at {threshold:.0f}%): neither "
-            "was saturated, so this is not the server's capacity (too few connections or "
-            "too small a pipeline, or the machine was slowed from outside)"
-        )
+    judge_load(
+        settings,
+        record,
+        threads=sum(s.threads for s in specs),
+        client_cpus=len(aim.cpus),
+        saturates=points.saturates(ctx.workload),
+    )
     if ctx.loadgen.name == builtin.NAME:
         record.mark_invalid(builtin.THROUGHPUT_CAVEAT)
     return record

@@ -65,7 +65,7 @@ def ci(
     """
     from regtrack.core.settings import load_thresholds
 
-    thresholds = load_thresholds(threshold).for_gate()
+    thresholds = load_thresholds(threshold)
     if merge_shards or shard_dbs:
         asked = (baseline_spec, candidate_spec, baseline_run)
         gate = _merged_gate(merge_shards, shard_dbs, kw["db"], thresholds, asked)

@@ -105,6 +105,18 @@ MEASURE_OPTIONS = [
         "--instruction-requests", type=int, help="Requests per instruction trial (default 200000)."
     ),
     click.option(
+        "--pairing",
+        type=click.Choice(["time", "separate"]),
+        help="Throughput of several versions: paired in time, their servers up together and "
+        "the load moved between them every --window seconds (time, the default with memtier "
+        "or redis-benchmark), or a separate trial per server (separate).",
+    ),
+    click.option(
+        "--window",
+        type=float,
+        help="Seconds each server has the load in a paired-in-time window (default 0.1).",
+    ),
+    click.option(
         "--runtime",
         type=click.Choice(["native", "docker"]),
         default="native",

@@ -51,6 +51,8 @@ def options_of(kw: dict[str, Any], **defaults: Any) -> Options:
         max_commits=kw["max_commits"],
         server_config=tuple(kw.get("server_config") or ()),
         data_dir=kw.get("data_dir"),
+        pairing=kw.get("pairing"),
+        window=kw.get("window"),
     )
 
 

@@ -103,6 +103,27 @@ def stop(proc: subprocess.Popen, grace: float = 5.0) -> int | None:
         return proc.wait(timeout=grace)
 
 
+def pause(proc: subprocess.Popen) -> None:
+    """Stop a child and its process group where they stand (SIGSTOP): its connections stay
+    open, its requests in flight are answered into its socket buffers."""
+    _signal_group(proc, signal.SIGSTOP)
+
+
+def resume(proc: subprocess.Popen) -> None:
+    """Let a paused child go on (SIGCONT)."""
+    _signal_group(proc, signal.SIGCONT)
+
+
+def kill(proc: subprocess.Popen, timeout: float = 5.0) -> int | None:
+    """End a child whose output is not wanted, paused or not: SIGKILL to its group, then
+    reap it (a SIGTERM would wait, pending, until a paused child is resumed)."""
+    _signal_group(proc, signal.SIGKILL)
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port nobody listens on right now (the server start retries if it is taken meanwhile)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

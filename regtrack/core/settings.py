@@ -65,6 +65,11 @@ class RunSettings(_Strict):
     server_start_timeout: Annotated[float, Field(gt=0)] = 20.0
     instruction_requests: Annotated[int, Field(ge=2000)] = 200_000
     repeatability_pct: Annotated[float, Field(gt=0)] = 0.5
+    # "time": the throughput of several versions is measured paired in time, their servers
+    # up together and the load moved between them in windows of ``window`` seconds
+    # (bench/paired.py); "separate": one server after the other, a trial each.
+    pairing: Literal["time", "separate"] = "time"
+    window: Annotated[float, Field(ge=0.05, le=10)] = 0.1  # docs/methodology.md: A/A runs
     # "fixed": each repetition's servers read regtrack's seed bytes from /dev/urandom
     # (common random numbers, regtrack/bench/seeds.py); "random": Redis seeds itself.
     seeds: Literal["fixed", "random"] = "fixed"
@@ -82,9 +87,6 @@ class Thresholds(_Strict):
     latency: Annotated[float, Field(gt=0)] = 10.0
     instructions: Annotated[float, Field(gt=0)] = 1.0
     syscalls: Annotated[float, Field(gt=0)] = 2.0
-    # `regtrack ci` gates throughput only as a guard against large changes: on a shared
-    # machine an A/A pair's throughput spreads ~15% between blocks (docs/methodology.md).
-    throughput_gate: Annotated[float, Field(gt=0)] = 20.0
 
     def uniform(self, pct: float) -> Thresholds:
         """The same threshold for every metric (--threshold), method unchanged."""
@@ -94,13 +96,8 @@ class Thresholds(_Strict):
                 "latency": pct,
                 "instructions": pct,
                 "syscalls": pct,
-                "throughput_gate": pct,
             }
         )
-
-    def for_gate(self) -> Thresholds:
-        """The thresholds `regtrack ci` decides with: throughput at its guard value."""
-        return self.model_copy(update={"throughput": self.throughput_gate})
 
     def for_metric(self, name: str) -> float:
         if name == "throughput":
@@ -168,6 +165,11 @@ def load_thresholds(uniform_pct: float | None = None, path: Path | None = None) 
         raise BadInput(f"--threshold {uniform_pct}: give a positive percentage, e.g. 3")
     source = path or _settings_file()
     data = _section(source, "verdict") if source else {}
+    if "throughput_gate_pct" in data or "throughput_gate" in data:
+        raise BadInput(
+            f"{source} [verdict]: throughput_gate_pct is gone: `regtrack ci` now decides "
+            "throughput at throughput_pct, paired in time (docs/methodology.md); delete the line"
+        )
     try:
         thresholds = Thresholds(**{k.removesuffix("_pct"): v for k, v in data.items()})
     except ValidationError as exc:

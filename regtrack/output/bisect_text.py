@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from regtrack.output.tables import attribution, server_caption
+from regtrack.output.tables import attribution, interval_text, server_caption
 
 SHORT = 7
 
@@ -14,7 +14,8 @@ def _change(record: dict[str, Any] | None) -> str:
     if not record or record.get("change_pct") is None:
         return "no valid measurement"
     return (
-        f"{record['change_pct']:+.2f}% [{record['ci_low_pct']:+.2f}, {record['ci_high_pct']:+.2f}]"
+        f"{record['change_pct']:+.2f}% "
+        f"{interval_text(record['ci_low_pct'], record['ci_high_pct'], digits=2)}"
         f" ({record['verdict']})"
     )
 

@@ -12,6 +12,7 @@ from regtrack.output.tables import (
     render,
     server_caption,
     server_fields,
+    shift_text,
 )
 
 OUTCOME_HEADLINE = {
@@ -26,17 +27,15 @@ METRIC_TITLE = {"instructions_per_op": "instructions per op", "throughput": "thr
 def _answer(r: dict[str, Any]) -> str:
     """ "instructions per op +0.01% [-0.03, +0.05] no change (detectable ±0.1%)" """
     title = METRIC_TITLE.get(r["metric"], r["metric"])
+    if r["change_pct"] is None and (r.get("n_blocks") or 0) >= 2:
+        return f"{title} - (no estimate)"
+    # Invalid trials (contended, client-bound, ...) can leave too few complete blocks:
+    # change_text says how many there are ("n/a (1 complete block, 2 needed)").
+    text = f"{title} {change_text({**r, 'n_blocks': r.get('n_blocks') or 0})}"
     if r["change_pct"] is None:
-        # Invalid trials (contended, client-bound, ...) can leave too few complete blocks;
-        # a bare "-" would not say why the gate has no answer.
-        n = r.get("n_blocks") or 0
-        if n >= 2:
-            return f"{title} - (no estimate)"
-        blocks = f"{n} complete block{'' if n == 1 else 's'}"
-        return f"{title} - (no estimate: {blocks} of valid trials, 2 needed)"
-    text = f"{title} {change_text(r)}"
+        return text
     if r["verdict"] != "inconclusive" and r.get("mde_pct") is not None:
-        text += f" (detectable: ±{mde_text(r['mde_pct'])})"
+        text += f" (detectable: {mde_text(r['mde_pct'])})"
     return text
 
 
@@ -85,6 +84,7 @@ def ci_json(
         "seeds": context.get("seeds"),
         "forced": context.get("forced") or [],
         **server_fields(result),
+        "run_shifts": result.get("run_shifts"),  # across runs: each run's shift (sd, source)
         "gate": [plain(r) for r in decision["cells"]],
         "pooled": [plain(r) for r in result.get("pooled", [])],
         "records": [plain(r) for r in result["comparisons"]],
@@ -104,6 +104,10 @@ def ci_summary(result: dict[str, Any], decision: dict[str, Any], context: dict[s
     ]
     if context.get("forced"):
         lines += [f"**{forced_line(context['forced'])}**", ""]
+    for metric, shift in (result.get("run_shifts") or {}).items():
+        if any(r["metric"] == metric for r in decision["cells"]):
+            title = METRIC_TITLE.get(metric, metric)
+            lines += [f"{title}: {shift_text(result['baseline_run_id'], shift)}", ""]
     if not decision["cells"]:
         lines.append("- no gating metric was measured")
     for r in decision["cells"]:

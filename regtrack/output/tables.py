@@ -33,22 +33,46 @@ def format_value(value: float | None, unit: str, server_busy_pct: float | None =
 
 
 def change_text(rec: dict[str, Any]) -> str:
-    """ "-3.2% [-5.1, -1.2] regression": the estimate, its interval and the verdict."""
+    """ "-3.2% [-5.1, -1.2] regression": the estimate, its interval and the verdict; "n/a
+    (1 complete block, 2 needed)" where there is nothing to estimate from."""
+    n = rec.get("n_blocks", rec.get("n_valid"))
+    if n is not None and n < 2:
+        return f"n/a ({n} complete block{'' if n == 1 else 's'}, 2 needed)"
     if rec["change_pct"] is None:
         return "-"
     text = f"{rec['change_pct']:+.1f}%"
-    if rec["ci_low_pct"] is not None:
-        text += f" [{rec['ci_low_pct']:+.1f}, {rec['ci_high_pct']:+.1f}]"
+    bounds = interval_text(rec["ci_low_pct"], rec["ci_high_pct"])
+    if bounds:
+        text += f" {bounds}"
     text += f" {rec['verdict']}"
     if rec["verdict"] == "inconclusive" and rec.get("mde_pct") is not None:
-        text += f" (detectable: ±{mde_text(rec['mde_pct'])})"
+        if bounds != TOO_WIDE:
+            text += f" (detectable: {mde_text(rec['mde_pct'])})"
     elif rec.get("extra_repetitions"):
         text += f" (~{rec['extra_repetitions']} more reps)"
     return text
 
 
+# An interval wider than ±100% (or unbounded, at a look that spends nothing) tells the
+# reader only that more blocks are needed; its figures would be noise.
+READABLE_WIDTH_PCT = 200.0
+TOO_WIDE = "[too wide to read]"
+
+
+def interval_text(low: float | None, high: float | None, digits: int = 1) -> str:
+    """ "[-5.1, -1.2]", "[too wide to read]", or "" without an interval."""
+    if low is None or high is None:
+        return ""
+    if not (math.isfinite(low) and math.isfinite(high)) or high - low > READABLE_WIDTH_PCT:
+        return TOO_WIDE
+    return f"[{low:+.{digits}f}, {high:+.{digits}f}]"
+
+
 def mde_text(pct: float) -> str:
-    return "unbounded" if pct == float("inf") else f"{pct:.1f}%"
+    """The minimum detectable effect as printed: "±4.3%", "over ±100%", "unbounded"."""
+    if pct == float("inf"):
+        return "unbounded"
+    return "over ±100%" if pct > 100.0 else f"±{pct:.1f}%"
 
 
 def _grid(result: dict[str, Any], metric: str) -> tuple[list[str], list[list[str]], list[str]]:
@@ -132,6 +156,9 @@ def _caption(result: dict[str, Any], metric: str) -> str:
             f" · change [{100 * r['confidence']:.1f}% interval, {result['method']}] "
             f"and verdict at a {r['threshold_pct']:g}% threshold"
         )
+    shift = (result.get("run_shifts") or {}).get(metric)
+    if shift:
+        text += " · " + shift_text(result["baseline_run_id"], shift)
     hosts = result.get("hosts") or []
     if len(hosts) > 1:
         text += (
@@ -171,6 +198,15 @@ def _footer(notes: list[str]) -> list[str]:
         "and must not be trusted (and points that do not gate):",
         *[f"  {n}" for n in notes],
     ]
+
+
+def shift_text(baseline_run: int, shift: dict[str, Any]) -> str:
+    """What an interval across runs carries: "across runs (baseline from run 3): each
+    run's shift, sd 5.0% (default ...), is in the interval"."""
+    return (
+        f"across runs (baseline from run {baseline_run}): each run's shift as a whole, sd "
+        f"{shift['sd_pct']:.2f}% ({shift['source']}), is in the interval"
+    )
 
 
 def server_caption(result: dict[str, Any]) -> str:

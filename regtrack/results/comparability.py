@@ -23,6 +23,8 @@ from regtrack.core.errors import BadInput
 MACHINE = ("cpu_model", "cpu_count", "physical_cores", "kernel")
 # Workload fields that document it, sweep it or judge its trials: not its traffic.
 NOT_TRAFFIC = ("description", "models", "approximations", "min_redis", "pipelines", "tolerance_pct")
+# Facts the key gained after runs were stored with it: derived from such a run's config.
+ADDED = ("throughput method",)
 # How instruction trials ran: compared only when both runs counted instructions.
 INSTRUCTION_FACTS = ("instruction requests", "callgrind hz")
 
@@ -49,6 +51,11 @@ def key(config: dict[str, Any], environment: dict[str, Any], loadgen: dict[str, 
             else None,
             "server cpus": cpus.get("server_cpus"),
             "client cpus": cpus.get("client_cpus"),
+            # Windows paired in time and separate trials measure throughput differently
+            # (runs from before the paired mode measured separate trials).
+            "throughput method": config.get("throughput_method", "separate trials")
+            if config.get("metric", "throughput") != "instructions"
+            else None,
             "load generator": loadgen.get("name"),
             "load generator binary": loadgen.get("sha256") or loadgen.get("image_id"),
             "instruction requests": settings.get("instruction_requests") if counted else None,
@@ -62,9 +69,11 @@ def key(config: dict[str, Any], environment: dict[str, Any], loadgen: dict[str, 
 def of_run(run: dict[str, Any]) -> dict[str, Any]:
     """A stored run's key (a ``Store.run`` row): as stored when it was created, or, for a
     run older than the key, derived from the same stored facts."""
+    derived = key(run.get("config") or {}, run.get("environment") or {}, run.get("loadgen") or {})
     if run.get("comparability"):
-        return run["comparability"]
-    return key(run.get("config") or {}, run.get("environment") or {}, run.get("loadgen") or {})
+        # A fact added to the key later is derived for a run stored before it.
+        return {**{k: derived[k] for k in ADDED if k in derived}, **run["comparability"]}
+    return derived
 
 
 def digest(facts: dict[str, Any]) -> str:

@@ -181,6 +181,15 @@ def check_version(workload: Workload, label: str, version: str) -> None:
             )
 
 
+def counted_commands(workload: Workload) -> frozenset[str]:
+    """The INFO commandstats names whose calls count a window's operations when the load
+    is paired in time (bench/windows.py): GET for a sweep, the mix's commands for a mix
+    (calls made inside its scripts under those names too, alike for every version)."""
+    if isinstance(workload, GetPipelineWorkload):
+        return frozenset({"get"})
+    return frozenset(n for c in workload.all_commands for n in commands.stat_names(c.args))
+
+
 def saturates(workload: Workload) -> bool:
     """Whether a trial of ``workload`` should keep the server busy: GET sweeps and mixes do,
     unless a mix has blocking commands (BRPOP, XREADGROUP BLOCK), which wait by design."""

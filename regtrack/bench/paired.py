@@ -1,0 +1,224 @@
+"""Throughput paired in time: one visit of every target, the load moving between them.
+
+A repetition's servers (one per target, the same seed) start together, pinned to the
+server CPUs, and are set up alike. At each point every server gets its own load
+generator, held paused (loadgen/held.py); after a warm-up, ``duration`` seconds of load
+per server are measured in short windows that move the load from server to server
+(bench/windows.py), so every slow or fast second of the host falls on all of them.
+Each server's windows make its trial: ops/s, server and client CPU over its windows,
+the server's counters over the point for errors and misses. The trials of one
+repetition are then paired in time, and the analysis pairs them by repetition as before.
+
+Only one server works at a time: the others sleep on the same CPUs (their serverCron
+ticks are all they cost), and their load generators are stopped. Latency is not
+measured here: a paused client would count its pause in its requests' latency.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import redis
+
+from regtrack.bench import serverstats, setup, windows
+from regtrack.bench import trial as measure
+from regtrack.bench.job import Job
+from regtrack.bench.loadgen.held import HeldLoad
+from regtrack.bench.plan import PlannedTrial, Visit
+from regtrack.bench.runtimes.base import RunningServer
+from regtrack.bench.servers import ServerDied, plain_server
+from regtrack.core import interrupts
+from regtrack.core.errors import CannotMeasure
+from regtrack.core.procs import CpuTimes, contention_pct
+from regtrack.core.records import Progress, TrialRecord
+from regtrack.results.store import Store
+from regtrack.targets.versions import Target
+from regtrack.workloads import points as workload_points
+
+METHOD = "paired in time"
+
+
+@dataclass
+class Side:
+    """One target's server in a paired visit."""
+
+    target: Target
+    server: RunningServer
+    saved: dict[str, str]
+
+
+def run_visit(
+    job: Job,
+    store: Store,
+    run_id: int,
+    visit: Visit,
+    targets: dict[str, Target],
+    target_ids: dict[str, int],
+    progress: Progress,
+) -> None:
+    """Start every target's server, set each up, then measure point by point, storing
+    each point's trials (one per target) as soon as the point is done."""
+    rep = f"rep {visit.repetition + 1}/{job.settings.repetitions}"
+    seed = job.seed(visit.repetition)
+    with contextlib.ExitStack() as stack:
+        sides: list[Side] = []
+        for label in visit.together:
+            target = targets[label]
+            progress.phase(f"{rep} · starting {label} (paired in time)")
+            server = stack.enter_context(plain_server(job, target, run_id, seed))
+            progress.phase(f"{rep} · setting up {label}")
+            sides.append(Side(target, server, _prepare(job, target, server)))
+        points: dict[str, list[PlannedTrial]] = {}
+        for planned in visit.trials:
+            points.setdefault(planned.point.label, []).append(planned)
+        for label, planned in points.items():
+            progress.phase(f"{rep} · {label} · {' ⇄ '.join(visit.together)}")
+            mine = [s for s in sides if s.target.label in {p.target for p in planned}]
+            records = measure_point(job, mine, planned)
+            for record in records:
+                record.seed = seed
+                store.add_trial(run_id, target_ids[record.target_label], record, None)
+                progress.trial_done(record)
+            interrupts.check()
+            dead = [s.target.label for s in sides if not s.server.alive()]
+            if dead:
+                raise ServerDied(f"redis-server of {dead[0]} exited during {label} (paired)")
+
+
+def _prepare(job: Job, target: Target, server: RunningServer) -> dict[str, str]:
+    client = server.client(timeout=600)
+    try:
+        return setup.prepare_server(client, job.workload, job.loadgen.name)
+    except (redis.RedisError, OSError):
+        if server.alive():
+            raise
+        raise ServerDied(f"redis-server of {target.label} exited while setting up") from None
+    finally:
+        client.close()
+
+
+def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> list[TrialRecord]:
+    """One point of every side, paired in time; a record per side, valid or not."""
+    records = {p.target: measure.new_record(p, "throughput") for p in planned}
+    order = [s for s in sides if s.target.label in records]
+    ctx = job.context
+    settings = ctx.settings
+    point = planned[0].point
+    counted = workload_points.counted_commands(job.workload)
+    lanes: list[windows.Lane] = []
+    with contextlib.ExitStack() as stack:
+        try:
+            for side in order:
+                specs = workload_points.load_specs(
+                    job.workload, point, job.loadgen.name, side.saved
+                )
+                client = side.server.client(timeout=60)
+                stack.callback(client.close)
+                load = HeldLoad(ctx.aim(side.server), specs)
+                stack.callback(load.close)
+                lane = windows.Lane(side.target.label, client, load, counted)
+                problem = load.wait_flowing(lambda lane=lane: lane.reading().ops)
+                if problem:
+                    raise windows.LoadLost(f"{side.target.label}: {problem}")
+                lanes.append(lane)
+            window = settings.window
+            warm = windows.groups_for(settings.warmup, window)
+            windows.alternate(lanes, warm, window, interrupts.check, first_group=-warm)
+            before = {lane.label: serverstats.snapshot(lane.client) for lane in lanes}
+            io_before = {s.target.label: measure.syscalls(s.server.pid) for s in order}
+            load_cpu = sum(lane.load.cpu_seconds() for lane in lanes)
+            server_cpus = CpuTimes.read(ctx.cpus.server)
+            client_cpus = CpuTimes.read(ctx.cpus.client)
+            groups = max(1, windows.groups_for(settings.duration, window))
+            measured = windows.alternate(lanes, groups, window, interrupts.check)
+            server_cpus_after = CpuTimes.read(ctx.cpus.server)
+            client_cpus_after = CpuTimes.read(ctx.cpus.client)
+            load_cpu = sum(lane.load.cpu_seconds() for lane in lanes) - load_cpu
+            after = {lane.label: serverstats.snapshot(lane.client) for lane in lanes}
+            io_after = {s.target.label: measure.syscalls(s.server.pid) for s in order}
+        except (windows.LoadLost, redis.RedisError, OSError, CannotMeasure) as exc:
+            return _failed(records, order, exc)
+    first = lanes[0].label
+    wall = after[first].at - before[first].at
+    deltas = {label: serverstats.delta(before[label], after[label]) for label in before}
+    # Every server and load generator of the point shares the pinned CPUs: what else ran
+    # there is their busy time less all of theirs.
+    server_cpu = sum(d["server_cpu_s"] for d in deltas.values())
+    contended = max(
+        contention_pct(server_cpus, server_cpus_after, server_cpu, wall, len(ctx.cpus.server)),
+        contention_pct(client_cpus, client_cpus_after, load_cpu, wall, len(ctx.cpus.client)),
+    )
+    steal = max(
+        server_cpus_after.steal_pct_since(server_cpus),
+        client_cpus_after.steal_pct_since(client_cpus),
+    )
+    table = windows.table(measured)
+    for side in order:
+        label = side.target.label
+        record = records[label]
+        total = windows.totals(measured, label)
+        record.argv = [arg for argv in lanes[order.index(side)].load.argv for arg in argv]
+        record.raw_output = f"[{METHOD}: windows of every server at this point]\n{table}"
+        record.wall_s = total.seconds
+        record.warmup_s = settings.warmup
+        record.requests = int(total.ops)
+        record.ops_per_sec = total.ops_per_sec
+        record.server_cpu_pct = total.pct(total.server_cpu_s)
+        record.client_cpu_pct = total.pct(total.client_cpu_s)
+        record.steal_pct = steal
+        record.contention_pct = contended
+        record.exit_code = 0
+        record.valid = True
+        _counters(ctx, record, deltas[label], io_before[label], io_after[label])
+        specs = workload_points.load_specs(job.workload, point, job.loadgen.name, side.saved)
+        measure.judge_load(
+            settings,
+            record,
+            threads=sum(s.threads for s in specs),
+            client_cpus=len(ctx.cpus.client),
+            saturates=workload_points.saturates(job.workload),
+        )
+    return [records[p.target] for p in planned]
+
+
+def _counters(
+    ctx: measure.Context,
+    record: TrialRecord,
+    delta: dict,
+    io_before: tuple[int, int] | None,
+    io_after: tuple[int, int] | None,
+) -> None:
+    """The server's own counters over the point: errors, misses, calls and syscalls."""
+    record.server_stats = delta
+    record.keyspace_hits = int(delta["keyspace_hits"])
+    record.keyspace_misses = int(delta["keyspace_misses"])
+    record.error_replies = int(delta["error_replies"])
+    calls = delta["commands"]
+    record.server_calls = int(sum(c.get("calls", 0) for c in calls.values()))
+    if ctx.counts_gets:
+        record.server_calls = int(calls.get("get", {}).get("calls", 0))
+        for problem in workload_points.reply_problems(delta):
+            record.mark_invalid(problem)
+    else:
+        for problem in workload_points.error_problems(delta):
+            record.mark_invalid(problem)
+    if delta["background_persistence"]:
+        record.mark_invalid(
+            "a background save or AOF rewrite ran during the point (INFO persistence): "
+            "its fork and disk writes are in the numbers"
+        )
+    if io_before and io_after:
+        record.syscalls_read = io_after[0] - io_before[0]
+        record.syscalls_write = io_after[1] - io_before[1]
+
+
+def _failed(
+    records: dict[str, TrialRecord], order: list[Side], exc: BaseException
+) -> list[TrialRecord]:
+    """Every side's record marked with why the point could not be measured."""
+    reason = " ".join(str(exc).split())[:200]
+    for side in order:
+        what = "server died" if not side.server.alive() else "paired windows failed"
+        records[side.target.label].mark_invalid(f"{what}: {reason}")
+    return list(records.values())

@@ -1,0 +1,105 @@
+"""A target's server, started the way the run's runtime starts it: a pinned process or a
+container, under callgrind for instruction trials."""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import redis
+
+from regtrack.bench.callgrind import control as callgrind
+from regtrack.bench.callgrind import protocol
+from regtrack.bench.runtimes import docker as docker_runtime
+from regtrack.bench.runtimes.base import RunningServer
+from regtrack.bench.runtimes.native import native_server
+from regtrack.core.errors import CannotMeasure
+from regtrack.targets.versions import Target
+
+if TYPE_CHECKING:
+    from regtrack.bench.job import Job
+
+CALLGRIND_START_TIMEOUT_S = 120.0
+
+
+class ServerDied(CannotMeasure):
+    """The server of one visit exited (killed, crashed): that visit ends, the run goes on."""
+
+
+def _binary(target: Target) -> str:
+    if not target.binary:
+        raise CannotMeasure(f"version {target.label}: no redis-server binary to run")
+    return target.binary
+
+
+def plain_server(
+    job: Job, target: Target, run_id: int, seed: str | None = None
+) -> contextlib.AbstractContextManager:
+    """The target's server as the run's runtime starts it (a process, or a container)."""
+    if job.runtime == "docker":
+        assert target.image, f"{target.label} has no image"
+        return docker_runtime.docker_server(
+            job.docker,
+            target.image,
+            job.cpus.server,
+            run_id=run_id,
+            memory=job.memory,
+            timeout=job.settings.server_start_timeout,
+            seed=seed,
+            settings=job.server_argv(target),
+            data_dir=job.files_dir(),
+        )
+    return native_server(
+        _binary(target),
+        job.cpus.server,
+        timeout=job.settings.server_start_timeout,
+        seed=seed,
+        settings=job.server_argv(target),
+        data_dir=job.data_dir,
+    )
+
+
+@contextlib.contextmanager
+def serve(
+    job: Job, target: Target, mode: str, run_id: int = 0, seed: str | None = None
+) -> Iterator[tuple[RunningServer, Any]]:
+    """A pinned server for one visit; under callgrind for instruction trials."""
+    if mode != "instructions":
+        with plain_server(job, target, run_id, seed) as server:
+            yield server, None
+        return
+    valgrind, control = callgrind.require()
+    with tempfile.TemporaryDirectory(prefix="regtrack-callgrind-") as tmp:
+        outdir = Path(tmp)
+        try:
+            with native_server(
+                _binary(target),
+                job.cpus.server,
+                timeout=CALLGRIND_START_TIMEOUT_S,
+                wrapper=callgrind.wrapper(valgrind, outdir),
+                seed=seed,
+                settings=job.server_argv(target),
+                data_dir=job.data_dir,
+            ) as server:
+                _slow_cron(server, target)
+                yield server, protocol.Callgrind(control=control, outdir=outdir)
+        except ServerDied:
+            raise  # already names the version and the mode; the run goes on
+        except CannotMeasure as exc:
+            raise CannotMeasure(f"{target.label} under callgrind: {exc}") from None
+
+
+def _slow_cron(server: RunningServer, target: Target) -> None:
+    """hz 1 under callgrind (callgrind.CALLGRIND_HZ says why)."""
+    client = server.client(timeout=120)
+    try:
+        client.config_set("hz", callgrind.CALLGRIND_HZ)
+    except (redis.RedisError, OSError) as exc:
+        if server.alive():
+            raise CannotMeasure(f"CONFIG SET hz failed: {exc}") from None
+        raise ServerDied(f"redis-server of {target.label} exited under callgrind") from None
+    finally:
+        client.close()
