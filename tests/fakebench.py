@@ -108,7 +108,13 @@ def install(monkeypatch: pytest.MonkeyPatch, model: Model) -> Model:
                              "modelled")  # fmt: skip
         record.server_cpu_pct, record.client_cpu_pct, record.ops_per_sec = 83.0, 99.0, 4e5
         record.valid = True
-        judge_load(job.settings, record, threads=1, client_cpus=1, saturates=True)
+        judge_load(
+            loadgen_choice.probe_settings(job.settings),
+            record,
+            threads=1,
+            client_cpus=1,
+            saturates=True,
+        )
         return record
 
     def run_visit(job, store, run_id, visit, target, target_ids, progress) -> None:

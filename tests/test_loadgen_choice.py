@@ -38,7 +38,13 @@ def _probed(server: float, client: float, calls: list[int], contended: float = 0
                              {"pipeline": 10, "threads": 1}, "now")  # fmt: skip
         record.server_cpu_pct, record.client_cpu_pct, record.ops_per_sec = server, client, 4e5
         record.valid, record.contention_pct = True, contended
-        judge_load(job.settings, record, threads=1, client_cpus=1, saturates=True)
+        judge_load(
+            loadgen_choice.probe_settings(job.settings),
+            record,
+            threads=1,
+            client_cpus=1,
+            saturates=True,
+        )
         return record
 
     return probe
@@ -145,3 +151,19 @@ def test_a_real_probe_says_which_and_why_and_is_stored(
     assert choice["tool"] == ("memtier" if saturates else "redis-benchmark")
     assert json.loads(loadgen)["name"] == ("memtier_benchmark" if saturates else "redis-benchmark")
     assert f"load generator: {choice['tool']} (" in line
+
+
+def test_a_run_that_relaxes_its_limits_does_not_relax_the_probe(
+    redis_server, memtier_bin, cache, monkeypatch, tmp_path
+):
+    """Quiet rules (nothing client-bound) would pass any probe: the probe keeps the
+    defaults, so memtier at 99% of its CPU still does not saturate the server."""
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "regtrack.toml").write_text(
+        "[run]\nclient_bound_cpu_pct = 100\nserver_bound_cpu_pct = 0\n"
+    )
+    monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(configs))
+    calls: list[int] = []
+    monkeypatch.setattr(loadgen_choice, "_probe", _probed(83.0, 99.0, calls))
+    assert _job(redis_server).settle_loadgen().tool == "redis-benchmark"

@@ -35,6 +35,7 @@ from regtrack.bench.loadgen import memtier, redis_benchmark
 from regtrack.bench.plan import PlannedTrial
 from regtrack.core import environment
 from regtrack.core.errors import CannotMeasure
+from regtrack.core.settings import RunSettings
 from regtrack.targets.sources import cache_root
 from regtrack.workloads import points as workload_points
 from regtrack.workloads.model import GetPipelineWorkload
@@ -125,8 +126,8 @@ def decide(job: Job) -> Choice:
         f"{job.cpus.client_list} at pipeline {pipeline}: server {server:.0f}% busy, "
         f"client {client:.0f}%"
     )
-    # The probe is judged as a trial is (bench/trial.py): client-bound at the share of
-    # its CPUs the settings allow, not server-bound below the server's.
+    # The probe is judged as a trial is (bench/trial.py), at the default limits
+    # (probe_settings): client-bound at that share of its CPUs, not server-bound below it.
     reasons = (record.invalid_reason or "").split("; ") if not record.valid else []
     if not reasons:
         choice = Choice("memtier", f"{figures}: it saturates the server", probe)
@@ -144,7 +145,7 @@ def _probe(job: Job, binary: Any) -> Any:
     """One short memtier trial at the deepest pipeline against the first version."""
     workload = workload_points.with_loadgen_threads(job.workload, "memtier", len(job.cpus.client))
     point = max(workload_points.points(workload), key=lambda p: p.params["pipeline"])
-    settings = job.settings.model_copy(update={"duration": PROBE_SECONDS, "warmup": PROBE_WARMUP_S})
+    settings = probe_settings(job.settings)
     ctx = measure.Context(settings=settings, cpus=job.cpus, loadgen=binary, workload=workload)
     target = job.targets[0]
     planned = PlannedTrial(seq=0, repetition=0, target=target.label, point=point)
@@ -156,6 +157,21 @@ def _probe(job: Job, binary: Any) -> Any:
             client.close()
         specs = workload_points.load_specs(workload, point, memtier.NAME, saved)
         return measure.throughput_trial(ctx, server, planned, specs)
+
+
+def probe_settings(settings: RunSettings) -> RunSettings:
+    """The probe's trial: one short second, judged by the default limits whatever the run
+    relaxes (whether memtier saturates the server is a fact of the machine, not of how
+    strictly a run flags its own trials)."""
+    defaults = RunSettings.model_fields
+    return settings.model_copy(
+        update={
+            "duration": PROBE_SECONDS,
+            "warmup": PROBE_WARMUP_S,
+            "client_bound_cpu_pct": defaults["client_bound_cpu_pct"].default,
+            "server_bound_cpu_pct": defaults["server_bound_cpu_pct"].default,
+        }
+    )
 
 
 def _answer_file(job: Job, memtier_sha: str) -> Path:
@@ -171,7 +187,6 @@ def _answer_file(job: Job, memtier_sha: str) -> Path:
         "threads": workload.threads if "threads" in workload.model_fields_set else None,
         "runtime": job.runtime,
         "server": workload.server,  # io-threads and the like change who saturates
-        "limits": [job.settings.client_bound_cpu_pct, job.settings.server_bound_cpu_pct],
     }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     return cache_root() / "loadgen-choice" / f"{digest}.json"

@@ -76,6 +76,14 @@ def run_visit(
             progress.phase(f"{rep} · {label} · {' ⇄ '.join(visit.together)}")
             mine = [s for s in sides if s.target.label in {p.target for p in planned}]
             records = measure_point(job, mine, planned)
+            for side in mine:
+                if not side.server.alive():  # died after its windows: not to be trusted
+                    record = next(r for r in records if r.target_label == side.target.label)
+                    if "server died" not in (record.invalid_reason or ""):
+                        record.mark_invalid(
+                            f"server died: redis-server of {side.target.label} exited "
+                            "during the point"
+                        )
             for record in records:
                 record.seed = seed
                 store.add_trial(run_id, target_ids[record.target_label], record, None)
