@@ -14,7 +14,9 @@ prints, over all its repetitions (blocks):
   s/block  wall seconds per repetition (both servers, both points)
   sd@60s   the sd of an estimate made of one minute of blocks: sd * sqrt(s/block / 60)
 
-docs/methodology.md quotes the table; it asserts nothing.
+With --candidate PATH, b is that binary instead (an A/B: the mean is the change, e.g. of
+a memory-stall build, tests/slowdown.make_stall_branch). docs/methodology.md quotes the
+table; it asserts nothing.
 
     .venv/bin/python benchmarks/paired_aa.py [--server PATH] [--rounds 2] [--repetitions 8]
         [--configs time:0.1,time:0.25,time:0.5,time:1,separate]
@@ -37,13 +39,15 @@ from pathlib import Path
 REGTRACK = str(Path(sys.executable).with_name("regtrack"))
 
 
-def one_run(server: str, config: str, reps: int, duration: float) -> tuple[list[float], float]:
+def one_run(
+    server: str, candidate: str, config: str, reps: int, duration: float
+) -> tuple[list[float], float]:
     """Block values (mean over points of log(b/a)) and the run's wall seconds."""
     pairing, _, window = config.partition(":")
     with tempfile.TemporaryDirectory(prefix="paired-aa-") as tmp:
         db = Path(tmp) / "r.db"
         argv = [
-            REGTRACK, "run", "--versions", f"a=bin:{server},b=bin:{server}",
+            REGTRACK, "run", "--versions", f"a=bin:{server},b=bin:{candidate}",
             "--pipelines", "10,30", "--duration", str(duration), "--warmup", "1",
             "--repetitions", str(reps), "--pairing", pairing, "--db", str(db), "--no-report",
             "--loadgen", "redis-benchmark",
@@ -77,6 +81,7 @@ def one_run(server: str, config: str, reps: int, duration: float) -> tuple[list[
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--server", default=shutil.which("redis-server"))
+    parser.add_argument("--candidate", help="b's binary (default: --server, an A/A)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--repetitions", type=int, default=8)
     parser.add_argument("--duration", type=float, default=3.0)
@@ -88,13 +93,21 @@ def main() -> None:
     seconds: dict[str, list[float]] = {c: [] for c in configs}
     for r in range(args.rounds):
         for config in configs if r % 2 == 0 else list(reversed(configs)):
-            values, per_block = one_run(args.server, config, args.repetitions, args.duration)
+            values, per_block = one_run(
+                args.server, args.candidate or args.server, config, args.repetitions,
+                args.duration,
+            )  # fmt: skip
             blocks[config] += values
             seconds[config].append(per_block)
             print(f"round {r + 1} {config}: {len(values)} blocks, {per_block:.1f} s each",
                   file=sys.stderr, flush=True)  # fmt: skip
+    what = (
+        f"A/A of {args.server}"
+        if not args.candidate
+        else (f"{args.candidate} (b) against {args.server} (a)")
+    )
     print(
-        f"A/A of {args.server}, GET pipelines 10 and 30, {args.duration:g} s per server and "
+        f"{what}, GET pipelines 10 and 30, {args.duration:g} s per server and "
         f"point, {args.rounds} rounds x {args.repetitions} repetitions\n"
     )
     print("| method | blocks | mean | sd | t | s/block | sd@60s |")
