@@ -98,24 +98,26 @@ class Model:
         ]  # fmt: skip
 
 
+def probe_trial(job, server: float, client: float, contended: float = 0.0) -> TrialRecord:
+    """The memtier probe's one trial with these figures, judged as a real one is (one
+    thread on one client CPU at the sweep's deepest pipeline)."""
+    pipeline = max(p.params["pipeline"] for p in job.points)
+    record = TrialRecord(0, 0, job.targets[0].label, job.workload.name, f"pipeline={pipeline}",
+                         {"pipeline": pipeline, "threads": 1}, "modelled")  # fmt: skip
+    record.server_cpu_pct, record.client_cpu_pct, record.ops_per_sec = server, client, 4e5
+    record.valid, record.contention_pct = True, contended
+    judge_load(
+        loadgen_choice.probe_settings(job.settings), record,
+        threads=1, client_cpus=1, saturates=True,
+    )  # fmt: skip
+    return record
+
+
 def install(monkeypatch: pytest.MonkeyPatch, model: Model) -> Model:
     """Replace the runner's visits (and the load generator probe) with the model's."""
 
     def probe(job, binary) -> TrialRecord:
-        pipeline = max(p.params["pipeline"] for p in job.points)
-        record = TrialRecord(0, 0, job.targets[0].label, job.workload.name,
-                             f"pipeline={pipeline}", {"pipeline": pipeline, "threads": 1},
-                             "modelled")  # fmt: skip
-        record.server_cpu_pct, record.client_cpu_pct, record.ops_per_sec = 83.0, 99.0, 4e5
-        record.valid = True
-        judge_load(
-            loadgen_choice.probe_settings(job.settings),
-            record,
-            threads=1,
-            client_cpus=1,
-            saturates=True,
-        )
-        return record
+        return probe_trial(job, server=83.0, client=99.0)
 
     def run_visit(job, store, run_id, visit, target, target_ids, progress) -> None:
         paired_visit(job, store, run_id, visit, {target.label: target}, target_ids, progress)

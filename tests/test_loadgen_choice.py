@@ -16,6 +16,7 @@ from regtrack.core.records import TrialRecord
 from regtrack.core.settings import load_settings
 from regtrack.targets import versions
 from tests.conftest import run_cli
+from tests.fakebench import probe_trial
 
 
 @pytest.fixture
@@ -34,18 +35,7 @@ def _probed(server: float, client: float, calls: list[int], contended: float = 0
 
     def probe(job, binary) -> TrialRecord:
         calls.append(1)
-        record = TrialRecord(0, 0, "a", "get-pipeline", "pipeline=10",
-                             {"pipeline": 10, "threads": 1}, "now")  # fmt: skip
-        record.server_cpu_pct, record.client_cpu_pct, record.ops_per_sec = server, client, 4e5
-        record.valid, record.contention_pct = True, contended
-        judge_load(
-            loadgen_choice.probe_settings(job.settings),
-            record,
-            threads=1,
-            client_cpus=1,
-            saturates=True,
-        )
-        return record
+        return probe_trial(job, server, client, contended)
 
     return probe
 

@@ -115,12 +115,16 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
     point = planned[0].point
     counted = workload_points.counted_commands(job.workload)
     lanes: list[windows.Lane] = []
+    specs_of = {
+        side.target.label: workload_points.load_specs(
+            job.workload, point, job.loadgen.name, side.saved
+        )
+        for side in order
+    }
     with contextlib.ExitStack() as stack:
         try:
             for side in order:
-                specs = workload_points.load_specs(
-                    job.workload, point, job.loadgen.name, side.saved
-                )
+                specs = specs_of[side.target.label]
                 client = side.server.client(timeout=60)
                 stack.callback(client.close)
                 load = HeldLoad(ctx.aim(side.server), specs)
@@ -179,11 +183,10 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
         record.exit_code = 0
         record.valid = True
         _counters(ctx, record, deltas[label], io_before[label], io_after[label])
-        specs = workload_points.load_specs(job.workload, point, job.loadgen.name, side.saved)
         measure.judge_load(
             settings,
             record,
-            threads=sum(s.threads for s in specs),
+            threads=sum(s.threads for s in specs_of[label]),
             client_cpus=len(ctx.cpus.client),
             saturates=workload_points.saturates(job.workload),
         )

@@ -111,9 +111,9 @@ def alternate(
     window. ``check`` runs between windows (an interrupt stops the loop there); the loads
     are left paused."""
     windows: list[Window] = []
+    order = [*lanes, *reversed(lanes)]  # group_order, of the lanes themselves
     for group in range(first_group, first_group + groups):
-        for position, label in enumerate(group_order([lane.label for lane in lanes])):
-            lane = next(lane for lane in lanes if lane.label == label)
+        for position, lane in enumerate(order):
             check()
             windows.append(_window(lane, group, position, window_s))
     return windows
