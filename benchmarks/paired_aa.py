@@ -14,12 +14,14 @@ prints, over all its repetitions (blocks):
   s/block  wall seconds per repetition (both servers, both points)
   sd@60s   the sd of an estimate made of one minute of blocks: sd * sqrt(s/block / 60)
 
-With --candidate PATH, b is that binary instead (an A/B: the mean is the change, e.g. of
-a memory-stall build, tests/slowdown.make_stall_branch). docs/methodology.md quotes the
-table; it asserts nothing.
+With --candidate, b is another build instead (an A/B: the mean is the change, e.g. of a
+memory-stall build, tests/slowdown.make_stall_branch). --server and --candidate take a
+binary's path, or a git ref of --source-repo that regtrack builds as `run` would (default
+build flags, its build cache). docs/methodology.md quotes the table; it asserts nothing.
 
-    .venv/bin/python benchmarks/paired_aa.py [--server PATH] [--rounds 2] [--repetitions 8]
-        [--configs time:0.1,time:0.25,time:0.5,time:1,separate]
+    .venv/bin/python benchmarks/paired_aa.py [--server PATH|REF] [--rounds 2]
+        [--repetitions 8] [--configs time:0.1,time:0.25,time:0.5,time:1,separate]
+        [--candidate PATH|REF --source-repo REPO]
 """
 
 from __future__ import annotations
@@ -78,16 +80,31 @@ def one_run(
     return [statistics.fmean(v) for v in blocks.values() if len(v) == 2], wall / reps
 
 
+def server_binary(spec: str, source_repo: str | None) -> str:
+    """A binary's path as given, or the server regtrack builds for a git ref."""
+    if Path(spec).is_file():
+        return spec
+    from regtrack.targets import build, versions
+
+    targets = versions.resolve([versions.parse_spec(spec)], source_repo)
+    build.obtain(targets, build.parse_build_flags(None), lambda text: None)
+    return str(targets[0].binary)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--server", default=shutil.which("redis-server"))
-    parser.add_argument("--candidate", help="b's binary (default: --server, an A/A)")
+    parser.add_argument("--candidate", help="b's binary or ref (default: --server, an A/A)")
+    parser.add_argument("--source-repo", help="where --server/--candidate refs resolve")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--repetitions", type=int, default=8)
     parser.add_argument("--duration", type=float, default=3.0)
     parser.add_argument("--configs", default="time:0.1,time:0.25,time:0.5,time:1,separate")
     parser.add_argument("--json", type=Path, help="also write the block values here")
     args = parser.parse_args()
+    args.server = server_binary(args.server, args.source_repo)
+    if args.candidate:
+        args.candidate = server_binary(args.candidate, args.source_repo)
     configs = args.configs.split(",")
     blocks: dict[str, list[float]] = {c: [] for c in configs}
     seconds: dict[str, list[float]] = {c: [] for c in configs}

@@ -50,27 +50,39 @@ def make_slow_branch(source: Path, dest: Path, base: str, spins: int) -> str:
     )  # fmt: skip
 
 
-def make_stall_branch(source: Path, dest: Path, base: str, lines: int, mib: int = 256) -> str:
+def make_stall_branch(
+    source: Path, dest: Path, base: str, lines: int, mib: int = 256, chained: bool = False
+) -> str:
     """A clone of ``source`` with branch ``stall-<lines>x<mib>`` = ``base`` + a memory
     stall: every GET increments ``lines`` pseudo-random bytes, each on its own cache line,
     of a ``mib`` MiB buffer (xorshift; the buffer and state are static). The instructions
-    per GET rise by a few dozen (well under 1% of a GET); the cache and TLB misses cost
-    throughput, which only a throughput measurement can see.
+    per GET rise by about a dozen a line (two chained lines: +0.8 to +1.0% of a GET,
+    docs/methodology.md); the cache and TLB misses cost throughput, which only a
+    throughput measurement can see. Independent misses overlap
+    in the core (four lines cost less than twice one); ``chained`` (branch
+    ``stall-chain-<lines>x<mib>``) feeds each byte read into the next address, so the
+    misses queue one behind the other.
     """
     size = mib << 20
     globals_ = (
         f"static unsigned char regtrack_stall[{size}UL];\n"
         "static unsigned long regtrack_x = 88172645463325252UL;\n"
     )
+    touch = (
+        f"    regtrack_x += regtrack_stall[(regtrack_x % {size}UL) & ~63UL]++;\n"
+        if chained
+        else f"    regtrack_stall[(regtrack_x % {size}UL) & ~63UL]++;\n"
+    )
     body = "".join(
         "    regtrack_x ^= regtrack_x << 13; regtrack_x ^= regtrack_x >> 7; "
-        "regtrack_x ^= regtrack_x << 17;\n"
-        f"    regtrack_stall[(regtrack_x % {size}UL) & ~63UL]++;\n"
+        "regtrack_x ^= regtrack_x << 17;\n" + touch
         for _ in range(lines)
     )
+    name = f"stall-chain-{lines}x{mib}" if chained else f"stall-{lines}x{mib}"
+    how = "chained " if chained else ""
     return _patched_branch(
-        source, dest, base, f"stall-{lines}x{mib}", globals_, body,
-        f"GET: {lines} random cache line(s) of a {mib} MiB buffer (regtrack test)",
+        source, dest, base, name, globals_, body,
+        f"GET: {lines} {how}random cache line(s) of a {mib} MiB buffer (regtrack test)",
     )  # fmt: skip
 
 
