@@ -95,6 +95,11 @@ def gate(kind: str, base: str, candidate: str, source: str, extra: list[str]) ->
     return row
 
 
+def _group(row: dict) -> tuple[str, str]:
+    """A gate's kind and the options it ran with: its rates are counted apart."""
+    return row["kind"], " ".join(row.get("options", []))
+
+
 def show(rows: list[dict]) -> None:
     print(f"{'kind':<6} {'outcome':<14} {'reps':>4} {'min':>5}  instructions / throughput")
     for r in rows:
@@ -113,13 +118,8 @@ def show(rows: list[dict]) -> None:
             + " | ".join(parts)
         )
     print()
-    groups = sorted({(r["kind"], " ".join(r.get("options", []))) for r in rows})
-    for kind, options in groups:
-        sel = [
-            r
-            for r in rows
-            if (r["kind"], " ".join(r.get("options", []))) == (kind, options) and "error" not in r
-        ]
+    for kind, options in sorted({_group(r) for r in rows}):
+        sel = [r for r in rows if _group(r) == (kind, options) and "error" not in r]
         if not sel:
             continue
         right = sum(r["outcome"] == EXPECTED[kind] for r in sel)

@@ -20,10 +20,13 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import redis
 
 from regtrack.bench.loadgen.held import HeldLoad
+
+T = TypeVar("T")
 
 # After a resume, the load generator's first requests meet cold caches and a socket
 # backlog (a paused pipeline of 50 clients x 30 GETs is ~3 ms of a server's work); the
@@ -91,9 +94,9 @@ def groups_for(seconds: float, window: float) -> int:
     return math.ceil(seconds / (2 * window)) if seconds > 0 else 0
 
 
-def group_order(labels: Sequence[str]) -> list[str]:
+def group_order(items: Sequence[T]) -> list[T]:
     """Forwards then backwards: A B B A (A B C C B A for three)."""
-    return [*labels, *reversed(labels)]
+    return [*items, *reversed(items)]
 
 
 class LoadLost(Exception):
@@ -111,7 +114,7 @@ def alternate(
     window. ``check`` runs between windows (an interrupt stops the loop there); the loads
     are left paused."""
     windows: list[Window] = []
-    order = [*lanes, *reversed(lanes)]  # group_order, of the lanes themselves
+    order = group_order(lanes)
     for group in range(first_group, first_group + groups):
         for position, lane in enumerate(order):
             check()
