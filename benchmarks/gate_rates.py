@@ -11,7 +11,8 @@ Runs real gates, one after another, each a fresh `regtrack ci` at its default se
          of a 256 MiB buffer (instructions per GET up ~0.5% a line, throughput down),
          chained with --stall-chained (each miss waits for the one before); a throughput
          regression must be reported
-  stall3 the same with --stall3-lines, chosen to cost about 3% of throughput
+  stall3 the same with --stall3-lines (and --stall-mib, --stall-every: only every Nth
+         GET), chosen to cost about 3% of throughput on the host
 
 A slowdown below the gate's threshold is not a regression by definition (a 3% slower
 build at the default 5% gives `no change` or `inconclusive`): stall3 gates pass
@@ -71,6 +72,7 @@ def gate(kind: str, base: str, candidate: str, source: str, extra: list[str]) ->
         row = {
             "kind": kind,
             "candidate": candidate,
+            "host": host(),
             "options": extra,
             "exit": proc.returncode,
             "wall_s": round(wall, 1),
@@ -95,9 +97,19 @@ def gate(kind: str, base: str, candidate: str, source: str, extra: list[str]) ->
     return row
 
 
+def host() -> str:
+    """The CPU model: what a memory stall costs depends on it (a row without one ran on
+    the machine of the earlier sessions)."""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return " ".join(line.split(":", 1)[1].split())
+    return "unknown"
+
+
 def _group(row: dict) -> tuple[str, str]:
-    """A gate's kind and the options it ran with: its rates are counted apart."""
-    return row["kind"], " ".join(row.get("options", []))
+    """A gate's kind, candidate, host and options: their rates are counted apart."""
+    where = row.get("host", "earlier host")
+    return row["kind"], f"{row.get('candidate', '')} on {where} {' '.join(row.get('options', []))}"
 
 
 def show(rows: list[dict]) -> None:
@@ -148,6 +160,8 @@ def main() -> None:
     parser.add_argument("--stall-lines", type=int, default=1, help="cache lines per GET")
     parser.add_argument("--stall-chained", action="store_true", help="stall: chained misses")
     parser.add_argument("--stall3-lines", type=int, default=1, help="lines for ~3%% slower")
+    parser.add_argument("--stall-mib", type=int, default=256, help="the stall's buffer (MiB)")
+    parser.add_argument("--stall-every", type=int, default=1, help="stall every Nth GET only")
     parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
     parser.add_argument("--summary-only", action="store_true")
     parser.add_argument("extra", nargs="*", help="more regtrack ci options, after --")
@@ -162,8 +176,9 @@ def main() -> None:
             lines = args.stall_lines if args.kind == "stall" else args.stall3_lines
             chained = args.stall_chained and args.kind == "stall"
             candidate = make_stall_branch(
-                Path(args.source_repo), slow, args.base, lines, chained=chained
-            )
+                Path(args.source_repo), slow, args.base, lines, args.stall_mib,
+                chained=chained, every=args.stall_every,
+            )  # fmt: skip
         elif args.kind != "aa":
             spins = args.spins5 if args.kind == "slow5" else args.spins2
             candidate = make_slow_branch(Path(args.source_repo), slow, args.base, spins)

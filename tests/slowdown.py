@@ -51,7 +51,13 @@ def make_slow_branch(source: Path, dest: Path, base: str, spins: int) -> str:
 
 
 def make_stall_branch(
-    source: Path, dest: Path, base: str, lines: int, mib: int = 256, chained: bool = False
+    source: Path,
+    dest: Path,
+    base: str,
+    lines: int,
+    mib: int = 256,
+    chained: bool = False,
+    every: int = 1,
 ) -> str:
     """A clone of ``source`` with branch ``stall-<lines>x<mib>`` = ``base`` + a memory
     stall: every GET increments ``lines`` pseudo-random bytes, each on its own cache line,
@@ -61,7 +67,8 @@ def make_stall_branch(
     throughput measurement can see. Independent misses overlap
     in the core (four lines cost less than twice one); ``chained`` (branch
     ``stall-chain-<lines>x<mib>``) feeds each byte read into the next address, so the
-    misses queue one behind the other.
+    misses queue one behind the other. ``every`` N > 1 (branch suffix ``-every<N>``)
+    stalls only every Nth GET: a fraction of the cost, where one line costs too much.
     """
     size = mib << 20
     globals_ = (
@@ -79,6 +86,10 @@ def make_stall_branch(
         for _ in range(lines)
     )
     name = f"stall-chain-{lines}x{mib}" if chained else f"stall-{lines}x{mib}"
+    if every > 1:
+        globals_ += "static unsigned long regtrack_n;\n"
+        body = f"  if (++regtrack_n % {every}UL == 0) {{\n{body}  }}\n"
+        name += f"-every{every}"
     how = "chained " if chained else ""
     return _patched_branch(
         source, dest, base, name, globals_, body,

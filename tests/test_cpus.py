@@ -1,6 +1,13 @@
 import pytest
 
-from regtrack.core.cpus import Topology, format_cpu_list, parse_cpu_list, plan_cpus
+from regtrack.core.cpus import (
+    Topology,
+    format_cpu_list,
+    parse_cpu_list,
+    plan_cpus,
+    plan_duet,
+    split_sides,
+)
 from regtrack.core.errors import BadInput
 
 FOUR = Topology(usable=(0, 1, 2, 3), core_of={0: "0,2", 2: "0,2", 1: "1,3", 3: "1,3"})
@@ -55,3 +62,40 @@ def test_real_topology_has_a_default_plan():
         pytest.skip("needs 2 CPUs")
     plan = plan_cpus()
     assert set(plan.server).isdisjoint(plan.client)
+
+
+def _plain(n: int) -> Topology:
+    return Topology(usable=tuple(range(n)), core_of={c: str(c) for c in range(n)})
+
+
+def test_a_duet_gives_every_side_a_server_cpu_and_load_cpus_of_its_own():
+    plan = plan_duet(2, topology=_plain(6))
+    sides = split_sides(plan, 2)
+    assert [(s.server, s.client) for s in sides] == [((0,), (2, 3)), ((1,), (4, 5))]
+    three = split_sides(plan_duet(3, topology=_plain(7)), 3)  # CPU 6 would make one side larger
+    assert [(s.server, s.client) for s in three] == [((0,), (3,)), ((1,), (4,)), ((2,), (5,))]
+    everything = [c for s in three for c in s.server + s.client]
+    assert len(everything) == len(set(everything)), "no CPU is shared between sides"
+
+
+def test_a_duets_servers_sit_on_separate_physical_cores():
+    eight = Topology(usable=tuple(range(8)), core_of={c: f"{c % 4},{c % 4 + 4}" for c in range(8)})
+    plan = plan_duet(2, topology=eight)
+    assert plan.server == (0, 1) and 4 not in plan.client and 5 not in plan.client
+    with pytest.raises(BadInput, match="share a physical core"):
+        plan_duet(2, topology=FOUR)  # 2 cores, 4 threads: a server and a client would share one
+
+
+@pytest.mark.parametrize(("server", "client"), [(None, None), ("0", "1"), ("0-1", None)])
+def test_a_duet_on_two_cpus_is_refused_with_what_it_needs(server, client):
+    with pytest.raises(BadInput) as refused:
+        plan_duet(2, server, client, topology=TWO)
+    text = str(refused.value)
+    assert "--pairing duet" in text or "no CPU is left" in text
+    if server is None or server == "0":
+        assert "2 server CPUs and 2 client CPUs" in text and "--pairing time" in text
+
+
+def test_a_duet_takes_the_users_cpu_sets_and_splits_them_evenly():
+    sides = split_sides(plan_duet(2, "0,4", "1-3,5-7", topology=_plain(8)), 2)
+    assert [(s.server, s.client) for s in sides] == [((0,), (1, 2, 3)), ((4,), (5, 6, 7))]

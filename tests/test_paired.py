@@ -4,7 +4,10 @@ between them in windows, each window counted by the server that had the load."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+
+import pytest
 
 from tests.conftest import run_cli
 
@@ -44,3 +47,20 @@ def test_two_versions_are_measured_in_alternating_windows(tmp_path, redis_server
     for rep in (0, 1):
         tables = {r[6] for r in rows if r[1] == rep}
         assert len(tables) == 1, "both trials of a repetition keep the point's one table"
+
+
+def test_a_duet_on_a_host_without_cpus_for_it_is_refused_before_anything_runs(
+    tmp_path, redis_server
+):
+    """--pairing duet needs a server CPU and a load CPU per version; on 2 CPUs it says
+    so in one line (exit 2), before any server starts or any run is recorded."""
+    if len(os.sched_getaffinity(0)) >= 4:
+        pytest.skip("this host has the CPUs for a duet")
+    db = tmp_path / "r.db"
+    proc = run_cli(
+        "run", "--versions", f"a=bin:{redis_server},b=bin:{redis_server}", "--pairing", "duet",
+        "--db", str(db), "--no-report",
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "--pairing duet runs 2 servers at once" in proc.stderr
+    assert "Traceback" not in proc.stderr and not db.exists()

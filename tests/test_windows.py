@@ -3,11 +3,17 @@ trial stores, and a real server's counters read in one round trip."""
 
 from __future__ import annotations
 
+import contextlib
+import time
+
 import pytest
 
-from regtrack.bench import windows
+from regtrack.bench import loadgen, windows
+from regtrack.bench.loadgen.base import Aim
+from regtrack.bench.loadgen.held import HeldLoad
 from regtrack.bench.runtimes.native import native_server
 from regtrack.bench.windows import Window
+from regtrack.core.records import LoadSpec
 
 
 def test_every_group_visits_the_servers_forwards_then_backwards():
@@ -55,3 +61,42 @@ def _count(client) -> None:
         client.close()
     assert last.ops - first.ops == 100
     assert only_gets.ops < last.ops and last.at > first.at and last.cpu_s >= first.cpu_s
+
+
+def test_a_duet_loads_every_server_at_once_and_reads_each_window_of_both(redis_server):
+    """Two real servers, each with its own held redis-benchmark: together() runs both
+    loads at once (half the wall time of alternating), every window of both counted, and
+    leaves the loads paused. (On this 2-CPU host they share CPUs: the mechanics, not a
+    duet's accuracy, which needs 2 CPUs per side.)"""
+    binary = loadgen.locate("redis-benchmark")
+    spec = LoadSpec(clients=4, threads=1, pipeline=10, data_size=3, key_min=0, key_max=99)
+    with (
+        native_server(redis_server, (0,)) as a,
+        native_server(redis_server, (0,)) as b,
+        contextlib.ExitStack() as stack,
+    ):
+        lanes = []
+        for label, server in (("a", a), ("b", b)):
+            client = server.client()
+            stack.callback(client.close)
+            aim = Aim(binary, server.host, server.port, (1,), server.alive, server.pid)
+            load = HeldLoad(aim, [spec])
+            stack.callback(load.close)
+            lane = windows.Lane(label, client, load, frozenset({"get"}))
+            assert load.wait_flowing(lambda lane=lane: lane.reading().ops) is None
+            lanes.append(lane)
+        started = time.monotonic()
+        measured = windows.together(lanes, 3, 0.1)
+        elapsed = time.monotonic() - started
+        paused = [lane.reading().ops for lane in lanes]
+        time.sleep(0.3)
+        later = [lane.reading().ops for lane in lanes]
+    assert [(w.group, w.position, w.label) for w in measured[:4]] == [
+        (0, 0, "a"), (0, 1, "b"), (0, 2, "a"), (0, 3, "b"),
+    ]  # fmt: skip
+    assert len(measured) == 12 and all(w.ops > 0 for w in measured), measured
+    assert all(0.09 < w.seconds < 0.2 for w in measured), [w.seconds for w in measured]
+    for label in ("a", "b"):
+        assert windows.totals(measured, label).seconds == pytest.approx(0.6, abs=0.15)
+    assert elapsed < 1.1, "six windows of 0.1 s each for both at once, not twelve in turn"
+    assert all(after - before < 200 for before, after in zip(paused, later, strict=True))

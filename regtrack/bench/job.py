@@ -24,7 +24,7 @@ from regtrack.bench.loadgen_choice import Choice
 from regtrack.bench.plan import MODES_BY_METRIC, Visit, interleave
 from regtrack.bench.runtimes import docker as docker_runtime
 from regtrack.core import docker_engine, filesystems
-from regtrack.core.cpus import CpuPlan, Topology, plan_cpus
+from regtrack.core.cpus import CpuPlan, Topology, plan_cpus, plan_duet, split_sides
 from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.core.settings import RunSettings, load_settings
 from regtrack.targets import build, images, versions
@@ -65,7 +65,7 @@ class Options:
     max_commits: int | None = None  # ranges A..B: at most this many commits
     server_config: tuple[str, ...] = ()  # --server-config KEY=VALUE, over the file's [server]
     data_dir: str | None = None  # where servers keep their files (default: temp dir)
-    pairing: str | None = None  # time | separate (default: the settings', "time")
+    pairing: str | None = None  # time | duet | separate (default: the settings', "time")
     window: float | None = None  # seconds of a paired-in-time window (default: settings')
 
 
@@ -132,7 +132,7 @@ class Job:
             if self.loadgen_choice.tool == "memtier":
                 self.loadgen = loadgen.locate("memtier")
                 self.workload = workload_points.with_loadgen_threads(
-                    self.workload, "memtier", len(self.cpus.client)
+                    self.workload, "memtier", self.load_cpus
                 )
                 self.points = workload_points.points(self.workload)
         return self.loadgen_choice
@@ -145,20 +145,41 @@ class Job:
 
     @property
     def pairs_in_time(self) -> bool:
-        """Whether throughput is paired in time (bench/paired.py): asked for (the default),
-        two or more versions to compare, and a load generator that can be paused."""
+        """Whether throughput is paired in time (bench/paired.py): asked for (the default,
+        or a duet), two or more versions to compare, and a load generator that can be
+        paused."""
         return (
-            self.settings.pairing == "time"
+            self.settings.pairing in ("time", "duet")
             and len(self.targets) > 1
             and self.loadgen.name in held.PAUSABLE
         )
 
     @property
+    def duet(self) -> bool:
+        """Whether the paired versions run at once, each on CPUs of its own."""
+        return self.pairs_in_time and self.settings.pairing == "duet"
+
+    def side_cpus(self) -> dict[str, CpuPlan]:
+        """Each version's server and load generator CPUs: its own share in a duet, else
+        the run's."""
+        if not self.duet:
+            return {t.label: self.cpus for t in self.targets}
+        plans = split_sides(self.cpus, len(self.targets))
+        return {t.label: plan for t, plan in zip(self.targets, plans, strict=True)}
+
+    @property
+    def load_cpus(self) -> int:
+        """CPUs one load generator has: the run's client CPUs, or a duet side's."""
+        return len(next(iter(self.side_cpus().values()), self.cpus).client)
+
+    @property
     def throughput_method(self) -> str | None:
         """How throughput was measured (part of the comparability key): "paired in time",
-        "separate trials", or None for a run that counts instructions only."""
+        "duet", "separate trials", or None for a run that counts instructions only."""
         if self.metric == "instructions":
             return None
+        if self.duet:
+            return "duet"
         return "paired in time" if self.pairs_in_time else "separate trials"
 
     def visits(self, first: int = 0) -> list[Visit]:
@@ -326,8 +347,16 @@ def prepare_job(
         data_size=options.data_size,
         clients=options.clients,
     )
-    cpus = plan_cpus(options.server_cpus, options.client_cpus)
-    workload = with_server_settings(workload, options.server_config, cpus, options.metric)
+    # A duet plans CPUs for every version it compares (a range: two at least, checked
+    # again once it is resolved).
+    sides = max(2, len(specs)) if len(specs) > 1 or ".." in specs[0].value else 1
+    duet = settings.pairing == "duet" and options.metric != "instructions" and sides > 1
+    if duet:
+        cpus = plan_duet(sides, options.server_cpus, options.client_cpus)
+        side = split_sides(cpus, sides)[0]
+    else:
+        cpus = side = plan_cpus(options.server_cpus, options.client_cpus)
+    workload = with_server_settings(workload, options.server_config, side, options.metric)
     flags = build.parse_build_flags(options.build_flags)
     if options.memory and (options.runtime != "docker" or not MEMORY_RE.match(options.memory)):
         raise BadInput(
@@ -345,7 +374,7 @@ def prepare_job(
     elif options.metric != "throughput":
         callgrind.require()  # before any build: say at once that valgrind is missing
     tool = choose_tool(options.loadgen, workload)
-    workload = workload_points.with_loadgen_threads(workload, tool, len(cpus.client))
+    workload = workload_points.with_loadgen_threads(workload, tool, len(side.client))
     if tool != "redis-benchmark":
         loadgen.locate(tool, options.loadgen_bin)  # memtier missing: say so before building
     elif options.loadgen_bin:
@@ -383,6 +412,8 @@ def prepare_job(
     targets = [t for t in targets if t not in failed]
     if not targets:
         raise CannotMeasure(f"no version of {specs[0].text} builds: {skipped[0]['reason']}")
+    if duet and len(targets) > 2:
+        split_sides(cpus, len(targets))  # a range's versions each need CPUs of their own
     if client is not None and kind is not None:
         images.assign(client, targets, kind, on_phase, options.builder_image, flags)
     built_benchmarks = [

@@ -123,8 +123,8 @@ def decide(job: Job) -> Choice:
     }
     figures = (
         f"memtier_benchmark with {threads} thread{'s' if threads > 1 else ''} on CPU "
-        f"{job.cpus.client_list} at pipeline {pipeline}: server {server:.0f}% busy, "
-        f"client {client:.0f}%"
+        f"{job.side_cpus()[job.targets[0].label].client_list} at pipeline {pipeline}: "
+        f"server {server:.0f}% busy, client {client:.0f}%"
     )
     # The probe is judged as a trial is (bench/trial.py), at the default limits
     # (probe_settings): client-bound at that share of its CPUs, not server-bound below it.
@@ -143,13 +143,14 @@ def decide(job: Job) -> Choice:
 
 def _probe(job: Job, binary: Any) -> Any:
     """One short memtier trial at the deepest pipeline against the first version."""
-    workload = workload_points.with_loadgen_threads(job.workload, "memtier", len(job.cpus.client))
+    target = job.targets[0]
+    cpus = job.side_cpus()[target.label]  # a duet's side: its own server and client CPUs
+    workload = workload_points.with_loadgen_threads(job.workload, "memtier", len(cpus.client))
     point = max(workload_points.points(workload), key=lambda p: p.params["pipeline"])
     settings = probe_settings(job.settings)
-    ctx = measure.Context(settings=settings, cpus=job.cpus, loadgen=binary, workload=workload)
-    target = job.targets[0]
+    ctx = measure.Context(settings=settings, cpus=cpus, loadgen=binary, workload=workload)
     planned = PlannedTrial(seq=0, repetition=0, target=target.label, point=point)
-    with servers.plain_server(job, target, run_id=0) as server:
+    with servers.plain_server(job, target, run_id=0, cpus=cpus.server) as server:
         client = server.client(timeout=600)
         try:
             saved = setup.prepare_server(client, workload, memtier.NAME)
@@ -179,7 +180,7 @@ def _answer_file(job: Job, memtier_sha: str) -> Path:
     workload = job.workload
     key = {
         "machine": machine,
-        "cpus": job.cpus.as_dict(),
+        "cpus": job.side_cpus()[job.targets[0].label].as_dict(),
         "memtier": memtier_sha,
         "clients": workload.clients,
         "pipeline": max(p.params["pipeline"] for p in job.points),

@@ -91,13 +91,22 @@ def _say_method(job: Job, say: Say) -> None:
     """How throughput is measured, when several versions are compared."""
     if job.metric == "instructions" or len(job.targets) < 2:
         return
-    if job.pairs_in_time:
+    if job.duet:
+        sides = "; ".join(
+            f"{label}: server on CPU {plan.server_list}, load on CPU {plan.client_list}"
+            for label, plan in job.side_cpus().items()
+        )
+        say(
+            f"throughput: duet, the {len(job.targets)} servers loaded at once, read every "
+            f"{job.settings.window:g} s ({sides}; no latency figures)"
+        )
+    elif job.pairs_in_time:
         say(
             f"throughput: paired in time, the load moving between the {len(job.targets)} "
             f"servers every {job.settings.window:g} s (no latency figures; --pairing "
             "separate measures them)"
         )
-    elif job.settings.pairing == "time":
+    elif job.settings.pairing in ("time", "duet"):
         say(
             f"throughput: separate trials ({job.loadgen.name} cannot be paused and resumed; "
             "memtier or redis-benchmark can)"

@@ -12,6 +12,10 @@ repetition are then paired in time, and the analysis pairs them by repetition as
 Only one server works at a time: the others sleep on the same CPUs (their serverCron
 ticks are all they cost), and their load generators are stopped. Latency is not
 measured here: a paused client would count its pause in its requests' latency.
+
+A duet (``--pairing duet``, Job.duet) gives each server and its load generator CPUs of
+their own (core/cpus.split_sides) and runs every load at once (windows.together); the
+rest is the same.
 """
 
 from __future__ import annotations
@@ -66,7 +70,8 @@ def run_visit(
         for label in visit.together:
             target = targets[label]
             progress.phase(f"{rep} · starting {label} (paired in time)")
-            server = stack.enter_context(plain_server(job, target, run_id, seed))
+            cpus = job.side_cpus()[label].server
+            server = stack.enter_context(plain_server(job, target, run_id, seed, cpus))
             progress.phase(f"{rep} · setting up {label}")
             sides.append(Side(target, server, _prepare(job, target, server)))
         points: dict[str, list[PlannedTrial]] = {}
@@ -115,6 +120,9 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
     point = planned[0].point
     counted = workload_points.counted_commands(job.workload)
     lanes: list[windows.Lane] = []
+    side_cpus = job.side_cpus()
+    method = "duet" if job.duet else METHOD
+    run_windows = windows.together if job.duet else windows.alternate
     specs_of = {
         side.target.label: workload_points.load_specs(
             job.workload, point, job.loadgen.name, side.saved
@@ -127,7 +135,7 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
                 specs = specs_of[side.target.label]
                 client = side.server.client(timeout=60)
                 stack.callback(client.close)
-                load = HeldLoad(ctx.aim(side.server), specs)
+                load = HeldLoad(ctx.aim(side.server, side_cpus[side.target.label].client), specs)
                 stack.callback(load.close)
                 lane = windows.Lane(side.target.label, client, load, counted)
                 problem = load.wait_flowing(lambda lane=lane: lane.reading().ops)
@@ -136,14 +144,14 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
                 lanes.append(lane)
             window = settings.window
             warm = windows.groups_for(settings.warmup, window)
-            windows.alternate(lanes, warm, window, interrupts.check, first_group=-warm)
+            run_windows(lanes, warm, window, interrupts.check, first_group=-warm)
             before = {lane.label: serverstats.snapshot(lane.client) for lane in lanes}
             io_before = {s.target.label: measure.syscalls(s.server.pid) for s in order}
             load_cpu = sum(lane.load.cpu_seconds() for lane in lanes)
             server_cpus = CpuTimes.read(ctx.cpus.server)
             client_cpus = CpuTimes.read(ctx.cpus.client)
             groups = max(1, windows.groups_for(settings.duration, window))
-            measured = windows.alternate(lanes, groups, window, interrupts.check)
+            measured = run_windows(lanes, groups, window, interrupts.check)
             server_cpus_after = CpuTimes.read(ctx.cpus.server)
             client_cpus_after = CpuTimes.read(ctx.cpus.client)
             load_cpu = sum(lane.load.cpu_seconds() for lane in lanes) - load_cpu
@@ -171,7 +179,7 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
         record = records[label]
         total = windows.totals(measured, label)
         record.argv = [arg for argv in lanes[order.index(side)].load.argv for arg in argv]
-        record.raw_output = f"[{METHOD}: windows of every server at this point]\n{table}"
+        record.raw_output = f"[{method}: windows of every server at this point]\n{table}"
         record.wall_s = total.seconds
         record.warmup_s = settings.warmup
         record.requests = int(total.ops)
@@ -187,7 +195,7 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
             settings,
             record,
             threads=sum(s.threads for s in specs_of[label]),
-            client_cpus=len(ctx.cpus.client),
+            client_cpus=len(side_cpus[label].client),
             saturates=workload_points.saturates(job.workload),
         )
     return [records[p.target] for p in planned]

@@ -36,15 +36,21 @@ def _binary(target: Target) -> str:
 
 
 def plain_server(
-    job: Job, target: Target, run_id: int, seed: str | None = None
+    job: Job,
+    target: Target,
+    run_id: int,
+    seed: str | None = None,
+    cpus: tuple[int, ...] | None = None,
 ) -> contextlib.AbstractContextManager:
-    """The target's server as the run's runtime starts it (a process, or a container)."""
+    """The target's server as the run's runtime starts it (a process, or a container),
+    pinned to the run's server CPUs or to ``cpus`` (a duet side's)."""
+    cpus = cpus or job.cpus.server
     if job.runtime == "docker":
         assert target.image, f"{target.label} has no image"
         return docker_runtime.docker_server(
             job.docker,
             target.image,
-            job.cpus.server,
+            cpus,
             run_id=run_id,
             memory=job.memory,
             timeout=job.settings.server_start_timeout,
@@ -54,7 +60,7 @@ def plain_server(
         )
     return native_server(
         _binary(target),
-        job.cpus.server,
+        cpus,
         timeout=job.settings.server_start_timeout,
         seed=seed,
         settings=job.server_argv(target),

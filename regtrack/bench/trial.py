@@ -39,10 +39,13 @@ class Context:
     loadgen: LoadgenBinary
     workload: Workload
 
-    def aim(self, server: RunningServer) -> Aim:
+    def aim(self, server: RunningServer, cpus: tuple[int, ...] | None = None) -> Aim:
+        """The load generator aimed at ``server``, pinned to the client CPUs (or ``cpus``,
+        a duet side's)."""
         return Aim(
-            self.loadgen, server.host, server.port, self.cpus.client, server.alive, server.pid
-        )
+            self.loadgen, server.host, server.port, cpus or self.cpus.client, server.alive,
+            server.pid,
+        )  # fmt: skip
 
     @property
     def counts_gets(self) -> bool:

@@ -12,6 +12,10 @@ operations are exactly what that server executed between two points in time.
 Windows come in groups that visit the servers forwards then backwards (A B B A, or
 A B C C B A): every server has one window on each side of the group's middle, so a
 linear drift within a group hits all alike, and every window starts just after a switch.
+
+A duet (``together``) runs every server's load at once, each server and load generator
+on CPUs of their own, and reads every server at each window's start and end: the same
+moments for all, nothing to alternate.
 """
 
 from __future__ import annotations
@@ -119,6 +123,53 @@ def alternate(
         for position, lane in enumerate(order):
             check()
             windows.append(_window(lane, group, position, window_s))
+    return windows
+
+
+def together(
+    lanes: Sequence[Lane],
+    groups: int,
+    window_s: float,
+    check: Callable[[], None] = lambda: None,
+    first_group: int = 0,
+) -> list[Window]:
+    """A duet: every lane's load at once for ``groups`` groups of two windows, each
+    window reading every server at its start and end (the order of the readings turns
+    each window, so no server is always read first). The loads are left paused."""
+    windows: list[Window] = []
+    for lane in lanes:
+        lane.load.resume()
+    try:
+        time.sleep(SETTLE_S)
+        order = list(lanes)
+        start = {lane.label: (lane.reading(), lane.load.cpu_seconds()) for lane in order}
+        for group in range(first_group, first_group + groups):
+            for step in range(2):
+                check()
+                begun = min(reading.at for reading, _ in start.values())
+                time.sleep(max(0.0, begun + window_s - time.monotonic()))
+                order.reverse()
+                end = {lane.label: (lane.reading(), lane.load.cpu_seconds()) for lane in order}
+                for index, lane in enumerate(lanes):
+                    problem = lane.load.problem()
+                    if problem:
+                        raise LoadLost(f"{lane.label}: {problem}")
+                    (first, cpu_first), (last, cpu_last) = start[lane.label], end[lane.label]
+                    windows.append(
+                        Window(
+                            label=lane.label,
+                            group=group,
+                            position=step * len(lanes) + index,
+                            ops=last.ops - first.ops,
+                            seconds=last.at - first.at,
+                            server_cpu_s=last.cpu_s - first.cpu_s,
+                            client_cpu_s=cpu_last - cpu_first,
+                        )
+                    )
+                start = end
+    finally:
+        for lane in lanes:
+            lane.load.pause()
     return windows
 
 

@@ -106,10 +106,11 @@ MEASURE_OPTIONS = [
     ),
     click.option(
         "--pairing",
-        type=click.Choice(["time", "separate"]),
+        type=click.Choice(["time", "duet", "separate"]),
         help="Throughput of several versions: paired in time, their servers up together and "
         "the load moved between them every --window seconds (time, the default with memtier "
-        "or redis-benchmark), or a separate trial per server (separate).",
+        "or redis-benchmark); all at once, each server and its load generator on CPUs of "
+        "their own (duet, 2 CPUs per version); or a separate trial per server (separate).",
     ),
     click.option(
         "--window",

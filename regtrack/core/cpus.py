@@ -152,3 +152,49 @@ def plan_cpus(
             "choose CPUs on different cores"
         )
     return CpuPlan(server=server_cpus, client=client_cpus)
+
+
+def plan_duet(
+    sides: int,
+    server: str | None = None,
+    client: str | None = None,
+    topology: Topology | None = None,
+) -> CpuPlan:
+    """The CPUs of a duet (every version's server and load generator at once): a server
+    CPU per side, each on a physical core of its own, the rest split among the load
+    generators (split_sides); or the user's sets, checked as plan_cpus checks them."""
+    topo = topology or Topology.detect()
+    if server is None and client is None and len(topo.usable) < 2 * sides:
+        raise BadInput(_duet_too_few(sides, f"{len(topo.usable)} usable CPUs"))
+    if server is None:
+        chosen: list[int] = []
+        for cpu in topo.usable:
+            taken = {topo.core_of.get(c, str(c)) for c in chosen}
+            if len(chosen) < sides and topo.core_of.get(cpu, str(cpu)) not in taken:
+                chosen.append(cpu)
+        server = format_cpu_list(chosen or list(topo.usable[:1]))
+    plan = plan_cpus(server, client, topo)
+    split_sides(plan, sides)
+    return plan
+
+
+def split_sides(plan: CpuPlan, sides: int) -> list[CpuPlan]:
+    """A duet's plan cut into one disjoint plan per side, equal in size (CPUs left over
+    stay idle, so no side has more load generator CPUs than another)."""
+    if len(plan.server) < sides or len(plan.client) < sides:
+        raise BadInput(
+            _duet_too_few(sides, f"server CPU {plan.server_list} and client CPU {plan.client_list}")
+        )
+    s, c = len(plan.server) // sides, len(plan.client) // sides
+    return [
+        CpuPlan(plan.server[i * s : (i + 1) * s], plan.client[i * c : (i + 1) * c])
+        for i in range(sides)
+    ]
+
+
+def _duet_too_few(sides: int, have: str) -> str:
+    return (
+        f"--pairing duet runs {sides} servers at once, each with a load generator of its own: "
+        f"it needs {sides} server CPUs and {sides} client CPUs ({2 * sides} CPUs on separate "
+        f"cores), and has {have}: use --pairing time (the default), or a host with more CPUs"
+    )

@@ -67,8 +67,10 @@ class RunSettings(_Strict):
     repeatability_pct: Annotated[float, Field(gt=0)] = 0.5
     # "time": the throughput of several versions is measured paired in time, their servers
     # up together and the load moved between them in windows of ``window`` seconds
-    # (bench/paired.py); "separate": one server after the other, a trial each.
-    pairing: Literal["time", "separate"] = "time"
+    # (bench/paired.py); "duet": all of them at once, each server and its load generator
+    # on CPUs of their own (hosts with 2 CPUs per version); "separate": one server after
+    # the other, a trial each.
+    pairing: Literal["time", "duet", "separate"] = "time"
     window: Annotated[float, Field(ge=0.05, le=10)] = 0.1  # docs/methodology.md: A/A runs
     # "fixed": each repetition's servers read regtrack's seed bytes from /dev/urandom
     # (common random numbers, regtrack/bench/seeds.py); "random": Redis seeds itself.
