@@ -189,3 +189,46 @@ def test_compare_json_carries_intervals_and_verdicts(tmp_path, monkeypatch, redi
     assert rec["verdict"] in ("no change", "inconclusive")
     assert rec["n_valid"] == 3 and rec["method"] == "t"  # one look: a t interval
     assert rec["ci_low_pct"] <= rec["change_pct"] <= rec["ci_high_pct"]
+
+
+def test_runs_without_controlled_seeds_compare_and_gate_across_runs(
+    tmp_path, monkeypatch, redis_server
+):
+    """Where seeds cannot be controlled (no unshare: containers without CAP_SYS_ADMIN,
+    restricted CI runners; here seeds = "random"), trials carry no seed: a comparison
+    with a stored run is unpaired (Welch, one look), and says so; it used to end
+    "internal error: UnboundLocalError" (exit 3)."""
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "regtrack.toml").write_text('[run]\nseeds = "random"\n')
+    monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(configs))
+    fakebench.install(monkeypatch, fakebench.Model())
+    db = tmp_path / "r.db"
+    for label in ("old", "new"):
+        proc = cli_in_process("run", "--versions", f"{label}=bin:{redis_server}", *TPUT,
+                              "--repetitions", "3", "--db", str(db))  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stderr.count("hash seeds are not controlled (random seeds") == 1
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM trials WHERE seed IS NOT NULL").fetchone() == (0,)
+        config = json.loads(conn.execute("SELECT config FROM runs WHERE id = 1").fetchone()[0])
+    assert config["seeds"].startswith("not controlled: random seeds")
+
+    shown = cli_in_process("compare", "--run", "2", "--baseline-run", "1", "--db", str(db),
+                           "--format", "json")  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    (rec,) = [r for r in json.loads(shown.stdout) if r["metric"] == "throughput"]
+    assert rec["method"] == "welch-t" and rec["ci_low_pct"] < rec["change_pct"] < rec["ci_high_pct"]
+
+    out = tmp_path / "ci.json"
+    saved = cli_in_process("baseline", "save", "shipped", "--run", "1", "--db", str(db))
+    assert saved.returncode == 0, saved.stderr
+    gate = cli_in_process(
+        "ci", "--baseline-run", "shipped", "--candidate", f"c=bin:{redis_server}", *TPUT,
+        "--metric", "throughput", "--db", str(db), "--json", str(out),
+    )  # fmt: skip
+    assert gate.returncode in (0, 1), gate.stderr
+    assert "internal error" not in gate.stderr
+    data = _records(out)
+    (tput,) = [r for r in data["records"] if r["metric"] == "throughput"]
+    assert tput["method"] == "welch-t" and tput["baseline"] == "old"

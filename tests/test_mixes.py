@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from regtrack.bench.runtimes.native import native_server
+from regtrack.core import redact
 from regtrack.core.errors import BadInput
 from regtrack.workloads import capture
 from regtrack.workloads.files import list_workloads, load_workload
@@ -400,11 +401,11 @@ def test_captured_files_parse_whatever_the_server_and_the_user_send(name, versio
     assume(password not in name + version + odd)
     url = f"redis://:{quote(password, safe='')}@h:6379"
     # Unencoded too (?, /, # or @ in it), as a user may type it: nothing of it is shown.
-    assert capture.redact(f"redis://:{password}@h:6379") == "redis://:***@h:6379"
+    assert redact.url(f"redis://:{password}@h:6379") == "redis://:***@h:6379"
     lone = password.replace(":", "")  # a lone userinfo with a ':' is user:password
-    assert capture.redact(f"redis://{lone}@h:6379/0") == "redis://***@h:6379/0"
+    assert redact.url(f"redis://{lone}@h:6379/0") == "redis://***@h:6379/0"
     observed = capture.Capture(
-        url=capture.redact(url),
+        url=redact.url(url),
         seconds=1.0,
         version=version,
         calls={"get": 90, "lpush": 9, odd: 1},

@@ -4,8 +4,16 @@ every planned trial is measured exactly once, and the merged run compares like o
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import shutil
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -232,3 +240,56 @@ def test_a_shard_without_blocks_or_a_bad_shard_is_one_clear_line(tmp_path, redis
         not db.exists()
         or sqlite3.connect(db).execute("SELECT COUNT(*) FROM trials").fetchone()[0] == 0
     )
+
+
+def test_a_shard_killed_mid_run_keeps_every_stored_trial_in_its_db_file_alone(
+    tmp_path, redis_server
+):
+    """kill -9 of a sharded run mid-trial leaves no time to close the database; the .db
+    file alone (what a CI job uploads) still holds every trial stored before the kill,
+    because a shard's store checkpoints each commit into it. (In WAL mode without that,
+    the file was 4 KiB and everything, schema included, was in -wal.)"""
+    db = tmp_path / "shard.db"
+    argv = [
+        sys.executable, "-m", "regtrack", "run", "--versions",
+        f"a=bin:{redis_server},b=bin:{redis_server}", "--pipelines", "10,30,50",
+        "--duration", "1", "--warmup", "0.3", "--repetitions", "4", "--keys", "20000",
+        "--loadgen", "redis-benchmark", "--shard", "1/2", "--no-report", "--db", str(db),
+    ]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    stored = 0
+    try:
+        deadline = time.monotonic() + 120
+        while stored < 4 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+            with (
+                contextlib.suppress(sqlite3.OperationalError),
+                contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn,
+            ):
+                stored = conn.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
+        assert proc.poll() is None, "the run ended before it could be killed mid-run"
+        # Killed between trials' writes, not inside one: stopped where the WAL is empty
+        # (each commit's checkpoint done), which is nearly always at the first try.
+        wal = Path(f"{db}-wal")
+        for _ in range(100):
+            os.kill(proc.pid, signal.SIGSTOP)
+            if not wal.exists() or wal.stat().st_size == 0:
+                break
+            os.kill(proc.pid, signal.SIGCONT)
+            time.sleep(0.02)
+        copy = tmp_path / "copy.db"
+        proc.kill()  # SIGKILL: no handler, no close, no checkpoint at exit
+        proc.wait()
+        shutil.copy(db, copy)  # the .db alone, as the CI example uploads it
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    with contextlib.closing(sqlite3.connect(db)) as conn:  # reads -wal too: what was stored
+        seqs = {r[0] for r in conn.execute("SELECT seq FROM trials")}
+    assert len(seqs) >= 4 and not (tmp_path / "copy.db-wal").exists()
+    out = tmp_path / "merged.db"
+    merged = cli_in_process("merge", str(out), str(copy))
+    assert "Traceback" not in merged.stderr, merged.stderr
+    with contextlib.closing(sqlite3.connect(out)) as conn:
+        assert {r[0] for r in conn.execute("SELECT seq FROM trials")} == seqs

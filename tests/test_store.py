@@ -1,5 +1,6 @@
 import shutil
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,30 @@ def test_an_empty_file_is_not_a_regtrack_database_for_read_only_commands(tmp_pat
     path.touch()
     with pytest.raises(BadInput, match="not a regtrack database"):
         Store.open(path, create=False)
+
+
+def test_two_processes_upgrading_one_old_database_do_not_collide(tmp_path):
+    """Each step's version is read inside its write transaction: stores opened at the
+    same moment on one old database all open (read outside, the second ran the first's
+    step again: "duplicate column name", exit 3)."""
+    path = tmp_path / "old.db"
+    shutil.copy(FIXTURES / "schema-v4.db", path)
+    start = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def open_it() -> None:
+        start.wait()
+        try:
+            Store.open(path).close()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_it) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert conn.execute("SELECT COUNT(*) FROM trials").fetchone()[0] > 0

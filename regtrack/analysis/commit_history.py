@@ -16,7 +16,7 @@ import pandas as pd
 
 from regtrack.analysis import changepoints
 from regtrack.core.errors import RegtrackError
-from regtrack.targets.sources import SourceRepo, git
+from regtrack.targets.sources import SourceRepo, git, is_commit
 
 SHORT = 7
 SERIES = ["workload", "point", "metric", "source_repo", "comparability"]
@@ -26,13 +26,16 @@ def order(source_repo: str, commits: list[str], dates: dict[str, str]) -> list[s
     """``commits`` oldest first in topological order, from the repository's cached mirror;
     by commit date when the mirror is not on this machine (a database merged elsewhere)."""
     by_date = sorted(commits, key=lambda c: (dates.get(c) or "", c))
+    if not all(is_commit(c) for c in commits):
+        return by_date  # a stored value that is not a commit id never reaches git
     try:
         mirror = SourceRepo(source_repo).path
     except RegtrackError:
         return by_date
     if not (mirror / "HEAD").is_file():
         return by_date
-    proc = git(["-C", str(mirror), "rev-list", "--topo-order", "--reverse", *commits], check=False)
+    argv = ["rev-list", "--topo-order", "--reverse", "--end-of-options", *commits]
+    proc = git(["-C", str(mirror), *argv], check=False)
     if proc.returncode != 0:
         return by_date
     wanted = set(commits)

@@ -67,12 +67,12 @@ def pooled(
             if any(math.isfinite(v) for v in by_block[b].values())
         ]
         numbered = {i: by_block[b] for i, b in enumerate(order)}
-        values = sequential.block_values(numbered, points)
+        blocks = sequential.block_values(numbered, points)
         interval = sequential.interval(
-            values, alpha, method=method, look=look, hosts=block_hosts(rows, key, order),
+            blocks, alpha, method=method, look=look, hosts=block_hosts(rows, key, order),
             shift=shift,
         )  # fmt: skip
-        n = len(values)
+        n = len(blocks)
     else:
         # No seed-matched blocks (a stored baseline without seeds): each side's repetitions
         # averaged over the points, then a Welch interval of the two (one look only).

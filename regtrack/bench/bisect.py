@@ -34,7 +34,7 @@ from regtrack.core.settings import Thresholds, load_settings
 from regtrack.results import bisections, comparability
 from regtrack.results.store import Store
 from regtrack.targets.build import MakeFailed
-from regtrack.targets.sources import SourceRepo
+from regtrack.targets.sources import SourceRepo, is_commit
 from regtrack.targets.versions import SHORT_SHA, VersionSpec
 
 METRIC_COLUMN = {"instructions": "instructions_per_op", "throughput": "throughput"}
@@ -78,6 +78,11 @@ class Bisector:
         stored = bisections.get(store, bisection_id)
         self.request = request_of(stored["config"])
         self.commits: list[str] = stored["config"]["commits"]
+        if not all(is_commit(c) for c in self.commits):  # never handed to git as options
+            raise BadInput(
+                f"bisection {bisection_id}'s stored commits are not all full commit ids: the "
+                "database was changed by something other than regtrack; start a new bisection"
+            )
         self.store, self.id, self.hooks, self.db, self.wait = store, bisection_id, hooks, db, wait
         self.thresholds = Thresholds().uniform(self.request.threshold)
         self.column = METRIC_COLUMN[self.request.metric]
@@ -208,6 +213,8 @@ class Bisector:
                 # complete) would only give its undecided answer again.
                 run_id = self._measure_step(commit, reuse=attempt == 1)
             except MakeFailed as exc:
+                if exc.passing:  # the machine's trouble: stop here, --resume builds it again
+                    raise
                 self._log(commit=commit, judged=bisection.SKIP, reason=f"does not build: {exc}")
                 self.hooks.say(f"bisect: skipped {_short(commit)}: it does not build")
                 self.judged[index] = bisection.SKIP
@@ -328,7 +335,11 @@ def start(request: Request, db: str | None) -> tuple[Store, int]:
         )
     store = Store.open(db or load_settings().database)
     config = {
-        "request": {**dataclasses.asdict(request), "options": dataclasses.asdict(request.options)},
+        # Stored without the URL's credentials: every commit is in the cached mirror by now.
+        "request": {
+            **dataclasses.asdict(request),
+            "options": {**dataclasses.asdict(request.options), "source_repo": repo.location},
+        },
         "commits": commits,
         "facts": {c: repo.describe(c) for c in commits},
         "source_repo": repo.location,

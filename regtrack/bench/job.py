@@ -26,7 +26,7 @@ from regtrack.bench.runtimes import docker as docker_runtime
 from regtrack.core import docker_engine, filesystems
 from regtrack.core.cpus import CpuPlan, Topology, plan_cpus, plan_duet, split_sides
 from regtrack.core.errors import BadInput, CannotMeasure
-from regtrack.core.settings import RunSettings, load_settings
+from regtrack.core.settings import RunSettings, load_settings, settings_source
 from regtrack.targets import build, images, versions
 from regtrack.targets.versions import Target
 from regtrack.workloads import points as workload_points
@@ -247,6 +247,7 @@ class Job:
             "server_data": self.server_data(),
             "docker_images": self.docker_images,
             "settings": self.settings.model_dump(),
+            "settings_file": settings_source(),
             "workload": self.workload.model_dump(),
             "cpus": self.cpus.as_dict(),
             "targets": [t.as_dict() for t in self.targets],

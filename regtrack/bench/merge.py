@@ -6,6 +6,7 @@ blocks no shard measured yet, and which shard should have.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -50,13 +51,25 @@ def missing_blocks(config: Mapping[str, Any], count: int, have: set[int]) -> lis
 
 
 def merge(out: Path, inputs: list[Path], allow_mixed: bool = False) -> list[PlanMerge]:
-    """Union the shard databases ``inputs`` into ``out``: one run per plan."""
+    """Union the shard databases ``inputs`` into ``out``: one run per plan, in one
+    transaction (a refused input leaves ``out`` as it was). Inputs are read from private
+    copies (with their -wal), never upgraded or changed in place."""
     for path in inputs:
         if not path.exists():
             raise BadInput(f"{path} does not exist: give the shards' database files")
         if out.exists() and path.resolve() == out.resolve():
             raise BadInput(f"{path} is the output database: merge into another file")
-    found = [run for path in inputs for run in merging.shard_runs(path)]
+    with tempfile.TemporaryDirectory(prefix="regtrack-merge-") as tmp:
+        copies = [merging.private_copy(path, Path(tmp)) for path in inputs]
+        found = [
+            run
+            for path, copy in zip(inputs, copies, strict=True)
+            for run in merging.shard_runs(path, copy)
+        ]
+        return _merge_found(out, found, allow_mixed)
+
+
+def _merge_found(out: Path, found: list[merging.ShardRun], allow_mixed: bool) -> list[PlanMerge]:
     if not found:
         raise BadInput(
             "none of these databases holds a run that names its plan (made by regtrack run "
@@ -66,35 +79,45 @@ def merge(out: Path, inputs: list[Path], allow_mixed: bool = False) -> list[Plan
     dest = Store.open(out)
     results = []
     try:
-        for plan_id in dict.fromkeys(r.plan_id for r in found):
-            runs = [r for r in found if r.plan_id == plan_id]
-            run_id = merging.merged_run(dest, plan_id) or merging.create_merged_run(dest, runs[0])
-            result = PlanMerge(plan_id=plan_id, run_id=run_id)
-            for run in runs:
-                added, already = merging.add_shard(dest, run_id, run)
-                result.added += added
-                result.already += already
-                result.sources.append(
-                    f"{run.path} run {run.run_id} ({run.name}, host {run.host}, "
-                    f"{run.status}): {added} trials added, {already} already merged"
-                )
-            result.apart = merging.instruction_differences(runs)
-            if result.added:
-                _new_round(dest, run_id, result.apart)
-            count = max((r.shard or {"count": 1})["count"] for r in runs)
-            config = runs[0].config
-            result.planned = sum(len(v.trials) for v in planned_visits(config))
-            result.missing = missing_blocks(config, count, dest.trial_seqs(run_id))
-            detail = "; ".join(
-                f"shard {m.index}/{m.count} missing: {m.blocks} blocks ({m.trials} trials) "
-                "not measured"
-                for m in result.missing
-            )
-            dest.finish_run(run_id, "incomplete" if result.missing else "complete", detail or None)
-            results.append(result)
+        with dest.transaction():
+            for plan_id in dict.fromkeys(r.plan_id for r in found):
+                results.append(_merge_plan(dest, [r for r in found if r.plan_id == plan_id]))
     finally:
         dest.close()
     return results
+
+
+def _merge_plan(dest: Store, runs: list[merging.ShardRun]) -> PlanMerge:
+    """One plan's shards into its merged run (made by the first merge of the plan)."""
+    plan_id, config = runs[0].plan_id, runs[0].config
+    try:
+        planned = sum(len(v.trials) for v in planned_visits(config))
+    except (ValueError, TypeError, KeyError) as exc:  # pydantic's errors are ValueErrors
+        raise BadInput(
+            f"{runs[0].path}: run {runs[0].run_id}'s plan cannot be read ({type(exc).__name__}); "
+            "merge the databases regtrack's runs produced"
+        ) from None
+    run_id = merging.merged_run(dest, plan_id) or merging.create_merged_run(dest, runs[0])
+    result = PlanMerge(plan_id=plan_id, run_id=run_id, planned=planned)
+    for run in runs:
+        added, already = merging.add_shard(dest, run_id, run, planned)
+        result.added += added
+        result.already += already
+        result.sources.append(
+            f"{run.path} run {run.run_id} ({run.name}, host {run.host}, "
+            f"{run.status}): {added} trials added, {already} already merged"
+        )
+    result.apart = merging.instruction_differences(runs)
+    if result.added:
+        _new_round(dest, run_id, result.apart)
+    count = max((r.shard or {"count": 1})["count"] for r in runs)
+    result.missing = missing_blocks(config, count, dest.trial_seqs(run_id))
+    detail = "; ".join(
+        f"shard {m.index}/{m.count} missing: {m.blocks} blocks ({m.trials} trials) not measured"
+        for m in result.missing
+    )
+    dest.finish_run(run_id, "incomplete" if result.missing else "complete", detail or None)
+    return result
 
 
 def _new_round(dest: Store, run_id: int, apart: list[str]) -> None:

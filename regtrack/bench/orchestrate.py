@@ -17,7 +17,7 @@ from regtrack.bench import resume, server_settings
 from regtrack.bench.job import Job, parse_duration
 from regtrack.bench.runner import Sequential, execute
 from regtrack.bench.runtimes import docker as docker_runtime
-from regtrack.core import cpulock, environment
+from regtrack.core import cpulock, environment, redact
 from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.core.records import Progress
 from regtrack.results.store import Store
@@ -40,6 +40,8 @@ def measure(
     that waits for another one's CPUs is not recorded as running meanwhile.
     """
     store = resume_store[0] if resume_store else Store.open(db or job.settings.database)
+    if job.shard is not None:  # the .db file alone travels to `merge`: keep it whole
+        store.keep_whole()
     with cpulock.hold(
         job.cpus.server + job.cpus.client,
         wait=wait,
@@ -60,7 +62,7 @@ def measure(
             env = environment.capture(job.cpus, job.loadgen.as_dict())
             env["runtime"] = job.runtime
             run_id = store.create_run(
-                ["regtrack", *sys.argv[1:]], job.config(), env, job.loadgen.as_dict()
+                ["regtrack", *redact.argv(sys.argv[1:])], job.config(), env, job.loadgen.as_dict()
             )
             say(
                 f"run {run_id}: {len(job.targets)} versions x {len(job.points)} points "

@@ -6,16 +6,17 @@ expected failure to one line and a documented exit code.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 import click
 
 from regtrack.cli import admin, bisect, ci, merge, results, run  # noqa: F401  (registers the commands)
 from regtrack.cli.group import cli
-from regtrack.core import interrupts
+from regtrack.core import interrupts, redact
 from regtrack.core.errors import (
     EXIT_BAD_INPUT,
-    EXIT_CANNOT_MEASURE,
+    EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     Interrupted,
     RegtrackError,
@@ -37,32 +38,35 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_BAD_INPUT)
     except (click.exceptions.Abort, KeyboardInterrupt) as exc:
         how = f" by {exc}" if isinstance(exc, Interrupted) else ""
-        err.print(f"regtrack: interrupted{how}; results measured so far are kept")
+        with contextlib.suppress(OSError):  # after SIGHUP the terminal may be gone
+            err.print(f"regtrack: interrupted{how}; results measured so far are kept")
         sys.exit(EXIT_INTERRUPTED)
     except RegtrackError as exc:
-        err.print(f"regtrack: error: {exc}")
+        err.print(f"regtrack: error: {redact.scrub(str(exc))}")
         sys.exit(exc.exit_code)
     except BrokenPipeError:
         sys.exit(0)
     except Exception as exc:  # a bug: one line for the user, the traceback kept in a file
         log = _save_traceback()
         err.print(
-            f"regtrack: internal error: {type(exc).__name__}: {exc} "
-            f"(traceback in {log}; please report it)"
+            f"regtrack: internal error (a bug in regtrack, not in what it measured): "
+            f"{type(exc).__name__}: {redact.scrub(str(exc))}; traceback in {log}; please "
+            "report it"
         )
-        sys.exit(EXIT_CANNOT_MEASURE)
+        sys.exit(EXIT_INTERNAL)
     sys.exit(0)
 
 
 def _save_traceback() -> str:
+    """The traceback in a new file only this user can read (mkstemp: 0600, a fresh
+    name), with any URL's credentials scrubbed."""
     import tempfile
     import traceback
 
-    with tempfile.NamedTemporaryFile(
-        "w", prefix="regtrack-crash-", suffix=".log", delete=False
-    ) as f:
-        traceback.print_exc(file=f)
-        return f.name
+    fd, path = tempfile.mkstemp(prefix="regtrack-crash-", suffix=".log")
+    with open(fd, "w") as f:
+        f.write(redact.scrub(traceback.format_exc()))
+    return path
 
 
 if __name__ == "__main__":

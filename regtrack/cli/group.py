@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import click
 
 from regtrack import __version__
 
 EXIT_CODES_HELP = """
 Exit codes: 0 success (no regression), 1 regression found (ci), 2 bad usage or input,
-3 could not measure (tool, server or environment failure), 130 interrupted.
+3 could not measure (tool, server or environment failure), 4 internal error (a bug in
+regtrack), 130 interrupted.
 """
 
 
 @click.group(epilog=EXIT_CODES_HELP)
 @click.version_option(__version__, prog_name="regtrack")
-def cli() -> None:
+@click.option(
+    "--config",
+    "config_dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="A directory whose regtrack.toml and workloads/*.toml override the built-in ones "
+    "(also $REGTRACK_CONFIG_DIR). Never read from the working directory unless given.",
+)
+def cli(config_dir: Path | None) -> None:
     """Measure whether a Redis version or commit made a workload faster or slower."""
+    if config_dir is not None:  # read where settings are looked up (core/settings.py)
+        os.environ["REGTRACK_CONFIG_DIR"] = str(config_dir.resolve())

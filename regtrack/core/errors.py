@@ -5,13 +5,15 @@ Exit codes (also in the README):
   1  regression found (``regtrack ci``)
   2  bad usage or input: the user can fix the command line, a spec or a file
   3  could not measure: the environment, a tool or a server failed
-  130 interrupted (Ctrl-C / SIGTERM); results measured so far are kept
+  4  internal error: a bug in regtrack (never "could not measure")
+  130 interrupted (Ctrl-C / SIGTERM / SIGHUP); results measured so far are kept
 """
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_BAD_INPUT = 2
 EXIT_CANNOT_MEASURE = 3
+EXIT_INTERNAL = 4
 EXIT_INTERRUPTED = 130
 
 

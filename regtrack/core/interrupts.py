@@ -1,9 +1,14 @@
-"""Ctrl-C and SIGTERM stop a run promptly, even when the first signal is lost.
+"""Ctrl-C, SIGTERM and SIGHUP stop a run promptly, even when the first signal is lost.
 
 Python delivers a signal by raising in whatever code runs at that moment; if that is a
 finaliser or a logging lock release, the interpreter prints "Exception ignored" and goes
 on. The handler therefore also remembers the signal, and the run loop calls ``check``
 between steps, so a swallowed signal still stops the run at the next trial boundary.
+Threads waiting on a child (load generators of a mix run side by side) ask ``pending``,
+so they stop theirs at once instead of letting the trial run out.
+
+SIGHUP (a dropped SSH session, a closed terminal) stops a run like SIGTERM: otherwise
+its default action kills regtrack with containers running and the run marked running.
 """
 
 from __future__ import annotations
@@ -17,11 +22,14 @@ from regtrack.core.errors import Interrupted
 _received: str | None = None
 
 
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def install() -> None:
-    """Route SIGINT and SIGTERM to ``Interrupted`` (main thread only), and keep the
-    interpreter from printing a traceback for the one it swallows (e.g. in the at-fork
-    hook of logging, which runs each time a subprocess starts)."""
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    """Route SIGINT, SIGTERM and SIGHUP to ``Interrupted`` (main thread only), and keep
+    the interpreter from printing a traceback for the one it swallows (e.g. in the
+    at-fork hook of logging, which runs each time a subprocess starts)."""
+    for sig in SIGNALS:
         signal.signal(sig, _on_signal)
     sys.unraisablehook = _unraisable
 
@@ -36,6 +44,11 @@ def _on_signal(signum: int, _frame: object) -> None:
     global _received
     _received = signal.Signals(signum).name
     raise Interrupted(_received)
+
+
+def pending() -> bool:
+    """Whether a signal arrived (for threads, which the signal's exception never reaches)."""
+    return _received is not None
 
 
 def check() -> None:

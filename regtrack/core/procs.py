@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from regtrack.core import interrupts
 from regtrack.core.errors import CannotMeasure
 
 
@@ -245,8 +246,10 @@ def wait_with_rusage(
     """Wait for a child and return (exit code, CPU seconds it used).
 
     The kernel's rusage of the reaped child is exact, unlike sampling /proc while it runs.
-    Kills the child and raises Abandoned when it runs past ``timeout`` or when
-    ``keep_going`` (checked every 0.2 s, e.g. "is the server still alive?") turns false.
+    Kills the child and raises Abandoned when it runs past ``timeout``, when ``keep_going``
+    (checked every 0.2 s, e.g. "is the server still alive?") turns false, or when regtrack
+    was told to stop (a thread waits here too: the signal's exception reaches only the
+    main thread).
     ``on_tick`` is called at the start and every 0.1 s (e.g. to sample CPU times).
     """
     deadline = time.monotonic() + timeout
@@ -266,7 +269,9 @@ def wait_with_rusage(
             reason = f"did not finish within {timeout:.0f} s and was killed"
         elif now > next_check:
             next_check = now + 0.2
-            if not keep_going():
+            if interrupts.pending():
+                reason = "was stopped: regtrack was interrupted"
+            elif not keep_going():
                 reason = "was stopped because the server exited"
         if reason:
             _signal_group(proc, signal.SIGKILL)

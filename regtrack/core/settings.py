@@ -28,14 +28,16 @@ def builtin_config_dir() -> Path:
 
 
 def config_dirs(extra: Path | None = None) -> list[Path]:
-    """Where settings and workloads are looked up, first match wins."""
+    """Where settings and workloads are looked up, first match wins: only directories
+    named explicitly (``regtrack --config DIR``, which sets $REGTRACK_CONFIG_DIR), then
+    the built-in one. Never the working directory: in CI that is the pull request's
+    checkout, which could raise its own thresholds or redefine the workload."""
     dirs = []
     if extra is not None:
         dirs.append(extra)
     env = os.environ.get("REGTRACK_CONFIG_DIR")
     if env:
         dirs.append(Path(env))
-    dirs.append(Path.cwd() / "configs")
     dirs.append(builtin_config_dir())
     seen: list[Path] = []
     for d in dirs:
@@ -145,6 +147,13 @@ def _settings_file() -> Path | None:
     return next(
         (d / "regtrack.toml" for d in config_dirs() if (d / "regtrack.toml").is_file()), None
     )
+
+
+def settings_source() -> str:
+    """The settings file in use, as a run records it ("built-in" for regtrack's own)."""
+    path = _settings_file()
+    builtin = builtin_config_dir() / "regtrack.toml"
+    return "built-in" if path is None or path.resolve() == builtin.resolve() else str(path)
 
 
 def load_settings(path: Path | None = None, **overrides: Any) -> RunSettings:

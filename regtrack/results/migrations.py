@@ -212,12 +212,19 @@ def upgrade(store: Store, version: int, *, create: bool) -> None:
 
 
 def _migrate(store: Store, current: int) -> None:
+    """One step per write transaction, its version read inside it: another process that
+    opened the same old database at the same moment finds the step done and moves on
+    (read outside, both would run it: "duplicate column name")."""
     try:
-        for number, script in enumerate(MIGRATIONS[current:], start=current + 1):
+        while current < SCHEMA_VERSION:
             with store.transaction():
-                for statement in script.split(";"):
+                current = store.conn.execute("PRAGMA user_version").fetchone()[0]
+                if current >= SCHEMA_VERSION:
+                    break
+                for statement in MIGRATIONS[current].split(";"):
                     if statement.strip():
                         store.conn.execute(statement)
-                store.conn.execute(f"PRAGMA user_version = {number}")
+                current += 1
+                store.conn.execute(f"PRAGMA user_version = {current}")
     except sqlite3.DatabaseError as exc:
         raise CannotMeasure(f"cannot set up database {store.path}: {exc}") from None

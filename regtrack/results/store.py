@@ -43,6 +43,21 @@ class Store:
     def __init__(self, conn: sqlite3.Connection, path: Path):
         self.conn = conn
         self.path = path
+        # A shard's database is copied elsewhere as one file, perhaps after a kill -9 that
+        # left no time to close it: with this set, every commit is checkpointed into the
+        # .db file at once, so the file alone holds every trial stored (keep_whole()).
+        self.whole_file = False
+
+    def keep_whole(self) -> None:
+        """Checkpoint the WAL into the .db file now and after every later commit."""
+        self.whole_file = True
+        self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        try:
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.OperationalError as exc:
+            raise CannotMeasure(self._write_problem(exc)) from None
 
     @classmethod
     def open(cls, path: str | Path, *, create: bool = True) -> Store:
@@ -76,7 +91,11 @@ class Store:
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One write; a locked database, a full disk or a read-only file become one clear
-        error (what was committed before stays committed)."""
+        error (what was committed before stays committed). Inside another transaction it
+        is part of that one, which commits or rolls back the whole (a merge)."""
+        if self.conn.in_transaction:
+            yield self.conn
+            return
         try:
             self.conn.execute("BEGIN IMMEDIATE")
             try:
@@ -87,6 +106,8 @@ class Store:
             self.conn.execute("COMMIT")
         except sqlite3.OperationalError as exc:
             raise CannotMeasure(self._write_problem(exc)) from None
+        if self.whole_file:
+            self._checkpoint()
 
     def _write_problem(self, exc: sqlite3.OperationalError) -> str:
         text = str(exc)

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from regtrack.core import procs
+from regtrack.core import cpulock, procs
 from regtrack.core.digests import sha256_of
 from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.targets.sources import SourceRepo, cache_root
@@ -35,7 +35,12 @@ ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 class MakeFailed(CannotMeasure):
-    """make itself failed (the code does not compile): the same input would fail again."""
+    """make itself failed. Unless ``passing`` names the machine's own trouble (a full
+    disk, memory), the code does not compile: the same input would fail again."""
+
+    def __init__(self, message: str, passing: str | None = None) -> None:
+        super().__init__(message)
+        self.passing = passing
 
 
 def parse_build_flags(text: str | None) -> list[str]:
@@ -111,12 +116,12 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _log_tail(log: Path) -> str:
+def _log_tail(log: Path, lines: int = LOG_TAIL_LINES) -> str:
     try:
-        lines = ANSI_RE.sub("", log.read_text(errors="replace")).rstrip().splitlines()
+        text = ANSI_RE.sub("", log.read_text(errors="replace")).rstrip().splitlines()
     except OSError:
         return ""
-    return "\n".join("    " + line for line in lines[-LOG_TAIL_LINES:])
+    return "\n".join("    " + line for line in text[-lines:])
 
 
 def _ccache(flags: list[str]) -> tuple[list[str], dict[str, str] | None]:
@@ -140,7 +145,8 @@ def _make(tree: Path, flags: list[str], log: Path, on_line: Callable[[str], None
     started = time.monotonic()
     cc, env = _ccache(flags)
     argv = ["make", "-j", jobs, *cc, *flags]
-    with log.open("ab") as out:
+    # make -j uses every CPU: it waits for, and then holds off, any measurement here.
+    with cpulock.hold_all(on_wait=on_line), log.open("ab") as out:
         out.write(f"$ {shlex.join(argv)}\n".encode())
         out.flush()
         proc = procs.spawn(argv, stdout=out, stderr=subprocess.STDOUT, cwd=tree, env=env)
@@ -155,11 +161,36 @@ def _make(tree: Path, flags: list[str], log: Path, on_line: Callable[[str], None
         finally:
             procs.stop(proc, grace=2.0)
     if proc.returncode != 0:
-        raise MakeFailed(
+        message = (
             f"build in {tree} failed (make exit code {proc.returncode}); full log: {log}\n"
             f"{_log_tail(log)}"
         )
+        passing = _passing_reason(log) or (
+            f"make was killed by signal {-proc.returncode}" if proc.returncode < 0 else None
+        )
+        if passing:
+            raise MakeFailed(message, passing=passing)
+        raise MakeFailed(message)
     return time.monotonic() - started
+
+
+# Failures of the machine, not of the code: a later build of the same commit may pass.
+PASSING_FAILURES = (
+    "No space left on device",
+    "Disk quota exceeded",
+    "Cannot allocate memory",
+    "virtual memory exhausted",
+    "out of memory",
+    "internal compiler error: Killed",
+    "fatal error: Killed signal terminated program",
+    "Resource temporarily unavailable",
+)
+
+
+def _passing_reason(log: Path) -> str | None:
+    """The machine's own trouble named in the build log's tail, if any."""
+    tail = _log_tail(log, lines=200)
+    return next((text for text in PASSING_FAILURES if text in tail), None)
 
 
 def _last_line(log: Path) -> str:
@@ -268,7 +299,8 @@ def build_commit(
         try:
             build = _make_build(tree, flags, compiler, log, on_line, key, commit, entry)
         except MakeFailed as exc:
-            failure.write_text(str(exc).splitlines()[0] + "\n")
+            if exc.passing is None:  # the code does not build: it would not next time either
+                failure.write_text(str(exc).splitlines()[0] + "\n")
             raise
         _save_record(record, build)
         return build
@@ -316,8 +348,8 @@ def obtain(
             try:
                 build = build_commit(repo, target.commit, flags, show)
             except CannotMeasure as exc:
-                if "range" not in target.details:
-                    raise
+                if "range" not in target.details or getattr(exc, "passing", None):
+                    raise  # a range goes on without a commit that cannot build, not a full disk
                 target.details["build_failed"] = str(exc).splitlines()[0]
                 failed.append(target)
                 continue

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from regtrack.core import docker_engine
+from regtrack.core import cpulock, docker_engine
 from regtrack.core.errors import CannotMeasure
 from regtrack.targets import engine_images
 from regtrack.targets.sources import SourceRepo
@@ -97,6 +97,21 @@ def build_image(
     context = _context(repo, target.commit, dockerfile(flags, jobs))
     started = time.monotonic()
     lines: list[str] = []
+    # The build uses every CPU: it waits for, and then holds off, any measurement here.
+    with cpulock.hold_all(on_wait=on_line):
+        _build(client, target, builder, name, context, lines, on_line)
+    return {**details, "cached": False, "seconds": round(time.monotonic() - started, 1)}
+
+
+def _build(
+    client: Any,
+    target: Target,
+    builder: str,
+    name: str,
+    context: bytes,
+    lines: list[str],
+    on_line: Callable[[str], None],
+) -> None:
     try:
         for event in client.api.build(
             fileobj=io.BytesIO(context),
@@ -125,4 +140,3 @@ def build_image(
         raise CannotMeasure(
             f"docker build of {target.label} in {builder} failed: {docker_engine.short(exc)}"
         ) from None
-    return {**details, "cached": False, "seconds": round(time.monotonic() - started, 1)}

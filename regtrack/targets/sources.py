@@ -14,12 +14,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from regtrack.core import redact
 from regtrack.core.errors import BadInput, CannotMeasure
 
 UPSTREAM = "https://github.com/redis/redis.git"
 SERIES_RE = re.compile(r"^(\d+)\.(\d+)$")
 RELEASE_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 SHA_RE = re.compile(r"^[0-9a-fA-F]{7,40}$")
+COMMIT_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")  # a full SHA-1 or SHA-256 id
 NETWORK_TIMEOUT_S = 900
 
 
@@ -91,6 +93,24 @@ def git(
     return proc
 
 
+def is_commit(text: object) -> bool:
+    """Whether ``text`` is a full commit id: what a stored commit must be before it is
+    given to git (a crafted database could hold "--output=FILE")."""
+    return isinstance(text, str) and bool(COMMIT_RE.match(text))
+
+
+def archive_argv(commit: str) -> list[str]:
+    """git archive of a checked commit, as a tar on stdout."""
+    return ["archive", "--format=tar", "--end-of-options", checked_commit(commit)]
+
+
+def checked_commit(text: object) -> str:
+    """``text`` if it is a full commit id, else BadInput (one line, exit 2)."""
+    if not is_commit(text):
+        raise BadInput(f"{str(text)[:60]!r} is not a full commit id (40 hex digits)")
+    return str(text)
+
+
 @dataclass(frozen=True)
 class Resolved:
     """A spec's exact commit and how it was found (tag / branch / commit)."""
@@ -104,10 +124,15 @@ class Resolved:
 
 
 class SourceRepo:
-    """A cached bare mirror of one source repository (upstream Redis, a fork, a local path)."""
+    """A cached bare mirror of one source repository (upstream Redis, a fork, a local path).
+
+    ``location`` is what is stored, shown and keys the cache: a URL's credentials are
+    redacted there (core/redact.py). The URL as given is used only to clone and fetch,
+    and never written to disk (the mirror's own remote is the redacted one)."""
 
     def __init__(self, location: str | None = None, cache: Path | None = None):
-        self.location = self._normalise(location or UPSTREAM)
+        self._url = self._normalise(location or UPSTREAM)
+        self.location = redact.location(self._url)
         slug = re.sub(r"[^A-Za-z0-9]+", "-", self.location).strip("-")[-40:]
         digest = hashlib.sha256(self.location.encode()).hexdigest()[:12]
         self.path = (cache or cache_root()) / "repos" / f"{slug}-{digest}.git"
@@ -116,9 +141,9 @@ class SourceRepo:
     @staticmethod
     def _normalise(location: str) -> str:
         if any(ord(ch) < 32 for ch in location):
-            raise BadInput(f"--source-repo {location!r} contains control characters")
+            raise BadInput(f"--source-repo {redact.location(location)!r} has control characters")
         if location.startswith("-"):
-            raise BadInput(f"--source-repo {location!r} must not start with '-'")
+            raise BadInput(f"--source-repo {redact.location(location)!r} must not start with '-'")
         if re.match(r"^[a-z][a-z0-9+.-]*://", location) or re.match(r"^[\w.-]+@[\w.-]+:", location):
             return location
         path = Path(location).expanduser()
@@ -140,18 +165,20 @@ class SourceRepo:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(self.path.name + f".tmp{os.getpid()}")
         proc = git(
-            ["clone", "--mirror", "--quiet", "--", self.location, str(tmp)],
+            ["clone", "--mirror", "--quiet", "--", self._url, str(tmp)],
             timeout=NETWORK_TIMEOUT_S,
             check=False,
         )
         if proc.returncode != 0:
             subprocess.run(["rm", "-rf", "--", str(tmp)], check=False)
             raise CannotMeasure(self._unreachable(proc.stderr))
+        # The mirror's config keeps the location without credentials; fetch gives the URL.
+        git(["-C", str(tmp), "remote", "set-url", "origin", "--", self.location])
         tmp.rename(self.path)
         self._fetched = True
 
     def _unreachable(self, stderr: str) -> str:
-        last = (stderr.strip().splitlines() or ["no answer"])[-1]
+        last = redact.text((stderr.strip().splitlines() or ["no answer"])[-1], [self._url])
         hint = (
             "; without internet access, build an offline mirror with "
             "scripts/offline_source_repo.py and pass --source-repo PATH"
@@ -166,7 +193,17 @@ class SourceRepo:
             return
         self.ensure_clone()
         proc = git(
-            ["-C", str(self.path), "fetch", "--prune", "--tags", "--quiet", "origin"],
+            [
+                "-C",
+                str(self.path),
+                "fetch",
+                "--prune",
+                "--tags",
+                "--quiet",
+                "--",
+                self._url,
+                "+refs/*:refs/*",
+            ],  # the mirror's refspec, from the URL as given
             timeout=NETWORK_TIMEOUT_S,
             check=False,
         )
@@ -277,25 +314,28 @@ class SourceRepo:
     def first_parent(self, base: str, tip: str) -> list[str]:
         """The first-parent commits after ``base`` up to ``tip``, oldest first: git's
         ``base..tip`` along the branch's own line (merged branches count as one step)."""
-        out = git(
-            ["-C", str(self.path), "rev-list", "--first-parent", "--reverse", f"{base}..{tip}"]
-        ).stdout
+        span = f"{checked_commit(base)}..{checked_commit(tip)}"
+        argv = ["rev-list", "--first-parent", "--reverse", "--end-of-options", span]
+        out = git(["-C", str(self.path), *argv]).stdout
         return out.split()
 
     def describe(self, commit: str) -> dict[str, str]:
         """Date, subject and author of ``commit``, for tables, logs and history axes."""
         out = git(
-            ["-C", str(self.path), "show", "-s", "--format=%cI%x00%s%x00%an <%ae>", commit]
-        ).stdout.strip()
+            ["-C", str(self.path), "show", "-s", "--format=%cI%x00%s%x00%an <%ae>",
+             "--end-of-options", checked_commit(commit)]
+        ).stdout.strip()  # fmt: skip
         date, subject, author = [*out.split("\x00"), "", "", ""][:3]
         return {"commit_date": date, "subject": subject, "author": author}
 
     def _show(self, commit: str, fmt: str) -> str:
-        return git(["-C", str(self.path), "show", "-s", f"--format={fmt}", commit]).stdout.strip()
+        argv = ["show", "-s", f"--format={fmt}", "--end-of-options", checked_commit(commit)]
+        return git(["-C", str(self.path), *argv]).stdout.strip()
 
     def version_of(self, commit: str) -> str | None:
         """REDIS_VERSION from src/version.h at that commit (read without a checkout)."""
-        proc = git(["-C", str(self.path), "show", f"{commit}:src/version.h"], check=False)
+        path = f"{checked_commit(commit)}:src/version.h"
+        proc = git(["-C", str(self.path), "show", "--end-of-options", path], check=False)
         # A fork's own version first: Valkey also defines REDIS_VERSION "7.2.4" for clients.
         for macro in ("VALKEY_VERSION", "REDIS_VERSION"):
             m = re.search(rf'#define\s+{macro}\s+"([^"]+)"', proc.stdout)
@@ -306,7 +346,7 @@ class SourceRepo:
     def archive(self, commit: str) -> bytes:
         """The tree of ``commit`` as a tar (``git archive``), e.g. a docker build context."""
         proc = subprocess.run(
-            ["git", "-C", str(self.path), "archive", "--format=tar", commit],
+            ["git", "-C", str(self.path), *archive_argv(commit)],
             capture_output=True,
             env=git_env(),
             check=False,
@@ -319,7 +359,7 @@ class SourceRepo:
         """Write the tree of ``commit`` into ``dest`` (no .git, nothing ignored dropped)."""
         dest.mkdir(parents=True, exist_ok=True)
         archive = subprocess.Popen(
-            ["git", "-C", str(self.path), "archive", "--format=tar", commit],
+            ["git", "-C", str(self.path), *archive_argv(commit)],
             stdout=subprocess.PIPE,
             env=git_env(),
         )

@@ -16,6 +16,7 @@ from typing import Any
 import redis
 from redis.connection import parse_url
 
+from regtrack.core import redact
 from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.core.redis_options import QUIET_CONNECT
 from regtrack.workloads import redis_commands as commands
@@ -105,30 +106,6 @@ CAPTURED_SETTINGS = (
 EVERYWHERE = {"appendonly", "appendfsync", "save", "maxmemory", "maxmemory-policy", "hz"}
 
 
-def _parts(url: str) -> tuple[str, str, str, str]:
-    """(scheme, userinfo, host part, query) of ``url``, split by hand so that nothing in
-    a password (an unencoded ``?``, ``/``, ``#`` or ``@``) can end up in the host part:
-    the userinfo is everything up to the last ``@``."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        scheme, rest = "", url
-    userinfo, at, hostpart = rest.rpartition("@")
-    if not at:
-        userinfo, hostpart = "", rest
-    hostpart, _, query = hostpart.partition("?")
-    return scheme, userinfo, hostpart, query
-
-
-def redact(url: str) -> str:
-    """``url`` as it may be shown, written or logged: no password (in the userinfo, or in
-    the query string, where redis-py also reads one), no control characters."""
-    scheme, userinfo, hostpart, query = _parts(url)
-    # user:password@ keeps the user; a lone SECRET@ is what redis-py takes as the password
-    user = f"{userinfo.split(':', 1)[0]}:***@" if ":" in userinfo else "***@" * bool(userinfo)
-    shown = f"{scheme + '://' if scheme else ''}{user}{hostpart}{'?***' if query else ''}"
-    return "".join(c if c.isprintable() else "?" for c in shown)
-
-
 @dataclass(frozen=True)
 class Capture:
     url: str  # redacted: it is written into the workload file and shown
@@ -143,8 +120,8 @@ def _connect(url: str) -> redis.Redis:
     try:
         options = parse_url(url)
     except ValueError as exc:
-        problem = str(exc).replace(url, redact(url))
-        raise BadInput(f"--url {redact(url)}: {problem}; use redis://HOST:PORT") from None
+        problem = str(exc).replace(url, redact.url(url))
+        raise BadInput(f"--url {redact.url(url)}: {problem}; use redis://HOST:PORT") from None
     options.pop("connection_class", None)  # rediss:// (TLS) keeps its ssl settings
     return redis.Redis(**options, socket_timeout=10, decode_responses=True, **QUIET_CONNECT)
 
@@ -154,7 +131,7 @@ def sample(url: str, seconds: float) -> Capture:
     if seconds <= 0:
         raise BadInput("--seconds must be positive")
     client = _connect(url)
-    shown = redact(url)
+    shown = redact.url(url)
     try:
         first = client.info("commandstats")
         time.sleep(seconds)
@@ -195,8 +172,8 @@ def _settings(client: redis.Redis) -> tuple[dict[str, str], str | None]:
 
 def _scrub(exc: BaseException, url: str) -> str:
     """An error's text without the credentials, should the library have echoed them."""
-    _, userinfo, _, query = _parts(url)
-    text = str(exc).replace(url, redact(url))
+    _, userinfo, _, query = redact.parts(url)
+    text = str(exc).replace(url, redact.url(url))
     for secret in (userinfo, *userinfo.split(":", 1), query):
         if len(secret) >= 3:  # never blank out every "a" of a message
             text = text.replace(secret, "***")

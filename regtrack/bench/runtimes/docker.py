@@ -3,8 +3,11 @@
 Which image each version runs is decided and made in ``regtrack.targets`` (images.py,
 engine_images.py, image_build.py); this module only starts and stops containers.
 
-Every container carries the labels ``regtrack.run`` (run id) and ``regtrack.pid`` (the
-regtrack process), so leftovers of a killed regtrack can be found and removed.
+Every container carries the labels ``regtrack.run`` (run id), ``regtrack.pid`` and
+``regtrack.owner`` (the regtrack process: its kernel boot, pid namespace, pid and start
+time), so leftovers of a killed regtrack can be found and removed, and only those: a pid
+alone could name a live regtrack in another pid namespace (another container, a CI job)
+sharing the engine, or a new process that reused a dead one's pid.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from regtrack.targets.engine_images import IMPORTED_REPO
 
 RUN_LABEL = "regtrack.run"
 PID_LABEL = "regtrack.pid"
+OWNER_LABEL = "regtrack.owner"
 HOST = "127.0.0.1"
 TOKEN_ROOT = "/regtrack"  # each container's `dir` is TOKEN_ROOT/<its name>
 PORT_ATTEMPTS = 3
@@ -61,15 +65,45 @@ def _affinity(pid: int) -> str:
     return "?"
 
 
+def owner_token(pid: int | None = None) -> str:
+    """This process (or ``pid``) as no other process on any host or namespace can be:
+    boot id / pid namespace / pid / start time (clock ticks after boot)."""
+    pid = pid or os.getpid()
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    namespace = os.readlink(f"/proc/{pid}/ns/pid")
+    return f"{boot}/{namespace}/{pid}/{_start_time(pid)}"
+
+
+def _start_time(pid: int) -> str:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "gone"
+    return stat[stat.rindex(")") + 2 :].split()[19]  # field 22: starttime
+
+
+def owner_alive(labels: dict[str, str], here: str) -> bool | None:
+    """Whether the regtrack that started a container lives (None: it cannot be told from
+    here, another kernel or pid namespace: its containers are not ours to remove)."""
+    owner = labels.get(OWNER_LABEL, "")
+    parts = owner.split("/")
+    if len(parts) == 4:
+        boot, namespace, pid, started = parts
+        if [boot, namespace] != here.split("/")[:2]:
+            return None
+        return pid.isdigit() and _start_time(int(pid)) == started
+    pid = labels.get(PID_LABEL, "")  # a container of an older regtrack
+    return pid.isdigit() and Path(f"/proc/{pid}").exists()
+
+
 def remove_leftovers(client: Any, all_of_them: bool = False) -> list[str]:
     """Remove regtrack containers whose regtrack process is gone (killed with -9), or
     every regtrack container with ``all_of_them``."""
     removed = []
+    here = owner_token()
     for container in client.containers.list(all=True, filters={"label": RUN_LABEL}):
-        pid = container.labels.get(PID_LABEL, "")
-        owner_alive = pid.isdigit() and Path(f"/proc/{pid}").exists()
-        if owner_alive and not all_of_them:
-            continue  # a live regtrack's (this one's, or a concurrent run's)
+        if owner_alive(container.labels, here) is not False and not all_of_them:
+            continue  # a live regtrack's (this one's, a concurrent run's, or one elsewhere)
         with contextlib.suppress(Exception):
             container.remove(force=True)
             removed.append(container.name)
@@ -162,7 +196,11 @@ def _start(
                 network_mode="host",
                 cpuset_cpus=format_cpu_list(cpus),
                 mem_limit=memory,
-                labels={RUN_LABEL: str(run_id), PID_LABEL: str(os.getpid())},
+                labels={
+                    RUN_LABEL: str(run_id),
+                    PID_LABEL: str(os.getpid()),
+                    OWNER_LABEL: owner_token(),
+                },
                 tmpfs=tmpfs,
                 volumes=mounts,
                 user=user,

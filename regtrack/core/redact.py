@@ -1,0 +1,72 @@
+"""Secrets out of everything regtrack stores, shows or writes: one rule for every URL.
+
+A URL's password (``user:password@``), a lone token (``TOKEN@``, which git and redis-py
+both take as the password) and its query string (where tokens also travel) are replaced
+by ``***``; control characters become ``?``. Used by every place that stores or prints a
+source repository or a server URL, and on the command line a run records.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+HIDDEN = "***"
+
+
+def parts(url: str) -> tuple[str, str, str, str]:
+    """(scheme, userinfo, host part, query) of ``url``, split by hand so that nothing in
+    a password (an unencoded ``?``, ``/``, ``#`` or ``@``) can end up in the host part:
+    the userinfo is everything up to the last ``@``."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    userinfo, at, hostpart = rest.rpartition("@")
+    if not at:
+        userinfo, hostpart = "", rest
+    hostpart, _, query = hostpart.partition("?")
+    return scheme, userinfo, hostpart, query
+
+
+def url(text: str) -> str:
+    """``text`` as it may be shown, written or logged."""
+    scheme, userinfo, hostpart, query = parts(text)
+    # user:password@ keeps the user; a lone SECRET@ is what git and redis-py take as one
+    name = userinfo.split(":", 1)[0]
+    user = f"{name}:{HIDDEN}@" if ":" in userinfo else f"{HIDDEN}@" * bool(userinfo)
+    shown = f"{scheme + '://' if scheme else ''}{user}{hostpart}{'?' + HIDDEN if query else ''}"
+    return "".join(c if c.isprintable() else "?" for c in shown)
+
+
+def location(text: str) -> str:
+    """A source repository's location as stored and shown: URLs redacted; a local path or
+    an scp-like ``git@host:path`` (no secret there: ssh uses keys) as it is."""
+    return url(text) if "://" in text else "".join(c if c.isprintable() else "?" for c in text)
+
+
+def argv(args: Iterable[str]) -> list[str]:
+    """A command line as a run stores it: every argument holding a URL redacted."""
+    return [url(arg) if "://" in arg else arg for arg in args]
+
+
+def text(message: str, secrets: Iterable[str]) -> str:
+    """``message`` with each of ``secrets`` (URLs that may be quoted in it) redacted."""
+    for secret in secrets:
+        if secret:
+            message = message.replace(secret, url(secret))
+    return message
+
+
+USERINFO_RE = re.compile(r"([a-z][a-z0-9+.-]*://)([^\s/?#@]+)@", re.IGNORECASE)
+QUERY_RE = re.compile(r"([a-z][a-z0-9+.-]*://[^\s?#'\"]*)\?[^\s'\"]*", re.IGNORECASE)
+
+
+def scrub(message: str) -> str:
+    """Any URL's credentials in free text (an error message, a traceback) redacted: its
+    userinfo's password (or lone token) and its query string."""
+
+    def hide(m: re.Match[str]) -> str:
+        info = m.group(2)
+        return m.group(1) + (f"{info.split(':', 1)[0]}:{HIDDEN}" if ":" in info else HIDDEN) + "@"
+
+    return QUERY_RE.sub(rf"\1?{HIDDEN}", USERINFO_RE.sub(hide, message))

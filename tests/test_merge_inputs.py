@@ -1,0 +1,172 @@
+"""`regtrack merge` reads databases other hosts produced: a crafted or damaged one gets a
+clear refusal or a correct merge, never a traceback, never a change to the input or to a
+file outside the output; duplicates follow one rule (the same trial twice is merged
+once, two different trials at one plan position are refused and named)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from contextlib import closing, suppress
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from regtrack.bench import merge as merging
+from regtrack.core.errors import BadInput, RegtrackError
+from tests import fakebench
+from tests.conftest import cli_in_process
+
+PLAN = ["--metric", "both", "--pipelines", "10", "--repetitions", "4", "--no-report"]
+
+
+@pytest.fixture(scope="module")
+def shard(tmp_path_factory, redis_server_path) -> Iterator[Path]:
+    """A real shard database (1 of 2), its trials modelled (tests/fakebench.py)."""
+    folder = tmp_path_factory.mktemp("shard")
+    db = folder / "shard-1.db"
+    with pytest.MonkeyPatch.context() as mp:
+        fakebench.install(mp, fakebench.Model())
+        proc = cli_in_process(
+            "run", "--versions", f"a=bin:{redis_server_path},b=bin:{redis_server_path}",
+            *PLAN, "--shard", "1/2", "--db", str(db),
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    yield db
+
+
+@pytest.fixture(scope="module")
+def redis_server_path() -> str:
+    path = shutil.which("redis-server")
+    if not path:
+        pytest.skip("redis-server is not installed (apt-get install redis-server)")
+    return path
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _trials(db: Path) -> list[tuple]:
+    with closing(sqlite3.connect(db)) as conn:
+        return conn.execute("SELECT seq, ops_per_sec, instructions_per_op FROM trials").fetchall()
+
+
+HOSTILE_TEXT = st.sampled_from(
+    ["--output=/etc/passwd", "'; DROP TABLE trials; --", "\x00\x1b[31m", "é" * 300, "", "{"]
+)
+HOSTILE = st.one_of(
+    HOSTILE_TEXT,
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.binary(max_size=16),
+    st.none(),
+)
+TRIAL_COLUMNS = ["seq", "repetition", "point", "params", "ops_per_sec", "valid", "seed",
+                 "mode", "argv", "server_stats", "started_at"]  # fmt: skip
+CONFIG_PATHS = ["$.settings.repetitions", "$.targets", "$.targets[0].label", "$.workload.kind",
+                "$.workload.pipelines", "$.shard", "$.shard.index", "$.plan_id",
+                "$.metric", "$.workload"]  # fmt: skip
+
+
+@st.composite
+def damage(draw) -> list[tuple[str, tuple]]:
+    """SQL statements (with their parameters) that craft or damage a shard database."""
+    kind = draw(st.sampled_from(["trial", "config", "target", "drop", "duplicate", "child"]))
+    value = draw(HOSTILE)
+    if kind == "trial":
+        column = draw(st.sampled_from(TRIAL_COLUMNS))
+        return [(f"UPDATE trials SET {column} = ? WHERE id = (SELECT MIN(id) FROM trials)",
+                 (value,))]  # fmt: skip
+    if kind == "config":
+        path = draw(st.sampled_from(CONFIG_PATHS))
+        plain = value if not isinstance(value, bytes) else "x"
+        huge = draw(st.sampled_from([plain, 10**12, -1, [1] * 5000, "x", {"index": 3}]))
+        return [("UPDATE runs SET config = json_set(config, ?, json(?))",
+                 (path, json.dumps(huge)))]  # fmt: skip
+    if kind == "target":
+        column = draw(st.sampled_from(["label", "position", "details", "commit_sha"]))
+        return [(f"UPDATE targets SET {column} = ?", (value,))]
+    if kind == "drop":
+        table = draw(st.sampled_from(["trials", "targets", "command_stats", "function_costs"]))
+        return [(f"DROP TABLE {table}", ())]
+    if kind == "child":
+        return [("UPDATE function_costs SET exclusive = ?", (value,))]
+    return [  # a second trial at a plan position another trial holds
+        ("INSERT INTO trials (run_id, target_id, seq, repetition, workload, point, params,"
+         " started_at, valid) SELECT run_id, target_id, seq + 100000, repetition, workload,"
+         " point, params, started_at, valid FROM trials LIMIT 1", ()),
+    ]  # fmt: skip
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(statements=damage())
+def test_a_crafted_shard_is_refused_clearly_or_merged_and_nothing_else_is_touched(
+    shard, statements
+):
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        crafted = folder / "crafted.db"
+        shutil.copy(shard, crafted)
+        with closing(sqlite3.connect(crafted)) as conn:
+            conn.execute("PRAGMA foreign_keys = OFF")
+            for sql, params in statements:
+                with suppress(sqlite3.Error):  # what SQLite itself refuses crafts nothing
+                    conn.execute(sql, params)
+            conn.commit()
+        before = _digest(crafted)
+        out = folder / "out" / "merged.db"
+        out.parent.mkdir()
+        try:
+            merging.merge(out, [crafted])
+        except RegtrackError as exc:
+            assert "\n" not in str(exc) and len(str(exc)) < 600, str(exc)
+        assert _digest(crafted) == before, "the input is never changed"
+        assert sorted(p.name for p in folder.iterdir()) == ["crafted.db", "out"]
+        assert {p.name for p in out.parent.iterdir()} <= {"merged.db", "merged.db-wal",
+                                                          "merged.db-shm"}  # fmt: skip
+
+
+def test_the_same_trial_twice_is_merged_once_and_two_different_ones_are_refused(shard, tmp_path):
+    again = tmp_path / "again.db"
+    shutil.copy(shard, again)
+    out = tmp_path / "merged.db"
+    merging.merge(out, [shard, again])
+    assert len(_trials(out)) == len(_trials(shard)), "an identical copy adds nothing"
+
+    rerun = tmp_path / "rerun.db"
+    shutil.copy(shard, rerun)
+    with closing(sqlite3.connect(rerun)) as conn:
+        conn.execute("UPDATE trials SET ops_per_sec = ops_per_sec * 2 WHERE seq IN (0, 1)")
+        conn.commit()
+    before = _digest(out)
+    with pytest.raises(BadInput, match=r"holds 2 trials that another input holds with other "
+                       r"values \(plan positions 0, 1\)"):  # fmt: skip
+        merging.merge(out, [rerun])
+    assert _digest(out) == before, "a refused merge leaves the output as it was"
+    fresh = tmp_path / "fresh.db"
+    with pytest.raises(BadInput, match=r"rerun\.db"):
+        merging.merge(fresh, [shard, rerun])
+    with closing(sqlite3.connect(fresh)) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0, "one transaction"
+
+
+def test_an_old_input_is_read_not_upgraded_in_place(tmp_path):
+    """Merge reads a private copy: an input from an older regtrack (schema 4, before
+    shards: nothing to merge) keeps its bytes; it used to be upgraded where it lay."""
+    old = tmp_path / "old.db"
+    shutil.copy(Path(__file__).parent / "fixtures" / "schema-v4.db", old)
+    before = _digest(old)
+    with pytest.raises(BadInput, match="nothing to merge"):
+        merging.merge(tmp_path / "merged.db", [old])
+    assert _digest(old) == before
+    with closing(sqlite3.connect(old)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
