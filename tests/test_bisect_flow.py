@@ -103,3 +103,28 @@ def test_a_range_run_draws_the_step_between_the_commits_around_it(
     assert any(t.startswith(commits[9][:7]) for t in ticks), ticks
     page.shot("history-by-commit")
     page.clean()
+
+
+def test_a_bisection_without_controlled_seeds_says_so_and_keeps_the_step_in_its_answer(
+    tmp_path, cache, monkeypatch
+):
+    """Where seeds cannot be controlled, a bisection's steps compare runs without seed
+    pairs (Welch, one look): the model's 1% seed effect then keeps every step undecided at
+    the 1% threshold, so the answer is a range, which must hold the step; the bisection
+    says why once, and ends without an internal error (issue 29 is about such ranges)."""
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "regtrack.toml").write_text('[run]\nseeds = "random"\n')
+    monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(configs))
+    commits = make_history(tmp_path / "repo", ["ok"] * 4)
+    _model(monkeypatch, commits, {2: 3675.0})
+    out = tmp_path / "b.json"
+    proc = cli_in_process(
+        "bisect", "--good", commits[0], "--bad", commits[-1], "--source-repo",
+        str(tmp_path / "repo"), *ARGS, "--json", str(out), "--db", str(tmp_path / "r.db"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "internal error" not in proc.stderr
+    assert proc.stderr.count("warning: hash seeds are not controlled (random seeds") == 1
+    (step,) = json.loads(out.read_text())["result"]["steps"]
+    assert commits[2] == step["first_bad"] or commits[2] in step["between"]

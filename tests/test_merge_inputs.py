@@ -170,3 +170,31 @@ def test_an_old_input_is_read_not_upgraded_in_place(tmp_path):
     assert _digest(old) == before
     with closing(sqlite3.connect(old)) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
+
+
+def test_shards_without_controlled_seeds_merge_and_compare(
+    tmp_path, monkeypatch, redis_server_path
+):
+    """Trials without seeds (unshare refused) merge like any other and the merged run
+    compares (its blocks pair by repetition within the run)."""
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "regtrack.toml").write_text('[run]\nseeds = "random"\n')
+    monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(configs))
+    fakebench.install(monkeypatch, fakebench.Model())
+    versions = f"a=bin:{redis_server_path},b=bin:{redis_server_path}"
+    dbs = []
+    for k in (1, 2):
+        db = tmp_path / f"shard-{k}.db"
+        proc = cli_in_process("run", "--versions", versions, *PLAN, "--shard", f"{k}/2",
+                              "--db", str(db))  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        dbs.append(db)
+    out = tmp_path / "merged.db"
+    merged = cli_in_process("merge", str(out), *map(str, dbs))
+    assert merged.returncode == 0, merged.stderr
+    with closing(sqlite3.connect(out)) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM trials WHERE seed IS NOT NULL").fetchone() == (0,)
+    shown = cli_in_process("compare", "--db", str(out), "--format", "json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout) and "internal error" not in shown.stderr

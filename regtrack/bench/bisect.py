@@ -88,6 +88,7 @@ class Bisector:
         self.column = METRIC_COLUMN[self.request.metric]
         self.run_of: dict[str, int] = {}  # commit -> the search's run that measured it
         self.judged: dict[int, str] = {}
+        self.warned_seeds = False  # said once per bisection, at its first run
         self.confirmed: dict[tuple[str, str], int] = {}
         for entry in stored["log"]:  # a resumed bisection knows these already
             if entry.get("confirm_run_id"):
@@ -115,6 +116,13 @@ class Bisector:
         ``reuse``: a complete run that measured them alike answers instead."""
         specs = [VersionSpec(_short(c), "git", c, c) for c in commits]
         job = prepare_job(specs, self.request.options, self.hooks.phase)
+        if job.seed_problem and not self.warned_seeds:
+            self.warned_seeds = True
+            self.hooks.say(
+                f"warning: hash seeds are not controlled ({job.seed_problem}): each step "
+                "is compared with the ends' run without seed pairs, so a step smaller than "
+                "the 2-4% processes differ by may stay undecided (docs/methodology.md, Seeds)"
+            )
         job.design = "sequential"
         job.bisection = {"id": self.id, "role": role}
         reused = self._reusable(job, role) if reuse else None
