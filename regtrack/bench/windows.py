@@ -150,22 +150,11 @@ def together(
                 time.sleep(max(0.0, begun + window_s - time.monotonic()))
                 order.reverse()
                 end = {lane.label: (lane.reading(), lane.load.cpu_seconds()) for lane in order}
-                for index, lane in enumerate(lanes):
-                    problem = lane.load.problem()
-                    if problem:
-                        raise LoadLost(f"{lane.label}: {problem}")
-                    (first, cpu_first), (last, cpu_last) = start[lane.label], end[lane.label]
-                    windows.append(
-                        Window(
-                            label=lane.label,
-                            group=group,
-                            position=step * len(lanes) + index,
-                            ops=last.ops - first.ops,
-                            seconds=last.at - first.at,
-                            server_cpu_s=last.cpu_s - first.cpu_s,
-                            client_cpu_s=cpu_last - cpu_first,
-                        )
-                    )
+                windows += [
+                    _between(lane, group, step * len(lanes) + index, start[lane.label],
+                             end[lane.label])
+                    for index, lane in enumerate(lanes)
+                ]  # fmt: skip
                 start = end
     finally:
         for lane in lanes:
@@ -183,10 +172,22 @@ def _window(lane: Lane, group: int, position: int, window_s: float) -> Window:
         last = lane.reading()
     finally:
         lane.load.pause()
-    cpu_last = lane.load.cpu_seconds()
+    return _between(lane, group, position, (first, cpu_first), (last, lane.load.cpu_seconds()))
+
+
+def _between(
+    lane: Lane,
+    group: int,
+    position: int,
+    start: tuple[Reading, float],
+    end: tuple[Reading, float],
+) -> Window:
+    """The window of ``lane`` between two (server reading, load CPU seconds) pairs,
+    unless its load generator is gone."""
     problem = lane.load.problem()
     if problem:
         raise LoadLost(f"{lane.label}: {problem}")
+    (first, cpu_first), (last, cpu_last) = start, end
     return Window(
         label=lane.label,
         group=group,

@@ -49,14 +49,6 @@ def argv(args: Iterable[str]) -> list[str]:
     return [url(arg) if "://" in arg else arg for arg in args]
 
 
-def text(message: str, secrets: Iterable[str]) -> str:
-    """``message`` with each of ``secrets`` (URLs that may be quoted in it) redacted."""
-    for secret in secrets:
-        if secret:
-            message = message.replace(secret, url(secret))
-    return message
-
-
 USERINFO_RE = re.compile(r"([a-z][a-z0-9+.-]*://)([^\s/?#@]+)@", re.IGNORECASE)
 QUERY_RE = re.compile(r"([a-z][a-z0-9+.-]*://[^\s?#'\"]*)\?[^\s'\"]*", re.IGNORECASE)
 

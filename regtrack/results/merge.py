@@ -216,7 +216,7 @@ def create_merged_run(dest: Store, first: ShardRun) -> int:
         if not rows or len(set(labels)) != len(labels) or len(rows) > MAX_TARGETS:
             raise _refuse(first.path, first.run_id, "its versions table")
         for row in rows:
-            _check_row(first, "targets", TARGET_COLUMNS, row)
+            _check_row(first, "targets", row)
         conn.executemany(
             f"INSERT INTO targets (run_id, {', '.join(TARGET_COLUMNS)})"
             f" VALUES (?, {', '.join('?' * len(TARGET_COLUMNS))})",
@@ -347,7 +347,7 @@ def _check_trial(
             raise _refuse(source.path, source.run_id, f"a trial's {name} {str(value)[:20]!r}")
 
 
-def _check_row(source: ShardRun, table: str, columns: tuple[str, ...], row: tuple) -> None:
+def _check_row(source: ShardRun, table: str, row: tuple) -> None:
     if not isinstance(row[0], int) or not all(v is None or isinstance(v, str) for v in row[1:]):
         raise _refuse(source.path, source.run_id, f"a row of {table}")
 

@@ -178,7 +178,7 @@ class SourceRepo:
         self._fetched = True
 
     def _unreachable(self, stderr: str) -> str:
-        last = redact.text((stderr.strip().splitlines() or ["no answer"])[-1], [self._url])
+        last = redact.scrub((stderr.strip().splitlines() or ["no answer"])[-1])
         hint = (
             "; without internet access, build an offline mirror with "
             "scripts/offline_source_repo.py and pass --source-repo PATH"
