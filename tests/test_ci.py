@@ -42,13 +42,18 @@ def test_a_known_regression_fails_the_job_and_names_the_function(tmp_path, slow_
     # Seeds are matched, so the first look (4 repetitions) decides it.
     assert text.startswith("## regtrack: ❌ Regression after 4 repetitions: instructions per op +")
     assert f"Candidate `{branch}` vs baseline `7.0.15`" in text
-    assert "**instructions per op** over pipeline=10 (4 blocks)" in text
     assert step.read_text() == text, "the GitHub step summary gets the same text"
     data = json.loads(records.read_text())
     assert data["outcome"] == "regression" and data["decided"] and data["seeds"] == "fixed"
     (gated,) = data["gate"]
+    # A pair whose trial was not trusted (its two windows 0.5% apart: libc's string
+    # routines cost more or less with where malloc put their argument) leaves 3 blocks;
+    # the first look decides either way.
+    blocks = gated["n_blocks"]
+    assert blocks in (3, 4), data
+    assert f"**instructions per op** over pipeline=10 ({blocks} blocks)" in text, text
     # 25 loop iterations are ~175 instructions on ~3,670 per GET (libc malloc): about +5%.
-    assert gated["verdict"] == "regression" and gated["n_blocks"] == 4
+    assert gated["verdict"] == "regression"
     assert 3.5 < gated["ci_low_pct"] <= gated["change_pct"] <= gated["ci_high_pct"] < 6.5
     (rec,) = [r for r in data["records"] if r["metric"] == "instructions_per_op"]
     assert rec["verdict"] == "regression" and rec["gating"]

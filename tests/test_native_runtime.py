@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from regtrack.bench import seeds
+from regtrack.bench import seeds, serverstats
 from regtrack.bench.runtimes.base import ImpostorError, ServerStartError, check_token
 from regtrack.bench.runtimes.native import native_server
 from regtrack.core import procs
@@ -42,6 +42,34 @@ def test_server_is_pinned_on_loopback_without_persistence_and_stopped(redis_serv
         assert server.alive()
     assert not Path(f"/proc/{pid}").exists()
     assert not procs.port_in_use(port)
+
+
+def test_the_end_of_a_window_is_seen_without_running_a_command(redis_server):
+    """An instruction window waits for the load generator's connections to be freed by
+    counting the server's sockets in /proc (no command runs in the server): the count
+    rises with each connection and the wait ends once the server has closed them."""
+    with native_server(redis_server, (0,)) as server:
+        control = server.client()
+        assert control.ping()
+        pid = server.pid
+        before = procs.socket_count(pid)
+        assert before is not None and before >= 2, "the listening socket and the control one"
+        clients = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(3)]
+        for conn in clients:
+            conn.sendall(b"PING\r\n")
+            assert conn.recv(16) == b"+PONG\r\n"
+        assert procs.socket_count(pid) == before + 3
+        assert not serverstats.wait_sockets(pid, before, control, timeout=0.2)
+        calls = serverstats.command_calls(control, "client|list")
+        for conn in clients:
+            conn.close()
+        assert serverstats.wait_sockets(pid, before, control, timeout=10)
+        assert procs.socket_count(pid) == before
+        assert serverstats.command_calls(control, "client|list") == calls
+        assert serverstats.wait_idle(control, timeout=10)  # the way that runs a command
+        assert serverstats.command_calls(control, "client|list") > calls
+        control.close()
+    assert procs.socket_count(pid) is None, "a process that is gone has no count"
 
 
 def test_server_is_stopped_when_the_block_fails(redis_server):

@@ -197,6 +197,18 @@ def process_cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / ticks
 
 
+def socket_count(pid: int) -> int | None:
+    """How many sockets a live process holds open (from /proc/PID/fd, whose links are read,
+    never followed), or None if it is gone or not ours to read. Reading it runs no code in
+    the process, unlike asking a server for its client list."""
+    try:
+        with os.scandir(f"/proc/{pid}/fd") as entries:
+            links = [os.readlink(entry.path) for entry in entries]
+    except OSError:
+        return None
+    return sum(link.startswith("socket:") for link in links)
+
+
 TICK_S = 0.1  # how often on_tick runs while waiting for a child
 
 

@@ -19,7 +19,7 @@ from regtrack.bench.plan import PlannedTrial
 from regtrack.bench.runtimes.base import RunningServer
 from regtrack.bench.trial import Context, measured_window, new_record
 from regtrack.core.errors import CannotMeasure
-from regtrack.core.procs import process_cpu_seconds
+from regtrack.core.procs import process_cpu_seconds, socket_count
 from regtrack.core.records import FunctionCost, LoadSpec, TrialRecord
 
 # Under callgrind, an idle Redis still runs ~1.2M instructions per second of time-driven
@@ -129,12 +129,18 @@ def _instruction_trial(
         """zero, run, let in-flight requests finish, dump: one clean window."""
         gets_before = serverstats.command_calls(control, "get") if ctx.counts_gets else 0
         callgrind.zero(session.control, session.outdir, pid, server.alive)
+        sockets = socket_count(pid)
         cpu_start = process_cpu_seconds(pid)
         result = load(half)
         cpu_end = process_cpu_seconds(pid)
         if not server.alive():
             return result
-        if not serverstats.wait_idle(control):
+        idle = (
+            serverstats.wait_sockets(pid, sockets, control)
+            if sockets is not None
+            else serverstats.wait_idle(control)
+        )
+        if not idle:
             result.problem = result.problem or "load generator connections never closed"
         dumps.append(callgrind.dump(session.control, session.outdir, pid, server.alive))
         busy = cpu_end - cpu_start if cpu_start is not None and cpu_end is not None else None
