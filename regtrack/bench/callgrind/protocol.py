@@ -135,12 +135,7 @@ def _instruction_trial(
         cpu_end = process_cpu_seconds(pid)
         if not server.alive():
             return result
-        idle = (
-            serverstats.wait_sockets(pid, sockets, control)
-            if sockets is not None
-            else serverstats.wait_idle(control)
-        )
-        if not idle:
+        if not serverstats.wait_sockets(pid, sockets, control):
             result.problem = result.problem or "load generator connections never closed"
         dumps.append(callgrind.dump(session.control, session.outdir, pid, server.alive))
         busy = cpu_end - cpu_start if cpu_start is not None and cpu_end is not None else None
