@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import redis
 
 from regtrack.bench.runtimes import docker as docker_runtime
 from regtrack.core import docker_engine, filesystems
@@ -88,10 +89,22 @@ def test_the_container_is_pinned_on_the_host_network(engine, server_image):
         assert container.attrs["HostConfig"]["CpusetCpus"] == "0"
         assert container.attrs["HostConfig"]["NetworkMode"] == "host"
         assert container.attrs["HostConfig"]["Memory"] == 256 * 1024 * 1024
+        # Hardened: an unprivileged user, no capabilities, no privilege gained by exec.
+        assert container.attrs["HostConfig"]["CapDrop"] == ["ALL"]
+        assert container.attrs["HostConfig"]["SecurityOpt"] == ["no-new-privileges"]
+        uid = int(container.attrs["Config"]["User"].split(":")[0])
+        assert uid != 0 and f"Uid:\t{uid}\t" in status
         client = server.client()
         assert client.ping() and client.config_get("bind")["bind"] == "127.0.0.1"
         assert client.config_get("save")["save"] == ""
         client.close()
+        # Anyone else on the host reaches it as `default`: load, but no CONFIG SET.
+        anyone = redis.Redis(port=server.port)
+        assert anyone.set("k", "v") and anyone.config_get("save")
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            anyone.config_set("dir", "/tmp")
+        anyone.close()
+        assert server.access.password not in " ".join(container.attrs["Args"])
         assert server.alive()
     assert not Path(f"/proc/{server.pid}").exists()
 
@@ -396,6 +409,9 @@ def test_a_persistent_container_writes_its_aof_to_the_data_directory(
         assert mount["Type"] == "bind" and mount["RW"] is True
         host_dir = Path(mount["Source"])
         assert host_dir.parent == data
+        info = host_dir.stat()
+        assert info.st_mode & 0o777 == 0o700, "the data folder is the server's alone"
+        assert info.st_uid == docker_runtime.container_user()[0] != 0
         client = server.client()
         for n in range(100):
             client.set(f"k{n}", "v" * 100)

@@ -5,6 +5,7 @@ trouble is not remembered as a commit that does not build, and a bug says it is 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -27,7 +28,7 @@ from regtrack.core.records import LoadSpec
 from regtrack.targets import build
 from regtrack.targets.sources import SourceRepo
 from tests import fakebench, fakerepo
-from tests.conftest import cli_in_process
+from tests.conftest import SHORT_RUN, cli_in_process
 
 SECRET = "s3cr3t-t0ken"
 
@@ -169,6 +170,91 @@ def test_a_source_repositorys_token_is_in_no_file_output_or_cache_name(
                              "--db", str(db))  # fmt: skip
     assert unknown.returncode in (2, 3) and SECRET not in unknown.stderr  # 3: no network
     assert "ci:***@git.example.invalid" in unknown.stderr
+
+
+# --- a benchmark server is regtrack's to administer ----------------------------------------
+
+
+def _as_nobody(*argv: str) -> subprocess.CompletedProcess:
+    """``argv`` as an unprivileged second user of this machine (nobody:nogroup)."""
+    if os.getuid() != 0:
+        pytest.skip("becoming another user needs root")
+    setpriv = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
+    return subprocess.run([*setpriv, *argv], capture_output=True, text=True, timeout=30)
+
+
+def test_a_second_user_cannot_administer_a_benchmark_server_nor_find_its_password(
+    redis_server, tmp_path
+):
+    """Any local user reaches 127.0.0.1. As `default` they may load the server (what the
+    load generators do) but not CONFIG SET (on 6.x: CONFIG SET dir plus a write is code
+    execution as root). regtrack's own password is in no command line (only its hash,
+    which does not log in), and the server's folder is closed to them."""
+    with native_server(redis_server, (0,), seed="00" * 8, data_dir=str(tmp_path)) as server:
+        port, password = str(server.port), server.access.password
+        assert password and server.access.level == "acl"
+        cli = ["redis-cli", "-p", port]
+        assert _as_nobody(*cli, "SET", "k", "v").stdout.strip() == "OK"
+        refused = _as_nobody(*cli, "CONFIG", "SET", "dir", "/tmp")
+        assert "NOPERM" in refused.stdout + refused.stderr, refused
+        assert server.client().config_get("dir")["dir"] == server.token_dir
+        for command in (["SHUTDOWN", "NOSAVE"], ["REPLICAOF", "NO", "ONE"], ["ACL", "LIST"]):
+            answer = _as_nobody(*cli, *command)
+            assert "NOPERM" in answer.stdout + answer.stderr, (command, answer)
+        # The server's command line (readable by all until Redis retitles itself) has
+        # the password's SHA-256, never the password; the hash does not log in.
+        cmdline = _as_nobody("cat", f"/proc/{server.pid}/cmdline").stdout
+        assert cmdline and password not in cmdline
+        digest = hashlib.sha256(password.encode()).hexdigest()
+        assert f"#{digest}" in server.access.server_args()
+        login = _as_nobody(*cli, "--user", "regtrack", "--pass", digest, "CONFIG", "SET", "hz", "5")
+        assert "WRONGPASS" in login.stdout + login.stderr or "NOAUTH" in login.stdout, login
+        listing = _as_nobody("ls", server.token_dir)
+        assert listing.returncode != 0 and "Permission denied" in listing.stderr
+        for path in tmp_path.rglob("*"):
+            if path.is_file():
+                assert password.encode() not in path.read_bytes(), path
+        assert server.alive()
+
+
+def _older_redis(tmp_path: Path, redis_server: str, refuses: str, says: str) -> str:
+    """redis-server as an older Redis would start: refusing ``refuses`` among its
+    arguments with the line its version prints (Redis 6.0 knows no ``&*``, 5.0 no
+    ``user``). Nothing here runs such a version, so a script plays its start-up."""
+    script = tmp_path / f"redis-server-{refuses.strip('-&*') or 'channels'}"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'for a in "$@"; do [ "$a" = "{refuses}" ] && echo "{says}" && exit 1; done\n'
+        f'exec {redis_server} "$@"\n'
+    )
+    script.chmod(0o755)
+    return str(script)
+
+
+@pytest.mark.parametrize(
+    ("refuses", "says", "level"),
+    [
+        ("&*", "Error in user declaration '&*': Syntax error", "acl-no-channels"),
+        ("--user", "Bad directive or wrong number of arguments", "open"),
+    ],
+)
+def test_an_older_redis_starts_with_the_rules_it_knows(
+    redis_server, tmp_path, refuses, says, level
+):
+    binary = _older_redis(tmp_path, redis_server, refuses, says)
+    with native_server(binary, (0,)) as server:
+        assert server.access.level == level
+        assert server.server_identity()["access"] == level
+        assert server.client().ping()
+        anyone = _as_nobody("redis-cli", "-p", str(server.port), "CONFIG", "SET", "hz", "5")
+        assert ("NOPERM" in anyone.stdout) == (level != "open"), anyone
+    if level == "open":  # a run says so, once, before it measures
+        proc = cli_in_process(
+            "run", "--versions", f"old=bin:{binary}", *SHORT_RUN, "--pipelines", "1",
+            "--repetitions", "1", "--db", str(tmp_path / "r.db"), "--no-report",
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stderr.count("old (Redis 7.0.15) knows no ACL users") == 1, proc.stderr
 
 
 # --- settings come from where they are named ------------------------------------------------

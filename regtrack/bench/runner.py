@@ -35,6 +35,12 @@ def preflight(job: Job, store: Store, run_id: int, progress: Progress) -> dict[s
         progress.phase(f"checking {target.label}")
         with plain_server(job, target, run_id) as server:
             identity = server.server_identity()
+        if server.access.level == "open":
+            progress.note(
+                f"warning: {target.label} (Redis {server.version}) knows no ACL users, so "
+                "while it runs any local user can CONFIG SET it; measure it only on a "
+                "machine nobody else uses"
+            )
         workload_points.check_version(job.workload, target.label, server.version)
         ids[target.label] = store.add_target(run_id, position, target, identity)
     return ids

@@ -10,19 +10,25 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from regtrack.bench.runtimes.access import Access
 from regtrack.core.errors import CannotMeasure
 from regtrack.core.redis_options import QUIET_CONNECT
 
 CONTROL_NAME = "regtrack-control"
 
 
-def connect(host: str, port: int, timeout: float = 30.0) -> redis.Redis:
+def connect(
+    host: str, port: int, timeout: float = 30.0, access: Access | None = None
+) -> redis.Redis:
     """A control connection that never retries: a retry would hide a dead server (and
     redis-py's default back-off turns every SHUTDOWN into seconds of waiting). Named, so
-    regtrack can tell its own connections from the load generator's."""
+    regtrack can tell its own connections from the load generator's; logged in as the
+    server's administrator (``access``)."""
     return redis.Redis(
         host=host,
         port=port,
+        username=access.username if access else None,
+        password=access.password if access else None,
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
         decode_responses=True,
@@ -58,6 +64,11 @@ def check_token(client: redis.Redis, port: int, token_dir: str) -> None:
     place of the one that won it."""
     try:
         answered = client.config_get("dir").get("dir")
+    except redis.AuthenticationError as exc:
+        raise ImpostorError(
+            f"port {port} is answered by a server that refuses regtrack's password ({exc}), "
+            "not the server regtrack started"
+        ) from None
     except redis.ResponseError as exc:
         raise ImpostorError(
             f"port {port} is answered by a server that refuses CONFIG GET dir ({exc}), "
@@ -80,13 +91,15 @@ class RunningServer:
     info: dict[str, Any] = field(default_factory=dict)
     token_dir: str | None = None  # its `dir`, unique to it: see check_token
     is_alive: Callable[[], bool] = lambda: True
+    access: Access = field(default_factory=Access)
 
     def alive(self) -> bool:
         """False once the server process has exited (crashed, killed)."""
         return self.is_alive()
 
     def client(self, timeout: float = 30.0) -> redis.Redis:
-        return connect(self.host, self.port, timeout)
+        """A control connection, logged in as the server's administrator."""
+        return connect(self.host, self.port, timeout, self.access)
 
     @property
     def version(self) -> str:
@@ -111,4 +124,5 @@ class RunningServer:
         )
         identity = {k: self.info[k] for k in keys if k in self.info}
         identity["version"] = self.version
+        identity["access"] = self.access.level
         return identity

@@ -8,12 +8,17 @@ Every container carries the labels ``regtrack.run`` (run id), ``regtrack.pid`` a
 time), so leftovers of a killed regtrack can be found and removed, and only those: a pid
 alone could name a live regtrack in another pid namespace (another container, a CI job)
 sharing the engine, or a new process that reused a dead one's pid.
+
+Containers are hardened: an unprivileged user (``container_user``), no capabilities,
+``no-new-privileges``, and the server's ACL users (``access.py``) as on the host.
 """
 
 from __future__ import annotations
 
 import contextlib
+import grp
 import os
+import pwd
 import tempfile
 import time
 import uuid
@@ -24,6 +29,7 @@ from typing import Any
 import redis
 
 from regtrack.bench import seeds
+from regtrack.bench.runtimes import access as access_rules
 from regtrack.bench.runtimes.base import (
     ImpostorError,
     PortRace,
@@ -44,6 +50,7 @@ OWNER_LABEL = "regtrack.owner"
 HOST = "127.0.0.1"
 TOKEN_ROOT = "/regtrack"  # each container's `dir` is TOKEN_ROOT/<its name>
 PORT_ATTEMPTS = 3
+CONTAINER_ID = 2_000_000_000  # root's servers run as the first uid/gid from here unused here
 
 
 def server_command(port: int, token_dir: str, settings: list[str] | None = None) -> list[str]:
@@ -135,19 +142,54 @@ def docker_server(
             Path(tmp).chmod(0o755)  # the official images run redis-server as user redis
             path = seeds.write_file(Path(tmp), seed)
             volumes[str(path)] = {"bind": "/dev/urandom", "mode": "ro"}
+        uid, gid = container_user()
         host_dir = None
         if data_dir is not None:
             host_dir = stack.enter_context(
                 tempfile.TemporaryDirectory(prefix="regtrack-server-", dir=data_dir)
             )
-            Path(host_dir).chmod(0o1777)  # writable by the image's redis user, as the tmpfs
+            # 0700 (TemporaryDirectory's mode), owned by the user the server runs as.
+            if os.getuid() == 0:
+                os.chown(host_dir, uid, gid)
         container, server = _start(
-            client, image, cpus, run_id, memory, timeout, volumes, settings or [], host_dir
+            client,
+            image,
+            cpus,
+            run_id,
+            memory,
+            timeout,
+            volumes,
+            settings or [],
+            host_dir,
+            (uid, gid),
         )
         try:
             yield server
         finally:
             _remove(container)
+
+
+def container_user() -> tuple[int, int]:
+    """The unprivileged user a server runs as in its container: regtrack's own user, or,
+    for root, a uid and gid no account on this host has (so no local user can reach a
+    persistent server's data folder, which it owns with mode 0700)."""
+    if os.getuid() != 0:
+        return os.getuid(), os.getgid()
+    uid = CONTAINER_ID
+    while _taken(uid):
+        uid += 1
+    return uid, uid
+
+
+def _taken(uid: int) -> bool:
+    try:
+        pwd.getpwuid(uid)
+    except KeyError:
+        try:
+            grp.getgrgid(uid)
+        except KeyError:
+            return False
+    return True
 
 
 def _remove(container: Any) -> None:
@@ -164,33 +206,33 @@ def _start(
     timeout: float,
     volumes: dict[str, dict[str, str]],
     settings: list[str],
-    host_dir: str | None = None,
+    host_dir: str | None,
+    user: tuple[int, int],
 ) -> tuple[Any, RunningServer]:
     """Start the container on a free port; a port lost to another process (the host
     network: the server cannot bind it, or another server answers on it, which the token
     shows) is retried on another port."""
     import docker
 
-    last: PortRace | None = None
-    for _ in range(PORT_ATTEMPTS):
+    last: ServerStartError | None = None
+    rights = access_rules.new()
+    for _ in range(PORT_ATTEMPTS + len(access_rules.LEVELS) - 1):
         port = free_port(HOST)
         name = f"regtrack-{run_id}-{uuid.uuid4().hex[:8]}"
         token_dir = f"{TOKEN_ROOT}/{name}"
-        # `dir` is the token: a tmpfs of its own, writable by the image's redis user, or
-        # the host directory a persistent server writes its AOF or RDB to.
+        # `dir` is the token: a tmpfs of its own, the server's alone, or the host
+        # directory a persistent server writes its AOF or RDB to.
+        uid, gid = user
         tmpfs = {"/data": ""}
         mounts = dict(volumes)
         if host_dir is None:
-            tmpfs[token_dir] = "mode=1777"
+            tmpfs[token_dir] = f"mode=0700,uid={uid},gid={gid}"
         else:
             mounts[host_dir] = {"bind": token_dir, "mode": "rw"}
-        # Not root here: the server runs as this user, so that what it writes (AOF
-        # directories of a uid of the image's) can be removed afterwards.
-        user = f"{os.getuid()}:{os.getgid()}" if host_dir and os.getuid() != 0 else None
         try:
             container = client.containers.run(
                 image,
-                command=server_command(port, token_dir, settings),
+                command=server_command(port, token_dir, [*rights.server_args(), *settings]),
                 name=name,
                 detach=True,
                 network_mode="host",
@@ -203,17 +245,27 @@ def _start(
                 },
                 tmpfs=tmpfs,
                 volumes=mounts,
-                user=user,
+                # Hardened: an unprivileged user, no capabilities, nothing gained by exec.
+                user=f"{uid}:{gid}",
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
             )
         except docker.errors.ImageNotFound:
             raise CannotMeasure(f"image {image} is not present") from None
         except docker.errors.APIError as exc:
             raise ServerStartError(f"container of {image} did not start: {short(exc)}") from None
         try:
-            server = _wait_ready(container, port, image, cpus, timeout, token_dir)
+            server = _wait_ready(container, port, image, cpus, timeout, token_dir, rights)
         except PortRace as exc:
             _remove(container)
             last = exc
+            continue
+        except ServerStartError as exc:
+            _remove(container)
+            weaker = access_rules.weaker(rights, str(exc))
+            if weaker is None:
+                raise
+            rights, last = weaker, None  # an older Redis: fewer ACL rules, or none
             continue
         except BaseException:
             _remove(container)
@@ -223,10 +275,16 @@ def _start(
 
 
 def _wait_ready(
-    container: Any, port: int, image: str, cpus: tuple[int, ...], timeout: float, token_dir: str
+    container: Any,
+    port: int,
+    image: str,
+    cpus: tuple[int, ...],
+    timeout: float,
+    token_dir: str,
+    rights: access_rules.Access,
 ) -> RunningServer:
     deadline = time.monotonic() + timeout
-    client = connect(HOST, port, timeout=2.0)
+    client = connect(HOST, port, timeout=2.0, access=rights)
     try:
         while time.monotonic() < deadline:
             container.reload()
@@ -240,6 +298,10 @@ def _wait_ready(
                 if client.ping():
                     check_token(client, port, token_dir)
                     break
+            except redis.AuthenticationError as exc:
+                raise ImpostorError(
+                    f"port {port} refused regtrack's password ({exc}): another server"
+                ) from None
             except (redis.ConnectionError, redis.TimeoutError):
                 pass
             except redis.ResponseError as exc:  # LOADING, or a password-protected impostor
@@ -268,7 +330,13 @@ def _wait_ready(
     info = dict(info)
     info["container"] = {"id": container.id, "name": container.name, "cpuset": actual}
     return RunningServer(
-        host=HOST, port=port, pid=pid, info=info, token_dir=token_dir, is_alive=alive
+        host=HOST,
+        port=port,
+        pid=pid,
+        info=info,
+        token_dir=token_dir,
+        is_alive=alive,
+        access=rights,
     )
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import redis
 
 from regtrack.bench import seeds
+from regtrack.bench.runtimes import access as access_rules
 from regtrack.bench.runtimes import base
 from regtrack.core import procs
 from regtrack.core.cpus import format_cpu_list
@@ -74,10 +75,15 @@ def _log_tail(path: Path, lines: int = 5) -> str:
 
 
 def _wait_ready(
-    proc: subprocess.Popen, port: int, log: Path, timeout: float, token_dir: str
+    proc: subprocess.Popen,
+    port: int,
+    log: Path,
+    timeout: float,
+    token_dir: str,
+    access: access_rules.Access,
 ) -> dict:
     deadline = time.monotonic() + timeout
-    client = base.connect(HOST, port, timeout=2.0)
+    client = base.connect(HOST, port, timeout=2.0, access=access)
     try:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
@@ -86,6 +92,10 @@ def _wait_ready(
                 if client.ping():
                     base.check_token(client, port, token_dir)
                     return client.info("server")
+            except redis.AuthenticationError as exc:
+                raise base.ImpostorError(
+                    f"port {port} refused regtrack's password ({exc}): another server"
+                ) from None
             except (redis.ConnectionError, redis.TimeoutError):
                 pass
             except redis.ResponseError as exc:  # e.g. LOADING, or a password-protected impostor
@@ -100,7 +110,7 @@ def _wait_ready(
 def shutdown(server: base.RunningServer, proc: subprocess.Popen) -> None:
     """SHUTDOWN NOSAVE first (clean exit), then signals; never leaves the process behind."""
     if proc.poll() is None:
-        client = base.connect(server.host, server.port, timeout=2.0)
+        client = server.client(timeout=2.0)
         try:
             client.ping()
             if server.token_dir:  # never shut down a server that is not ours
@@ -139,12 +149,20 @@ def native_server(
         if seed is not None:
             wrapper = [*seeds.native_wrapper(seeds.write_file(workdir, seed)), *(wrapper or [])]
         last_error: base.ServerStartError | None = None
-        for _ in range(PORT_ATTEMPTS):
+        rights = access_rules.new()
+        for _ in range(PORT_ATTEMPTS + len(access_rules.LEVELS) - 1):
             port = procs.free_port(HOST)
             with log.open("wb") as log_file:
                 try:
                     proc = procs.spawn(
-                        server_argv(binary, port, cpus, workdir, wrapper, settings),
+                        server_argv(
+                            binary,
+                            port,
+                            cpus,
+                            workdir,
+                            wrapper,
+                            [*rights.server_args(), *(settings or [])],
+                        ),
                         stdout=log_file,
                         stderr=subprocess.STDOUT,
                         cwd=workdir,
@@ -157,14 +175,19 @@ def native_server(
                 pid=proc.pid,
                 token_dir=str(workdir),
                 is_alive=lambda p=proc: procs.running(p),
+                access=rights,
             )
             try:
-                server.info = _wait_ready(proc, port, log, timeout, str(workdir))
+                server.info = _wait_ready(proc, port, log, timeout, str(workdir), rights)
             except base.ServerStartError as exc:
                 shutdown(server, proc)
                 last_error = exc
                 if isinstance(exc, base.PortRace) or "Address already in use" in str(exc):
                     continue  # lost a race for the port: take another one
+                weaker = access_rules.weaker(rights, str(exc))
+                if weaker is not None:
+                    rights = weaker  # an older Redis: fewer ACL rules, or none
+                    continue
                 raise base.ServerStartError(f"{binary} {exc}") from None
             except BaseException:
                 shutdown(server, proc)
