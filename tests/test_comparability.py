@@ -4,10 +4,17 @@ settings that only change precision are not."""
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
+from regtrack.core.records import TrialRecord
 from regtrack.results import comparability
+from regtrack.results.store import Store, now
+from regtrack.targets.versions import Target
+from tests.conftest import cli_in_process
+
+GCC = "cc (Debian 12.2.0-14) 12.2.0"
 
 CONFIG = {
     "metric": "both",
@@ -18,8 +25,11 @@ CONFIG = {
                  "data_size": 1000, "threads": 1, "pipelines": [10, 30], "description": "GETs"},
     "cpus": {"server_cpus": "0", "client_cpus": "1"},
     "callgrind_hz": 1,
+    "targets": [{"label": "a", "kind": "git",
+                 "details": {"build": {"flags": [], "compiler": GCC}}}],
 }  # fmt: skip
-ENV = {"cpu_model": "Xeon", "cpu_count": 2, "physical_cores": 2, "kernel": "6.1", "load": 1}
+ENV = {"cpu_model": "Xeon", "cpu_count": 2, "physical_cores": 2, "kernel": "6.1", "load": 1,
+       "valgrind": "valgrind-3.19.0"}  # fmt: skip
 LOADGEN = {"name": "redis-benchmark", "sha256": "ab" * 32, "version": "7.0.15"}
 
 
@@ -47,6 +57,20 @@ def _diff(change) -> list[str]:
         (lambda c, e, lg: c["settings"].update(instruction_requests=200000),
          ["instruction requests 100000 != 200000"]),
         (lambda c, e, lg: e.update(kernel="6.18"), ["kernel 6.1 != 6.18"]),
+        # What made and ran the counted server (counted: metric "both").
+        (lambda c, e, lg: e.update(valgrind="valgrind-3.22.0"),
+         ["valgrind valgrind-3.19.0 != valgrind-3.22.0"]),
+        (lambda c, e, lg: c["targets"][0]["details"]["build"].update(
+            compiler="cc (Debian 14.2.0-19) 14.2.0"),
+         [f"compiler {GCC} != cc (Debian 14.2.0-19) 14.2.0"]),
+        (lambda c, e, lg: c["targets"][0]["details"]["build"].update(flags=["MALLOC=libc"]),
+         ["build flags default != MALLOC=libc"]),
+        (lambda c, e, lg: c["targets"][0]["details"]["build"].update(
+            environment={"CFLAGS": "-O1"}),
+         ["build flags default != default (environment CFLAGS=-O1)"]),
+        (lambda c, e, lg: c.update(targets=[{"label": "a", "kind": "bin", "details": {}}]),
+         [f"build flags default != {comparability.NOT_BUILT}",
+          f"compiler {GCC} != {comparability.NOT_BUILT}"]),
     ],
 )  # fmt: skip
 def test_each_setting_that_changes_what_is_measured_is_a_difference(change, expected):
@@ -80,4 +104,194 @@ def test_a_run_older_than_the_key_gets_it_from_its_stored_facts():
     assert comparability.of_run(stored) == comparability.key(CONFIG, ENV, LOADGEN)
     assert comparability.digest(comparability.of_run(stored)) == comparability.digest(
         comparability.key(CONFIG, ENV, LOADGEN)
+    )
+
+
+def test_what_counted_instructions_does_not_matter_to_throughput_runs():
+    def tools(c, e, lg):
+        e.update(valgrind="valgrind-3.22.0")
+        c["targets"][0]["details"]["build"].update(compiler="clang 18", flags=["MALLOC=libc"])
+
+    def throughput_only(config, env, loadgen):
+        config.update(metric="throughput")
+
+    def throughput_and_tools(c, e, lg):
+        throughput_only(c, e, lg)
+        tools(c, e, lg)
+
+    assert _diff(tools) == [
+        "build flags default != MALLOC=libc",
+        f"compiler {GCC} != clang 18",
+        "valgrind valgrind-3.19.0 != valgrind-3.22.0",
+    ]
+    # A throughput run against one that counted too ("both"): only throughput is common.
+    assert _diff(throughput_and_tools) == []
+    # Two throughput runs: the tools that count are not in their keys.
+    config = copy.deepcopy(CONFIG)
+    throughput_only(config, None, None)
+    other_config, other_env = copy.deepcopy(config), dict(ENV)
+    tools(other_config, other_env, None)
+    base, cand = (
+        comparability.key(config, ENV, LOADGEN),
+        comparability.key(other_config, other_env, LOADGEN),
+    )
+    assert (base["valgrind"], base["compiler"], base["build flags"]) == (None, None, None)
+    assert comparability.differences(base, cand) == []
+
+
+def _before_the_tools(config, env) -> dict:
+    """A run as stored before valgrind, compiler and build flags entered the key: its
+    stored key lacks them (its config and environment are as stored then)."""
+    stored = comparability.key(config, env, LOADGEN)
+    for name in ("valgrind", "compiler", "build flags"):
+        del stored[name]
+    return {"config": config, "environment": env, "loadgen": LOADGEN, "comparability": stored}
+
+
+def test_a_run_stored_before_the_tools_entered_the_key_gets_what_it_recorded():
+    """Its environment kept valgrind's version and its builds their compiler and flags
+    (regtrack recorded them before the key used them): derived, they compare as usual."""
+    old = comparability.of_run(_before_the_tools(CONFIG, ENV))
+    assert old == comparability.key(CONFIG, ENV, LOADGEN)
+    assert comparability.differences(old, comparability.key(CONFIG, ENV, LOADGEN)) == []
+    newer = {**ENV, "valgrind": "valgrind-3.22.0"}
+    assert comparability.differences(old, comparability.key(CONFIG, newer, LOADGEN)) == [
+        "valgrind valgrind-3.19.0 != valgrind-3.22.0"
+    ]
+
+
+def test_a_fact_a_counting_run_did_not_record_is_unknown_and_never_equal():
+    unrecorded = {k: v for k, v in ENV.items() if k != "valgrind"}
+    old = comparability.of_run(_before_the_tools(CONFIG, unrecorded))
+    assert old["valgrind"] == comparability.UNKNOWN
+    new = comparability.key(CONFIG, ENV, LOADGEN)
+    assert comparability.differences(old, new) == ["valgrind unknown != valgrind-3.19.0"]
+    assert comparability.differences(old, old) == ["valgrind unknown != unknown"]
+    no_compiler = copy.deepcopy(CONFIG)
+    del no_compiler["targets"][0]["details"]["build"]["compiler"]
+    assert comparability.differences(new, comparability.key(no_compiler, ENV, LOADGEN)) == [
+        f"compiler {GCC} != unknown"
+    ]
+    # Throughput compares as before: the run did not count, so nothing is unknown.
+    throughput = {**copy.deepcopy(CONFIG), "metric": "throughput"}
+    assert (
+        comparability.differences(
+            comparability.of_run(_before_the_tools(throughput, unrecorded)),
+            comparability.key(throughput, ENV, LOADGEN),
+        )
+        == []
+    )
+
+
+# --- across stored runs, as `compare --baseline-run` sees them (real SQLite) ---------------
+
+
+def _store_run(
+    store: Store,
+    *,
+    metric: str = "instructions",
+    valgrind: str | None = "valgrind-3.19.0",
+    compiler: str = GCC,
+    flags: tuple[str, ...] = (),
+    stored_key: bool = True,
+) -> int:
+    """One complete run of version "a" (a build of 7.0.15), 4 seeded repetitions at
+    pipeline=10. ``stored_key=False``: stored as before the tools entered the key, and
+    ``valgrind=None``: no version in its environment."""
+    target = Target(label="a", spec="7.0.15", kind="git", commit="c0ffee" * 6 + "c0ff",
+                    details={"build": {"flags": list(flags), "compiler": compiler}})  # fmt: skip
+    config = {**copy.deepcopy(CONFIG), "metric": metric, "targets": [target.as_dict()]}
+    env = (
+        {**ENV, "valgrind": valgrind}
+        if valgrind
+        else {k: v for k, v in ENV.items() if k != "valgrind"}
+    )
+    if metric == "throughput":
+        config["callgrind_hz"] = None
+    run_id = store.create_run(["regtrack", "run"], config, env, LOADGEN)
+    if not stored_key:
+        old = _before_the_tools(config, env)["comparability"]
+        with store.transaction() as conn:
+            conn.execute(
+                "UPDATE runs SET comparability = ? WHERE id = ?", (json.dumps(old), run_id)
+            )
+    target_id = store.add_target(run_id, 0, target, {"redis_version": "7.0.15"})
+    for rep in range(4):
+        record = TrialRecord(
+            seq=rep, repetition=rep, target_label="a", workload="get-pipeline",
+            point="pipeline=10", params={"pipeline": 10}, started_at=now(), mode=metric,
+            seed=f"seed{rep}", wall_s=1.0, requests=20_000, server_calls=20_000,
+            syscalls_read=2_000, syscalls_write=2_000, valid=True,
+        )  # fmt: skip
+        if metric == "instructions":
+            record.instructions_per_op = 3500.0 + rep
+            record.instructions = int(record.instructions_per_op * 20_000)
+        else:
+            record.ops_per_sec = 400_000.0 + 1000 * rep
+        store.add_trial(run_id, target_id, record)
+    store.finish_run(run_id, "complete")
+    return run_id
+
+
+COMPARE = ["compare", "--run", "2", "--baseline-run", "1", "--baseline", "a", "--candidate", "a"]
+
+
+@pytest.mark.parametrize(
+    ("candidate", "difference"),
+    [
+        ({"valgrind": "valgrind-3.22.0"}, "valgrind valgrind-3.19.0 != valgrind-3.22.0"),
+        ({"compiler": "cc (Debian 14.2.0-19) 14.2.0"},
+         f"compiler {GCC} != cc (Debian 14.2.0-19) 14.2.0"),
+        ({"flags": ("OPTIMIZATION=-O2",)}, "build flags default != OPTIMIZATION=-O2"),
+    ],
+)  # fmt: skip
+def test_counts_made_with_other_tools_are_refused_unless_forced(tmp_path, candidate, difference):
+    db = tmp_path / "r.db"
+    store = Store.open(db)
+    _store_run(store)
+    _store_run(store, **candidate)
+    store.close()
+
+    refused = cli_in_process(*COMPARE, "--db", str(db))
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert refused.stderr.strip().splitlines() == [
+        f"regtrack: error: run 1 was not measured like this one ({difference}): its numbers "
+        "are not comparable. Compare versions measured in one run, or pass --force"
+    ]
+    forced = cli_in_process(*COMPARE, "--db", str(db), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert f"FORCED comparison, not like with like: {difference}" in forced.stdout
+    records = json.loads(
+        cli_in_process(*COMPARE, "--db", str(db), "--force", "--format", "json").stdout
+    )
+    assert records and all(r["forced"] == [difference] for r in records)
+
+
+def test_throughput_runs_compare_whatever_valgrind_was_installed(tmp_path):
+    db = tmp_path / "r.db"
+    store = Store.open(db)
+    _store_run(store, metric="throughput", valgrind="valgrind-3.19.0")
+    _store_run(store, metric="throughput", valgrind="valgrind-3.22.0")
+    # The environment records valgrind's version whatever the metric (environment.py).
+    assert store.run(2)["environment"]["valgrind"] == "valgrind-3.22.0"
+    store.close()
+    shown = cli_in_process(*COMPARE, "--db", str(db))
+    assert shown.returncode == 0, shown.stderr
+    assert "FORCED" not in shown.stdout and "throughput" in shown.stdout
+
+
+def test_a_stored_run_without_valgrinds_version_is_compared_only_when_forced(tmp_path):
+    db = tmp_path / "r.db"
+    store = Store.open(db)
+    _store_run(store, valgrind=None, stored_key=False)
+    _store_run(store)
+    assert "valgrind" not in store.run(1)["comparability"], "stored as before"
+    store.close()
+    refused = cli_in_process(*COMPARE, "--db", str(db))
+    assert refused.returncode == 2
+    assert "(valgrind unknown != valgrind-3.19.0)" in refused.stderr, refused.stderr
+    forced = cli_in_process(*COMPARE, "--db", str(db), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert "FORCED comparison, not like with like: valgrind unknown != valgrind-3.19.0" in (
+        forced.stdout
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -151,6 +152,54 @@ def test_build_flags_and_compiler_are_part_of_the_cache_key(repo, cache):
         .read_text()
     )
     assert a.details["build"]["compiler"]
+
+
+def test_make_variables_from_the_environment_are_recorded_and_keyed(repo, cache, monkeypatch):
+    """make reads CFLAGS and the like from the environment: such a build is another build,
+    and says so (its details, the comparability key's build flags)."""
+    path, _ = repo
+    for name in build.MAKE_ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
+    (a,) = resolve(parse_specs("1.0.0"), str(path))
+    build.obtain([a], [])
+    record = json.loads((Path(a.details["build"]["directory"]) / "build.json").read_text())
+    assert "environment" not in record, "written as before, for an older regtrack"
+    assert a.details["build"]["environment"] == {}
+
+    monkeypatch.setenv("CFLAGS", "-O1")
+    monkeypatch.setenv("MALLOC", "jemalloc")  # the command line's MALLOC wins over it
+    (b,) = resolve(parse_specs("1.0.0"), str(path))
+    build.obtain([b], ["MALLOC=libc"])
+    assert not b.details["build"]["cached"], "not the build made without CFLAGS"
+    assert b.details["build"]["directory"] != a.details["build"]["directory"]
+    assert b.details["build"]["environment"] == {"CFLAGS": "-O1"}
+    assert build.flags_text(b.details["build"]) == "MALLOC=libc (environment CFLAGS=-O1)"
+    (again,) = resolve(parse_specs("1.0.0"), str(path))
+    build.obtain([again], ["MALLOC=libc"])
+    assert again.details["build"]["cached"]
+    assert again.details["build"]["environment"] == {"CFLAGS": "-O1"}, "kept in the record"
+
+
+def test_the_compiler_recorded_is_the_one_make_runs(tmp_path, monkeypatch):
+    fake = tmp_path / "fakecc"
+    fake.write_text("#!/bin/sh\necho 'fakecc 9.9'\necho second line\n")
+    fake.chmod(0o755)
+    real_which = shutil.which
+
+    def which(ccache: str | None):
+        return lambda name, *a, **k: ccache if name == "ccache" else real_which(name, *a, **k)
+
+    monkeypatch.setenv("CC", str(fake))
+    monkeypatch.setattr(build.shutil, "which", which(None))
+    assert build.compiler_version([]) == "fakecc 9.9", "make takes CC from the environment"
+    assert build.compiler_version([f"CC={fake}"]) == "fakecc 9.9"
+    # With ccache, make's command line says CC="ccache cc" (_ccache): cc it is.
+    monkeypatch.setattr(build.shutil, "which", which("/usr/bin/ccache"))
+    monkeypatch.delenv("CC")
+    cc = build.compiler_version([])
+    monkeypatch.setenv("CC", str(fake))
+    assert build.compiler_version([]) == cc != "fakecc 9.9"
+    assert build.compiler_version([f"CC={fake}"]) == "fakecc 9.9"
 
 
 @pytest.mark.parametrize("flags", ["rm -rf /", "MALLOC=libc; reboot", "'unterminated", "-j99"])

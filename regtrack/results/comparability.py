@@ -9,6 +9,13 @@ The key is defined here once, from what every run stores (its config, environmen
 load generator), so it is the same for a run made today and for one made before the key
 existed. Repetitions, durations and verdict settings are not in it: they change how
 precise a number is, not what it measures.
+
+Instruction counts also move with the tools that made and ran the server: the valgrind
+version (the CPU it presents, how it translates) and the compiler and make variables of
+regtrack's builds. A run that counted instructions without recording one of these (no
+valgrind version in its environment, a build without its compiler) has it as
+``unknown``, which is never equal to anything, another ``unknown`` included: such a
+comparison is refused unless forced, and a forced one names it (docs/ci.md).
 """
 
 from __future__ import annotations
@@ -18,15 +25,21 @@ import json
 from typing import Any
 
 from regtrack.core.errors import BadInput
+from regtrack.targets.build import flags_text
 
 # Machine facts that change throughput for reasons other than Redis (environment.py).
 MACHINE = ("cpu_model", "cpu_count", "physical_cores", "kernel")
 # Workload fields that document it, sweep it or judge its trials: not its traffic.
 NOT_TRAFFIC = ("description", "models", "approximations", "min_redis", "pipelines", "tolerance_pct")
 # Facts the key gained after runs were stored with it: derived from such a run's config.
-ADDED = ("throughput method",)
-# How instruction trials ran: compared only when both runs counted instructions.
-INSTRUCTION_FACTS = ("instruction requests", "callgrind hz")
+ADDED = ("throughput method", "valgrind", "compiler", "build flags")
+# How instruction trials ran and what counted them: compared only when both runs counted
+# instructions (a run that did not has None).
+INSTRUCTION_FACTS = ("instruction requests", "callgrind hz", "valgrind", "compiler", "build flags")
+# A fact a run that counted instructions did not record: never equal, not even to itself.
+UNKNOWN = "unknown"
+# The compiler and build flags of a run whose versions regtrack did not build (bin:).
+NOT_BUILT = "not built by regtrack"
 
 
 def key(config: dict[str, Any], environment: dict[str, Any], loadgen: dict[str, Any]) -> dict:
@@ -60,10 +73,32 @@ def key(config: dict[str, Any], environment: dict[str, Any], loadgen: dict[str, 
             "load generator binary": loadgen.get("sha256") or loadgen.get("image_id"),
             "instruction requests": settings.get("instruction_requests") if counted else None,
             "callgrind hz": config.get("callgrind_hz") if counted else None,
+            "valgrind": (environment.get("valgrind") or UNKNOWN) if counted else None,
+            **_builds(config, counted),
         }
     )
     facts.update({f"workload.{k}": v for k, v in sorted(workload.items())})
     return facts
+
+
+def _builds(config: dict[str, Any], counted: bool) -> dict[str, str | None]:
+    """The compiler and make variables of the run's versions built from source (one
+    compiler and one flag set for all of a run's builds; several are joined by "; ")."""
+    if not counted:
+        return {"compiler": None, "build flags": None}
+    builds = [
+        (t.get("details") or {}).get("build")
+        for t in config.get("targets") or []
+        if (t.get("details") or {}).get("build")
+    ]
+    if not builds:
+        return {"compiler": NOT_BUILT, "build flags": NOT_BUILT}
+    compilers = {b.get("compiler") or UNKNOWN for b in builds}
+    flags = {flags_text(b) if "flags" in b else UNKNOWN for b in builds}
+    return {
+        "compiler": UNKNOWN if UNKNOWN in compilers else "; ".join(sorted(compilers)),
+        "build flags": UNKNOWN if UNKNOWN in flags else "; ".join(sorted(flags)),
+    }
 
 
 def of_run(run: dict[str, Any]) -> dict[str, Any]:
@@ -83,15 +118,21 @@ def digest(facts: dict[str, Any]) -> str:
 
 def differences(baseline: dict[str, Any], candidate: dict[str, Any]) -> list[str]:
     """Every fact that differs, as ``clients 10 != 50`` (baseline's value first); how
-    instructions were counted matters only when both runs counted them."""
+    instructions were counted matters only when both runs counted them, and a fact
+    either run did not record (``unknown``) is a difference too."""
     names = sorted(set(baseline) | set(candidate))
     return [
         f"{name.removeprefix('workload.').removeprefix('machine.')} "
-        f"{_show(baseline.get(name))} != {_show(candidate.get(name))}"
+        f"{_shown(baseline.get(name), candidate.get(name))}"
         for name in names
-        if baseline.get(name) != candidate.get(name)
-        and not (name in INSTRUCTION_FACTS and None in (baseline.get(name), candidate.get(name)))
+        if _differ(name, baseline.get(name), candidate.get(name))
     ]
+
+
+def _differ(name: str, baseline: Any, candidate: Any) -> bool:
+    if name in INSTRUCTION_FACTS and None in (baseline, candidate):
+        return False
+    return baseline != candidate or UNKNOWN in (baseline, candidate)
 
 
 def refuse_unless_forced(
@@ -108,7 +149,17 @@ def refuse_unless_forced(
     return diffs
 
 
-def _show(value: Any) -> str:
-    if isinstance(value, str) and len(value) > 24:
+def _shown(baseline: Any, candidate: Any) -> str:
+    """``a != b``, long hashes cut short unless that would make them look alike."""
+    pair = _show(baseline), _show(candidate)
+    if pair[0] == pair[1]:
+        pair = _show(baseline, cut=False), _show(candidate, cut=False)
+    return " != ".join(pair)
+
+
+def _show(value: Any, cut: bool = True) -> str:
+    """A value as the differences show it; a long word (a hash) cut to its start, text
+    such as a compiler's version line in full."""
+    if cut and isinstance(value, str) and len(value) > 24 and " " not in value:
         return value[:12] + "..."
     return json.dumps(value) if not isinstance(value, str) else value

@@ -1,5 +1,10 @@
 """Builds of Redis from source, cached by (commit, build flags, compiler).
 
+Build flags are the ``--build-flags`` make variables and any of ``MAKE_ENVIRONMENT`` set
+in regtrack's own environment (make reads those too); the compiler is the first line of
+``--version`` of the one make runs. All three are stored with the build: they move
+instruction counts, so comparisons across runs check them (results/comparability.py).
+
 A second run with the same specs builds nothing: the cache entry is only written after
 ``make`` succeeded and the binary answered ``--version``. A failed build keeps its log for
 the user and is retried next time.
@@ -18,7 +23,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from regtrack.core import cpulock, procs
@@ -59,9 +64,61 @@ def parse_build_flags(text: str | None) -> list[str]:
     return flags
 
 
+# Variables Redis's Makefiles read from the environment when make's command line does not
+# set them: exported (by a toolchain's activation script, a CI image), they change the
+# build as --build-flags would, so they are recorded with it and are part of its cache key.
+# CC is not here: it decides the compiler, which is recorded by its version.
+MAKE_ENVIRONMENT = (
+    "CFLAGS",
+    "CPPFLAGS",
+    "LDFLAGS",
+    "REDIS_CFLAGS",
+    "REDIS_LDFLAGS",
+    "OPTIMIZATION",
+    "MALLOC",
+    "DEBUG",
+    "SANITIZER",
+    "USE_JEMALLOC",
+    "USE_TCMALLOC",
+    "BUILD_TLS",
+    "USE_SYSTEMD",
+)
+
+
+def make_environment(flags: list[str]) -> dict[str, str]:
+    """The ``MAKE_ENVIRONMENT`` variables make will take from this environment (a variable
+    given in ``flags`` overrides the environment's)."""
+    given = {f.split("=", 1)[0] for f in flags}
+    return {
+        name: os.environ[name]
+        for name in MAKE_ENVIRONMENT
+        if name in os.environ and name not in given
+    }
+
+
+def flags_text(details: dict) -> str:
+    """A build's make variables as one text (its details, ``Build.details()``): the
+    ``--build-flags`` ("default": none), then those it took from the environment."""
+    text = " ".join(details.get("flags") or []) or "default"
+    environment = details.get("environment") or {}
+    if environment:
+        text += " (environment " + " ".join(f"{k}={v}" for k, v in environment.items()) + ")"
+    return text
+
+
+def _compiler_command(flags: list[str]) -> str:
+    """The compiler make runs: CC= of the flags, else cc behind ccache (_ccache: it sets
+    CC on make's command line), else the environment's CC, else cc."""
+    given = next((f.split("=", 1)[1] for f in flags if f.startswith("CC=")), None)
+    if given is not None:
+        return given
+    if shutil.which("ccache") is not None:
+        return "cc"
+    return os.environ.get("CC") or "cc"
+
+
 def compiler_version(flags: list[str]) -> str:
-    cc = next((f.split("=", 1)[1] for f in flags if f.startswith("CC=")), "cc")
-    cc_argv = shlex.split(cc) or ["cc"]
+    cc_argv = shlex.split(_compiler_command(flags)) or ["cc"]
     try:
         out = subprocess.run(
             [*cc_argv, "--version"], capture_output=True, text=True, timeout=30, check=False
@@ -89,6 +146,9 @@ class Build:
     server_version: str
     log: str
     cached: bool = False
+    # MAKE_ENVIRONMENT variables make took from the environment (none for builds cached
+    # before they were recorded: the cache reused those whatever the environment).
+    environment: dict[str, str] = field(default_factory=dict)
 
     def details(self) -> dict:
         data = asdict(self)
@@ -223,6 +283,7 @@ def _make_build(
     key: str,
     commit: str | None,
     directory: Path,
+    environment: dict[str, str],
 ) -> Build:
     """make, then find the binaries and ask the server its version."""
     seconds = _make(tree, flags, log, on_line)
@@ -241,7 +302,13 @@ def _make_build(
         seconds=round(seconds, 1),
         server_version=_server_version(server),
         log=str(log),
+        environment=environment,
     )
+
+
+def _log_header(compiler: str, environment: dict[str, str]) -> str:
+    taken = shlex.join(f"{k}={v}" for k, v in environment.items()) or "nothing"
+    return f"compiler: {compiler}\nmake variables from the environment: {taken}\n"
 
 
 PATH_FIELDS = ("directory", "server", "benchmark", "log")
@@ -250,9 +317,11 @@ PATH_FIELDS = ("directory", "server", "benchmark", "log")
 def _save_record(record: Path, build: Build) -> None:
     """Paths are stored relative to the cache entry, so a moved cache stays valid."""
     data = asdict(build)
-    for field in PATH_FIELDS:
-        if data[field]:
-            data[field] = os.path.relpath(data[field], record.parent)
+    for name in PATH_FIELDS:
+        if data[name]:
+            data[name] = os.path.relpath(data[name], record.parent)
+    if not data["environment"]:  # as before it was recorded: an older regtrack reads it too
+        del data["environment"]
     tmp = record.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=2))
     tmp.replace(record)  # never a half-written record that looks like a finished build
@@ -261,9 +330,9 @@ def _save_record(record: Path, build: Build) -> None:
 def _load_record(record: Path) -> Build | None:
     try:
         data = json.loads(record.read_text())
-        for field in PATH_FIELDS:
-            if data[field]:
-                data[field] = str((record.parent / data[field]).resolve())
+        for name in PATH_FIELDS:
+            if data[name]:
+                data[name] = str((record.parent / data[name]).resolve())
         build = Build(**{**data, "cached": True})
     except (OSError, ValueError, TypeError, KeyError):
         return None
@@ -278,7 +347,11 @@ def build_commit(
 ) -> Build:
     """Build ``commit`` of ``repo`` in its own cache entry, or reuse the cached build."""
     compiler = compiler_version(flags)
-    key = hashlib.sha256(json.dumps([commit, flags, compiler]).encode()).hexdigest()[:16]
+    environment = make_environment(flags)
+    # Without such variables the key is as it was before they were recorded: cached
+    # builds stay valid.
+    inputs: list = [commit, flags, compiler] + ([environment] if environment else [])
+    key = hashlib.sha256(json.dumps(inputs).encode()).hexdigest()[:16]
     entry = cache_root() / "builds" / f"{commit[:12]}-{key}"
     record = entry / "build.json"
     failure = entry / "failed.txt"
@@ -293,11 +366,15 @@ def build_commit(
             shutil.rmtree(tree)
         entry.mkdir(parents=True, exist_ok=True)
         log = entry / "build.log"
-        log.write_text(f"regtrack build of {commit} from {repo.location}\ncompiler: {compiler}\n")
+        log.write_text(
+            f"regtrack build of {commit} from {repo.location}\n{_log_header(compiler, environment)}"
+        )
         on_line("exporting sources")
         repo.export(commit, tree)
         try:
-            build = _make_build(tree, flags, compiler, log, on_line, key, commit, entry)
+            build = _make_build(
+                tree, flags, compiler, log, on_line, key, commit, entry, environment
+            )
         except MakeFailed as exc:
             if exc.passing is None:  # the code does not build: it would not next time either
                 failure.write_text(str(exc).splitlines()[0] + "\n")
@@ -313,12 +390,13 @@ def build_tree(
     if not (tree / "src").is_dir() or not (tree / "Makefile").is_file():
         raise BadInput(f"{tree} is not a Redis source tree (no Makefile and src/)")
     compiler = compiler_version(flags)
+    environment = make_environment(flags)
     # The log goes to the cache, not into the user's tree.
     entry = cache_root() / "trees" / hashlib.sha256(str(tree).encode()).hexdigest()[:16]
     entry.mkdir(parents=True, exist_ok=True)
     log = entry / "build.log"
-    log.write_text(f"regtrack build of the tree {tree}\ncompiler: {compiler}\n")
-    return _make_build(tree, flags, compiler, log, on_line, "in-place", None, tree)
+    log.write_text(f"regtrack build of the tree {tree}\n{_log_header(compiler, environment)}")
+    return _make_build(tree, flags, compiler, log, on_line, "in-place", None, tree, environment)
 
 
 def obtain(

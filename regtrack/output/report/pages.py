@@ -21,6 +21,7 @@ from regtrack.core.settings import Thresholds
 from regtrack.output import tables as text_tables
 from regtrack.output.report import figures
 from regtrack.results.store import Store
+from regtrack.targets.build import flags_text
 from regtrack.workloads import server_config
 
 CHART_METRICS = ("throughput", "instructions_per_op", "syscalls_per_op")
@@ -249,7 +250,9 @@ def _environment(run: dict[str, Any], targets: list[dict[str, Any]]) -> dict[str
                 "kind": t["kind"],
                 "redis_version": t.get("redis_version") or "",
                 "commit": _commit(t),
-                "build_flags": " ".join(build.get("flags") or []) or "(default)",
+                "build_flags": flags_text(build)
+                if build.get("flags") or build.get("environment")
+                else "(default)",
                 "compiler": build.get("compiler", ""),
                 "image": docker.get("image", ""),
                 "binary_sha256": (t.get("binary_sha256") or "")[:16],

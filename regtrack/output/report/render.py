@@ -25,7 +25,7 @@ from regtrack.core.errors import BadInput
 from regtrack.core.settings import load_thresholds
 from regtrack.output import tables as text_tables
 from regtrack.output.report import bisect_page, pages
-from regtrack.results import analysis_cache, bisections
+from regtrack.results import analysis_cache, bisections, comparability
 from regtrack.results.store import Store
 
 PLOTLY_JS = "plotly.min.js"
@@ -171,7 +171,8 @@ CACHE_FORMAT = 2  # 2: index rows say what the servers ran with
 
 def _cache_key(run: dict[str, Any], marks: tuple[int, int] | None, settings: Any) -> str:
     """Everything a run's derived data depends on: its trials, status and comparison
-    settings, and the regtrack that derived it."""
+    settings, its comparability key as derived now (a fact added to the key later moves
+    its history series) and the regtrack that derived it."""
     baseline, thresholds = settings
     facts = [
         CACHE_FORMAT,
@@ -180,6 +181,6 @@ def _cache_key(run: dict[str, Any], marks: tuple[int, int] | None, settings: Any
         list(marks or (0, 0)),
         baseline,
         thresholds.model_dump(),
-        run.get("comparability"),
+        comparability.of_run(run),
     ]
     return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()
