@@ -42,7 +42,9 @@ def test_three_steps_are_noted_then_all_found(tmp_path, cache, monkeypatch):
     ends = ["--good", commits[0], "--bad", commits[-1], "--source-repo", str(tmp_path / "repo")]
     plain = cli_in_process("bisect", *ends, *ARGS, "--db", str(db))
     assert plain.returncode == 0, plain.stderr
-    assert "NOTE: the range holds more than one step" in plain.stdout
+    # Plain bisection names the changes that carry most of the ends' change (up at 3, up
+    # again at 9); --all-steps also searches between them and finds the way back down.
+    assert "NOTE: the range holds 2 changes" in plain.stdout, plain.stdout
     every = cli_in_process("bisect", *ends, *ARGS, "--all-steps", "--json", str(out),
                            "--db", str(db))  # fmt: skip
     assert every.returncode == 0, every.stderr
@@ -109,9 +111,9 @@ def test_a_bisection_without_controlled_seeds_says_so_and_keeps_the_step_in_its_
     tmp_path, cache, monkeypatch
 ):
     """Where seeds cannot be controlled, a bisection's steps compare runs without seed
-    pairs (Welch, one look): the model's 1% seed effect then keeps every step undecided at
-    the 1% threshold, so the answer is a range, which must hold the step; the bisection
-    says why once, and ends without an internal error (issue 29 is about such ranges)."""
+    pairs (Welch, one look): the model's 1% seed effect can keep a commit's position
+    undecided, and its point estimate places it then; the answer must hold the step, the
+    bisection says why once, and ends without an internal error."""
     configs = tmp_path / "configs"
     configs.mkdir()
     (configs / "regtrack.toml").write_text('[run]\nseeds = "random"\n')
@@ -128,3 +130,26 @@ def test_a_bisection_without_controlled_seeds_says_so_and_keeps_the_step_in_its_
     assert proc.stderr.count("warning: hash seeds are not controlled (random seeds") == 1
     (step,) = json.loads(out.read_text())["result"]["steps"]
     assert commits[2] == step["first_bad"] or commits[2] in step["between"]
+
+
+def test_an_answer_that_carries_half_the_change_says_more_may_be_there():
+    from regtrack.output import bisect_text
+
+    a, b, c = "a" * 40, "b" * 40, "c" * 40
+    step = {"kind": "step", "last_good": a, "first_bad": b, "between": [], "share": 0.51}
+    record = {
+        "id": 1,
+        "config": {
+            "facts": {},
+            "commits": [a, b, c],
+            "request": {"good": a, "bad": c, "metric": "instructions", "threshold": 1.0},
+        },
+        "result": {"steps": [step], "measured_commits": [a, b, c], "by_estimate": [b]},
+        "log": [],
+    }
+    text = bisect_text.render(record)
+    assert f"First bad commit: {b} (51% of the ends' change)" in text
+    assert "carries 51% of the ends' change" in text and "--all-steps" in text
+    assert "placed by their point estimate" in text and b[:7] in text
+    step["share"] = 0.97
+    assert "--all-steps" not in bisect_text.render(record)

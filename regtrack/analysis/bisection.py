@@ -1,64 +1,116 @@
-"""Where in a line of commits a metric steps: bisection on measured verdicts, pure logic.
+"""Where in a line of commits a metric changes: bisection by position, pure logic.
 
-Commits are indexed 0 (good) to n-1 (bad) along the first parent. The search asks an
-oracle about one commit at a time; the oracle measures it and says how it compares with
-the ends (``classify``), or that it cannot be built or decided (``SKIP``). Kept apart from
-measuring so the search itself is checked on simulated histories in milliseconds.
+Commits are indexed 0 (good) to n-1 (bad) along the first parent. A measured commit has a
+*share*: its change against good as a fraction of bad's (0 at good, 1 at bad). Asking
+"is this commit like good or like bad?" turns binary search into a linear scan as soon as
+the range holds steps smaller than the threshold (a commit between two steps is like
+neither, so it used to be skipped). Asking instead "is its share above or below a cut?"
+(half of the interval's change) always has an answer: decided when the commit's interval
+excludes the cut, else by its point estimate when the budget is spent, never skipped.
+So every measured commit halves the range, whatever the number or size of the steps.
 
-A commit can be like neither end: between them (the range holds more than one step) or
-beyond one (better than good, worse than bad: the metric is not monotonic over the
-range). Plain bisection says so and still converges on one step; ``all_steps`` finds
-every step by recursive splitting (amphtml's ``--all``). Like any bisection, a rise and
-an equal fall both between two measured commits are invisible: a range run (``--every``)
-draws the whole series.
+A search in an interval ends on a crossing pair (neighbours, or only unbuildable commits
+between). The pair is a **step** when it carries at least ``STEP_FRACTION`` of the
+interval's change, else the change is **spread** over the interval (a drift, or many small
+steps): the pair is where half of it is in, and the search stops there, rather than measure
+every commit of a drift. ``every=True`` (--all-steps) then searches every interval between
+measured commits whose shares differ by at least ``MIN_SHARE`` of the ends' change, largest
+first: each further step costs O(log n) commits. A rise and an equal fall both between two
+measured commits stay invisible, as in any bisection; a range run (``--every``) draws the
+whole series. Kept apart from measuring so the search is checked on simulated histories in
+milliseconds (tests/test_bisection.py, benchmarks/bisect_scale.py).
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal, NamedTuple
 
-GOOD = "like good"
-BAD = "like bad"
-BETWEEN = "between good and bad"
-BEYOND_GOOD = "better than good"
-BEYOND_BAD = "worse than bad"
-UNDECIDED = "undecided"
-SKIP = "skipped"
-NEITHER = (BETWEEN, BEYOND_GOOD, BEYOND_BAD)
+SKIPPED = "skipped"  # a commit that does not build, in the bisection's log
+STEP_FRACTION = 0.25  # a crossing pair carrying less of its interval's change: spread
+MIN_SHARE = 0.25  # --all-steps searches intervals whose shares differ by at least this
+MAX_SEARCHES = 8  # --all-steps: at most this many steps or spread intervals are searched
 
 
-def classify(vs_good: str, vs_bad: str) -> str:
-    """How a commit compares with the ends, from two verdicts (analysis.stats.verdict) of
-    the commit as candidate: against good as baseline, and against bad as baseline."""
-    if "inconclusive" in (vs_good, vs_bad):
-        return UNDECIDED
-    if vs_good == "no change" and vs_bad == "improvement":
-        return GOOD
-    if vs_good == "regression" and vs_bad == "no change":
-        return BAD
-    if vs_good == "improvement":
-        return BEYOND_GOOD
-    if vs_bad == "regression":
-        return BEYOND_BAD
-    if vs_good == "regression" and vs_bad == "improvement":
-        return BETWEEN
-    return UNDECIDED  # like both ends at once: the ends do not differ by the threshold
+@dataclass(frozen=True)
+class Placement:
+    """A measured commit against a cut: its share, which side of the cut, and whether the
+    measurement decided it (interval excludes the cut) or its point estimate did."""
+
+    share: float
+    above: bool  # share above the cut (on bad's side when the interval rises)
+    decided: bool = True
+
+
+class Change(NamedTuple):
+    """A measured change in percent with its interval (a pooled comparison record's)."""
+
+    pct: float
+    low_pct: float
+    high_pct: float
+
+
+def _log(pct: float) -> float:
+    return math.log1p(pct / 100.0) if pct > -100.0 else -math.inf
+
+
+def placement(vs_good: Change, vs_bad: Change, cut: float, ends_pct: float) -> Placement:
+    """Where a commit lies against ``cut`` (a share of the ends' change ``ends_pct``), from
+    its change against good and against bad (logs g = x - good, b = x - bad).
+
+    x - good - cut (bad - good) = (1 - cut) g + cut b, so the commit is above the cut when
+    that combination has the sign of the ends' change. Its interval is the same combination
+    of the two intervals' bounds: if each covers its change, the sum covers (Bonferroni,
+    valid however the two are correlated, at the price of some width). Share: g / (g - b).
+    """
+    g, b = _log(vs_good.pct), _log(vs_bad.pct)
+    low = (1 - cut) * _log(vs_good.low_pct) + cut * _log(vs_bad.low_pct)
+    high = (1 - cut) * _log(vs_good.high_pct) + cut * _log(vs_bad.high_pct)
+    rising = ends_pct > 0
+    estimate = (1 - cut) * g + cut * b
+    share = g / (g - b) if g != b else cut
+    decided = low > 0 or high < 0 if math.isfinite(low) and math.isfinite(high) else False
+    return Placement(share, (estimate > 0) == rising, decided)
+
+
+# place(i, cut): measure commit i (or reuse its measurement) and place it against the cut;
+# None when it cannot be built or measured (skipped, like `git bisect skip`).
+Place = Callable[[int, float], Placement | None]
+
+
+@dataclass(frozen=True)
+class Found:
+    """The end of one search: the crossing pair in ``interval`` and what it carries."""
+
+    last_good: int  # the pair's commit on the interval's start side
+    first_bad: int  # the pair's commit on its end side (only unbuildable ones between)
+    interval: tuple[int, int]
+    jump: float  # share(first_bad) - share(last_good), in shares of the ends' change
+    change: float  # share(interval end) - share(interval start)
+
+    @property
+    def kind(self) -> Literal["step", "spread"]:
+        big = abs(self.jump) >= STEP_FRACTION * abs(self.change)
+        return "step" if big and self.jump * self.change > 0 else "spread"
 
 
 @dataclass
-class Outcome:
-    """Where plain bisection converged, and what it saw on the way."""
+class Search:
+    """Everything one bisection found and measured."""
 
-    last_good: int
-    first_bad: int
-    judged: dict[int, str] = field(default_factory=dict)  # index -> classification / SKIP
-    skipped_between: list[int] = field(default_factory=list)  # unbuilt/undecided in (good, bad)
+    found: list[Found] = field(default_factory=list)
+    shares: dict[int, float] = field(default_factory=dict)  # measured commits (ends: 0, 1)
+    skipped: set[int] = field(default_factory=set)
+    by_estimate: set[int] = field(default_factory=set)  # placed by point estimate
+    unresolved: list[tuple[int, int]] = field(default_factory=list)  # nothing to cross
 
     @property
-    def multiple_steps(self) -> list[int]:
-        """Commits like neither end: the range holds more than one step."""
-        return [i for i, c in self.judged.items() if c in NEITHER]
+    def judged(self) -> int:
+        """Commits measured or tried besides the two ends."""
+        return len(self.shares) - 2 + len(self.skipped)
 
 
 def middle(lo: int, hi: int, skipped: set[int]) -> int | None:
@@ -71,67 +123,99 @@ def middle(lo: int, hi: int, skipped: set[int]) -> int | None:
     return min(candidates, key=lambda i: (abs(i - centre), i))
 
 
-def bisect(n: int, judge: Callable[[int], str]) -> Outcome:
-    """First-bad search over indices 0 (good) .. n-1 (bad); ``judge(i)`` classifies i.
+def _cross(lo: int, hi: int, place: Place, search: Search, n: int) -> Found | None:
+    """Binary search in (lo, hi) for the pair where the share crosses the interval's middle
+    (commits measured already narrow it first, so a further search reuses them). None when
+    one of the interval's own ends is decided on the other's side of that cut."""
+    start, end = search.shares[lo], search.shares[hi]
+    cut, rising = (start + end) / 2, end > start
+    interval = (lo, hi)
 
-    A commit between the ends, or worse than bad, counts as bad (the first step is before
-    it); better than good counts as good. Skipped commits are stepped around; if some are
-    left between the last good and the first bad, the answer is that range.
-    """
-    outcome = Outcome(last_good=0, first_bad=n - 1)
-    skipped: set[int] = set()
-    while (mid := middle(outcome.last_good, outcome.first_bad, skipped)) is not None:
-        verdict = judge(mid)
-        outcome.judged[mid] = verdict
-        if verdict in (SKIP, UNDECIDED):
-            skipped.add(mid)
-        elif verdict in (GOOD, BEYOND_GOOD):
-            outcome.last_good = mid
-        else:
-            outcome.first_bad = mid
-    outcome.skipped_between = sorted(
-        i for i in skipped if outcome.last_good < i < outcome.first_bad
-    )
-    return outcome
+    def end_side(i: int) -> bool | None:
+        placed = place(i, cut)
+        if placed is None:
+            search.skipped.add(i)
+            return None
+        search.shares[i] = placed.share
+        if not placed.decided:
+            search.by_estimate.add(i)
+        return placed.above == rising
 
+    def wrong_side(i: int, end_side_expected: bool) -> bool:
+        placed = place(i, cut)
+        return (
+            placed is not None and placed.decided and (placed.above == rising) != end_side_expected
+        )
 
-@dataclass
-class Steps:
-    """Every step found by recursive splitting: pairs (i, j) with no measured commit
-    between them whose values differ by at least the threshold."""
-
-    steps: list[tuple[int, int]] = field(default_factory=list)
-    measured: list[int] = field(default_factory=list)
-    skipped: list[int] = field(default_factory=list)
-
-
-def all_steps(
-    n: int, measure: Callable[[int], bool], differs: Callable[[int, int], bool | None]
-) -> Steps:
-    """Split every interval whose ends differ until the steps are between neighbours.
-
-    ``measure(i)`` measures commit i (False: it cannot be built or measured, skipped);
-    ``differs(i, j)`` compares two measured commits: True (a change of at least the
-    threshold), False (no change) or None (undecided, explored as if it differed, so a
-    step is never dropped for want of evidence). Indices 0 and n-1 are measured first.
-    """
-    found = Steps(measured=[0, n - 1])
-    skipped: set[int] = set()
-    queue = [(0, n - 1)]
-    while queue:
-        i, j = queue.pop(0)
-        if differs(i, j) is False:
+    # The range's ends were decided apart when bisect began; a commit measured for another
+    # cut that is decided on the wrong side of this one leaves nothing to cross here.
+    if (lo != 0 and wrong_side(lo, False)) or (hi != n - 1 and wrong_side(hi, True)):
+        search.unresolved.append(interval)
+        return None
+    for i in sorted(k for k in search.shares if lo < k < hi):
+        if end_side(i):
+            hi = i
+            break
+        lo = i
+    while (mid := middle(lo, hi, search.skipped)) is not None:
+        side = end_side(mid)
+        if side is None:
             continue
-        mid = middle(i, j, skipped)
-        if mid is None:
-            found.steps.append((i, j))
-            continue
-        if not measure(mid):
-            skipped.add(mid)
-            queue.insert(0, (i, j))
-            continue
-        found.measured.append(mid)
-        queue[:0] = [(i, mid), (mid, j)]
-    found.steps.sort()
-    found.skipped = sorted(skipped)
-    return found
+        lo, hi = (lo, mid) if side else (mid, hi)
+    return Found(lo, hi, interval, search.shares[hi] - search.shares[lo], end - start)
+
+
+def _next_interval(n: int, search: Search) -> tuple[int, int] | None:
+    """The widest-changing interval between neighbouring measured commits still to search:
+    shares at least MIN_SHARE apart, an untried commit inside, outside spread intervals
+    and not found undecided already."""
+    spread = [f.interval for f in search.found if f.kind == "spread"]
+    measured = sorted(search.shares)
+    best, best_change = None, MIN_SHARE
+    for a, b in itertools.pairwise(measured):
+        change = abs(search.shares[b] - search.shares[a])
+        inside = any(s <= a and b <= e for s, e in spread)
+        tried = (a, b) in search.unresolved
+        if (
+            change >= best_change
+            and not inside
+            and not tried
+            and middle(a, b, search.skipped) is not None
+        ):
+            best, best_change = (a, b), change
+    return best
+
+
+def covered(found: list[Found]) -> float:
+    """How much of the ends' change the steps and spread intervals found account for."""
+    return sum(abs(f.jump) if f.kind == "step" else abs(f.change) for f in found)
+
+
+def _between(n: int, place: Place, search: Search) -> bool:
+    """Whether a measured commit is decided between the ends (above a quarter of their
+    change and below three quarters): evidence of more than one change, not noise."""
+    for i in sorted(search.shares):
+        if 0 < i < n - 1:
+            low, high = place(i, MIN_SHARE), place(i, 1 - MIN_SHARE)
+            if low and high and low.decided and high.decided and low.above and not high.above:
+                return True
+    return False
+
+
+def locate(n: int, place: Place, every: bool = False) -> Search:
+    """Search commits 0 (good) .. n-1 (bad): first the crossing of half the ends' change.
+    Plain: then, while a measured commit is decided between the ends' levels, the
+    interval that still changes most, until what was found accounts for all but MIN_SHARE
+    of the ends' change (two steps of half each are both named). ``every`` (--all-steps):
+    until no interval between measured commits changes by MIN_SHARE, by estimate."""
+    search = Search(shares={0: 0.0, n - 1: 1.0})
+    interval: tuple[int, int] | None = (0, n - 1)
+    while interval is not None and len(search.found) < MAX_SEARCHES:
+        found = _cross(*interval, place, search, n)
+        if found is not None:
+            search.found.append(found)
+        if not every and (covered(search.found) >= 1 - MIN_SHARE or not _between(n, place, search)):
+            break
+        interval = _next_interval(n, search)
+    search.found.sort(key=lambda f: f.last_good)
+    return search

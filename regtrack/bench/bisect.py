@@ -1,14 +1,16 @@
-"""`regtrack bisect`: the commit that made a metric worse, measuring as few commits as it can.
+"""`regtrack bisect`: where a metric got worse, measuring as few commits as it can.
 
 The ends are measured first, together, until the verdict machinery of `ci` decides that
 bad is worse than good by the threshold (or that it is not: nothing to bisect). Each step
-then builds one first-parent commit (cached) and measures it until it is decided "like
-good" or "like bad" (analysis.bisection). With instructions per op and fixed seeds a step
-is the commit measured alone and compared with the ends' run seed by seed; throughput
-drifts between runs, so a throughput step measures good, the commit and bad side by side.
-A commit that does not build, or is still undecided after a second measurement, is
-skipped like `git bisect skip`. The step found is measured once more as parent and child
-side by side: its change with the interval, and the functions that moved (explain).
+then builds one first-parent commit (cached) and measures it until its position against a
+cut (half of the change of the interval searched) is decided, or, once its budget is spent,
+its point estimate places it (analysis/bisection.py: never skipped for want of a verdict,
+so steps smaller than the threshold still halve the range). With instructions per op and
+fixed seeds a step is the commit measured alone and compared with the ends' run seed by
+seed; throughput drifts between runs, so a throughput step measures good, the commit and
+bad side by side. A commit that does not build is skipped like `git bisect skip`. Each step
+found is measured once more as parent and child side by side: its change with the interval,
+and the functions that moved (explain).
 
 Every measurement is an ordinary run (its config names the bisection); the search's own
 log is in the store (results.bisections), and --resume replays it without measuring again.
@@ -17,6 +19,7 @@ log is in the store (results.bisections), and --resume replays it without measur
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from contextlib import AbstractContextManager as ContextManager
 from dataclasses import dataclass
@@ -87,7 +90,10 @@ class Bisector:
         self.thresholds = Thresholds().uniform(self.request.threshold)
         self.column = METRIC_COLUMN[self.request.metric]
         self.run_of: dict[str, int] = {}  # commit -> the search's run that measured it
-        self.judged: dict[int, str] = {}
+        self.unbuilt: set[str] = set()
+        self.alike: set[tuple[int, int]] = set()  # (base run, candidate run) checked alike
+        self.placed: set[tuple[str, float]] = set()  # (commit, cut) logged already
+        self.ends_pct = 0.0  # bad against good, once measured (ends)
         self.warned_seeds = False  # said once per bisection, at its first run
         self.confirmed: dict[tuple[str, str], int] = {}
         for entry in stored["log"]:  # a resumed bisection knows these already
@@ -95,8 +101,10 @@ class Bisector:
                 self.confirmed[(entry["parent"], entry["commit"])] = entry["confirm_run_id"]
             elif entry.get("run_id"):
                 self.run_of[entry["commit"]] = entry["run_id"]
-            if entry.get("judged"):
-                self.judged[self.commits.index(entry["commit"])] = entry["judged"]
+            if entry.get("judged") == bisection.SKIPPED:
+                self.unbuilt.add(entry["commit"])
+            if "cut" in entry:
+                self.placed.add((entry["commit"], entry["cut"]))
 
     @property
     def good(self) -> str:
@@ -174,6 +182,7 @@ class Bisector:
             result = comparison.compare(self.store, crun, _short(base), self.thresholds)
         else:
             brun = self.run_of[base]
+            self._check_alike(brun, crun)
             result = comparison.compare_runs(
                 self.store, brun, _short(base), crun, _short(cand), self.thresholds
             )
@@ -181,6 +190,22 @@ class Bisector:
             if record["metric"] == self.column and record["candidate"] == _short(cand):
                 return record
         return None
+
+    def _check_alike(self, base_run: int, cand_run: int) -> None:
+        """Runs compared across (a step with the ends' run) must have been measured alike:
+        a resumed bisection after a valgrind or compiler upgrade would compare counts the
+        tools moved, without a word."""
+        if (base_run, cand_run) in self.alike:
+            return
+        base, cand = (comparability.of_run(self.store.run(r)) for r in (base_run, cand_run))
+        diffs = comparability.differences(base, cand)
+        if diffs:
+            raise BadInput(
+                f"run {cand_run} of bisection {self.id} was not measured like its run "
+                f"{base_run} ({'; '.join(diffs)}): its commits cannot be compared; start a "
+                "new bisection"
+            )
+        self.alike.add((base_run, cand_run))
 
     def verdict(self, base: str, cand: str, cand_run: int | None = None) -> str:
         record = self.change(base, cand, cand_run)
@@ -199,6 +224,7 @@ class Bisector:
                 self.run_of[commit] = run_id
                 self._log(commit=commit, run_id=run_id, role="end")
         record = self.change(self.good, self.bad)
+        self.ends_pct = _number((record or {}).get("change_pct"), 0.0)
         if record is None or record["verdict"] != "regression":
             bisections.finish(self.store, self.id, "refused", {"ends": plain(record)})
             raise NothingToBisect(
@@ -208,64 +234,71 @@ class Bisector:
             )
         return record
 
-    def judge(self, index: int) -> str:
-        """Measure one commit (a second time if undecided) and classify it against the ends."""
-        if index in self.judged:
-            return self.judged[index]
+    def _changes(self, commit: str, run_id: int) -> tuple[bisection.Change, bisection.Change]:
+        """The commit's change against good and against bad, as measured by ``run_id``."""
+        out = []
+        for end in (self.good, self.bad):
+            record = self.change(end, commit, run_id) or {}
+            out.append(
+                bisection.Change(
+                    _number(record.get("change_pct"), 0.0),
+                    _number(record.get("ci_low_pct"), -100.0),
+                    _number(record.get("ci_high_pct"), math.inf),
+                )
+            )
+        return out[0], out[1]
+
+    def _placement(self, commit: str, run_id: int, cut: float) -> bisection.Placement:
+        return bisection.placement(*self._changes(commit, run_id), cut, self.ends_pct)
+
+    def place(self, index: int, cut: float) -> bisection.Placement | None:
+        """Measure one commit until its position against ``cut`` is decided (or the budget
+        is spent: its point estimate places it); None when it does not build. A commit
+        measured already is placed from its run."""
         commit = self.commits[index]
-        verdict = bisection.UNDECIDED
-        record = None
-        for attempt in (1, 2):
+        if commit in self.unbuilt:
+            return None
+        run_id = self.run_of.get(commit)
+        if run_id is None:
             try:
-                # The second attempt measures anew: reusing the first one's run (alike, and
-                # complete) would only give its undecided answer again.
-                run_id = self._measure_step(commit, reuse=attempt == 1)
+                run_id = self._measure_step(commit, cut)
             except MakeFailed as exc:
                 if exc.passing:  # the machine's trouble: stop here, --resume builds it again
                     raise
-                self._log(commit=commit, judged=bisection.SKIP, reason=f"does not build: {exc}")
+                self._log(commit=commit, judged=bisection.SKIPPED, reason=f"does not build: {exc}")
                 self.hooks.say(f"bisect: skipped {_short(commit)}: it does not build")
-                self.judged[index] = bisection.SKIP
-                return bisection.SKIP
-            vs_good = self.verdict(self.good, commit, run_id)
-            verdict = bisection.classify(vs_good, self.verdict(self.bad, commit, run_id))
+                self.unbuilt.add(commit)
+                return None
+            self.run_of[commit] = run_id
+        placed = self._placement(commit, run_id, cut)
+        if (commit, cut) not in self.placed:  # a resumed search replays without a new line
+            self.placed.add((commit, cut))
             record = self.change(self.good, commit, run_id)
-            if verdict != bisection.UNDECIDED or attempt == 2:
-                break
-            # Logged without a verdict: a resumed search reuses this run as its first attempt.
-            self._log(commit=commit, run_id=run_id, undecided=True, vs_good=plain(record))
-            self.hooks.say(f"bisect: {_short(commit)} is undecided; measuring it again")
-        if verdict == bisection.UNDECIDED:
-            verdict = bisection.SKIP
-        self.run_of[commit] = run_id
-        self._log(commit=commit, run_id=run_id, judged=verdict, vs_good=plain(record))
-        self.hooks.say(f"bisect: {_short(commit)} is {verdict}: {change_text(record)} vs good")
-        self.judged[index] = verdict
-        return verdict
+            side = "above" if placed.above else "below"
+            how = "decided" if placed.decided else "by its estimate: budget spent"
+            self._log(
+                commit=commit,
+                run_id=run_id,
+                judged=f"{side} the cut",
+                cut=cut,
+                share=placed.share,
+                decided=placed.decided,
+                vs_good=plain(record),
+            )
+            self.hooks.say(
+                f"bisect: {_short(commit)} is {100 * placed.share:.0f}% of the way to bad, "
+                f"{side} the cut at {100 * cut:.0f}% ({how}): {change_text(record)} vs good"
+            )
+        return placed
 
-    def _measure_step(self, commit: str, reuse: bool = True) -> int:
-        """The commit alone (instructions), or between good and bad again (throughput)."""
+    def _measure_step(self, commit: str, cut: float) -> int:
+        """The commit alone (instructions), or between good and bad again (throughput),
+        until its position against ``cut`` is decided."""
         together = [commit] if self.request.metric == "instructions" else [self.good, commit]
         together += [] if self.request.metric == "instructions" else [self.bad]
         return self._measure(
-            together,
-            lambda rid: (
-                "inconclusive"
-                in (self.verdict(self.good, commit, rid), self.verdict(self.bad, commit, rid))
-            ),
-            "step",
-            reuse,
+            together, lambda rid: not self._placement(commit, rid, cut).decided, "step"
         )
-
-    def measured(self, index: int) -> bool:
-        """For --all-steps: measure a commit unless it cannot be (then it is skipped)."""
-        if self.commits[index] in self.run_of:
-            return True
-        return self.judge(index) != bisection.SKIP
-
-    def differs(self, i: int, j: int) -> bool | None:
-        verdict = self.verdict(self.commits[i], self.commits[j])
-        return None if verdict == "inconclusive" else verdict != "no change"
 
     def confirm(self, parent: str, child: str) -> dict[str, Any]:
         """A step's change against its parent, with the functions that moved (explain).
@@ -309,6 +342,11 @@ class Bisector:
         }
 
 
+def _number(value: Any, missing: float) -> float:
+    """A stored number, or ``missing`` where the record has none (JSON null, NaN)."""
+    return float(value) if value is not None and math.isfinite(float(value)) else missing
+
+
 def plain(record: dict[str, Any] | None) -> dict[str, Any] | None:
     """A pooled record's numbers, as JSON keeps them."""
     if record is None:
@@ -328,11 +366,6 @@ def change_text(record: dict[str, Any] | None) -> str:
 
 def start(request: Request, db: str | None) -> tuple[Store, int]:
     """Resolve the ends, list the first-parent commits between them, record the bisection."""
-    if request.all_steps and request.metric != "instructions":
-        raise BadInput(
-            "--all-steps compares commits measured in different runs, which only instructions "
-            "per op allow (throughput drifts between runs): use --metric instructions"
-        )
     repo = SourceRepo(request.options.source_repo)
     good, bad = repo.resolve(request.good), repo.resolve(request.bad)
     commits = [good.commit, *repo.first_parent(good.commit, bad.commit)]
@@ -367,20 +400,20 @@ def run(bisector: Bisector) -> dict[str, Any]:
     try:
         ends = bisector.ends()
         commits, n = bisector.commits, len(bisector.commits)
-        if bisector.request.all_steps:
-            found = bisection.all_steps(n, bisector.measured, bisector.differs)
-            pairs, skipped = found.steps, found.skipped
-            neither = [i for i, c in bisector.judged.items() if c in bisection.NEITHER]
-        else:
-            outcome = bisection.bisect(n, bisector.judge)
-            pairs = [(outcome.last_good, outcome.first_bad)]
-            skipped = sorted(i for i, c in bisector.judged.items() if c == bisection.SKIP)
-            neither = outcome.multiple_steps
+        search = bisection.locate(n, bisector.place, bisector.request.all_steps)
         steps = []
-        for i, j in pairs:
-            step = {"last_good": commits[i], "first_bad": commits[j], "between": commits[i + 1 : j]}
-            if j == i + 1:
-                step.update(bisector.confirm(commits[i], commits[j]))
+        for f in search.found:
+            step = {
+                "kind": f.kind,
+                "last_good": commits[f.last_good],
+                "first_bad": commits[f.first_bad],
+                "between": commits[f.last_good + 1 : f.first_bad],
+                "share": f.jump,
+                "interval": [commits[f.interval[0]], commits[f.interval[1]]],
+                "interval_share": f.change,
+            }
+            if f.kind == "step" and f.first_bad == f.last_good + 1:
+                step.update(bisector.confirm(commits[f.last_good], commits[f.first_bad]))
             steps.append(step)
     except NothingToBisect:
         raise
@@ -391,8 +424,9 @@ def run(bisector: Bisector) -> dict[str, Any]:
     result = {
         "ends": plain(ends),
         "steps": steps,
-        "more_than_one_step": [commits[i] for i in sorted(neither)],
-        "skipped": [commits[i] for i in skipped],
+        "shares": {commits[i]: share for i, share in sorted(search.shares.items())},
+        "by_estimate": [commits[i] for i in sorted(search.by_estimate)],
+        "skipped": [commits[i] for i in sorted(search.skipped)],
         "measured_commits": [c for c in commits if c in bisector.run_of],
         # What the servers ran with (every run of a bisection runs with the same settings).
         **comparison.server_facts(bisector.store, bisector.run_of[bisector.bad]),

@@ -39,7 +39,12 @@ def _point(point: str | None) -> str | None:
 @click.option("--bad", help="A newer commit, tag or branch of the same line where it is worse.")
 @click.option("--point", help="One workload point, e.g. pipeline=10 (default: pipelines 10,30).")
 @click.option("--threshold", type=float, help="Smallest change that counts, in percent.")
-@click.option("--all-steps", is_flag=True, help="Find every step, not only the first one.")
+@click.option(
+    "--all-steps",
+    is_flag=True,
+    help="Search every interval that still changes by a quarter of the ends' change, not "
+    "only until the changes found carry three quarters of it.",
+)
 @click.option(
     "--resume",
     "resume_id",
@@ -66,9 +71,26 @@ def bisect(
 ) -> None:
     """Find the commit between --good and --bad that made the workload worse.
 
-    Both ends are measured and confirmed first (bad must be worse than good by the
-    threshold); then one first-parent commit at a time, until the first bad one is found
-    and measured against its parent, with the functions that moved (explain).
+    \b
+    Method (docs/methodology.md, "Bisection"):
+    1. Both ends are measured together until bad is decided worse than good by the
+       threshold (else exit 2: nothing to bisect).
+    2. Each commit is measured until its *position* is decided: is its change against
+       good above or below half of the interval's change? Undecided when the budget is
+       spent: its point estimate places it. Never skipped for want of a verdict, so
+       steps smaller than the threshold still halve the range.
+    3. The search ends on two neighbouring commits. If they carry at least a quarter of
+       the interval's change, that is a step (measured once more as parent and child,
+       with the functions that moved); else the change is spread (a drift or many small
+       steps) and the answer says where half of it is in.
+    4. While the steps found carry less than three quarters of the ends' change, the
+       interval that still changes most is searched too (--all-steps: every interval that
+       changes by a quarter).
+
+    \b
+    Commits measured besides the ends, for N commits (simulated with exact answers,
+    benchmarks/bisect_scale.py): one step, log2 N (10 for 1,024); two steps, about
+    2 log2 N (19); a drift, log2 N. A commit that does not build costs one try more.
     """
     from regtrack.bench import bisect as bisecting
     from regtrack.cli.steps import options_of, say

@@ -32,6 +32,20 @@ def _commit(sha: str, facts: dict[str, dict[str, str]]) -> str:
     return f"{sha[:12]} {f.get('subject', '')}".rstrip()
 
 
+def heading(step: dict[str, Any]) -> str:
+    """A found change's first line: a step's first bad commit, or where a spread change
+    (a drift, or many small steps) is half in."""
+    share = step.get("share")
+    carries = f" ({100 * abs(share):.0f}% of the ends' change)" if share is not None else ""
+    if step.get("kind", "step") == "step":
+        return f"First bad commit: {step['first_bad']}{carries}"
+    start, end = step["interval"]
+    return (
+        f"Spread change from {start[:SHORT]} to {end[:SHORT]} (a drift or many small steps, "
+        f"no one step carries it): half of it is in by {step['first_bad']}{carries}"
+    )
+
+
 def log_lines(bisection: dict[str, Any]) -> list[str]:
     """Every step of the search, in order: what was measured (which run) and the verdict."""
     facts = bisection["config"]["facts"]
@@ -47,6 +61,13 @@ def log_lines(bisection: dict[str, Any]) -> list[str]:
             )
         elif entry.get("reason"):
             lines.append(f"{n:>3}. skip   {what}: {entry['reason']}")
+        elif "cut" in entry:
+            how = "decided" if entry.get("decided") else "by its estimate"
+            lines.append(
+                f"{n:>3}. step   {what}: run {entry['run_id']}, {100 * entry['share']:.0f}% of "
+                f"the way to bad, {entry['judged']} at {100 * entry['cut']:.0f}% ({how}), "
+                f"{_change(entry.get('vs_good'))} vs good"
+            )
         else:
             run = f"run {entry['run_id']}, " if entry.get("run_id") else ""
             judged = entry.get("judged") or "undecided, measured again"
@@ -71,7 +92,21 @@ def render(bisection: dict[str, Any], fmt: str = "table") -> str:
     ]
     if "server_config" in result:  # bisections stored before settings existed lack it
         out.append(server_caption(result))
-    if result.get("more_than_one_step"):
+    if len(result.get("steps", [])) > 1:
+        out.append(f"NOTE: the range holds {len(result['steps'])} changes, found in order below")
+    carried = sum(
+        abs(s.get("share") or 0.0) if s.get("kind", "step") == "step" else abs(s["interval_share"])
+        for s in result.get("steps", [])
+    )
+    if result.get("steps") and "share" in result["steps"][0] and carried < 0.75:
+        out.append(
+            f"NOTE: what was found carries {100 * carried:.0f}% of the ends' change, by "
+            "estimate: the range may hold more (regtrack bisect --all-steps searches the rest)"
+        )
+    if result.get("by_estimate"):
+        shown = ", ".join(c[:SHORT] for c in result["by_estimate"])
+        out.append(f"placed by their point estimate (budget spent, not decided): {shown}")
+    if result.get("more_than_one_step"):  # a bisection stored before bisection by position
         shown = ", ".join(c[:SHORT] for c in result["more_than_one_step"])
         out.append(
             f"NOTE: the range holds more than one step: {shown} "
@@ -79,15 +114,15 @@ def render(bisection: dict[str, Any], fmt: str = "table") -> str:
         )
     if result.get("skipped"):
         shown = ", ".join(c[:SHORT] for c in result["skipped"])
-        out.append(f"skipped (no build or no decision): {shown}")
+        out.append(f"skipped (no build): {shown}")
     for step in result.get("steps", []):
         bad = step["first_bad"]
         f = facts.get(bad, {})
-        out += ["", f"First bad commit: {bad}", f"  {f.get('subject', '')}"]
+        out += ["", heading(step), f"  {f.get('subject', '')}"]
         out.append(f"  author {f.get('author', '?')}, date {f.get('commit_date', '?')}")
         if step.get("between"):
             out.append(
-                "  or one of the unmeasured commits before it: "
+                "  or one of the commits before it that do not build: "
                 + ", ".join(c[:SHORT] for c in step["between"])
             )
         if "change" in step:

@@ -24,6 +24,7 @@ def page(bisection: dict[str, Any], runs: list[int]) -> dict[str, Any]:
         steps.append(
             {
                 **step,
+                "heading": bisect_text.heading(step),
                 "facts": facts.get(bad, {}),
                 "parent_facts": facts.get(step["last_good"], {}),
                 "run_file": run_file(step["run_id"]) if step.get("run_id") else None,
@@ -46,6 +47,7 @@ def page(bisection: dict[str, Any], runs: list[int]) -> dict[str, Any]:
         "ends": result.get("ends"),
         "steps": steps,
         "more_than_one_step": result.get("more_than_one_step", []),
+        "by_estimate": result.get("by_estimate", []),
         "skipped": result.get("skipped", []),
         "measured": len(result.get("measured_commits", [])),
         "server": server_caption(result) if "server_config" in result else "",
