@@ -26,7 +26,8 @@ def _records(path) -> dict:
 
 def test_an_a_a_comparison_is_decided_no_change(tmp_path, monkeypatch, pair):
     """Seed-matched counts of one build agree within ~0.05%: the first look (4 repetitions)
-    decides "no change", far inside the 1% threshold."""
+    bounds them far inside the 1% threshold, but "no change" waits for 8 seeds (a change
+    can live in a few seeds); the summary said so before it was decided."""
     fakebench.install(monkeypatch, fakebench.Model())
     out = tmp_path / "r.json"
     proc = cli_in_process(
@@ -34,7 +35,8 @@ def test_an_a_a_comparison_is_decided_no_change(tmp_path, monkeypatch, pair):
         "--db", str(tmp_path / "r.db"), "--json", str(out), "--no-report",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.startswith("## regtrack: ✅ No regression after 4 repetitions")
+    assert proc.stdout.startswith("## regtrack: ✅ No regression after 8 repetitions")
+    assert "undecided after 4 repetitions" in proc.stderr, proc.stderr
     data = _records(out)
     assert data["outcome"] == "no regression" and data["decided"]
     (gate,) = data["gate"]
@@ -64,27 +66,28 @@ def test_an_undecided_gate_says_so_first_and_warns(tmp_path, monkeypatch, pair):
 
 
 def test_blocks_are_added_until_decided_and_a_decided_metric_stops(tmp_path, monkeypatch, pair):
-    """Instructions decide at the first look (seed-matched pairs agree) and are never
-    measured again; throughput, 3% noisy against a 0.001% threshold, asks for more blocks, and
-    then only throughput is measured in them, until --max-repetitions."""
+    """Instructions decide once they have the 8 seeds `no change` waits for (seed-matched
+    pairs agree) and are never measured again; throughput, 3% noisy against a 0.001%
+    threshold, asks for more blocks, and then only throughput is measured in them, until
+    --max-repetitions."""
     configs = tmp_path / "configs"
     configs.mkdir()
     (configs / "regtrack.toml").write_text("[verdict]\nthroughput_pct = 0.001\n")
     monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(configs))
     model = fakebench.install(monkeypatch, fakebench.Model())
     db, out = tmp_path / "r.db", tmp_path / "r.json"
-    proc = cli_in_process("ci", *pair, *TPUT, "--repetitions", "4", "--max-repetitions", "6",
+    proc = cli_in_process("ci", *pair, *TPUT, "--repetitions", "4", "--max-repetitions", "10",
                           "--metric", "both", "--db", str(db), "--json", str(out))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     data = _records(out)
     verdicts = {g["metric"]: g["verdict"] for g in data["gate"]}
     assert verdicts == {"instructions_per_op": "no change", "throughput": "inconclusive"}
-    assert "undecided after 4 repetitions: measuring 2 more (throughput)" in proc.stderr
+    assert "undecided after 8 repetitions: measuring 2 more (throughput)" in proc.stderr
     reps = {
         mode: sorted({r for _, r, m in model.visits if m == mode}) for _, _, mode in model.visits
     }
-    assert reps == {"instructions": [0, 1, 2, 3], "throughput": [0, 1, 2, 3, 4, 5]}
-    assert data["repetitions"] == 6 and data["stopped"] == "max-repetitions"
+    assert reps == {"instructions": list(range(8)), "throughput": list(range(10))}
+    assert data["repetitions"] == 10 and data["stopped"] == "max-repetitions"
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT status FROM runs").fetchone()[0] == "complete"
 
@@ -232,3 +235,18 @@ def test_runs_without_controlled_seeds_compare_and_gate_across_runs(
     data = _records(out)
     (tput,) = [r for r in data["records"] if r["metric"] == "throughput"]
     assert tput["method"] == "welch-t" and tput["baseline"] == "old"
+
+
+def test_a_no_change_on_too_few_seeds_waits_and_says_why():
+    from regtrack.analysis.comparison import _seeds_enough
+    from regtrack.analysis.metrics import METRIC_BY_NAME
+    from regtrack.output.tables import change_text
+
+    instructions, throughput = METRIC_BY_NAME["instructions_per_op"], METRIC_BY_NAME["throughput"]
+    waiting = _seeds_enough(instructions, "no change", 4)
+    assert waiting == {"verdict": "inconclusive", "blocks_for_no_change": 8}
+    assert _seeds_enough(instructions, "no change", 8) == {}
+    assert _seeds_enough(instructions, "regression", 4) == {}, "a regression need not wait"
+    assert _seeds_enough(throughput, "no change", 2) == {}
+    rec = {"change_pct": 0.01, "ci_low_pct": -0.2, "ci_high_pct": 0.2, "n_blocks": 4, **waiting}
+    assert change_text(rec).endswith("inconclusive (no change needs 8 seeds, 4 so far)")

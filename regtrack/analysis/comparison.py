@@ -229,6 +229,7 @@ def _compare(
                     ),
                     gating=metric.name in GATING,
                 )
+                top.update(_seeds_enough(metric, top["verdict"], top["n_blocks"]))
                 pooled.append(top)
                 for p in wpoints.itertuples():
                     base = indexed.get((workload, p.point, baseline))
@@ -263,6 +264,15 @@ def _compare(
         "method": method if key else "welch-t",
         "alpha": ALPHA,
     }
+
+
+def _seeds_enough(metric: Metric, verdict: str, n_blocks: int | None) -> dict[str, Any]:
+    """`no change` on too few seed-matched blocks is not said yet: it stays inconclusive,
+    and the record says how many blocks it waits for (Metric.min_blocks_no_change)."""
+    needed = metric.min_blocks_no_change
+    if verdict == "no change" and (n_blocks or 0) < needed:
+        return {"verdict": "inconclusive", "blocks_for_no_change": needed}
+    return {}
 
 
 def _block_key(frame: pd.DataFrame) -> str:
@@ -329,6 +339,7 @@ def _record(
     else:
         estimate = None
     verdict = sequential.decide(change, threshold, metric.higher_is_better)
+    verdict = _seeds_enough(metric, verdict, change.n if change else 0).get("verdict", verdict)
     problems = sorted(set(base.problems) | set(cand.problems))
     if change is None:
         problems.append("fewer than 2 valid repetitions on each side: no interval")

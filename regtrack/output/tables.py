@@ -45,7 +45,9 @@ def change_text(rec: dict[str, Any]) -> str:
     if bounds:
         text += f" {bounds}"
     text += f" {rec['verdict']}"
-    if rec["verdict"] == "inconclusive" and rec.get("mde_pct") is not None:
+    if rec.get("blocks_for_no_change"):
+        text += f" (no change needs {rec['blocks_for_no_change']} seeds, {n} so far)"
+    elif rec["verdict"] == "inconclusive" and rec.get("mde_pct") is not None:
         if bounds != TOO_WIDE:
             text += f" (detectable: {mde_text(rec['mde_pct'])})"
     elif rec.get("extra_repetitions"):
