@@ -31,7 +31,7 @@ from typing import Literal, NamedTuple
 
 SKIPPED = "skipped"  # a commit that does not build, in the bisection's log
 STEP_FRACTION = 0.25  # a crossing pair carrying less of its interval's change: spread
-MIN_SHARE = 0.25  # --all-steps searches intervals whose shares differ by at least this
+MIN_SHARE = 0.25  # an interval changing by less of the ends' change is not searched
 MAX_SEARCHES = 8  # --all-steps: at most this many steps or spread intervals are searched
 
 
@@ -168,7 +168,7 @@ def _cross(lo: int, hi: int, place: Place, search: Search, n: int) -> Found | No
 def _next_interval(n: int, search: Search) -> tuple[int, int] | None:
     """The widest-changing interval between neighbouring measured commits still to search:
     shares at least MIN_SHARE apart, an untried commit inside, outside spread intervals
-    and not found undecided already."""
+    and not found to have nothing to cross already."""
     spread = [f.interval for f in search.found if f.kind == "spread"]
     measured = sorted(search.shares)
     best, best_change = None, MIN_SHARE
