@@ -396,7 +396,8 @@ def request_of(config: dict[str, Any]) -> Request:
 
 
 def run(bisector: Bisector) -> dict[str, Any]:
-    """The whole search (resumable): ends, steps, the step found measured side by side."""
+    """The whole search (resumable): ends, the changes found, each step measured side by
+    side with its parent."""
     try:
         ends = bisector.ends()
         commits, n = bisector.commits, len(bisector.commits)
