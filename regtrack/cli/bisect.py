@@ -72,7 +72,7 @@ def bisect(
     """Find the commit between --good and --bad that made the workload worse.
 
     \b
-    Method (docs/methodology.md, "Bisection"):
+    Method (docs/bisect.md):
     1. Both ends are measured together until bad is decided worse than good by the
        threshold (else exit 2: nothing to bisect).
     2. Each commit is measured until its *position* is decided: is its change against
@@ -83,9 +83,10 @@ def bisect(
        the interval's change, that is a step (measured once more as parent and child,
        with the functions that moved); else the change is spread (a drift or many small
        steps) and the answer says where half of it is in.
-    4. While the steps found carry less than three quarters of the ends' change, the
-       interval that still changes most is searched too (--all-steps: every interval that
-       changes by a quarter).
+    4. While a measured commit is decided between the ends' levels and what was found
+       carries less than three quarters of the ends' change, the interval that still
+       changes most is searched too (--all-steps: every interval that changes by a
+       quarter, by estimate).
 
     \b
     Commits measured besides the ends, for N commits (simulated with exact answers,
