@@ -295,3 +295,25 @@ def test_a_stored_run_without_valgrinds_version_is_compared_only_when_forced(tmp
     assert "FORCED comparison, not like with like: valgrind unknown != valgrind-3.19.0" in (
         forced.stdout
     )
+
+
+def test_a_bisection_step_counted_with_other_tools_than_its_ends_is_refused(tmp_path):
+    """A resumed bisection after a valgrind upgrade: its next step would be compared seed
+    by seed with the ends' run counted by the old valgrind; it stops with one line."""
+    from types import SimpleNamespace
+
+    from regtrack.bench.bisect import Bisector
+    from regtrack.core.errors import BadInput
+
+    store = Store.open(tmp_path / "r.db")
+    ends, alike, upgraded = (
+        _store_run(store),
+        _store_run(store),
+        _store_run(store, valgrind="valgrind-3.22.0"),
+    )
+    bisector = SimpleNamespace(store=store, alike=set(), id=7)
+    Bisector._check_alike(bisector, ends, alike)  # type: ignore[arg-type]
+    assert bisector.alike == {(ends, alike)}
+    with pytest.raises(BadInput, match=r"run 3 of bisection 7 was not measured like its run 1 "
+                       r"\(valgrind valgrind-3.19.0 != valgrind-3.22.0\)"):  # fmt: skip
+        Bisector._check_alike(bisector, ends, upgraded)  # type: ignore[arg-type]
