@@ -675,8 +675,10 @@ def real_aim(memtier_bin: str, server) -> Aim:
 
 
 def assert_rate_is_plausible(result, seconds: float) -> None:
-    """requests / rate is the run's duration: about ``seconds``, not a second off."""
-    assert result.requests / result.ops_per_sec == pytest.approx(seconds, abs=0.2)
+    """requests / rate is the run's duration: about ``seconds``, not a second off (a unit
+    or a rate over the wrong span). memtier's span includes its connections' set-up,
+    which a slow phase of this VM stretches: 1.20 s was seen for a 1-second run."""
+    assert result.requests / result.ops_per_sec == pytest.approx(seconds, abs=0.4)
 
 
 def test_locate_fingerprints_the_installed_binary(memtier_bin):
