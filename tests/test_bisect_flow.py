@@ -144,7 +144,13 @@ def test_an_answer_that_carries_half_the_change_says_more_may_be_there():
             "commits": [a, b, c],
             "request": {"good": a, "bad": c, "metric": "instructions", "threshold": 1.0},
         },
-        "result": {"steps": [step], "measured_commits": [a, b, c], "by_estimate": [b]},
+        "result": {
+            "steps": [step],
+            "measured_commits": [a, b, c],
+            "by_estimate": [b],
+            "carried": 0.51,
+            "more_may_be_left": True,
+        },
         "log": [],
     }
     text = bisect_text.render(record)
@@ -152,4 +158,5 @@ def test_an_answer_that_carries_half_the_change_says_more_may_be_there():
     assert "carries 51% of the ends' change" in text and "--all-steps" in text
     assert "placed by their point estimate" in text and b[:7] in text
     step["share"] = 0.97
+    record["result"].update(carried=0.97, more_may_be_left=False)
     assert "--all-steps" not in bisect_text.render(record)

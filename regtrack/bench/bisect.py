@@ -426,6 +426,9 @@ def run(bisector: Bisector) -> dict[str, Any]:
         "ends": plain(ends),
         "steps": steps,
         "shares": {commits[i]: share for i, share in sorted(search.shares.items())},
+        # How much of the ends' change the changes found account for, by estimate.
+        "carried": bisection.covered(search.found),
+        "more_may_be_left": bisection.covered(search.found) < 1 - bisection.MIN_SHARE,
         "by_estimate": [commits[i] for i in sorted(search.by_estimate)],
         "skipped": [commits[i] for i in sorted(search.skipped)],
         "measured_commits": [c for c in commits if c in bisector.run_of],

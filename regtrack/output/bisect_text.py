@@ -32,6 +32,10 @@ def _commit(sha: str, facts: dict[str, dict[str, str]]) -> str:
     return f"{sha[:12]} {f.get('subject', '')}".rstrip()
 
 
+def _shas(commits: list[str]) -> str:
+    return ", ".join(c[:SHORT] for c in commits)
+
+
 def heading(step: dict[str, Any]) -> str:
     """A found change's first line: a step's first bad commit, or where a spread change
     (a drift, or many small steps) is half in."""
@@ -94,27 +98,21 @@ def render(bisection: dict[str, Any], fmt: str = "table") -> str:
         out.append(server_caption(result))
     if len(result.get("steps", [])) > 1:
         out.append(f"NOTE: the range holds {len(result['steps'])} changes, found in order below")
-    carried = sum(
-        abs(s.get("share") or 0.0) if s.get("kind", "step") == "step" else abs(s["interval_share"])
-        for s in result.get("steps", [])
-    )
-    if result.get("steps") and "share" in result["steps"][0] and carried < 0.75:
+    if result.get("more_may_be_left"):
         out.append(
-            f"NOTE: what was found carries {100 * carried:.0f}% of the ends' change, by "
-            "estimate: the range may hold more (regtrack bisect --all-steps searches the rest)"
+            f"NOTE: what was found carries {100 * result['carried']:.0f}% of the ends' change, "
+            "by estimate: the range may hold more (regtrack bisect --all-steps searches the rest)"
         )
     if result.get("by_estimate"):
-        shown = ", ".join(c[:SHORT] for c in result["by_estimate"])
-        out.append(f"placed by their point estimate (budget spent, not decided): {shown}")
+        estimated = _shas(result["by_estimate"])
+        out.append(f"placed by their point estimate (budget spent, not decided): {estimated}")
     if result.get("more_than_one_step"):  # a bisection stored before bisection by position
-        shown = ", ".join(c[:SHORT] for c in result["more_than_one_step"])
         out.append(
-            f"NOTE: the range holds more than one step: {shown} "
+            f"NOTE: the range holds more than one step: {_shas(result['more_than_one_step'])} "
             "measured like neither end (regtrack bisect --all-steps finds every step)"
         )
     if result.get("skipped"):
-        shown = ", ".join(c[:SHORT] for c in result["skipped"])
-        out.append(f"skipped (no build): {shown}")
+        out.append(f"skipped (no build): {_shas(result['skipped'])}")
     for step in result.get("steps", []):
         bad = step["first_bad"]
         f = facts.get(bad, {})
