@@ -12,7 +12,9 @@ Runs real gates, one after another, each a fresh `regtrack ci` at its default se
          chained with --stall-chained (each miss waits for the one before); a throughput
          regression must be reported
   stall3 the same with --stall3-lines (and --stall-mib, --stall-every: only every Nth
-         GET), chosen to cost about 3% of throughput on the host
+         GET), chosen to cost about 3% of throughput on the host; or, with
+         --stall3-delay TICKS, a timed delay (a spin on the time-stamp counter: time, not
+         instructions), where every memory stall costs more than 3% (an EPYC VM)
 
 A slowdown below the gate's threshold is not a regression by definition (a 3% slower
 build at the default 5% gives `no change` or `inconclusive`): stall3 gates pass
@@ -43,7 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.slowdown import make_slow_branch, make_stall_branch  # noqa: E402
+from tests.slowdown import make_delay_branch, make_slow_branch, make_stall_branch  # noqa: E402
 
 REGTRACK = str(ROOT / ".venv" / "bin" / "regtrack")
 # Gates since throughput is paired in time; gate_rates.jsonl holds the earlier ones.
@@ -162,6 +164,7 @@ def main() -> None:
     parser.add_argument("--stall3-lines", type=int, default=1, help="lines for ~3%% slower")
     parser.add_argument("--stall-mib", type=int, default=256, help="the stall's buffer (MiB)")
     parser.add_argument("--stall-every", type=int, default=1, help="stall every Nth GET only")
+    parser.add_argument("--stall3-delay", type=int, help="stall3: a delay of TICKS instead")
     parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
     parser.add_argument("--summary-only", action="store_true")
     parser.add_argument("extra", nargs="*", help="more regtrack ci options, after --")
@@ -172,7 +175,11 @@ def main() -> None:
             parser.error("give --kind (or --summary-only)")
         slow = Path(args.slow_repo)
         candidate = args.base
-        if args.kind.startswith("stall"):
+        if args.kind == "stall3" and args.stall3_delay:
+            candidate = make_delay_branch(
+                Path(args.source_repo), slow, args.base, args.stall3_delay
+            )
+        elif args.kind.startswith("stall"):
             lines = args.stall_lines if args.kind == "stall" else args.stall3_lines
             chained = args.stall_chained and args.kind == "stall"
             candidate = make_stall_branch(

@@ -2,7 +2,8 @@
 
 Clones a source repository and commits, on top of a given ref, extra work at the start
 of getGenericCommand: a busy loop of ``spins`` iterations (about 6 instructions each),
-or a memory stall (random cache lines of a large buffer, few instructions). It is how the
+a memory stall (random cache lines of a large buffer, few instructions), or a timed
+delay (a spin on the time-stamp counter: time, not instructions). It is how the
 tests and benchmarks check that regtrack finds a regression of a known size, and stays
 quiet about an A/A comparison.
 """
@@ -94,6 +95,27 @@ def make_stall_branch(
     return _patched_branch(
         source, dest, base, name, globals_, body,
         f"GET: {lines} {how}random cache line(s) of a {mib} MiB buffer (regtrack test)",
+    )  # fmt: skip
+
+
+def make_delay_branch(source: Path, dest: Path, base: str, cycles: int) -> str:
+    """A clone of ``source`` with branch ``delay-<cycles>`` = ``base`` + a timed delay:
+    every GET spins on the time-stamp counter until ``cycles`` ticks have passed (x86-64).
+
+    Like a memory stall it costs time, not instructions: under callgrind a GET spins a few
+    rounds at most (each round of the simulated CPU takes longer than the delay), so its
+    instructions per GET barely move, while natively the delay's cost is set by its
+    length alone, not by the host's caches. Where every memory stall costs more than a
+    few percent (docs/methodology.md), a delay is sized to cost about 3%.
+    """
+    before = "#include <x86intrin.h>\n"
+    body = (
+        f"    {{ unsigned long long regtrack_end = __rdtsc() + {cycles}ULL;\n"
+        "      while (__rdtsc() < regtrack_end) ; }\n"
+    )
+    return _patched_branch(
+        source, dest, base, f"delay-{cycles}", before, body,
+        f"GET: a delay of {cycles} time-stamp counter ticks (regtrack test)",
     )  # fmt: skip
 
 
