@@ -117,6 +117,10 @@ def main() -> None:
     probe()
     reps = args.repetitions
     with tempfile.TemporaryDirectory() as tmp:
+        # Every run reads the same seeds (offset 0), so repetition r of one run pairs with
+        # repetition r of another (each run would draw its own offset otherwise).
+        (Path(tmp) / "regtrack.toml").write_text("[run]\nseed_offset = 0\n")
+        os.environ["REGTRACK_CONFIG_DIR"] = tmp
         first, second, masked, builds = (Path(tmp) / f"{n}.db" for n in range(4))
         version = f"deb=bin:{args.binary}"
         run(first, version, reps)

@@ -9,8 +9,9 @@ and building versions (fake repositories whose make is instant, tests/fakerepo.p
 plans and locks, seeds, server settings, preflight (each version's real server started
 once), the SQLite store, every analysis and every output stay real. A ``Model`` says what
 a trial measures: instructions per op and throughput per version (looked up by commit, then
-label, then "*"), times an effect of the repetition's seed that every version shares (as
-fixed seeds give), with a little noise of the trial's own; all of it reproducible.
+label, then "*"), times an effect of the server's seed (the repetition's, in its run's seed
+offset) that every version shares (as fixed seeds give), with a little noise of the trial's
+own; all of it reproducible.
 
 The real-run tests (test_bisect, test_ci, test_instructions_real, ...) prove what this
 leaves out: that servers, load generators and callgrind measure what the model assumes.
@@ -42,7 +43,7 @@ class Model:
 
     instructions: dict[str, float] = field(default_factory=lambda: {"*": 3500.0})
     throughput: dict[str, float] = field(default_factory=lambda: {"*": 400_000.0})
-    seed_effect_pct: float = 1.0  # sd of the shared effect of repetition r's seed
+    seed_effect_pct: float = 1.0  # sd of the shared effect of a seed
     instructions_noise_pct: float = 0.02  # sd of a trial's own (instructions)
     throughput_noise_pct: float = 3.0  # sd of a trial's own (throughput)
     visits: list[tuple[str, int, str]] = field(default_factory=list)  # (label, rep, mode)
@@ -53,8 +54,8 @@ class Model:
                 return table[key]
         raise KeyError(f"the model has no value for {target.label} ({target.commit})")
 
-    def value(self, target: Target, repetition: int, mode: str) -> float:
-        shared = random.Random(zlib.crc32(f"seed {repetition} {mode}".encode()))
+    def value(self, target: Target, repetition: int, mode: str, seed: str | None = None) -> float:
+        shared = random.Random(zlib.crc32(f"seed {seed or repetition} {mode}".encode()))
         own = random.Random(
             zlib.crc32(f"{target.commit or target.label} {repetition} {mode}".encode())
         )
@@ -70,7 +71,7 @@ class Model:
 
     def fill(self, record: TrialRecord, target: Target, repetition: int) -> None:
         """A valid trial as the real ones store it (the fields the analysis reads)."""
-        value = self.value(target, repetition, record.mode)
+        value = self.value(target, repetition, record.mode, record.seed)
         record.wall_s, record.requests, record.server_calls = 1.0, OPS, OPS
         record.server_cpu_pct, record.contention_pct, record.steal_pct = 99.0, 0.5, 0.0
         record.error_replies, record.keyspace_hits, record.keyspace_misses = 0, OPS, 0
@@ -129,8 +130,8 @@ def install(monkeypatch: pytest.MonkeyPatch, model: Model) -> Model:
         for planned in visit.trials:
             target = targets[planned.target]
             record = new_record(planned, visit.mode)
-            model.fill(record, target, visit.repetition)
             record.seed = seed
+            model.fill(record, target, visit.repetition)
             store.add_trial(run_id, target_ids[target.label], record, model.functions(record))
             progress.trial_done(record)
             interrupts.check()

@@ -6,6 +6,7 @@ bisection of a real Redis history is test_bisect.py."""
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import pytest
 
@@ -51,6 +52,12 @@ def test_three_steps_are_noted_then_all_found(tmp_path, cache, monkeypatch):
     steps = json.loads(out.read_text())["result"]["steps"]
     assert [s["first_bad"] for s in steps] == [commits[3], commits[6], commits[9]]
     assert [s["change"]["verdict"] for s in steps] == ["regression", "improvement", "regression"]
+    # Every step read the ends' run's seeds (its seed offset), so each pairs with it seed
+    # by seed; the second search reused the first's runs rather than measure again.
+    with sqlite3.connect(db) as conn:
+        configs = [json.loads(c) for (c,) in conn.execute("SELECT config FROM runs")]
+    assert len({c["settings"]["seed_offset"] for c in configs}) == 1
+    assert sum(c["bisection"]["role"] == "ends" for c in configs) == 1
 
 
 def test_ends_that_do_not_differ_are_refused_with_what_was_measured(tmp_path, cache, monkeypatch):
@@ -160,3 +167,76 @@ def test_an_answer_that_carries_half_the_change_says_more_may_be_there():
     step["share"] = 0.97
     record["result"].update(carried=0.97, more_may_be_left=False)
     assert "--all-steps" not in bisect_text.render(record)
+
+
+def test_a_step_needing_more_seeds_than_the_ends_have_grows_the_ends_run(
+    tmp_path, cache, monkeypatch
+):
+    """A commit's position needs more seed pairs than the ends' run has: the ends' run
+    measures more repetitions with it (the next seeds of its offset, on both sides)
+    rather than the commit being placed by its estimate at once; once more seeds could
+    no longer decide it (it sits near the cut, and the runs' shifts stay in the
+    interval), its estimate places it, well before --max-repetitions."""
+    commits = make_history(tmp_path / "repo", ["ok"] * 6)
+    model = _model(monkeypatch, commits, {2: 3700.0, 3: 3850.0})  # 58% of +10%, then all
+    model.instructions_noise_pct = 0.3
+    db, out = tmp_path / "r.db", tmp_path / "b.json"
+    proc = cli_in_process(
+        "bisect", "--good", commits[0], "--bad", commits[-1], "--source-repo",
+        str(tmp_path / "repo"), *ARGS, "--max-repetitions", "12", "--json", str(out),
+        "--db", str(db),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    short = commits[2][:7]
+    assert f"bisect: {short} needs more seed pairs than the ends' run has" in proc.stderr
+    assert f"bisect: {short} is 58% of the way to bad, above the cut at 50% (by its" in proc.stderr
+    result = json.loads(out.read_text())["result"]
+    assert [s["first_bad"] for s in result["steps"]] == [commits[2], commits[3]]
+    with sqlite3.connect(db) as conn:
+        reps = {
+            run_id: json.loads(config)["settings"]["repetitions"]
+            for run_id, config in conn.execute("SELECT id, config FROM runs")
+        }
+        statuses = {s for (s,) in conn.execute("SELECT status FROM runs")}
+        seeds_of = {
+            run_id: {s for (s,) in conn.execute(
+                "SELECT seed FROM trials WHERE run_id = ?", (run_id,))}
+            for run_id in reps
+        }  # fmt: skip
+    assert 4 < reps[1] == reps[2] < 12, reps  # the ends' run and the commit's grew together
+    assert seeds_of[1] == seeds_of[2], "the new repetitions pair seed by seed"
+    assert statuses == {"complete"}
+
+
+def test_throughput_all_steps_names_both_steps_side_by_side(tmp_path, cache, monkeypatch):
+    """Throughput: steps of -4% and -8% in 12 commits, 3% trial noise (unequal, so the
+    commits between them are not on the first cut). Every step measures good,
+    the commit and bad together (throughput drifts between runs), and --all-steps names
+    both steps, each confirmed as parent and child measured side by side."""
+    commits = make_history(tmp_path / "repo", ["ok"] * 12)
+    table, value = {}, 400_000.0
+    for i, commit in enumerate(commits):
+        value *= {3: 0.96, 8: 0.92}.get(i, 1.0)
+        table[commit] = value
+    fakebench.install(monkeypatch, fakebench.Model(throughput=table))
+    db, out = tmp_path / "r.db", tmp_path / "b.json"
+    proc = cli_in_process(
+        "bisect", "--good", commits[0], "--bad", commits[-1], "--source-repo",
+        str(tmp_path / "repo"), "--metric", "throughput", "--point", "pipeline=10",
+        "--all-steps", "--no-report", "--json", str(out), "--db", str(db),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    steps = json.loads(out.read_text())["result"]["steps"]
+    found = sorted(commits.index(s["first_bad"]) for s in steps)
+    assert found == [3, 8], proc.stdout
+    assert all(s["change"]["change_pct"] < 0 for s in steps)
+    with sqlite3.connect(db) as conn:
+        labels = {}
+        for run_id, role in conn.execute(
+            "SELECT id, json_extract(config, '$.bisection.role') FROM runs"
+        ):
+            labels[run_id] = (role, conn.execute(
+                "SELECT COUNT(*) FROM targets WHERE run_id = ?", (run_id,)
+            ).fetchone()[0])  # fmt: skip
+    assert all(n == 3 for role, n in labels.values() if role == "step"), labels
+    assert sum(role == "confirm" for role, _ in labels.values()) == 2

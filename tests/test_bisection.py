@@ -95,7 +95,11 @@ def test_a_commit_is_placed_by_its_interval_or_else_by_its_estimate():
     near_good = bisection.placement(
         bisection.Change(-1.0, -3.0, 1.0), bisection.Change(9.9, 7.0, 13.0), 0.5, ends
     )
-    assert near_good == bisection.Placement(pytest.approx(0.1, abs=0.02), False, True)
+    assert (near_good.share, near_good.above, near_good.decided) == (
+        pytest.approx(0.1, abs=0.02),
+        False,
+        True,
+    )
     wide = bisection.placement(
         bisection.Change(-6.0, -14.0, 2.0), bisection.Change(4.4, -4.0, 13.0), 0.5, ends
     )
@@ -104,6 +108,25 @@ def test_a_commit_is_placed_by_its_interval_or_else_by_its_estimate():
         bisection.Change(-9.0, -100.0, math.inf), bisection.Change(1.0, -100.0, math.inf), 0.5, ends
     )
     assert unbounded.above and not unbounded.decided
+    assert unbounded.may_decide(2, 4), "no interval to project from: measure on"
+
+
+def test_more_seeds_are_asked_for_only_where_they_could_decide():
+    """Futility: a commit whose interval sits far from the cut can be decided by more
+    blocks; one whose interval is centred on the cut cannot, whatever it is given."""
+    ends = 2.0  # instructions: bad is 2% above good
+    off_cut = bisection.placement(
+        bisection.Change(1.9, -0.5, 4.3), bisection.Change(-0.1, -2.5, 2.3), 0.5, ends
+    )
+    on_cut = bisection.placement(
+        bisection.Change(1.0, -1.4, 3.4), bisection.Change(-1.0, -3.4, 1.4), 0.5, ends
+    )
+    assert not off_cut.decided and not on_cut.decided
+    assert off_cut.may_decide(2, 8) and not off_cut.may_decide(4, 5)
+    assert not on_cut.may_decide(2, 30)
+    # Across runs the runs' shifts stay in the interval: a floor no seed removes.
+    assert off_cut.may_decide(2, 30, floor_sd=0.001)
+    assert not off_cut.may_decide(2, 30, floor_sd=0.005)
 
 
 @given(

@@ -116,6 +116,23 @@ def test_stored_baseline_needs_a_matching_machine(tmp_path, monkeypatch, redis_s
         "throughput: across runs (baseline from run 1): each run's shift as a whole, sd "
         "5.00% (default" in ok.stdout
     )
+    # ... because the candidate's run took the stored run's seed offset, while a run of
+    # its own draws another: rerunning it measures other seeds.
+    again = cli_in_process("run", "--versions", f"again=bin:{redis_server}", *TPUT,
+                           "--db", str(db))  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    conn = sqlite3.connect(db)
+    offsets = [json.loads(c)["settings"]["seed_offset"]
+               for (c,) in conn.execute("SELECT config FROM runs ORDER BY id")]  # fmt: skip
+    assert offsets[0] == offsets[1] != offsets[2], offsets
+    seeds = [{s for (s,) in conn.execute("SELECT seed FROM trials WHERE run_id = ?", (run,))}
+             for run in (1, 2, 3)]  # fmt: skip
+    assert seeds[1] <= seeds[0] and not seeds[2] & seeds[0], seeds
+    unpaired = cli_in_process("compare", "--run", "3", "--baseline-run", "1", "--baseline",
+                              "shipped", "--candidate", "again", "--db", str(db),
+                              "--format", "json")  # fmt: skip
+    assert unpaired.returncode == 0, unpaired.stderr
+    assert {r["method"] for r in json.loads(unpaired.stdout)} == {"welch-t"}
 
     # Fault: the stored run says it was measured on a different kernel.
     conn = sqlite3.connect(db)

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from regtrack.bench import shards
+from regtrack.bench import seeds, shards
 from regtrack.bench.plan import interleave
 from regtrack.core.errors import BadInput
 from regtrack.workloads.points import Point
@@ -124,7 +124,8 @@ def test_three_shards_merge_into_the_run_one_process_would_make(
     dbs = []
     for k, engine in enumerate(ENGINES, start=1):
         db = tmp_path / f"shard-{k}.db"
-        proc = cli_in_process("run", "--versions", versions, *PLAN, "--db", str(db), env=engine)
+        pipeline = {**engine, "GITHUB_RUN_ID": "4242"}  # one pipeline: one seed offset
+        proc = cli_in_process("run", "--versions", versions, *PLAN, "--db", str(db), env=pipeline)
         assert proc.returncode == 0, proc.stderr
         assert f"shard {k}/3 (from {next(iter(engine))})" in proc.stderr
         dbs.append(db)
@@ -148,6 +149,7 @@ def test_three_shards_merge_into_the_run_one_process_would_make(
     with sqlite3.connect(single) as conn:
         expected = [r[0] for r in conn.execute("SELECT seq FROM trials ORDER BY seq")]
     assert planned["merged"] and planned["shard"] is None
+    assert planned["settings"]["seed_offset"] == shards.seed_offset({"GITHUB_RUN_ID": "4242"})
     assert seqs == expected == list(range(len(expected))), "every planned trial exactly once"
     assert hosts == 0 and sources == 3, "each trial keeps the host that measured it"
 
@@ -189,6 +191,21 @@ def test_three_shards_merge_into_the_run_one_process_would_make(
     refused = cli_in_process("merge", str(tmp_path / "mixed.db"), str(dbs[0]), str(other))
     assert refused.returncode == 2
     assert "different plans" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_the_shards_of_one_pipeline_share_seeds_and_another_pipeline_reads_others():
+    """Shards agree on a seed offset without talking (their pipeline's id), a rerun of the
+    pipeline measures other seeds, and offsets never make two runs' seeds collide."""
+    mine = shards.seed_offset({"GITHUB_RUN_ID": "7", "CI_NODE_INDEX": "2"})
+    assert mine == shards.seed_offset({"GITHUB_RUN_ID": "7"}) != 0
+    assert mine != shards.seed_offset({"GITHUB_RUN_ID": "8"})
+    assert mine != shards.seed_offset({"CI_PIPELINE_ID": "7"})
+    assert shards.seed_offset({"JOB_COMPLETION_INDEX": "0"}) == 0, "no pipeline: offset 0"
+    assert mine % seeds.OFFSET_STEP == 0 and seeds.draw_offset() % seeds.OFFSET_STEP == 0
+    assert seeds.for_repetition(5, mine) == seeds.for_repetition(mine + 5)
+    assert seeds.for_repetition(0) == seeds.for_repetition(0, 0), "offset 0: the old seeds"
+    runs = {seeds.for_repetition(r, o) for o in (0, mine) for r in range(64)}
+    assert len(runs) == 128
 
 
 def test_the_plan_id_names_what_is_measured_not_where():

@@ -29,6 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
+from scipy.stats import t as student_t
+
 SKIPPED = "skipped"  # a commit that does not build, in the bisection's log
 STEP_FRACTION = 0.25  # a crossing pair carrying less of its interval's change: spread
 MIN_SHARE = 0.25  # an interval changing by less of the ends' change is not searched
@@ -43,6 +45,29 @@ class Placement:
     share: float
     above: bool  # share above the cut (on bad's side when the interval rises)
     decided: bool = True
+    # The interval of the position test ((1 - cut) g + cut b, logs): how far from deciding.
+    low: float = -math.inf
+    high: float = math.inf
+
+    def may_decide(self, blocks: int, more: int, floor_sd: float = 0.0) -> bool:
+        """Whether ``more`` seed-matched blocks instead of ``blocks`` could decide it: the
+        interval's middle kept, its half-width shrunk as a t interval's, t(n-1)/sqrt(n),
+        except for the part no number of blocks removes (``floor_sd``, log scale: the
+        runs' shifts of a comparison across runs). A futility rule: a commit sitting on
+        the cut is placed by its estimate at once rather than measured to the end of its
+        budget."""
+        if self.decided:
+            return True
+        if blocks < 2 or not (math.isfinite(self.low) and math.isfinite(self.high)):
+            return True  # nothing to project from yet
+        middle, half = (self.low + self.high) / 2, (self.high - self.low) / 2
+
+        def width(n: int) -> float:
+            return float(student_t.ppf(0.975, n - 1)) / math.sqrt(n)
+
+        fixed = 1.96 * floor_sd
+        shrinking = math.sqrt(max(0.0, half * half - fixed * fixed)) * width(more) / width(blocks)
+        return abs(middle) > math.hypot(shrinking, fixed)
 
 
 class Change(NamedTuple):
@@ -73,7 +98,7 @@ def placement(vs_good: Change, vs_bad: Change, cut: float, ends_pct: float) -> P
     estimate = (1 - cut) * g + cut * b
     share = g / (g - b) if g != b else cut
     decided = low > 0 or high < 0 if math.isfinite(low) and math.isfinite(high) else False
-    return Placement(share, (estimate > 0) == rising, decided)
+    return Placement(share, (estimate > 0) == rising, decided, low, high)
 
 
 # place(i, cut): measure commit i (or reuse its measurement) and place it against the cut;

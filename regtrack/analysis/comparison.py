@@ -1,7 +1,7 @@
 """Comparisons between targets: per-point cells side by side and one pooled answer per metric.
 
 Within a run, versions are compared block by block (seed-matched pairs); across runs
-(a stored baseline), by seed where both have seeds, else unpaired.
+(a stored baseline), by seed where the runs share seeds, else unpaired.
 """
 
 from __future__ import annotations
@@ -92,8 +92,9 @@ def compare_runs(
     metrics: tuple[Metric, ...] = METRICS,
 ) -> dict[str, Any]:
     """A candidate of one run against a stored baseline of another. Blocks pair by seed
-    where both runs have seeds (else unpaired intervals), and every interval carries the
-    two runs' shifts (analysis/run_shift.py): they were not measured side by side."""
+    where the two runs share seeds (one took the other's seed offset: `ci --baseline-run`,
+    a bisection's steps), else intervals are unpaired; every interval carries the two
+    runs' shifts (analysis/run_shift.py): they were not measured side by side."""
     for run_id, label in ((baseline_run, baseline_label), (candidate_run, candidate_label)):
         if label not in _labels(store, run_id):
             raise BadInput(f"{label!r} is not a version of run {run_id}")
@@ -108,7 +109,7 @@ def compare_runs(
     )
     base["target"] = shown_base
     frame = pd.concat([base, cand], ignore_index=True)
-    seeded = _block_key(frame) == "seed"
+    seeded = _block_key(frame) == "seed" and bool(set(base["seed"]) & set(cand["seed"]))
     shifts = run_shift.for_runs(store, candidate_run, tuple(m.name for m in metrics))
     result = _compare(
         frame,

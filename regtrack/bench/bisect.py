@@ -6,11 +6,12 @@ then builds one first-parent commit (cached) and measures it until its position 
 cut (half of the change of the interval searched) is decided, or, once its budget is spent,
 its point estimate places it (analysis/bisection.py: never skipped for want of a verdict,
 so steps smaller than the threshold still halve the range). With instructions per op and
-fixed seeds a step is the commit measured alone and compared with the ends' run seed by
-seed; throughput drifts between runs, so a throughput step measures good, the commit and
-bad side by side. A commit that does not build is skipped like `git bisect skip`. Each step
-found is measured once more as parent and child side by side: its change with the interval,
-and the functions that moved (explain).
+fixed seeds a step is the commit measured alone, with the ends' run's seeds, and compared
+with it seed by seed (the ends' run measures more seeds with a step that needs more than
+it has); throughput drifts between runs, so a throughput step measures good, the commit
+and bad side by side. A commit that does not build is skipped like `git bisect skip`.
+Each step found is measured once more as parent and child side by side: its change with
+the interval, and the functions that moved (explain).
 
 Every measurement is an ordinary run (its config names the bisection); the search's own
 log is in the store (results.bisections), and --resume replays it without measuring again.
@@ -20,12 +21,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager as ContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from regtrack.analysis import attribution, bisection, comparison
+from regtrack.analysis import attribution, bisection, comparison, run_shift
 from regtrack.bench import orchestrate
 from regtrack.bench.job import Job, Options, parse_duration, prepare_job
 from regtrack.bench.plan import MODES_BY_METRIC
@@ -123,7 +125,10 @@ class Bisector:
         """One run of ``commits`` (short-SHA labels), adding blocks while ``undecided``;
         ``reuse``: a complete run that measured them alike answers instead."""
         specs = [VersionSpec(_short(c), "git", c, c) for c in commits]
-        job = prepare_job(specs, self.request.options, self.hooks.phase)
+        options = self.request.options
+        if role != "ends":  # the ends' seeds: a step pairs with the ends' run seed by seed
+            options = dataclasses.replace(options, seed_offset=self._ends_offset())
+        job = prepare_job(specs, options, self.hooks.phase)
         if job.seed_problem and not self.warned_seeds:
             self.warned_seeds = True
             self.hooks.say(
@@ -153,6 +158,10 @@ class Bisector:
         orchestrate.fail_if_incomplete(self.store, run_id, status)
         return run_id
 
+    def _ends_offset(self) -> int:
+        """The seed offset of the ends' run (bench/seeds.py)."""
+        return _offset(self.store.run(self.run_of[self.bad])["config"])
+
     def _reusable(self, job: Job, role: str) -> int | None:
         """A complete run of a bisection in this database that measured these very commits
         in this role, alike (comparability key, metric, points): measuring them again would
@@ -168,6 +177,7 @@ class Bisector:
                 and (config.get("bisection") or {}).get("role") == role
                 and [t.get("commit") for t in config.get("targets", [])] == commits
                 and (config.get("metric"), config.get("points")) == (job.metric, points)
+                and (role == "ends" or _offset(config) == job.settings.seed_offset)
                 and not comparability.differences(comparability.of_run(run), here)
             ):
                 return int(run["id"])
@@ -275,7 +285,7 @@ class Bisector:
             self.placed.add((commit, cut))
             record = self.change(self.good, commit, run_id)
             side = "above" if placed.above else "below"
-            how = "decided" if placed.decided else "by its estimate: budget spent"
+            how = "decided" if placed.decided else "by its estimate: undecided"
             self._log(
                 commit=commit,
                 run_id=run_id,
@@ -294,11 +304,52 @@ class Bisector:
     def _measure_step(self, commit: str, cut: float) -> int:
         """The commit alone (instructions), or between good and bad again (throughput),
         until its position against ``cut`` is decided."""
+        started = time.monotonic()
         together = [commit] if self.request.metric == "instructions" else [self.good, commit]
         together += [] if self.request.metric == "instructions" else [self.bad]
-        return self._measure(
+        run_id = self._measure(
             together, lambda rid: not self._placement(commit, rid, cut).decided, "step"
         )
+        if self.request.metric == "instructions":
+            self._grow_with_ends(commit, run_id, cut, started)
+        return run_id
+
+    def _grow_with_ends(self, commit: str, run_id: int, cut: float, started: float) -> None:
+        """An instruction step pairs only with the repetitions the ends' run has: while it
+        is undecided at their number, the ends' run and the step's grow together by a block
+        (the next seeds of the offset they share), within the step's budget and
+        --max-repetitions, so a step is decided by more seeds rather than by its estimate."""
+        budget = parse_duration(self.request.budget, "--budget")
+        ends = self.run_of[self.bad]
+        # Two runs' shifts stay in the interval however many seeds are added.
+        shift = run_shift.for_runs(self.store, run_id, (self.column,))[self.column]
+        floor_sd = math.sqrt(shift.of_difference().variance)
+        while not (placed := self._placement(commit, run_id, cut)).decided:
+            have = self._repetitions(run_id)
+            elapsed = time.monotonic() - started
+            # Two more repetitions of both: the step's two trials and the ends' four.
+            block_s = 3 * 2 * elapsed / have
+            blocks = int(max(0.0, budget - elapsed) // block_s)
+            reach = min(self.request.max_repetitions, have + 2 * blocks)
+            if (
+                have < self._repetitions(ends)  # it stopped short of them: its budget
+                or reach <= have
+                or not placed.may_decide(have, reach, floor_sd)  # near the cut: by estimate
+            ):
+                return
+            more = have + 2
+            self.hooks.say(
+                f"bisect: {_short(commit)} needs more seed pairs than the ends' run has: "
+                f"both measure repetitions {have + 1} and {more}"
+            )
+            for rid in (ends, run_id):
+                status = orchestrate.extend(
+                    self.store, rid, more, self.hooks.say, self.hooks.progress, self.wait
+                )
+                orchestrate.fail_if_incomplete(self.store, rid, status)
+
+    def _repetitions(self, run_id: int) -> int:
+        return int(self.store.run(run_id)["config"]["settings"]["repetitions"])
 
     def confirm(self, parent: str, child: str) -> dict[str, Any]:
         """A step's change against its parent, with the functions that moved (explain).
@@ -340,6 +391,11 @@ class Bisector:
             "change": plain(record),
             "explain": explain,
         }
+
+
+def _offset(config: dict[str, Any]) -> int:
+    """A stored run's seed offset (0 for runs made before offsets)."""
+    return int(config["settings"].get("seed_offset") or 0)
 
 
 def _number(value: Any, missing: float) -> float:

@@ -45,6 +45,11 @@ class StoredBaseline:
     label: str
     run: dict[str, Any]
 
+    @property
+    def seed_offset(self) -> int:
+        """The stored run's seed offset (bench/seeds.py; 0 for runs made before offsets)."""
+        return int(self.run["config"]["settings"].get("seed_offset") or 0)
+
 
 @dataclass
 class GateRun:

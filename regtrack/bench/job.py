@@ -7,6 +7,7 @@ before the first measurement.
 
 from __future__ import annotations
 
+import os
 import re
 import tempfile
 from collections.abc import Callable
@@ -67,6 +68,10 @@ class Options:
     data_dir: str | None = None  # where servers keep their files (default: temp dir)
     pairing: str | None = None  # time | duet | separate (default: the settings', "time")
     window: float | None = None  # seconds of a paired-in-time window (default: settings')
+    # The run's seed offset (bench/seeds.py): a stored run's, to pair with it seed by seed;
+    # None: the settings', else a fresh one (a shard's: the one its plan's shards share).
+    seed_offset: int | None = None
+    shard: shards.Shard | None = None  # this host's share of the plan (--shard, an engine)
 
 
 @dataclass
@@ -122,7 +127,9 @@ class Job:
 
     def seed(self, repetition: int) -> str | None:
         """The seed every server of ``repetition`` starts with, or None (Redis's own)."""
-        return None if self.seed_problem else seeds.for_repetition(repetition)
+        if self.seed_problem:
+            return None
+        return seeds.for_repetition(repetition, self.settings.seed_offset or 0)
 
     def settle_loadgen(self) -> Choice:
         """Decide a GET sweep's load generator if it is not yet (a probe, or the answer
@@ -341,6 +348,15 @@ def prepare_job(
         pairing=options.pairing,
         window=options.window,
     )
+    if options.seed_offset is not None:
+        offset = options.seed_offset
+    elif settings.seed_offset is not None:
+        offset = settings.seed_offset
+    elif options.shard is not None:
+        offset = shards.seed_offset(os.environ)
+    else:
+        offset = seeds.draw_offset()
+    settings = settings.model_copy(update={"seed_offset": offset})
     workload = load_workload(
         options.workload,
         pipelines=options.pipelines,
@@ -437,6 +453,7 @@ def prepare_job(
         docker_images=kind,
         skipped=skipped,
         data_dir=options.data_dir,
+        shard=options.shard,
         loadgen_choice=None
         if probed
         else choosing.unprobed(options.loadgen, options.loadgen_bin, workload, tool),

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager as ContextManager
 from typing import Any
 
 from regtrack.analysis import gate
 from regtrack.bench import resume, server_settings
 from regtrack.bench.job import Job, parse_duration
+from regtrack.bench.plan import MODES_BY_METRIC
 from regtrack.bench.runner import Sequential, execute
 from regtrack.bench.runtimes import docker as docker_runtime
 from regtrack.core import cpulock, environment, redact
@@ -42,14 +43,7 @@ def measure(
     store = resume_store[0] if resume_store else Store.open(db or job.settings.database)
     if job.shard is not None:  # the .db file alone travels to `merge`: keep it whole
         store.keep_whole()
-    with cpulock.hold(
-        job.cpus.server + job.cpus.client,
-        wait=wait,
-        on_wait=lambda text: say(f"{text} (--no-wait to fail instead)"),
-    ):
-        if job.docker is not None:
-            for name in docker_runtime.remove_leftovers(job.docker):
-                say(f"removed container {name}, left by a regtrack that was killed")
+    with _holding(job, say, wait):
         if resume_store:
             run_id = resume_store[1]
             resume.check_resumable(store, run_id)
@@ -78,6 +72,20 @@ def measure(
             n = len(store.trials(run_id))
             say(f"{n} trials of run {run_id} stored in {store.path}")
     return store, run_id, status
+
+
+@contextlib.contextmanager
+def _holding(job: Job, say: Say, wait: bool) -> Iterator[None]:
+    """The job's CPUs held (cpulock), and containers a killed regtrack left removed."""
+    with cpulock.hold(
+        job.cpus.server + job.cpus.client,
+        wait=wait,
+        on_wait=lambda text: say(f"{text} (--no-wait to fail instead)"),
+    ):
+        if job.docker is not None:
+            for name in docker_runtime.remove_leftovers(job.docker):
+                say(f"removed container {name}, left by a regtrack that was killed")
+        yield
 
 
 def _settle_loadgen(job: Job, say: Say) -> None:
@@ -139,6 +147,33 @@ def sequential_rule(
         budget_s=parse_duration(budget, "--budget"),
         max_repetitions=max_repetitions,
     )
+
+
+def extend(
+    store: Store,
+    run_id: int,
+    repetitions: int,
+    say: Say,
+    progress: Callable[[], ContextManager[Progress]],
+    wait: bool = True,
+) -> str:
+    """Grow a run to ``repetitions`` (a bisection's ends, when a step needs more seed pairs
+    than they have): the run's own job, checked against this machine as a resumed run's
+    is, measuring only what it lacks (trials an interrupted extension left out, then the
+    new repetitions). They read the next seeds of the run's offset, so they pair with a
+    step's repetitions of the same numbers."""
+    job = resume.load_job(store, run_id, extending=True)
+    first = job.settings.repetitions
+    if repetitions <= first and store.run(run_id)["status"] == "complete":
+        return "complete"
+    with _holding(job, say, wait):
+        if repetitions > first:
+            job.extend(repetitions, MODES_BY_METRIC[job.metric])
+            say(f"run {run_id}: repetitions {first + 1} to {repetitions} added")
+        store.reopen_run(run_id)
+        store.update_config(run_id, job.config())
+        with progress() as shown:
+            return execute(job, store, run_id, shown, resume=True)
 
 
 def fail_if_incomplete(store: Store, run_id: int, status: str) -> None:

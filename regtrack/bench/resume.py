@@ -51,14 +51,22 @@ def check_resumable(store: Store, run_id: int) -> dict[str, Any]:
     return run
 
 
-def load_job(store: Store, run_id: int) -> Job:
-    """The run's own job, checked against what is on this machine now."""
-    run = check_resumable(store, run_id)
+def load_job(store: Store, run_id: int, extending: bool = False) -> Job:
+    """The run's own job, checked against what is on this machine now. ``extending``: a
+    run that is to measure more repetitions (bench/orchestrate.extend), complete or not
+    (an extension that was interrupted goes on from its stored trials)."""
+    if extending:
+        run = store.run(run_id)
+        if run["status"] not in ("complete", *RESUMABLE):
+            raise _refuse(run_id, f"it is {run['status']}")
+    else:
+        run = check_resumable(store, run_id)
     config: dict[str, Any] = run["config"]
     kinds = {"get-pipeline": GetPipelineWorkload, "mix": MixWorkload}
     workload = kinds[config["workload"]["kind"]](**config["workload"])
-    # A run stored before throughput could be paired in time measured separate trials.
-    settings = RunSettings(**{"pairing": "separate", **config["settings"]})
+    # A run stored before throughput could be paired in time measured separate trials,
+    # and one stored before seed offsets read the seeds of offset 0.
+    settings = RunSettings(**{"pairing": "separate", "seed_offset": 0, **config["settings"]})
     cpus = CpuPlan(
         parse_cpu_list(config["cpus"]["server_cpus"]),
         parse_cpu_list(config["cpus"]["client_cpus"]),

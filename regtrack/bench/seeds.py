@@ -10,10 +10,15 @@ therefore gives each process a file of chosen bytes in place of ``/dev/urandom``
   stays the server's); under callgrind the namespace wraps valgrind, so the same holds;
 * in Docker, a read-only bind mount of the file on ``/dev/urandom``.
 
-Repetition r gives every version the same seed and seeds differ between repetitions, so a
-comparison averages over seeds while each seed-matched pair cancels the seed's effect
-wherever it acts alike on both sides. Seeds depend only on the repetition number, so a
-stored baseline's repetition r is seed-matched with a later candidate's repetition r too.
+Repetition r of a run gives every version the same seed and seeds differ between
+repetitions, so a comparison averages over seeds while each seed-matched pair cancels the
+seed's effect wherever it acts alike on both sides. Seeds also differ between runs: each
+run draws an offset (stored in its settings) and repetition r reads seed number
+offset + r, so running `ci` again measures other seeds rather than repeating the same
+answer by construction (a change living in a few seeds is found by some run). A run
+compared with a stored one (`ci --baseline-run`, a bisection's steps) takes the stored
+run's offset, so its repetition r is seed-matched with the stored repetition r; the shards
+of one plan agree on theirs without talking (bench/shards.seed_offset).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -29,13 +35,29 @@ from pathlib import Path
 # Enough for every reader: Redis reads 16-40 bytes, buffered stdio reads up to 4 KiB.
 SEED_FILE_BYTES = 1 << 16
 NAMESPACE = "regtrack-seed-v1"
+# Offsets are multiples of this, so two runs' repetitions never share seeds unless they
+# drew the same offset (one chance in OFFSETS) or one took the other's.
+OFFSET_STEP = 1 << 16
+OFFSETS = 1 << 15
 # Bind the seed file over /dev/urandom in the new mount namespace, then become the server.
 _SCRIPT = 'mount --bind "$0" /dev/urandom && exec "$@"'
 
 
-def for_repetition(repetition: int) -> str:
-    """The seed of repetition ``repetition`` (0-based): 16 hex digits, the same everywhere."""
-    return hashlib.sha256(f"{NAMESPACE}:{repetition}".encode()).hexdigest()[:16]
+def for_repetition(repetition: int, offset: int = 0) -> str:
+    """The seed of repetition ``repetition`` (0-based) of a run with ``offset``: 16 hex
+    digits, the same on every host (offset 0: the seeds of runs made before offsets)."""
+    return hashlib.sha256(f"{NAMESPACE}:{offset + repetition}".encode()).hexdigest()[:16]
+
+
+def draw_offset() -> int:
+    """A fresh run's offset, drawn so that its seeds are none of another run's."""
+    return secrets.randbelow(OFFSETS) * OFFSET_STEP
+
+
+def offset_for(text: str) -> int:
+    """The offset every host derives from the same ``text`` (a CI pipeline's id)."""
+    digest = hashlib.sha256(f"{NAMESPACE}:offset:{text}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % OFFSETS * OFFSET_STEP
 
 
 def seed_bytes(seed: str) -> bytes:

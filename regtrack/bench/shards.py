@@ -8,7 +8,8 @@ is a *block*: the trials whose comparison is only fair on one machine at one tim
 * throughput: the balanced A B / B A pair of repetitions (2k, 2k+1) of every target, so
   drift and host speed cancel inside the block;
 * instructions: one repetition of every target, the seed-matched set (seeds depend only
-  on the repetition), so each pair is measured under one CPU and one valgrind.
+  on the repetition and the plan's seed offset), so each pair is measured under one CPU
+  and one valgrind.
 
 Blocks go to shards greedily, largest first, each to the shard with the least work so far
 (ties by plan order): every shard gets about the same number of trials, and the same plan
@@ -25,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from regtrack.bench import seeds
 from regtrack.bench.plan import Visit
 from regtrack.core.errors import BadInput
 
@@ -38,6 +40,9 @@ ENGINES = (
     ("BUILDKITE_PARALLEL_JOB", "BUILDKITE_PARALLEL_JOB_COUNT", 0),
 )
 COUNT_VARIABLE = "REGTRACK_SHARD_COUNT"  # the count where the engine does not give one
+# The pipeline every shard of one plan runs in: its id gives them one seed offset (the
+# same for a retried job, which must measure the plan its siblings measured).
+PIPELINE_VARIABLES = ("GITHUB_RUN_ID", "CI_PIPELINE_ID", "BUILDKITE_BUILD_ID")
 
 
 @dataclass(frozen=True)
@@ -178,6 +183,16 @@ def plan_id(config: Mapping[str, Any]) -> str:
     }
     text = json.dumps(facts, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def seed_offset(env: Mapping[str, str]) -> int:
+    """The seed offset every shard of a plan derives alike (bench/seeds.py): from the CI
+    pipeline's id where the engine gives one, so another pipeline measures other seeds;
+    else 0 (a Kubernetes Job: set ``seed_offset`` in the settings to move them)."""
+    for name in PIPELINE_VARIABLES:
+        if env.get(name):
+            return seeds.offset_for(f"{name}={env[name]}")
+    return 0
 
 
 def current(option: str | None, count: int | None) -> Shard | None:

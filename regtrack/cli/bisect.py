@@ -78,7 +78,9 @@ def bisect(
     2. Each commit is measured until its *position* is decided: is its change against
        good above or below half of the interval's change? Undecided when the budget is
        spent: its point estimate places it. Never skipped for want of a verdict, so
-       steps smaller than the threshold still halve the range.
+       steps smaller than the threshold still halve the range. Instructions per op:
+       the commit is paired seed by seed with the ends' run, which measures more seeds
+       with it when it needs more than the ends have.
     3. The search ends on two neighbouring commits. If they carry at least a quarter of
        the interval's change, that is a step (measured once more as parent and child,
        with the functions that moved); else the change is spread (a drift or many small

@@ -132,6 +132,8 @@ def _measured_gate(
     defaults = dict(ci_gate.CI_DEFAULTS)
     if kw["workload"] != "get-pipeline":
         defaults.pop("pipelines")
+    if stored is not None:  # its repetitions' seeds, so the blocks pair seed by seed
+        defaults["seed_offset"] = stored.seed_offset
     job = prepare(ci_gate.specs(baseline_spec, candidate_spec), kw, **defaults)
     gate = ci_gate.run(
         job,

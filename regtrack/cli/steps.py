@@ -7,6 +7,7 @@ analysis libraries.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import click
@@ -53,6 +54,7 @@ def options_of(kw: dict[str, Any], **defaults: Any) -> Options:
         data_dir=kw.get("data_dir"),
         pairing=kw.get("pairing"),
         window=kw.get("window"),
+        seed_offset=kw.get("seed_offset"),
     )
 
 
@@ -61,9 +63,9 @@ def prepare(specs: list[versions.VersionSpec], kw: dict[str, Any], **defaults: A
     fresh builds, load generator caveats, blocking mixes, uncontrolled seeds."""
     # Which shard this host measures is read (and a bad --shard refused) before building.
     shard = shards.current(kw["shard"], kw["shard_count"]) if "shard" in kw else None
+    options = dataclasses.replace(options_of(kw, **defaults), shard=shard)
     with build_progress() as phase:
-        job = prepare_job(specs, options_of(kw, **defaults), phase)
-    job.shard = shard
+        job = prepare_job(specs, options, phase)
     for target in job.targets:
         if "build" in target.details:
             b = target.details["build"]

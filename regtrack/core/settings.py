@@ -77,6 +77,10 @@ class RunSettings(_Strict):
     # "fixed": each repetition's servers read regtrack's seed bytes from /dev/urandom
     # (common random numbers, regtrack/bench/seeds.py); "random": Redis seeds itself.
     seeds: Literal["fixed", "random"] = "fixed"
+    # Which seeds a run's repetitions read: repetition r reads seed offset + r. Unset, each
+    # run draws its own (stored in the run's settings); 0 gives the seeds every run read
+    # before offsets existed, e.g. to keep a history free of seed effects.
+    seed_offset: Annotated[int, Field(ge=0)] | None = None
     database: str = str(DEFAULT_DB)
 
 

@@ -105,7 +105,10 @@ def render(bisection: dict[str, Any], fmt: str = "table") -> str:
         )
     if result.get("by_estimate"):
         estimated = _shas(result["by_estimate"])
-        out.append(f"placed by their point estimate (budget spent, not decided): {estimated}")
+        out.append(
+            "placed by their point estimate (not decided within the budget, or too near the "
+            f"cut to be): {estimated}"
+        )
     if result.get("more_than_one_step"):  # a bisection stored before bisection by position
         out.append(
             f"NOTE: the range holds more than one step: {_shas(result['more_than_one_step'])} "
