@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from regtrack.analysis import attribution, bisection, comparison, run_shift
-from regtrack.bench import orchestrate
+from regtrack.bench import orchestrate, seeds
 from regtrack.bench.job import Job, Options, parse_duration, prepare_job
 from regtrack.bench.plan import MODES_BY_METRIC
 from regtrack.bench.runner import Sequential
@@ -144,8 +144,8 @@ class Bisector:
             return reused
         cap = self.request.max_repetitions
         if role == "step" and self.request.metric == "instructions":
-            ends = self.store.run(self.run_of[self.bad])  # seed pairs only for its repetitions
-            cap = min(cap, ends["config"]["settings"]["repetitions"])
+            # Seed pairs only for the ends' repetitions (_grow_with_ends adds more).
+            cap = min(cap, self._repetitions(self.run_of[self.bad]))
         modes = MODES_BY_METRIC[self.request.metric]
         rule = Sequential(
             needed=lambda st, rid: modes if undecided(rid) else (),
@@ -160,7 +160,7 @@ class Bisector:
 
     def _ends_offset(self) -> int:
         """The seed offset of the ends' run (bench/seeds.py)."""
-        return _offset(self.store.run(self.run_of[self.bad])["config"])
+        return seeds.offset_of(self.store.run(self.run_of[self.bad])["config"])
 
     def _reusable(self, job: Job, role: str) -> int | None:
         """A complete run of a bisection in this database that measured these very commits
@@ -177,7 +177,7 @@ class Bisector:
                 and (config.get("bisection") or {}).get("role") == role
                 and [t.get("commit") for t in config.get("targets", [])] == commits
                 and (config.get("metric"), config.get("points")) == (job.metric, points)
-                and (role == "ends" or _offset(config) == job.settings.seed_offset)
+                and (role == "ends" or seeds.offset_of(config) == job.settings.seed_offset)
                 and not comparability.differences(comparability.of_run(run), here)
             ):
                 return int(run["id"])
@@ -391,11 +391,6 @@ class Bisector:
             "change": plain(record),
             "explain": explain,
         }
-
-
-def _offset(config: dict[str, Any]) -> int:
-    """A stored run's seed offset (0 for runs made before offsets)."""
-    return int(config["settings"].get("seed_offset") or 0)
 
 
 def _number(value: Any, missing: float) -> float:

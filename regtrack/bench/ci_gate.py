@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from regtrack.analysis import comparison, gate
-from regtrack.bench import orchestrate
+from regtrack.bench import orchestrate, seeds
 from regtrack.bench.job import Job
 from regtrack.core import environment
 from regtrack.core.records import Progress
@@ -48,7 +48,7 @@ class StoredBaseline:
     @property
     def seed_offset(self) -> int:
         """The stored run's seed offset (bench/seeds.py; 0 for runs made before offsets)."""
-        return int(self.run["config"]["settings"].get("seed_offset") or 0)
+        return seeds.offset_of(self.run["config"])
 
 
 @dataclass

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from regtrack.bench import shards
+from regtrack.bench import seeds, shards
 from regtrack.bench.job import Job
 from regtrack.bench.loadgen import memtier
 from regtrack.bench.loadgen.base import LoadgenBinary
@@ -66,7 +66,9 @@ def load_job(store: Store, run_id: int, extending: bool = False) -> Job:
     workload = kinds[config["workload"]["kind"]](**config["workload"])
     # A run stored before throughput could be paired in time measured separate trials,
     # and one stored before seed offsets read the seeds of offset 0.
-    settings = RunSettings(**{"pairing": "separate", "seed_offset": 0, **config["settings"]})
+    settings = RunSettings(
+        **{"pairing": "separate", **config["settings"], "seed_offset": seeds.offset_of(config)}
+    )
     cpus = CpuPlan(
         parse_cpu_list(config["cpus"]["server_cpus"]),
         parse_cpu_list(config["cpus"]["client_cpus"]),
