@@ -223,7 +223,8 @@ def test_throughput_all_steps_names_both_steps_side_by_side(tmp_path, cache, mon
     proc = cli_in_process(
         "bisect", "--good", commits[0], "--bad", commits[-1], "--source-repo",
         str(tmp_path / "repo"), "--metric", "throughput", "--point", "pipeline=10",
-        "--all-steps", "--no-report", "--json", str(out), "--db", str(db),
+        "--all-steps", "--max-repetitions", "8", "--no-report", "--json", str(out),
+        "--db", str(db),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     steps = json.loads(out.read_text())["result"]["steps"]
