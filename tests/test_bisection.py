@@ -163,3 +163,20 @@ def test_plain_bisection_searches_on_only_when_a_commit_is_decided_between_the_e
     assert plain.by_estimate, "placed by estimate: the intervals could not decide"
     every = bisection.locate(32, loose, every=True)
     assert [(f.last_good, f.first_bad) for f in every.found] == [(9, 10), (19, 20)]
+
+
+def test_a_plateau_on_the_cut_is_not_taken_for_a_drift():
+    """Two equal steps leave the commits between them at half the ends' change, on the cut:
+    undecided there, their estimates fall either side, and the crossing pair can be two
+    commits of the plateau (as a real bisection of two +0.8% steps did). The step beside
+    that pair is named, and --all-steps then finds the second."""
+    values = [0.0] * 9 + [0.5] * 8 + [1.0] * 7  # steps at 9 and 17 of 24
+
+    def place(i: int, cut: float) -> bisection.Placement:
+        share = values[i] + (-0.02 if i == 9 else 0.02 if values[i] == 0.5 else 0.0)
+        return bisection.Placement(share, share >= cut, decided=abs(share - cut) > 0.1)
+
+    plain = bisection.locate(24, place)
+    assert _pairs(plain)[0] == (8, 9, "step")
+    every = bisection.locate(24, place, every=True)
+    assert _pairs(every) == [(8, 9, "step"), (16, 17, "step")]

@@ -13,9 +13,12 @@ A search in an interval ends on a crossing pair (neighbours, or only unbuildable
 between). The pair is a **step** when it carries at least ``STEP_FRACTION`` of the
 interval's change, else the change is **spread** over the interval (a drift, or many small
 steps): the pair is where half of it is in, and the search stops there, rather than measure
-every commit of a drift. ``every=True`` (--all-steps) then searches every interval between
-measured commits whose shares differ by at least ``MIN_SHARE`` of the ends' change, largest
-first: each further step costs O(log n) commits. A rise and an equal fall both between two
+every commit of a drift, unless a measured interval beside the pair carries a step's share
+and changes faster per commit (a plateau between two equal steps sits on the cut: the pair
+is then two commits of it, the step is beside it). ``every=True`` (--all-steps) then
+searches every interval between measured commits whose shares differ by at least
+``MIN_SHARE`` of the ends' change, largest first: each further step costs O(log n)
+commits. A rise and an equal fall both between two
 measured commits stay invisible, as in any bisection; a range run (``--every``) draws the
 whole series. Kept apart from measuring so the search is checked on simulated histories in
 milliseconds (tests/test_bisection.py, benchmarks/bisect_scale.py).
@@ -190,6 +193,41 @@ def _cross(lo: int, hi: int, place: Place, search: Search, n: int) -> Found | No
     return Found(lo, hi, interval, search.shares[hi] - search.shares[lo], end - start)
 
 
+def _beside(found: Found, place: Place, search: Search, n: int) -> Found:
+    """A spread pair whose commits sit on the cut (two equal steps leave a plateau at half
+    the change, and noise puts neighbours of it either side) may have a step just beside
+    it: the measured interval next to the pair that carries at least ``STEP_FRACTION`` of
+    the change is searched (or is a step already, if nothing lies between), and what it
+    finds is the answer when it is a step. A drift has no such neighbour: a measured
+    interval beside its pair changes no faster per commit than the pair does."""
+    measured = sorted(k for k in search.shares if found.interval[0] <= k <= found.interval[1])
+    at = measured.index(found.last_good)
+    sides = [
+        (measured[at - 1], found.last_good) if at > 0 else None,
+        (found.first_bad, measured[at + 2]) if at + 2 < len(measured) else None,
+    ]
+    for a, b in sorted(
+        (side for side in sides if side is not None),
+        key=lambda side: -abs(search.shares[side[1]] - search.shares[side[0]]),
+    ):
+        jump = search.shares[b] - search.shares[a]
+        if abs(jump) < STEP_FRACTION * abs(found.change) or jump * found.change <= 0:
+            continue
+        if abs(jump) / (b - a) < 2 * abs(found.jump) / (found.first_bad - found.last_good):
+            continue  # changing no faster per commit than the pair: the drift goes on
+        pair = (a, b)
+        if middle(a, b, search.skipped) is not None:
+            inner = _cross(a, b, place, search, n)
+            if inner is None:
+                continue
+            pair = (inner.last_good, inner.first_bad)
+        beside = Found(*pair, found.interval, search.shares[pair[1]] - search.shares[pair[0]],
+                       found.change)  # fmt: skip
+        if beside.kind == "step":
+            return beside
+    return found
+
+
 def _next_interval(n: int, search: Search) -> tuple[int, int] | None:
     """The widest-changing interval between neighbouring measured commits still to search:
     shares at least MIN_SHARE apart, an untried commit inside, outside spread intervals
@@ -238,7 +276,7 @@ def locate(n: int, place: Place, every: bool = False) -> Search:
     while interval is not None and len(search.found) < MAX_SEARCHES:
         found = _cross(*interval, place, search, n)
         if found is not None:
-            search.found.append(found)
+            search.found.append(found if found.kind == "step" else _beside(found, place, search, n))
         if not every and (covered(search.found) >= 1 - MIN_SHARE or not _between(n, place, search)):
             break
         interval = _next_interval(n, search)
