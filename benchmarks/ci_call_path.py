@@ -1,0 +1,100 @@
+"""How many of regtrack's modules one `ci` decision passes through (issue 30).
+
+A `regtrack ci` of two versions is run in process on modelled trials (tests/fakebench.py:
+servers are started for preflight, trials come from the model); its database is then
+decided on again by `regtrack ci --merge` (a decision on a stored database: no measuring).
+Both are traced with ``sys.setprofile`` after a warm-up of each: every regtrack module with
+a function called between the command's entry and its exit code is counted, by package.
+Fewer modules on that path means a decision a reader can follow; the count is what issue
+30 asks to bring down.
+
+    .venv/bin/python benchmarks/ci_call_path.py [--modules]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests import fakebench  # noqa: E402
+from tests.conftest import cli_in_process  # noqa: E402
+
+PACKAGE = ROOT / "regtrack"
+
+
+def _ci(tmp: Path, server: str) -> int:
+    proc = cli_in_process(
+        "ci", "--baseline", f"a=bin:{server}", "--candidate", f"b=bin:{server}",
+        "--metric", "both", "--pipelines", "10", "--db", str(tmp / "r.db"), "--no-report",
+    )  # fmt: skip
+    return proc.returncode
+
+
+def _decide(tmp: Path) -> int:
+    merged = tmp / "merged.db"
+    merged.unlink(missing_ok=True)
+    args = ["ci", "--merge", "--no-report", "--db", str(merged), str(tmp / "r.db")]
+    return cli_in_process(*args).returncode
+
+
+def traced(command: Callable[[], int]) -> set[str]:
+    seen: set[str] = set()
+
+    def profile(frame, event, _arg) -> None:
+        if event == "call":
+            seen.add(frame.f_code.co_filename)
+
+    sys.setprofile(profile)
+    try:
+        code = command()
+    finally:
+        sys.setprofile(None)
+    if code not in (0, 1):
+        raise SystemExit(f"ci exited {code}")
+    root = str(PACKAGE) + "/"
+    return {
+        f[len(root) :].removesuffix(".py").replace("/", ".") for f in seen if f.startswith(root)
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--modules", action="store_true", help="list the modules")
+    args = parser.parse_args()
+    server = shutil.which("redis-server")
+    if not server:
+        raise SystemExit("redis-server is not installed")
+    with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as patch:
+        root = Path(tmp)
+        (root / "regtrack.toml").write_text("[run]\nseed_offset = 0\n")
+        patch.setenv("REGTRACK_CONFIG_DIR", str(root))
+        fakebench.install(patch, fakebench.Model(instructions={"a": 3500.0, "b": 3570.0}))
+        _ci(root, server)  # imports and caches warmed
+        _decide(root)
+        (root / "r.db").unlink()
+        paths = {
+            "ci, measuring modelled trials": traced(lambda: _ci(root, server)),
+            "ci --merge, deciding on the stored database": traced(lambda: _decide(root)),
+        }
+    for title, modules in paths.items():
+        by_package: dict[str, list[str]] = defaultdict(list)
+        for module in sorted(modules):
+            by_package[module.split(".")[0]].append(module)
+        print(f"{title}: functions called in {len(modules)} regtrack modules")
+        for package, names in sorted(by_package.items()):
+            listed = f"  {', '.join(names)}" if args.modules else ""
+            print(f"  {package}: {len(names)}{listed}")
+
+
+if __name__ == "__main__":
+    main()
