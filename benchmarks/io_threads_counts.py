@@ -31,6 +31,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from regtrack.core.records import TrialReason, reasons_text
+
 ROOT = Path(__file__).resolve().parent.parent
 TOP = 5
 REGTRACK = str(ROOT / ".venv" / "bin" / "regtrack")
@@ -64,10 +66,19 @@ def report(threads: int, db: Path) -> None:
     conn = sqlite3.connect(db)
     rows = conn.execute(
         "SELECT t.id, g.label, t.repetition, t.instructions_per_op, t.instructions_repeat_pct,"
-        " t.server_calls, t.invalid_reason FROM trials t JOIN targets g ON g.id = t.target_id"
+        " t.server_calls FROM trials t JOIN targets g ON g.id = t.target_id"
         " WHERE t.mode = 'instructions' ORDER BY g.label, t.repetition"
     ).fetchall()
-    for trial_id, label, rep, per_op, repeat, calls, reason in rows:
+    for trial_id, label, rep, per_op, repeat, calls in rows:
+        reason = reasons_text(
+            tuple(
+                TrialReason.stored(code, detail)
+                for code, detail in conn.execute(
+                    "SELECT code, detail FROM trial_reasons WHERE trial_id = ? ORDER BY position",
+                    (trial_id,),
+                )
+            )
+        )
         costs = dict(
             conn.execute(
                 "SELECT function, exclusive FROM function_costs WHERE trial_id = ?", (trial_id,)

@@ -59,7 +59,8 @@ def main() -> None:
             sqlite3.connect(db)
             .execute(
                 "SELECT g.label, t.params, t.ops_per_sec, t.server_cpu_pct, t.client_cpu_pct,"
-                " t.invalid_reason, r.loadgen FROM trials t JOIN targets g ON g.id = t.target_id"
+                " (SELECT group_concat(c.code) FROM trial_reasons c WHERE c.trial_id = t.id),"
+                " r.loadgen FROM trials t JOIN targets g ON g.id = t.target_id"
                 " JOIN runs r ON r.id = t.run_id"
             )
             .fetchall()
@@ -86,7 +87,7 @@ def main() -> None:
             ops = statistics.median(g[0] or 0 for g in got)
             server = statistics.median(g[1] or 0 for g in got)
             client = statistics.median(g[2] or 0 for g in got)
-            flags = sorted({r.split(":")[0] for *_, r in got if r})
+            flags = sorted({code for *_, r in got if r for code in r.split(",")})
             print(
                 f"{tool:<16} {pipeline:>8} {ops:>10,.0f} {server:>11.0f}% {client:>10.0f}%"
                 f"  {len([g for g in got if g[3]])}/{len(got)} {', '.join(flags)}"

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from regtrack.core.records import TrialRecord
+from regtrack.core.records import InvalidReason, TrialRecord
 from regtrack.output.report import write_report
 from regtrack.results.store import Store, now
 from regtrack.targets.versions import Target
@@ -67,8 +67,9 @@ def fill(store: Store, runs: int, labels: list[str], repetitions: int) -> int:
                         syscalls_read=int(ops / p),
                         syscalls_write=int(ops / p),
                         valid=valid,
-                        invalid_reason=None if valid else "client-bound: synthetic",
                     )
+                    if not valid:
+                        record.mark_invalid(InvalidReason.CLIENT_BOUND, "synthetic")
                     store.add_trial(run_id, ids[label], record)
                     seq += 1
                     count += 1

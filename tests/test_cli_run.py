@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from regtrack.core.records import InvalidReason
 from tests.conftest import (
     SHORT_RUN,
     cli_in_process,
@@ -20,6 +21,7 @@ from tests.conftest import (
     run_cli,
     wait_for_trials,
 )
+from tests.reasons import codes, stored_reasons
 
 pytestmark = pytest.mark.usefixtures("redis_benchmark_bin")
 
@@ -83,7 +85,8 @@ def test_two_labels_on_one_binary_end_to_end(tmp_path, redis_server):
     assert [v[0] for v in versions] == ["a", "b"] and all(v[1] for v in versions)
     trials = conn.execute(
         "SELECT t.repetition, g.label, t.point, t.ops_per_sec, t.requests, t.server_calls,"
-        " t.keyspace_misses, t.client_cpu_pct, t.server_cpu_pct, t.valid, t.invalid_reason,"
+        " t.keyspace_misses, t.client_cpu_pct, t.server_cpu_pct, t.valid,"
+        " (SELECT COUNT(*) FROM trial_reasons r WHERE r.trial_id = t.id),"
         " t.raw_output FROM trials t JOIN targets g ON g.id = t.target_id ORDER BY t.seq"
     ).fetchall()
     assert len(trials) == 2 * 2 * 2
@@ -100,7 +103,7 @@ def test_two_labels_on_one_binary_end_to_end(tmp_path, redis_server):
         assert t[5] >= t[4], "the server must have seen every GET the client claims"
         assert t[6] == 0, "populate must make every GET hit"
         assert t[7] > 0 and t[8] > 0
-        assert bool(t[9]) == (t[10] is None)
+        assert bool(t[9]) == (t[10] == 0)
         assert '"test","rps"' in t[11]
 
 
@@ -155,8 +158,8 @@ def test_client_bound_trials_are_flagged_and_marked_in_the_table(tmp_path, redis
         env={"REGTRACK_CONFIG_DIR": str(configs)},
     )
     assert proc.returncode == 0, proc.stderr
-    reason = sqlite3.connect(db).execute("SELECT valid, invalid_reason FROM trials").fetchone()
-    assert reason[0] == 0 and "client-bound" in reason[1]
+    (valid,) = sqlite3.connect(db).execute("SELECT valid FROM trials").fetchone()
+    assert valid == 0 and InvalidReason.CLIENT_BOUND in codes(stored_reasons(db)[0])
     assert " !" in proc.stdout and "client-bound" in proc.stdout
 
 
@@ -171,13 +174,15 @@ def test_a_trial_where_neither_side_is_saturated_is_flagged(tmp_path, redis_serv
         env=env,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    valid, reason, server, client = (
+    valid, server, client = (
         sqlite3.connect(db)
-        .execute("SELECT valid, invalid_reason, server_cpu_pct, client_cpu_pct FROM trials")
+        .execute("SELECT valid, server_cpu_pct, client_cpu_pct FROM trials")
         .fetchone()
     )
     assert server < 85 and client < 100, (server, client)
-    assert valid == 0 and f"not server-bound: server busy {server:.0f}%" in reason, reason
+    (reasons,) = stored_reasons(db)
+    (bound,) = [r for r in reasons if r.code is InvalidReason.NOT_SERVER_BOUND]
+    assert valid == 0 and bound.detail.startswith(f"server busy {server:.0f}%"), reasons
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from regtrack.core.records import InvalidReason, reasons_text
 from tests.conftest import SHORT_RUN, cli_in_process, our_processes, run_cli, wait_for_trials
+from tests.reasons import has_code, stored_reasons
 
 pytestmark = pytest.mark.usefixtures("redis_benchmark_bin")
 # Half-second trials: these drills are about what a fault leaves behind, not about figures.
@@ -97,7 +99,7 @@ def test_a_killed_server_ends_its_visit_the_run_goes_on_and_resume_completes(
     assert err.strip().splitlines()[-1].startswith("regtrack: error: run 1 is incomplete:")
     state, detail = status(db)
     assert state == "incomplete" and "--resume 1" in detail
-    assert count(db, "invalid_reason LIKE '%server died%'") == 1
+    assert count(db, has_code(InvalidReason.SERVER_DIED)) == 1
     measured = count(db)
     assert 3 < measured < 12, "later visits ran, the dead visit's rest did not"
     assert not our_processes()
@@ -131,9 +133,8 @@ def test_a_killed_load_generator_makes_one_trial_invalid(tmp_path, redis_server)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert status(db)[0] == "complete"
-    (reason,) = (
-        sqlite3.connect(db).execute("SELECT invalid_reason FROM trials WHERE valid = 0").fetchone()
-    )
+    (reasons,) = stored_reasons(db, "t.valid = 0")
+    reason = reasons_text(reasons)
     assert "exit" in reason or "killed" in reason or "signal" in reason, reason
     assert count(db) == 2 and not our_processes()
 
@@ -324,16 +325,12 @@ def test_a_server_that_refuses_connections_invalidates_trials_and_the_run_goes_o
             conn.close()
     assert proc.returncode == 0, err
     assert status(db)[0] == "complete" and "Traceback" not in err
-    reasons = [
-        r[0]
-        for r in sqlite3.connect(db).execute(
-            "SELECT invalid_reason FROM trials t JOIN targets g ON g.id = t.target_id"
-            " WHERE g.label = 'a' AND t.valid = 0"
-        )
-    ]
+    reasons = stored_reasons(db, "g.label = 'a' AND t.valid = 0")
     # Refused while warming up (the load generator says why), or mid-trial (the server
     # counted the refusals: ERR replies), whichever the slots ran out in.
     assert reasons and all(
-        "max number of clients" in r or "error replies (ERR" in r for r in reasons
+        "max number of clients" in reasons_text(r)
+        or any(e.code is InvalidReason.ERROR_REPLIES and "(ERR" in e.detail for e in r)
+        for r in reasons
     ), reasons
     assert count(db, "target_id = (SELECT id FROM targets WHERE label = 'b') AND valid = 1") == 3

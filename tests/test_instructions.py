@@ -13,8 +13,10 @@ import sys
 import pytest
 
 from regtrack.analysis import comparison as comparisons
+from regtrack.core.records import InvalidReason
 from regtrack.results.store import Store
 from tests.conftest import cli_in_process, finish, our_processes, run_cli, wait_for_trials
+from tests.reasons import codes, has_code, stored_reasons
 
 pytestmark = pytest.mark.usefixtures("redis_benchmark_bin")
 
@@ -175,7 +177,7 @@ def test_a_server_killed_under_callgrind_ends_its_visit_and_keeps_trials(tmp_pat
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT status FROM runs").fetchone()[0] == "incomplete"
     assert conn.execute("SELECT COUNT(*) FROM trials").fetchone()[0] >= 2
-    died = conn.execute("SELECT COUNT(*) FROM trials WHERE invalid_reason LIKE '%server died%'")
+    died = conn.execute(f"SELECT COUNT(*) FROM trials WHERE {has_code(InvalidReason.SERVER_DIED)}")
     assert died.fetchone()[0] == 1
 
 
@@ -200,12 +202,12 @@ def test_windows_that_disagree_make_the_trial_not_repeatable(tmp_path, redis_ser
     )
     assert proc.returncode == 0, proc.stderr
     rows = (
-        sqlite3.connect(db)
-        .execute("SELECT valid, invalid_reason, instructions_repeat_pct FROM trials")
-        .fetchall()
+        sqlite3.connect(db).execute("SELECT valid, instructions_repeat_pct FROM trials").fetchall()
     )
-    assert rows and all(not valid and "not repeatable" in reason for valid, reason, _ in rows)
-    assert all(pct is not None and pct > 0 for _, _, pct in rows)
+    reasons = stored_reasons(db)
+    assert rows and not any(valid for valid, _ in rows)
+    assert all(InvalidReason.NOT_REPEATABLE in codes(r) for r in reasons), reasons
+    assert all(pct is not None and pct > 0 for _, pct in rows)
     store = Store.open(db, create=False)
     result = comparisons.compare(store, 1, "a")
     (record,) = [r for r in result["comparisons"] if r["metric"] == "instructions_per_op"]

@@ -46,7 +46,7 @@ def test_real_versions_differ_and_each_trial_is_reproduced(tmp_path, offline_red
     )
     invalid = (
         sqlite3.connect(db)
-        .execute("SELECT run_id, repetition, invalid_reason FROM trials WHERE valid = 0")
+        .execute("SELECT run_id, repetition, seq FROM trials WHERE valid = 0")
         .fetchall()
     )
     assert len(rows) == 8 and not invalid, f"every trial valid: {invalid}"

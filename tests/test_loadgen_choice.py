@@ -12,7 +12,7 @@ import pytest
 from regtrack.bench import loadgen_choice
 from regtrack.bench.job import Options, prepare_job
 from regtrack.bench.trial import judge_load
-from regtrack.core.records import TrialRecord
+from regtrack.core.records import InvalidReason, TrialRecord
 from regtrack.core.settings import load_settings
 from regtrack.targets import versions
 from tests.conftest import run_cli
@@ -99,16 +99,17 @@ def test_client_bound_is_judged_on_the_cpus_its_threads_can_use():
     """Two memtier threads on two client CPUs at 120% (of one CPU) use 60% of theirs."""
     settings = load_settings()
 
-    def judged(client: float, threads: int, cpus: int) -> str | None:
+    def judged(client: float, threads: int, cpus: int) -> list[InvalidReason]:
         record = TrialRecord(0, 0, "a", "w", "p", {}, "now")
         record.valid, record.server_cpu_pct, record.client_cpu_pct = True, 99.0, client
         judge_load(settings, record, threads=threads, client_cpus=cpus, saturates=True)
-        return record.invalid_reason
+        return [r.code for r in record.reasons]
 
-    assert judged(120.0, threads=2, cpus=2) is None
-    assert judged(95.0, threads=1, cpus=2).startswith("client-bound")
-    assert judged(185.0, threads=2, cpus=2).startswith("client-bound")
-    assert judged(120.0, threads=4, cpus=1).startswith("client-bound"), "threads share a CPU"
+    bound = [InvalidReason.CLIENT_BOUND]
+    assert judged(120.0, threads=2, cpus=2) == []
+    assert judged(95.0, threads=1, cpus=2) == bound
+    assert judged(185.0, threads=2, cpus=2) == bound
+    assert judged(120.0, threads=4, cpus=1) == bound, "threads share a CPU"
 
 
 def test_no_probe_where_the_user_chose_or_nothing_depends_on_it(redis_server, cache):

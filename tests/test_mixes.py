@@ -17,9 +17,11 @@ from hypothesis import strategies as st
 from regtrack.bench.runtimes.native import native_server
 from regtrack.core import redact
 from regtrack.core.errors import BadInput
+from regtrack.core.records import InvalidReason, TrialReason
 from regtrack.workloads import capture
 from regtrack.workloads.files import list_workloads, load_workload
 from tests.conftest import BUILD_FLAGS, cli_in_process, run_cli
+from tests.reasons import codes, stored_reasons
 
 PRESETS = ["streams-queue", "list-queue", "priority-streams", "lua-dispatch"]
 SHORT = ["--pipelines", "10", "--duration", "1", "--warmup", "0.3", "--repetitions", "1"]
@@ -114,14 +116,15 @@ def test_presets_replay_with_the_builtin_driver_without_errors(tmp_path, redis_s
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "built-in driver: its throughput measures the Python client" in proc.stderr
-    (reason, errors, requests, calls) = (
+    (errors, requests, calls) = (
         sqlite3.connect(db)
-        .execute("SELECT invalid_reason, error_replies, requests, server_calls FROM trials")
+        .execute("SELECT error_replies, requests, server_calls FROM trials")
         .fetchone()
     )
+    (found,) = map(codes, stored_reasons(db))
     assert errors == 0 and requests > 100 and calls >= requests * 0.9
-    assert "error replies" not in reason and "declared ratios" not in reason
-    assert "built-in driver" in reason, "builtin throughput never reaches a verdict"
+    assert not found & {InvalidReason.ERROR_REPLIES, InvalidReason.RATIOS_OFF}, found
+    assert InvalidReason.BUILTIN_DRIVER in found, "builtin throughput never reaches a verdict"
     stats = (
         sqlite3.connect(db)
         .execute("SELECT command FROM command_stats WHERE source = 'server'")
@@ -147,11 +150,11 @@ args = ["HSET", "k:__key__", "f", "v"]
         "--loadgen", "builtin", *SHORT, "--db", str(db),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    errors, reason = (
-        sqlite3.connect(db).execute("SELECT error_replies, invalid_reason FROM trials").fetchone()
-    )
+    (errors,) = sqlite3.connect(db).execute("SELECT error_replies FROM trials").fetchone()
+    (reasons,) = stored_reasons(db)
     assert errors > 0
-    assert f"{errors} error replies (WRONGTYPE x{errors})" in reason
+    wrongtype = TrialReason(InvalidReason.ERROR_REPLIES, f"{errors} (WRONGTYPE x{errors})")
+    assert wrongtype in reasons, reasons
 
 
 def test_the_ratio_rule_names_the_command_that_drifted(tmp_path):
@@ -168,7 +171,12 @@ def test_the_ratio_rule_names_the_command_that_drifted(tmp_path):
 
     delta = {"error_replies": 0, "commands": {"set": {"calls": 500}, "get": {"calls": 2000}}}
     problems = points.mix_problems(workload, delta, [1000])
-    assert problems == ["GET ran 2000 times, the declared ratios expect about 500 (tolerance 10%)"]
+    assert problems == [
+        TrialReason(
+            InvalidReason.RATIOS_OFF,
+            "GET ran 2000 times, the declared ratios expect about 500 (tolerance 10%)",
+        )
+    ]
     assert (
         points.mix_problems(
             workload, {"commands": {"set": {"calls": 500}, "get": {"calls": 500}}}, [1000]
@@ -246,12 +254,13 @@ def test_presets_replay_with_memtier(tmp_path, redis_server, memtier_bin, name):
     assert proc.returncode == 0, proc.stderr
     row = (
         sqlite3.connect(db)
-        .execute("SELECT invalid_reason, error_replies, requests, ops_per_sec FROM trials")
+        .execute("SELECT error_replies, requests, ops_per_sec FROM trials")
         .fetchone()
     )
-    reason, errors, requests, ops = row
+    errors, requests, ops = row
+    (found,) = map(codes, stored_reasons(db))
     assert errors == 0 and requests > 100 and ops > 0, row
-    assert reason is None or ("error replies" not in reason and "declared ratios" not in reason)
+    assert not found & {InvalidReason.ERROR_REPLIES, InvalidReason.RATIOS_OFF}, found
     rows = (
         sqlite3.connect(db)
         .execute("SELECT command FROM command_stats WHERE source = 'loadgen'")
@@ -287,16 +296,16 @@ def test_presets_on_real_6_2_7_0_and_8_0(tmp_path, offline_redis, env, name, too
     rows = (
         sqlite3.connect(db)
         .execute(
-            "SELECT g.redis_version, t.error_replies, t.requests, t.invalid_reason"
-            " FROM trials t JOIN targets g ON g.id = t.target_id"
+            "SELECT g.redis_version, t.error_replies, t.requests"
+            " FROM trials t JOIN targets g ON g.id = t.target_id ORDER BY t.seq"
         )
         .fetchall()
     )
     assert sorted(r[0] for r in rows) == ["6.2.14", "7.0.15", "8.0.6"]
-    for version, errors, requests, reason in rows:
-        assert errors == 0, (version, reason)
+    for (version, errors, requests), reasons in zip(rows, stored_reasons(db), strict=True):
+        assert errors == 0, (version, reasons)
         assert requests > 100, (version, requests)
-        assert reason is None or "declared ratios" not in reason, (version, reason)
+        assert InvalidReason.RATIOS_OFF not in codes(reasons), (version, reasons)
 
 
 def test_the_builtin_driver_is_valid_for_instructions(tmp_path, redis_server):
@@ -310,13 +319,14 @@ def test_the_builtin_driver_is_valid_for_instructions(tmp_path, redis_server):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "built-in driver: its throughput" not in proc.stderr, "no caveat for instructions"
-    per_op, reason, errors = (
+    per_op, errors = (
         sqlite3.connect(db)
-        .execute("SELECT instructions_per_op, invalid_reason, error_replies FROM trials")
+        .execute("SELECT instructions_per_op, error_replies FROM trials")
         .fetchone()
     )
+    (reasons,) = stored_reasons(db)
     assert per_op > 1000 and errors == 0
-    assert reason is None or "built-in driver" not in reason
+    assert InvalidReason.BUILTIN_DRIVER not in codes(reasons), reasons
 
 
 SECRET = "s3cr3t-Pa55"

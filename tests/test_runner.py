@@ -9,6 +9,7 @@ from regtrack.bench.job import Job
 from regtrack.bench.loadgen import redis_benchmark
 from regtrack.bench.runner import execute
 from regtrack.core.cpus import plan_cpus
+from regtrack.core.records import InvalidReason
 from regtrack.core.settings import load_settings
 from regtrack.results.store import Store
 from regtrack.targets.versions import parse_specs, resolve
@@ -43,7 +44,7 @@ def test_gets_that_miss_make_the_trial_invalid(
     (trial,) = store.trials(run_id)
     assert trial["keyspace_misses"] > 0
     assert not trial["valid"]
-    assert "GET misses" in trial["invalid_reason"]
+    assert InvalidReason.GET_MISSES in [r.code for r in trial["reasons"]]
 
 
 def test_populate_checks_the_server_holds_every_key(redis_server):

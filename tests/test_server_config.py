@@ -16,8 +16,10 @@ from hypothesis import strategies as st
 from regtrack.bench.server_settings import same
 from regtrack.core.cpus import Topology
 from regtrack.core.errors import BadInput
+from regtrack.core.records import InvalidReason
 from regtrack.workloads import server_config
 from tests.conftest import cli_in_process, quiet_configs, run_cli
+from tests.reasons import stored_reasons
 from tests.test_report import Page
 from tests.test_report import browser as browser  # the Chromium fixture
 
@@ -268,10 +270,12 @@ def test_a_background_rewrite_during_a_trial_makes_it_invalid(redis_server, tmp_
                    "auto-aof-rewrite-min-size=1kb", "--data-dir", str(tmp_path),
                    "--db", str(db))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    with sqlite3.connect(db) as conn:
-        reasons = [r[0] or "" for r in conn.execute("SELECT invalid_reason FROM trials")]
-    assert reasons and all("background save or AOF rewrite" in r for r in reasons), reasons
-    assert all("auto-aof-rewrite-percentage=0" in r for r in reasons), "says how to prevent"
+    saves = [
+        [r for r in reasons if r.code is InvalidReason.BACKGROUND_SAVE]
+        for reasons in stored_reasons(db)
+    ]
+    assert saves and all(saves), saves
+    assert all("auto-aof-rewrite-percentage=0" in s[0].detail for s in saves), "says how to prevent"
 
 
 def test_a_rewrite_or_save_that_ended_between_snapshots_is_seen_on_6_2(

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from regtrack.core.errors import BadInput
-from regtrack.core.records import TrialRecord
+from regtrack.core.records import InvalidReason, TrialReason, TrialRecord
 from regtrack.results.migrations import SCHEMA_VERSION
 from regtrack.results.store import Store
 from regtrack.targets.versions import Target
@@ -27,7 +27,7 @@ def _trial(seq: int, valid: bool = True) -> TrialRecord:
         valid=valid,
     )
     if not valid:
-        record.mark_invalid("client-bound: 99% CPU")
+        record.mark_invalid(InvalidReason.CLIENT_BOUND, "99% CPU")
     return record
 
 
@@ -48,8 +48,11 @@ def test_each_trial_is_committed_when_added(tmp_path):
     store.add_trial(run_id, target_id, _trial(1, valid=False))
     # A second connection (another process would see the same) reads both trials at once.
     other = sqlite3.connect(path)
-    rows = other.execute("SELECT seq, valid, invalid_reason FROM trials ORDER BY seq").fetchall()
-    assert rows == [(0, 1, None), (1, 0, "client-bound: 99% CPU")]
+    rows = other.execute(
+        "SELECT t.seq, t.valid, r.code, r.detail FROM trials t"
+        " LEFT JOIN trial_reasons r ON r.trial_id = t.id ORDER BY t.seq"
+    ).fetchall()
+    assert rows == [(0, 1, None, None), (1, 0, "client-bound", "99% CPU")]
     other.close()
     assert store.run(run_id)["status"] == "running"
     store.finish_run(run_id, "complete")
@@ -57,6 +60,7 @@ def test_each_trial_is_committed_when_added(tmp_path):
     trials = store.trials(run_id)
     assert [t["target"] for t in trials] == ["a", "a"]
     assert trials[0]["lat_p50_ms"] == 0.5
+    assert trials[1]["reasons"] == (TrialReason(InvalidReason.CLIENT_BOUND, "99% CPU"),)
     store.close()
 
 
@@ -110,6 +114,9 @@ def test_a_database_from_an_older_regtrack_opens_in_read_only_commands(tmp_path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     (ops, seed) = conn.execute("SELECT ops_per_sec, seed FROM trials").fetchone()
     assert ops > 0 and seed is None  # measured before seeds existed: none is invented
+    # Its one invalid trial's free text became a code, the text after "contended: " its detail.
+    (code, detail) = conn.execute("SELECT code, detail FROM trial_reasons").fetchone()
+    assert code == "contended" and detail.startswith("other processes used 59%")
 
 
 def test_an_empty_file_is_not_a_regtrack_database_for_read_only_commands(tmp_path):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from regtrack.analysis.metrics import Metric
+from regtrack.core.records import InvalidReason
 from regtrack.results.store import Store
 
 
@@ -25,12 +26,12 @@ def trials_frame(store: Store, run_id: int) -> pd.DataFrame:
 
 
 def _reasons(group: pd.DataFrame) -> list[str]:
-    reasons = group.loc[~group["valid"], "invalid_reason"].dropna()
-    # One line per kind of problem: drop the figures that differ trial to trial.
+    """One line per kind of problem (its code's label: the figures differ trial to trial)."""
     kinds: dict[str, int] = {}
-    for reason in reasons:
-        for part in str(reason).split("; "):
-            kind = part.split(":")[0]
+    for reasons in group.loc[~group["valid"], "reasons"]:
+        for reason in reasons:
+            # Text stored before the codes has no kind but itself.
+            kind = reason.text if reason.code is InvalidReason.OTHER else reason.code.label
             kinds[kind] = kinds.get(kind, 0) + 1
     return [f"{kind} ({n}x)" for kind, n in kinds.items()]
 

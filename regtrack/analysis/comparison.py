@@ -15,6 +15,7 @@ from regtrack.analysis import pooling, run_shift, sequential, stats
 from regtrack.analysis.cells import cells, rows_for, trials_frame
 from regtrack.analysis.metrics import ALPHA, GATING, METRICS, Metric
 from regtrack.core.errors import BadInput
+from regtrack.core.records import InvalidReason
 from regtrack.core.settings import Thresholds
 from regtrack.results.store import Store
 from regtrack.workloads import server_config
@@ -291,8 +292,8 @@ def _excluded_points(
     out = {}
     both = rows[rows["target"].isin([baseline, candidate])]
     for point in points:
-        reasons = both.loc[both["point"] == point, "invalid_reason"].dropna()
-        n = sum("client-bound" in str(r) for r in reasons)
+        reasons = both.loc[both["point"] == point, "reasons"]
+        n = sum(any(r.code is InvalidReason.CLIENT_BOUND for r in rs) for rs in reasons)
         if n and metric.modes[0] == "throughput":
             out[point] = f"client-bound in {n} trials: the load generator, not Redis, was measured"
     return out

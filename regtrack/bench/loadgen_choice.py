@@ -35,6 +35,7 @@ from regtrack.bench.loadgen import memtier, redis_benchmark
 from regtrack.bench.plan import PlannedTrial
 from regtrack.core import environment
 from regtrack.core.errors import CannotMeasure
+from regtrack.core.records import InvalidReason
 from regtrack.core.settings import RunSettings
 from regtrack.targets.sources import cache_root
 from regtrack.workloads import points as workload_points
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
 PROBE_SECONDS = 1.0  # memtier measures whole seconds
 PROBE_WARMUP_S = 0.0  # a second of memtier is enough to see which side runs out of CPU
 # The reasons a valid-looking probe answers "no": the tool, not the server, ran out of CPU.
-SATURATION_REASONS = ("client-bound", "not server-bound")
+SATURATION_REASONS = frozenset({InvalidReason.CLIENT_BOUND, InvalidReason.NOT_SERVER_BOUND})
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ def decide(job: Job) -> Choice:
         "server_cpu_pct": round(server, 1),
         "client_cpu_pct": round(client, 1),
         "ops_per_sec": round(record.ops_per_sec or 0.0),
-        "invalid_reason": record.invalid_reason,
+        "invalid_reason": record.reason_text or None,
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
         "version": job.targets[0].label,
     }
@@ -128,15 +129,14 @@ def decide(job: Job) -> Choice:
     )
     # The probe is judged as a trial is (bench/trial.py), at the default limits
     # (probe_settings): client-bound at that share of its CPUs, not server-bound below it.
-    reasons = (record.invalid_reason or "").split("; ") if not record.valid else []
-    if not reasons:
+    reasons = record.reasons
+    if record.valid:
         choice = Choice("memtier", f"{figures}: it saturates the server", probe)
-    elif all(r.startswith(SATURATION_REASONS) for r in reasons):
+    elif reasons and all(r.code in SATURATION_REASONS for r in reasons):
         choice = Choice(redis_benchmark.NAME, f"{figures}: it does not saturate the server", probe)
     else:  # not kept: a contended or failed probe says nothing of this machine
-        return Choice(
-            redis_benchmark.NAME, f"{figures}: the probe was not usable ({reasons[0]})", probe
-        )
+        first = reasons[0].text if reasons else "no reason recorded"
+        return Choice(redis_benchmark.NAME, f"{figures}: the probe was not usable ({first})", probe)
     _write(key_file, choice)
     return Choice(choice.tool, choice.why, probe, None)
 

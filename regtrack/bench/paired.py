@@ -35,7 +35,7 @@ from regtrack.bench.servers import ServerDied, plain_server
 from regtrack.core import interrupts
 from regtrack.core.errors import CannotMeasure
 from regtrack.core.procs import CpuTimes, contention_pct
-from regtrack.core.records import Progress, TrialRecord
+from regtrack.core.records import InvalidReason, Progress, TrialRecord
 from regtrack.results.store import Store
 from regtrack.targets.versions import Target
 from regtrack.workloads import points as workload_points
@@ -84,11 +84,9 @@ def run_visit(
             for side in mine:
                 if not side.server.alive():  # died after its windows: not to be trusted
                     record = next(r for r in records if r.target_label == side.target.label)
-                    if "server died" not in (record.invalid_reason or ""):
-                        record.mark_invalid(
-                            f"server died: redis-server of {side.target.label} exited "
-                            "during the point"
-                        )
+                    measure.mark_died(
+                        record, f"redis-server of {side.target.label} exited during the point"
+                    )
             for record in records:
                 record.seed = seed
                 store.add_trial(run_id, target_ids[record.target_label], record, None)
@@ -218,14 +216,15 @@ def _counters(
     if ctx.counts_gets:
         record.server_calls = int(calls.get("get", {}).get("calls", 0))
         for problem in workload_points.reply_problems(delta):
-            record.mark_invalid(problem)
+            record.mark_invalid(problem.code, problem.detail)
     else:
         for problem in workload_points.error_problems(delta):
-            record.mark_invalid(problem)
+            record.mark_invalid(problem.code, problem.detail)
     if delta["background_persistence"]:
         record.mark_invalid(
+            InvalidReason.BACKGROUND_SAVE,
             "a background save or AOF rewrite ran during the point (INFO persistence): "
-            "its fork and disk writes are in the numbers"
+            "its fork and disk writes are in the numbers",
         )
     if io_before and io_after:
         record.syscalls_read = io_after[0] - io_before[0]
@@ -238,6 +237,7 @@ def _failed(
     """Every side's record marked with why the point could not be measured."""
     reason = " ".join(str(exc).split())[:200]
     for side in order:
-        what = "server died" if not side.server.alive() else "paired windows failed"
-        records[side.target.label].mark_invalid(f"{what}: {reason}")
+        alive = side.server.alive()
+        code = InvalidReason.WINDOWS_FAILED if alive else InvalidReason.SERVER_DIED
+        records[side.target.label].mark_invalid(code, reason)
     return list(records.values())

@@ -22,7 +22,7 @@ from regtrack.bench.plan import Visit, trial_count
 from regtrack.bench.servers import ServerDied, plain_server, serve
 from regtrack.core import interrupts
 from regtrack.core.errors import CannotMeasure
-from regtrack.core.records import Progress
+from regtrack.core.records import InvalidReason, Progress
 from regtrack.results.store import Store
 from regtrack.targets.versions import Target
 from regtrack.workloads import points as workload_points
@@ -225,15 +225,13 @@ def run_visit(
                     raise
                 # A server that died, or that refuses us (max clients, a stalled server
                 # timing out): this trial cannot be trusted; the reason says why.
-                what = "server died" if not alive else "server refused the trial"
+                code = InvalidReason.SERVER_DIED if not alive else InvalidReason.SERVER_REFUSED
                 record = measure.new_record(planned, visit.mode)
-                record.mark_invalid(f"{what}: {' '.join(str(exc).split())[:200]}")
+                record.mark_invalid(code, " ".join(str(exc).split())[:200])
             record.seed = seed
             died = not server.alive()
-            if died and "server died" not in (record.invalid_reason or ""):
-                record.mark_invalid(
-                    f"server died: redis-server of {target.label} exited during the trial"
-                )
+            if died:
+                measure.mark_died(record, f"redis-server of {target.label} exited during the trial")
             store.add_trial(run_id, target_ids[target.label], record, functions)
             progress.trial_done(record)
             interrupts.check()

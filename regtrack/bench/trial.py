@@ -24,7 +24,7 @@ from regtrack.bench.runtimes.base import RunningServer
 from regtrack.core import procs
 from regtrack.core.cpus import CpuPlan
 from regtrack.core.procs import CpuTimes, contention_pct, process_cpu_seconds
-from regtrack.core.records import LoadSpec, TrialRecord
+from regtrack.core.records import InvalidReason, LoadSpec, TrialRecord
 from regtrack.core.settings import RunSettings
 from regtrack.workloads import points
 from regtrack.workloads.model import GetPipelineWorkload, Workload
@@ -80,6 +80,12 @@ def new_record(planned: PlannedTrial, mode: str) -> TrialRecord:
     )
 
 
+def mark_died(record: TrialRecord, detail: str) -> None:
+    """Say the server died, once: whichever step noticed first wrote it."""
+    if not record.has_reason(InvalidReason.SERVER_DIED):
+        record.mark_invalid(InvalidReason.SERVER_DIED, detail)
+
+
 def _reply_checks(
     ctx: Context, record: TrialRecord, delta: dict[str, Any], result: LoadgenResult
 ) -> None:
@@ -87,17 +93,18 @@ def _reply_checks(
     if ctx.counts_gets:
         record.server_calls = int(delta["commands"].get("get", {}).get("calls", 0))
         for problem in points.reply_problems(delta):
-            record.mark_invalid(problem)
+            record.mark_invalid(problem.code, problem.detail)
         if not result.problem and record.server_calls < result.requests:
             record.mark_invalid(
+                InvalidReason.CALLS_SHORT,
                 f"the server counted {record.server_calls} GET calls, "
-                f"the load generator claims {result.requests}"
+                f"the load generator claims {result.requests}",
             )
         return
     assert not isinstance(ctx.workload, GetPipelineWorkload)
     record.server_calls = int(sum(c.get("calls", 0) for c in delta["commands"].values()))
     for problem in points.mix_problems(ctx.workload, delta, result.requests_per_process):
-        record.mark_invalid(problem)
+        record.mark_invalid(problem.code, problem.detail)
 
 
 def measured_window(
@@ -127,7 +134,7 @@ def measured_window(
         io_after = syscalls(server.pid)
         after = serverstats.snapshot(client) if server.alive() else None
     except (redis.ConnectionError, redis.TimeoutError) as exc:
-        record.mark_invalid(f"lost the server during the trial: {exc}")
+        record.mark_invalid(InvalidReason.SERVER_LOST, str(exc))
         return None
     finally:
         client.close()
@@ -145,18 +152,19 @@ def measured_window(
     )
     record.valid = True
     if result.problem:
-        record.mark_invalid(result.problem)
+        record.mark_invalid(InvalidReason.LOADGEN_FAILED, result.problem)
     if after is None:
-        record.mark_invalid("the server exited during the trial")
+        record.mark_invalid(InvalidReason.SERVER_DIED, "redis-server exited during the trial")
         return None
 
     delta = serverstats.delta(before, after)
     record.server_stats = delta
     if delta["background_persistence"]:
         record.mark_invalid(
+            InvalidReason.BACKGROUND_SAVE,
             "a background save or AOF rewrite ran during the trial (INFO persistence): its "
             "fork and disk writes are in the numbers; to measure without them, prevent "
-            "rewrites (--server-config auto-aof-rewrite-percentage=0) or saves (save rules)"
+            "rewrites (--server-config auto-aof-rewrite-percentage=0) or saves (save rules)",
         )
     if cpu_start is not None and cpu_end is not None and result.wall_s > 0:
         record.server_cpu_pct = 100.0 * (cpu_end - cpu_start) / result.wall_s
@@ -204,15 +212,17 @@ def judge_load(
     limit = settings.contention_limit_pct
     if record.contention_pct is not None and record.contention_pct > limit:
         record.mark_invalid(
-            f"contended: other processes used {record.contention_pct:.0f}% of the pinned CPUs "
-            f"(limit {limit:.0f}%), so stop other work on this machine"
+            InvalidReason.CONTENDED,
+            f"other processes used {record.contention_pct:.0f}% of the pinned CPUs "
+            f"(limit {limit:.0f}%), so stop other work on this machine",
         )
     capacity = 100.0 * min(threads, client_cpus)
     threshold = settings.client_bound_cpu_pct * capacity / 100.0
     if (record.client_cpu_pct or 0) >= threshold:
         record.mark_invalid(
-            f"client-bound: the load generator used {record.client_cpu_pct:.0f}% CPU "
-            f"(limit {threshold:.0f}%), so this measures the client, not Redis"
+            InvalidReason.CLIENT_BOUND,
+            f"the load generator used {record.client_cpu_pct:.0f}% CPU "
+            f"(limit {threshold:.0f}%), so this measures the client, not Redis",
         )
     elif (
         saturates
@@ -223,10 +233,11 @@ def judge_load(
         # A saturation workload measures the server's capacity only when the server is the
         # bottleneck; the load generator was not (that would be client-bound) either.
         record.mark_invalid(
-            f"not server-bound: server busy {record.server_cpu_pct:.0f}%, load generator "
+            InvalidReason.NOT_SERVER_BOUND,
+            f"server busy {record.server_cpu_pct:.0f}%, load generator "
             f"{record.client_cpu_pct or 0:.0f}% (client-bound at {threshold:.0f}%): neither "
             "was saturated, so this is not the server's capacity (too few connections or "
-            "too small a pipeline, or the machine was slowed from outside)"
+            "too small a pipeline, or the machine was slowed from outside)",
         )
 
 
@@ -247,9 +258,11 @@ def throughput_trial(
             assert failed is not None
             record.argv, record.raw_output = failed.argv, failed.raw_output
             record.exit_code = failed.exit_code
-            record.mark_invalid(f"warm-up failed: {failed.problem}")
+            record.mark_invalid(InvalidReason.WARMUP_FAILED, failed.problem or "")
             if not server.alive():
-                record.mark_invalid("the server exited during the warm-up")
+                record.mark_invalid(
+                    InvalidReason.SERVER_DIED, "redis-server exited during the warm-up"
+                )
             return record
         requests = redis_benchmark.requests_for(settings.duration, warm.rate)
 
@@ -264,7 +277,7 @@ def throughput_trial(
             record.warmup_s = warm_result.wall_s
             if warm_result.problem:
                 record.argv, record.raw_output = warm_result.argv, warm_result.raw_output
-                record.mark_invalid(f"warm-up failed: {warm_result.problem}")
+                record.mark_invalid(InvalidReason.WARMUP_FAILED, warm_result.problem)
                 return record
 
         def run() -> LoadgenResult:
@@ -280,5 +293,5 @@ def throughput_trial(
         saturates=points.saturates(ctx.workload),
     )
     if ctx.loadgen.name == builtin.NAME:
-        record.mark_invalid(builtin.THROUGHPUT_CAVEAT)
+        record.mark_invalid(InvalidReason.BUILTIN_DRIVER, builtin.THROUGHPUT_DETAIL)
     return record

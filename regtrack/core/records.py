@@ -8,9 +8,102 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 LATENCY_KEYS = ("avg", "min", "p50", "p95", "p99", "p999", "max")
+
+
+class InvalidReason(StrEnum):
+    """Why a trial cannot be trusted, as a code consumers decide on (the stored value).
+
+    The free-text detail beside it (TrialReason) is for people; no code reads it.
+    """
+
+    CLIENT_BOUND = "client-bound"
+    NOT_SERVER_BOUND = "not-server-bound"
+    CONTENDED = "contended"
+    SERVER_DIED = "server-died"
+    SERVER_REFUSED = "server-refused"
+    SERVER_LOST = "server-lost"
+    LOADGEN_FAILED = "loadgen-failed"
+    WARMUP_FAILED = "warmup-failed"
+    GET_MISSES = "get-misses"
+    ERROR_REPLIES = "error-replies"
+    CALLS_SHORT = "calls-short"
+    RATIOS_OFF = "ratios-off"
+    BACKGROUND_SAVE = "background-save"
+    BUILTIN_DRIVER = "builtin-driver"
+    WINDOWS_FAILED = "windows-failed"
+    NOT_REPEATABLE = "not-repeatable"
+    NOT_SATURATED = "not-saturated"
+    OTHER = "other"  # text stored before the codes existed that no code matches
+
+    @property
+    def label(self) -> str:
+        """What people read before the detail (the words reasons began with before codes)."""
+        return _LABELS[self]
+
+
+_LABELS = {
+    InvalidReason.CLIENT_BOUND: "client-bound",
+    InvalidReason.NOT_SERVER_BOUND: "not server-bound",
+    InvalidReason.CONTENDED: "contended",
+    InvalidReason.SERVER_DIED: "server died",
+    InvalidReason.SERVER_REFUSED: "server refused the trial",
+    InvalidReason.SERVER_LOST: "lost the server during the trial",
+    InvalidReason.LOADGEN_FAILED: "load generator failed",
+    InvalidReason.WARMUP_FAILED: "warm-up failed",
+    InvalidReason.GET_MISSES: "GET misses",
+    InvalidReason.ERROR_REPLIES: "error replies",
+    InvalidReason.CALLS_SHORT: "calls short",
+    InvalidReason.RATIOS_OFF: "command ratios off",
+    InvalidReason.BACKGROUND_SAVE: "background save",
+    InvalidReason.BUILTIN_DRIVER: "built-in driver",
+    InvalidReason.WINDOWS_FAILED: "paired windows failed",
+    InvalidReason.NOT_REPEATABLE: "not repeatable",
+    InvalidReason.NOT_SATURATED: "server not saturated",
+    InvalidReason.OTHER: "other",
+}
+
+
+@dataclass(frozen=True)
+class TrialReason:
+    """One reason a trial is invalid: its code, and the figures or message behind it."""
+
+    code: InvalidReason
+    detail: str = ""
+
+    @property
+    def text(self) -> str:
+        """The reason as people read it: "label: detail" (an OTHER reason is its detail)."""
+        if self.code is InvalidReason.OTHER:
+            return self.detail or self.code.label
+        return f"{self.code.label}: {self.detail}" if self.detail else self.code.label
+
+    @classmethod
+    def stored(cls, code: object, detail: object) -> TrialReason:
+        """A reason as read back from a database, which may be hostile or from a newer
+        regtrack: an unknown code becomes OTHER with the code kept in its detail."""
+        name, words = stored_text(code), stored_text(detail)
+        try:
+            return cls(InvalidReason(name), words)
+        except ValueError:
+            return cls(InvalidReason.OTHER, f"{name}: {words}" if words else name)
+
+
+def stored_text(value: object) -> str:
+    """Any value a database column may hold, as text (a crafted file may hold anything)."""
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return str(value)
+
+
+def reasons_text(reasons: tuple[TrialReason, ...]) -> str:
+    """Several reasons on one line, as output shows them."""
+    return "; ".join(r.text for r in reasons)
 
 
 @dataclass
@@ -46,18 +139,23 @@ class TrialRecord:
     seed: str | None = None  # the server's /dev/urandom seed (regtrack.bench.seeds), None: its own
     exit_code: int | None = None
     valid: bool = False
-    invalid_reason: str | None = None
+    reasons: tuple[TrialReason, ...] = ()
     argv: list[str] = field(default_factory=list)
     raw_output: str = ""
     server_stats: dict[str, Any] = field(default_factory=dict)
     per_command: dict[str, dict[str, float]] = field(default_factory=dict)  # load generator rows
 
-    def mark_invalid(self, reason: str) -> None:
-        """Add a reason; reasons are joined with "; ", so a reason must not contain one."""
+    def mark_invalid(self, code: InvalidReason, detail: str = "") -> None:
+        """Add a reason: the code for whoever decides, the detail for whoever reads."""
         self.valid = False
-        self.invalid_reason = (
-            reason if not self.invalid_reason else f"{self.invalid_reason}; {reason}"
-        )
+        self.reasons = (*self.reasons, TrialReason(code, detail))
+
+    def has_reason(self, code: InvalidReason) -> bool:
+        return any(r.code is code for r in self.reasons)
+
+    @property
+    def reason_text(self) -> str:
+        return reasons_text(self.reasons)
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ def _trial_line(record: TrialRecord) -> str:
         )
     else:
         rate = f"{record.ops_per_sec:,.0f} ops/s" if record.ops_per_sec else "no result"
-    status = "ok" if record.valid else f"INVALID: {record.invalid_reason}"
+    status = "ok" if record.valid else f"INVALID: {record.reason_text}"
     return (
         f"rep {record.repetition + 1} {record.target_label} {record.point}: {rate} "
         f"(client cpu {record.client_cpu_pct or 0:.0f}%, server cpu "

@@ -307,6 +307,7 @@ def _positions(seqs: list[int]) -> str:
 
 CHILD_TABLES = {
     "function_costs": ("function", "file", "object", "exclusive", "inclusive"),
+    "trial_reasons": ("position", "code", "detail"),
     "command_stats": (
         "source", "command", "calls", "usec", "failed_calls", "ops_per_sec", "p50_ms", "p99_ms",
     ),

@@ -1,22 +1,25 @@
 """The store's schema: its DDL, its version, and the steps that bring an older database to it.
 
-A database records its schema version (PRAGMA user_version); each step only adds tables or
-columns, in its own transaction, so a database from an older regtrack upgrades in place and
-keeps every result.
+A database records its schema version (PRAGMA user_version); each step adds tables or
+columns, or moves stored values into a typed form (v9), in its own transaction, so a
+database from an older regtrack upgrades in place and keeps every result.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from regtrack.core.errors import BadInput, CannotMeasure
+from regtrack.results import legacy_reasons
 
 if TYPE_CHECKING:
     from regtrack.results.store import Store
 
-MIGRATIONS: list[str] = [
+# A step is SQL statements, or a function for one that must read what it converts.
+MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
     # v1: runs, their targets and trials.
     """
     CREATE TABLE runs (
@@ -174,6 +177,9 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (run_id, shard, host, source_run)
     );
     """,
+    # v9: why a trial is invalid, as codes with their details (trial_reasons), parsed from
+    # the free text of trials.invalid_reason, which goes.
+    legacy_reasons.migrate,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -208,7 +214,7 @@ def upgrade(store: Store, version: int, *, create: bool) -> None:
                 f"({SCHEMA_VERSION}), and is read-only: make it writable once, and regtrack "
                 "upgrades it in place, keeping every result"
             )
-        _migrate(store, version)  # migrations only add: older results stay as they were
+        _migrate(store, version)  # no step drops a result: older ones stay as they were
 
 
 def _migrate(store: Store, current: int) -> None:
@@ -221,9 +227,13 @@ def _migrate(store: Store, current: int) -> None:
                 current = store.conn.execute("PRAGMA user_version").fetchone()[0]
                 if current >= SCHEMA_VERSION:
                     break
-                for statement in MIGRATIONS[current].split(";"):
-                    if statement.strip():
-                        store.conn.execute(statement)
+                step = MIGRATIONS[current]
+                if callable(step):
+                    step(store.conn)
+                else:
+                    for statement in step.split(";"):
+                        if statement.strip():
+                            store.conn.execute(statement)
                 current += 1
                 store.conn.execute(f"PRAGMA user_version = {current}")
     except sqlite3.DatabaseError as exc:

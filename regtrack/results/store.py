@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from regtrack.core.errors import BadInput, CannotMeasure
-from regtrack.core.records import LATENCY_KEYS, FunctionCost, TrialRecord
+from regtrack.core.records import LATENCY_KEYS, FunctionCost, TrialReason, TrialRecord
 from regtrack.results import comparability
 from regtrack.results.migrations import schema_version, upgrade
 from regtrack.targets.versions import Target
@@ -228,7 +228,6 @@ class Store:
             "seed": t.seed,
             "exit_code": t.exit_code,
             "valid": int(t.valid),
-            "invalid_reason": t.invalid_reason,
             "argv": _json(t.argv),
             "raw_output": t.raw_output,
             "server_stats": _json(t.server_stats),
@@ -240,6 +239,10 @@ class Store:
                 f"INSERT INTO trials ({columns}) VALUES ({marks})", tuple(row.values())
             )
             trial_id = int(cur.lastrowid)
+            conn.executemany(
+                "INSERT INTO trial_reasons (trial_id, position, code, detail) VALUES (?, ?, ?, ?)",
+                [(trial_id, i, r.code.value, r.detail) for i, r in enumerate(t.reasons)],
+            )
             conn.executemany(
                 "INSERT INTO command_stats (trial_id, source, command, calls, usec,"
                 " failed_calls, ops_per_sec, p50_ms, p99_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -316,6 +319,8 @@ class Store:
             )
 
     def trials(self, run_id: int) -> list[dict[str, Any]]:
+        """Every trial of a run; ``reasons`` holds its invalid reasons (TrialReason)."""
+        reasons = self.trial_reasons(run_id)
         rows = self.conn.execute(
             "SELECT t.*, g.label AS target FROM trials t JOIN targets g ON g.id = t.target_id"
             " WHERE t.run_id = ? ORDER BY t.seq",
@@ -326,7 +331,20 @@ class Store:
             item = dict(row)
             item["params"] = json.loads(item["params"])
             item["valid"] = bool(item["valid"])
+            item["reasons"] = reasons.get(item["id"], ())
             out.append(item)
+        return out
+
+    def trial_reasons(self, run_id: int) -> dict[int, tuple[TrialReason, ...]]:
+        """Invalid reasons by trial id, in the order they were found."""
+        out: dict[int, tuple[TrialReason, ...]] = {}
+        for trial_id, code, detail in self.conn.execute(
+            "SELECT r.trial_id, r.code, r.detail FROM trial_reasons r"
+            " JOIN trials t ON t.id = r.trial_id WHERE t.run_id = ?"
+            " ORDER BY r.trial_id, r.position",
+            (run_id,),
+        ):
+            out[trial_id] = (*out.get(trial_id, ()), TrialReason.stored(code, detail))
         return out
 
     def function_costs(self, run_id: int) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from regtrack.core.errors import BadInput
-from regtrack.core.records import LoadSpec, MixCommand
+from regtrack.core.records import InvalidReason, LoadSpec, MixCommand, TrialReason
 from regtrack.workloads import redis_commands as commands
 from regtrack.workloads.model import GetPipelineWorkload, MixWorkload, Workload
 
@@ -108,27 +108,29 @@ def substitute(arg: str, saved: dict[str, str]) -> str:
     return arg
 
 
-def reply_problems(delta: dict[str, Any]) -> list[str]:
+def reply_problems(delta: dict[str, Any]) -> list[TrialReason]:
     """Reasons the replies of a GET trial cannot be trusted (misses, error replies)."""
     problems = []
     misses = int(delta.get("keyspace_misses", 0))
     if misses > 0:
-        problems.append(f"{misses} GET misses (keys not populated or evicted)")
+        problems.append(
+            TrialReason(InvalidReason.GET_MISSES, f"{misses} (keys not populated or evicted)")
+        )
     problems.extend(error_problems(delta))
     return problems
 
 
-def error_problems(delta: dict[str, Any]) -> list[str]:
+def error_problems(delta: dict[str, Any]) -> list[TrialReason]:
     errors = int(delta.get("error_replies", 0))
     if errors <= 0:
         return []
     named = ", ".join(f"{n} x{int(c)}" for n, c in sorted(delta.get("errors", {}).items()))
-    return [f"{errors} error replies ({named or 'see errorstats'})"]
+    return [TrialReason(InvalidReason.ERROR_REPLIES, f"{errors} ({named or 'see errorstats'})")]
 
 
 def mix_problems(
     workload: MixWorkload, delta: dict[str, Any], requests_per_process: list[int]
-) -> list[str]:
+) -> list[TrialReason]:
     """Error replies, and per-command calls out of the declared ratios.
 
     memtier counts error replies as successes, so the server's counters decide. Each
@@ -156,8 +158,11 @@ def mix_problems(
         high = math.ceil(want * (1 + tolerance))
         if observed < low or (observed > high and not scripted):
             problems.append(
-                f"{key} ran {int(observed)} times, the declared ratios expect about {want:.0f} "
-                f"(tolerance {workload.tolerance_pct:g}%)"
+                TrialReason(
+                    InvalidReason.RATIOS_OFF,
+                    f"{key} ran {int(observed)} times, the declared ratios expect about "
+                    f"{want:.0f} (tolerance {workload.tolerance_pct:g}%)",
+                )
             )
     return problems
 

@@ -20,7 +20,7 @@ from regtrack.bench.runtimes.base import RunningServer
 from regtrack.bench.trial import Context, measured_window, new_record
 from regtrack.core.errors import CannotMeasure
 from regtrack.core.procs import process_cpu_seconds, socket_count
-from regtrack.core.records import FunctionCost, LoadSpec, TrialRecord
+from regtrack.core.records import FunctionCost, InvalidReason, LoadSpec, TrialRecord
 
 # Under callgrind, an idle Redis still runs ~1.2M instructions per second of time-driven
 # work (serverCron etc.), about 0.8% of the count per GET when saturated at pipeline 10;
@@ -56,7 +56,9 @@ def instruction_trial(
     except CannotMeasure as exc:
         if not _dies_within(server, 2.0):
             raise
-        record.mark_invalid(f"the server exited during the trial ({exc})")
+        record.mark_invalid(
+            InvalidReason.SERVER_DIED, f"redis-server exited during the trial ({exc})"
+        )
         return record, None
 
 
@@ -118,7 +120,7 @@ def _instruction_trial(
             warm.raw_output,
             warm.exit_code,
         )
-        record.mark_invalid(f"warm-up failed: {warm.problem}")
+        record.mark_invalid(InvalidReason.WARMUP_FAILED, warm.problem)
         return record, None
     record.warmup_s = warm.wall_s
 
@@ -168,10 +170,11 @@ def _instruction_trial(
     )
     if record.instructions_repeat_pct > ctx.settings.repeatability_pct:
         record.mark_invalid(
-            f"not repeatable: the two windows in one server counted "
+            InvalidReason.NOT_REPEATABLE,
+            f"the two windows in one server counted "
             f"{per_window[0]:,.1f} and {per_window[1]:,.1f} instructions/op "
             f"({record.instructions_repeat_pct:.2f}% apart, limit "
-            f"{ctx.settings.repeatability_pct}%)"
+            f"{ctx.settings.repeatability_pct}%)",
         )
     busy = [b for _, b, _ in windows if b is not None]
     wall = sum(r.wall_s for r, _, _ in windows)
@@ -179,8 +182,9 @@ def _instruction_trial(
         record.server_cpu_pct = 100.0 * sum(busy) / wall
     if (record.server_cpu_pct or 0) < SATURATED_SERVER_CPU_PCT:
         record.mark_invalid(
-            f"server not saturated: it used {record.server_cpu_pct or 0:.0f}% CPU under "
-            "callgrind, so time-driven work (serverCron) inflates the count per operation"
+            InvalidReason.NOT_SATURATED,
+            f"it used {record.server_cpu_pct or 0:.0f}% CPU under "
+            "callgrind, so time-driven work (serverCron) inflates the count per operation",
         )
     return record, profile
 

@@ -26,10 +26,11 @@ from regtrack.core.records import LoadSpec, MixCommand
 from regtrack.core.redis_options import QUIET_CONNECT
 
 NAME = "builtin"
-THROUGHPUT_CAVEAT = (
-    "built-in driver: its throughput measures the Python client, not Redis (use memtier "
-    "for throughput, or --metric instructions, for which it is valid)"
+THROUGHPUT_DETAIL = (
+    "its throughput measures the Python client, not Redis (use memtier for throughput, or "
+    "--metric instructions, for which it is valid)"
 )
+THROUGHPUT_CAVEAT = f"built-in driver: {THROUGHPUT_DETAIL}"
 
 
 def locate() -> LoadgenBinary:

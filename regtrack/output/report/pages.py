@@ -17,6 +17,7 @@ from regtrack.analysis import attribution, commit_history, metrics
 from regtrack.analysis import comparison as comparisons
 from regtrack.analysis import gate as gating
 from regtrack.core.errors import BadInput
+from regtrack.core.records import reasons_text
 from regtrack.core.settings import Thresholds
 from regtrack.output import tables as text_tables
 from regtrack.output.report import figures
@@ -149,7 +150,7 @@ def _invalid_trials(trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "point": t["point"],
             "mode": t["mode"],
             "ops_per_sec": t["ops_per_sec"],
-            "reason": t["invalid_reason"] or "",
+            "reason": reasons_text(t["reasons"]),
         }
         for t in trials
         if not t["valid"]
