@@ -6,7 +6,7 @@ involved. Two parts:
 1. Exact verdicts (no noise) on 1,024 commits: one step, two sub-threshold steps, a gradual
    drift, up-down-up; commits judged and what the search names, plain and --all-steps.
 2. Throughput bisection with noise: a -10% step at a random commit, each measurement of a
-   commit a run of good, the commit and bad side by side (as bench/bisect.py measures a
+   commit a run of good, the commit and bad side by side (as flows/bisect.py measures a
    throughput step), every block drawing a process effect (servers restart between
    repetitions) and a trial noise per version; blocks added two at a time, intervals from
    analysis/sequential.interval (t-spending, alpha 0.05 over two candidates) until the
@@ -87,7 +87,7 @@ class _NoisyStep:
         return out[0], out[1]
 
     def place(self, i: int, cut: float) -> bisection.Placement:
-        """As bench/bisect.py places: a commit is measured once, until its position at the
+        """As flows/bisect.py places: a commit is measured once, until its position at the
         cut asked first is decided or the cap is reached; later cuts reuse its blocks."""
         if i in self.blocks:
             changes = self._changes(i)

@@ -21,7 +21,7 @@ def _change(value: float, baseline: float, radius: float = 0.1) -> bisection.Cha
 
 def _oracle(values: list[float], unbuildable: frozenset[int] = frozenset()):
     """Places a commit from its change against both ends, known to +-0.1% (instructions
-    per op with fixed seeds), through bisection.placement as bench/bisect.py does."""
+    per op with fixed seeds), through bisection.placement as flows/bisect.py does."""
     measured: list[int] = []
     ends_pct = 100.0 * (values[-1] / values[0] - 1.0)
 

@@ -302,8 +302,8 @@ def test_a_bisection_step_counted_with_other_tools_than_its_ends_is_refused(tmp_
     by seed with the ends' run counted by the old valgrind; it stops with one line."""
     from types import SimpleNamespace
 
-    from regtrack.bench.bisect import Bisector
     from regtrack.core.errors import BadInput
+    from regtrack.flows.bisect import Bisector
 
     store = Store.open(tmp_path / "r.db")
     ends, alike, upgraded = (

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from regtrack.bench import merge as merging
 from regtrack.core.errors import BadInput, RegtrackError
+from regtrack.flows import shard_merge as merging
 from tests import fakebench
 from tests.conftest import cli_in_process
 

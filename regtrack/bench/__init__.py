@@ -1,3 +1,3 @@
-"""Measure: the Job (options resolved and built), the run orchestration the CLI calls, the
-plan and runner, one trial, server setup and stats, resume, plus runtimes/, loadgen/ and
-callgrind/. Never formats: progress and messages go out through callbacks."""
+"""Measure: the Job (options resolved and built), the plan and runner, one trial, server
+setup and stats, seeds, shards, plus runtimes/, loadgen/ and callgrind/. Never formats and
+never decides: the loops that measure until decided are in regtrack/flows."""

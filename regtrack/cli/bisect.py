@@ -95,9 +95,9 @@ def bisect(
     benchmarks/bisect_scale.py): one step, log2 N (10 for 1,024); two steps, about
     2 log2 N (19); a drift, log2 N. A commit that does not build costs one try more.
     """
-    from regtrack.bench import bisect as bisecting
     from regtrack.cli.steps import options_of, say
     from regtrack.core.settings import load_settings, load_thresholds
+    from regtrack.flows import bisect as bisecting
     from regtrack.output import bisect_text
     from regtrack.output.console import run_progress
     from regtrack.results import bisections

@@ -15,7 +15,7 @@ from regtrack.cli.options import measure_options, sequential_options, shard_opti
 from regtrack.core.errors import EXIT_REGRESSION, BadInput, CannotMeasure
 
 if TYPE_CHECKING:
-    from regtrack.bench.ci_gate import GateRun
+    from regtrack.flows.ci_gate import GateRun
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
@@ -87,9 +87,9 @@ def _merged_gate(
     measured: tuple[str | None, ...],
 ) -> GateRun:
     """`ci --merge SHARD_DBS`: union the shards into --db, then decide on the merged run."""
-    from regtrack.bench import ci_gate
-    from regtrack.bench import merge as merging
     from regtrack.core.settings import load_settings
+    from regtrack.flows import ci_gate
+    from regtrack.flows import shard_merge as merging
     from regtrack.output import merge_text
     from regtrack.output.console import err
     from regtrack.results.store import Store
@@ -120,8 +120,8 @@ def _measured_gate(
     kw: dict[str, Any],
 ) -> GateRun | None:
     """Measure the gate here (or this host's shard of it; then nothing is decided)."""
-    from regtrack.bench import ci_gate, orchestrate
     from regtrack.cli.steps import prepare, say
+    from regtrack.flows import ci_gate, orchestrate
     from regtrack.output.console import run_progress
 
     if not candidate_spec:
@@ -165,8 +165,8 @@ def _present(
     report: bool,
 ) -> None:
     """The decision, everywhere it is read: stdout, step summary, JSON, report; exit code."""
-    from regtrack.bench import orchestrate
     from regtrack.cli.steps import auto_report
+    from regtrack.flows import orchestrate
     from regtrack.output import ci_summary
 
     decision = gate.decision

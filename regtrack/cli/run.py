@@ -47,9 +47,9 @@ def run(
 ) -> None:
     """Measure every version at every workload point, interleaved, and store each trial."""
     from regtrack.analysis import comparison as comparisons
-    from regtrack.bench import orchestrate, resume
     from regtrack.cli.steps import auto_report, measure, prepare
     from regtrack.core.settings import load_settings, load_thresholds
+    from regtrack.flows import orchestrate, resume
     from regtrack.output import tables as text_tables
     from regtrack.results.store import Store
     from regtrack.targets import versions

@@ -12,11 +12,12 @@ from typing import Any
 
 import click
 
-from regtrack.bench import orchestrate, shards
+from regtrack.bench import shards
 from regtrack.bench.job import Job, Options, int_list, prepare_job
 from regtrack.bench.loadgen.builtin import THROUGHPUT_CAVEAT
 from regtrack.bench.runner import Sequential
 from regtrack.core.errors import BadInput, RegtrackError
+from regtrack.flows import orchestrate
 from regtrack.output.console import build_progress, err, run_progress
 from regtrack.output.report import write_report
 from regtrack.results.store import Store
@@ -112,7 +113,7 @@ def measure(
     resume_store: tuple[Store, int] | None = None,
     sequential: Sequential | None = None,
 ) -> tuple[Store, int, str]:
-    """bench.orchestrate.measure with its messages and trial progress on the terminal."""
+    """flows.orchestrate.measure with its messages and trial progress on the terminal."""
     return orchestrate.measure(
         job, db, say, run_progress, wait=wait, resume_store=resume_store, sequential=sequential
     )

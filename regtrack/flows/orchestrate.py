@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager as ContextManager
 from typing import Any
 
 from regtrack.analysis import gate
-from regtrack.bench import resume, server_settings
+from regtrack.bench import server_settings
 from regtrack.bench.job import Job, parse_duration
 from regtrack.bench.plan import MODES_BY_METRIC
 from regtrack.bench.runner import Sequential, execute
@@ -21,6 +21,7 @@ from regtrack.bench.runtimes import docker as docker_runtime
 from regtrack.core import cpulock, environment, redact
 from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.core.records import Progress
+from regtrack.flows import resume
 from regtrack.results.store import Store
 
 Say = Callable[[str], None]

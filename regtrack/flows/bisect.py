@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from regtrack.analysis import attribution, bisection, comparison, run_shift
-from regtrack.bench import orchestrate, seeds
+from regtrack.bench import seeds
 from regtrack.bench.job import Job, Options, parse_duration, prepare_job
 from regtrack.bench.plan import MODES_BY_METRIC
 from regtrack.bench.runner import Sequential
@@ -36,6 +36,7 @@ from regtrack.core import environment
 from regtrack.core.errors import BadInput, Interrupted
 from regtrack.core.records import Progress
 from regtrack.core.settings import Thresholds, load_settings
+from regtrack.flows import orchestrate
 from regtrack.results import bisections, comparability
 from regtrack.results.store import Store
 from regtrack.targets.build import MakeFailed

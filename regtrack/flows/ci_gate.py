@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from regtrack.analysis import comparison, gate
-from regtrack.bench import orchestrate, seeds
+from regtrack.bench import seeds
 from regtrack.bench.job import Job
 from regtrack.core import environment
 from regtrack.core.records import Progress
 from regtrack.core.settings import Thresholds, load_settings
+from regtrack.flows import orchestrate
 from regtrack.results import comparability
 from regtrack.results.store import Store
 from regtrack.targets.versions import VersionSpec, parse_spec

@@ -53,7 +53,7 @@ def check_resumable(store: Store, run_id: int) -> dict[str, Any]:
 
 def load_job(store: Store, run_id: int, extending: bool = False) -> Job:
     """The run's own job, checked against what is on this machine now. ``extending``: a
-    run that is to measure more repetitions (bench/orchestrate.extend), complete or not
+    run that is to measure more repetitions (flows/orchestrate.extend), complete or not
     (an extension that was interrupted goes on from its stored trials)."""
     if extending:
         run = store.run(run_id)
