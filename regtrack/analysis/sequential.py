@@ -37,54 +37,8 @@ Two valid constructions are implemented (``method``):
   Valid at every n, not only at looks, at the price of being wider at n <= 8.
 
 Both are t-type: the half-width is a constant for each n (and look) times the sample sd.
-Why "t-spending", 1/(j (j + 1)): ``benchmarks/sequential_methods.py`` (defaults) printed
-
-    alpha=0.05, 100000 simulated normal streams, a look every 2 blocks up to 30, seed 1
-
-    half-width / sd              n=2   n=4   n=6   n=8  n=12  n=16  n=24  miss@30
-    t-mixture c=0.1              inf  3.27  2.00  1.56  1.17  0.97  0.77   0.0180
-    t-mixture c=0.25             inf  3.61  1.93  1.49  1.11  0.93  0.73   0.0196
-    t-mixture c=0.5              inf  6.03  1.97  1.46  1.08  0.90  0.71   0.0179
-    t-mixture c=1                inf   inf  2.22  1.50  1.06  0.88  0.69   0.0173
-    t-mixture c=2                inf   inf  3.73  1.70  1.09  0.88  0.68   0.0146
-    spend 6/(pi^2 k^2)         14.80  3.22  2.14  1.71  1.31  1.11  0.90   0.0422
-    spend 1/(k(k+1))           18.00  3.12  2.03  1.62  1.25  1.06  0.86   0.0390
-    spend 6/(pi^2 j^2)           inf  1.94  1.76  1.54  1.25  1.08  0.88   0.0359
-    spend 1/(j(j+1))             inf  2.09  1.72  1.48  1.19  1.03  0.85   0.0331
-    fixed-n t (naive)           8.98  1.59  1.05  0.84  0.64  0.53  0.42   0.2475
-    gs-sim 1/(j(j+1)) (ref.)     inf  2.10  1.51  1.27  1.02  0.87  0.73   0.0456
-
-    blocks to decide, 5% threshold (share decided by 30)
-                                A/A sd=0.4t -10% sd=0.4t  A/A sd=0.8t -10% sd=0.8t
-    t-mixture c=0.1               6.2  100%    4.1  100%   14.3  100%    5.5  100%
-    t-mixture c=0.25              6.2  100%    4.2  100%   13.5  100%    5.6  100%
-    t-mixture c=0.5               6.6  100%    5.0  100%   13.2  100%    6.1  100%
-    t-mixture c=1                 7.0  100%    6.0  100%   13.1  100%    6.5  100%
-    t-mixture c=2                 8.0  100%    6.2  100%   13.6  100%    7.6  100%
-    spend 6/(pi^2 k^2)            6.1  100%    3.5  100%   16.2   98%    5.2  100%
-    spend 1/(k(k+1))              6.0  100%    3.6  100%   15.4   99%    5.1  100%
-    spend 6/(pi^2 j^2)            5.1  100%    4.0  100%   15.1   98%    4.5  100%
-    spend 1/(j(j+1))              5.2  100%    4.0  100%   14.4   99%    4.6  100%
-    fixed-n t (naive)             4.0  100%    3.1  100%    7.0  100%    3.7  100%
-    gs-sim 1/(j(j+1)) (ref.)      5.0  100%    4.0  100%   11.5  100%    4.5  100%
-
-("k" spends from the first look, "j" from the first look with 3 blocks; "miss@30": share
-of streams whose interval ever excluded the true mean at a look up to 30 blocks; the
-second table: mean blocks until stats.verdict's rules decide, for an A/A stream and a 10%
-slowdown with block sd 0.4 or 0.8 times the threshold.) Among the valid, implementable
-candidates, spending 1/(j (j + 1)) is the narrowest at n = 6, within 2% of the best at
-n = 8 and within 8% at n = 4, where mixtures are bounded only for c <= 0.5 and are then at
-least 56% wider; averaged over n = 4, 6, 8, 12, 16 it is 16% narrower than the best mixture
-(c = 0.1). The mixtures are narrower from n = 8 on (c = 0.5: 1.46 vs 1.48 at n = 8, 0.90
-vs 1.03 at n = 16), which shows in the slow A/A case (13.1-13.5 vs 14.4 blocks); in the
-other three cases t-spending decides sooner (4.0-5.2 vs 4.1-8.0 blocks). Spending from
-look 1 (n = 2, 1 degree of freedom) pays off only for large effects (3.5 vs 4.0 blocks)
-and costs at every later look. The "gs-sim" row, exact group-sequential boundaries for
-this very look schedule (Lan & DeMets spending with the joint law of the t statistics,
-which is free of mean and variance; Jennison & Turnbull 2000, "Group Sequential Methods
-with Applications to Clinical Trials"), shows what the union bound leaves on the table
-(11.5 blocks in the slow A/A case); it is not offered because its boundaries are Monte
-Carlo constants, valid only at one alpha and for looks at exactly 2, 4, ... blocks.
+Why "t-spending", with 1/(j (j + 1)): docs/methodology.md ("Looks") has the comparison of
+the constructions that ``benchmarks/sequential_methods.py`` prints.
 """
 
 from __future__ import annotations

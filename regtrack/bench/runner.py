@@ -64,7 +64,7 @@ def remaining(visits: list[Visit], done: set[int]) -> list[Visit]:
 
 
 @dataclass
-class Sequential:
+class BlockRule:
     """When a run adds repetitions: until ``needed()`` says no mode needs more (every
     answer is in), the time budget would be overrun by another block, or
     ``max_repetitions`` is reached.
@@ -87,7 +87,7 @@ def execute(
     run_id: int,
     progress: Progress | None = None,
     resume: bool = False,
-    sequential: Sequential | None = None,
+    sequential: BlockRule | None = None,
 ) -> str:
     """Run every visit of the plan (only the trials not stored yet, when resuming), adding
     blocks of repetitions while ``sequential`` asks for them; returns the run's final
@@ -151,7 +151,7 @@ def execute(
 
 
 def _another_block(
-    job: Job, store: Store, run_id: int, rule: Sequential, started: float, progress: Progress
+    job: Job, store: Store, run_id: int, rule: BlockRule, started: float, progress: Progress
 ) -> bool:
     """Whether to measure one more block: not decided, within budget and cap."""
     reps = job.settings.repetitions

@@ -15,7 +15,7 @@ import click
 from regtrack.bench import shards
 from regtrack.bench.job import Job, Options, int_list, prepare_job
 from regtrack.bench.loadgen.builtin import THROUGHPUT_CAVEAT
-from regtrack.bench.runner import Sequential
+from regtrack.bench.runner import BlockRule
 from regtrack.core.errors import BadInput, RegtrackError
 from regtrack.flows import orchestrate
 from regtrack.output.console import build_progress, err, run_progress
@@ -111,7 +111,7 @@ def measure(
     db: str | None,
     wait: bool = True,
     resume_store: tuple[Store, int] | None = None,
-    sequential: Sequential | None = None,
+    sequential: BlockRule | None = None,
 ) -> tuple[Store, int, str]:
     """flows.orchestrate.measure with its messages and trial progress on the terminal."""
     return orchestrate.measure(

@@ -9,7 +9,6 @@ Exit codes (also in the README):
   130 interrupted (Ctrl-C / SIGTERM / SIGHUP); results measured so far are kept
 """
 
-EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_BAD_INPUT = 2
 EXIT_CANNOT_MEASURE = 3

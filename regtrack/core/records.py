@@ -135,7 +135,7 @@ class TrialRecord:
     syscalls_write: int | None = None
     instructions: int | None = None
     instructions_per_op: float | None = None
-    instructions_repeat_pct: float | None = None  # two windows in one server, apart by
+    instructions_repeat_pct: float | None = None  # how far apart one server's two windows are
     seed: str | None = None  # the server's /dev/urandom seed (regtrack.bench.seeds), None: its own
     exit_code: int | None = None
     valid: bool = False

@@ -31,7 +31,7 @@ from regtrack.analysis import attribution, bisection, comparison, run_shift
 from regtrack.bench import seeds
 from regtrack.bench.job import Job, Options, parse_duration, prepare_job
 from regtrack.bench.plan import MODES_BY_METRIC
-from regtrack.bench.runner import Sequential
+from regtrack.bench.runner import BlockRule
 from regtrack.core import environment
 from regtrack.core.errors import BadInput, Interrupted
 from regtrack.core.records import Progress
@@ -148,7 +148,7 @@ class Bisector:
             # Seed pairs only for the ends' repetitions (_grow_with_ends adds more).
             cap = min(cap, self._repetitions(self.run_of[self.bad]))
         modes = MODES_BY_METRIC[self.request.metric]
-        rule = Sequential(
+        rule = BlockRule(
             needed=lambda st, rid: modes if undecided(rid) else (),
             budget_s=parse_duration(self.request.budget, "--budget"),
             max_repetitions=max(cap, job.settings.repetitions),

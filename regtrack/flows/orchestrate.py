@@ -16,7 +16,7 @@ from regtrack.analysis import gate
 from regtrack.bench import server_settings
 from regtrack.bench.job import Job, parse_duration
 from regtrack.bench.plan import MODES_BY_METRIC
-from regtrack.bench.runner import Sequential, execute
+from regtrack.bench.runner import BlockRule, execute
 from regtrack.bench.runtimes import docker as docker_runtime
 from regtrack.core import cpulock, environment, redact
 from regtrack.core.errors import BadInput, CannotMeasure
@@ -34,7 +34,7 @@ def measure(
     progress: Callable[[], ContextManager[Progress]] = lambda: contextlib.nullcontext(Progress()),
     wait: bool = True,
     resume_store: tuple[Store, int] | None = None,
-    sequential: Sequential | None = None,
+    sequential: BlockRule | None = None,
 ) -> tuple[Store, int, str]:
     """Record the run (or reopen it), execute it with progress, say where the trials went.
 
@@ -129,7 +129,7 @@ def sequential_rule(
     budget: str,
     max_repetitions: int,
     comparison: Callable[[Store, int], dict[str, Any]],
-) -> Sequential:
+) -> BlockRule:
     """Blocks of two repetitions (A B, B A) while ``comparison``'s gate is undecided."""
     if job.shard is not None:
         raise BadInput(
@@ -143,7 +143,7 @@ def sequential_rule(
             "even number, so the order A B / B A stays balanced"
         )
     job.design = "sequential"
-    return Sequential(
+    return BlockRule(
         needed=lambda store, run_id: gate.undecided_modes(comparison(store, run_id)),
         budget_s=parse_duration(budget, "--budget"),
         max_repetitions=max_repetitions,

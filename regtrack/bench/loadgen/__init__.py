@@ -14,11 +14,6 @@ from regtrack.bench.loadgen.base import Aim, LoadgenBinary, LoadgenResult
 from regtrack.core.errors import BadInput
 from regtrack.core.records import LoadSpec
 
-TOOLS = {
-    "redis-benchmark": redis_benchmark,
-    "memtier": memtier,
-    "builtin": builtin,
-}
 BY_NAME = {redis_benchmark.NAME: redis_benchmark, memtier.NAME: memtier, builtin.NAME: builtin}
 
 
