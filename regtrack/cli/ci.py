@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -11,49 +12,78 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from regtrack.cli.group import EXIT_CODES_HELP, cli
-from regtrack.cli.options import measure_options, sequential_options, shard_options
+from regtrack.cli.options import measuring, staged
 from regtrack.core.errors import EXIT_REGRESSION, BadInput, CannotMeasure
+from regtrack.core.options import Options
 
 if TYPE_CHECKING:
     from regtrack.bench.ci_gate import GateRun
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
-@click.option("--baseline", "baseline_spec", help="Baseline version spec, measured alongside.")
-@click.option("--candidate", "candidate_spec", help="Candidate version spec.")
-@click.option("--baseline-run", help="Compare with a stored baseline (regtrack baseline save).")
-@click.option("--force", is_flag=True, help="Compare with a stored baseline measured differently.")
-@click.option("--threshold", type=float, help="Verdict threshold in percent, for every metric.")
-@click.option("--summary", type=click.Path(dir_okay=False), help="Write the Markdown summary.")
-@click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write JSON records.")
-@click.option(
-    "--fail-on-inconclusive", is_flag=True, help="Exit 1 when the gate cannot be decided."
+@staged(
+    "versions",
+    "--baseline",
+    "baseline_spec",
+    metavar="SPEC",
+    help="Baseline version spec, measured alongside.",
 )
-@click.option(
+@staged(
+    "versions",
+    "--candidate",
+    "candidate_spec",
+    metavar="SPEC",
+    help="Candidate version spec.",
+)
+@staged(
+    "versions",
+    "--baseline-run",
+    metavar="NAME",
+    help="Compare with a stored baseline (regtrack baseline save NAME).",
+)
+@staged(
+    "statistics",
+    "--force",
+    is_flag=True,
+    help="Compare with a stored baseline measured differently.",
+)
+@staged(
+    "statistics",
+    "--threshold",
+    type=float,
+    help="Verdict threshold in percent, for every metric.",
+    unset="regtrack.toml [verdict], per metric",
+)
+@staged(
+    "statistics",
+    "--fail-on-inconclusive",
+    is_flag=True,
+    help="Exit 1 when the gate cannot be decided.",
+)
+@staged(
+    "statistics",
     "--merge",
     "merge_shards",
     is_flag=True,
     help="Decide on shards measured elsewhere (ci --shard K/N): merge the SHARD_DBS into "
     "--db and decide once on all their blocks; measures nothing.",
 )
+@staged("output", "--summary", type=click.Path(dir_okay=False), help="Write the Markdown summary.")
+@staged("output", "--json", "json_out", type=click.Path(dir_okay=False), help="Write JSON records.")
 @click.argument("shard_dbs", nargs=-1, type=click.Path(path_type=Path))
-@sequential_options
-@shard_options
-@measure_options
+@measuring("ci")
 def ci(
     baseline_spec: str | None,
     candidate_spec: str | None,
     baseline_run: str | None,
     force: bool,
     threshold: float | None,
-    summary: str | None,
-    json_out: str | None,
     fail_on_inconclusive: bool,
     merge_shards: bool,
+    summary: str | None,
+    json_out: str | None,
     shard_dbs: tuple[Path, ...],
-    budget: str,
-    max_repetitions: int,
-    **kw: Any,
+    options: Options,
 ) -> None:
     """Did CANDIDATE make the workload slower than BASELINE? Exit 1 on a real regression.
 
@@ -68,15 +98,14 @@ def ci(
     thresholds = load_thresholds(threshold)
     if merge_shards or shard_dbs:
         asked = (baseline_spec, candidate_spec, baseline_run)
-        gate = _merged_gate(merge_shards, shard_dbs, kw["db"], thresholds, asked)
+        gate = _merged_gate(merge_shards, shard_dbs, options.db, thresholds, asked)
     else:
         gate = _measured_gate(
-            baseline_spec, candidate_spec, baseline_run, force, thresholds, budget,
-            max_repetitions, kw,
-        )  # fmt: skip
+            baseline_spec, candidate_spec, baseline_run, force, thresholds, options
+        )
         if gate is None:
             return
-    _present(gate, summary, json_out, fail_on_inconclusive, kw["report"])
+    _present(gate, summary, json_out, fail_on_inconclusive, options.report)
 
 
 def _merged_gate(
@@ -115,9 +144,7 @@ def _measured_gate(
     baseline_run: str | None,
     force: bool,
     thresholds: Any,
-    budget: str,
-    max_repetitions: int,
-    kw: dict[str, Any],
+    options: Options,
 ) -> GateRun | None:
     """Measure the gate here (or this host's shard of it; then nothing is decided)."""
     from regtrack.bench import ci_gate, orchestrate
@@ -128,24 +155,21 @@ def _measured_gate(
         raise BadInput("give --candidate SPEC (or --merge with the shards' databases)")
     if bool(baseline_spec) == bool(baseline_run):
         raise BadInput("give exactly one of --baseline SPEC (measured now) or --baseline-run NAME")
-    stored = ci_gate.stored_baseline(kw["db"], baseline_run) if baseline_run else None
-    defaults = dict(ci_gate.CI_DEFAULTS)
-    if kw["workload"] != "get-pipeline":
-        defaults.pop("pipelines")
+    stored = ci_gate.stored_baseline(options.db, baseline_run) if baseline_run else None
     if stored is not None:  # its repetitions' seeds, so the blocks pair seed by seed
-        defaults["seed_offset"] = stored.seed_offset
-    job = prepare(ci_gate.specs(baseline_spec, candidate_spec), kw, **defaults)
+        options = dataclasses.replace(options, seed_offset=stored.seed_offset)
+    job = prepare(ci_gate.specs(baseline_spec, candidate_spec), options)
     gate = ci_gate.run(
         job,
         stored,
         thresholds,
         force,
-        budget,
-        max_repetitions,
-        kw["db"],
+        options.budget,
+        options.max_repetitions,
+        options.db,
         say,
         run_progress,
-        wait=not kw["no_wait"],
+        wait=not options.no_wait,
     )
     if job.shard is not None:
         click.echo(

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from regtrack import __version__
+from regtrack.cli.options import StagedCommand
 
 EXIT_CODES_HELP = """
 Exit codes: 0 success (no regression), 1 regression found (ci), 2 bad usage or input,
@@ -16,7 +17,18 @@ regtrack), 130 interrupted.
 """
 
 
-@click.group(epilog=EXIT_CODES_HELP)
+class Regtrack(click.Group):
+    """Every command, and every group's, shows its options by stage (cli/options.py)."""
+
+    command_class = StagedCommand
+    group_class = type
+
+
+@click.group(
+    cls=Regtrack,
+    epilog=EXIT_CODES_HELP,
+    context_settings={"help_option_names": ["-h", "--help"], "show_default": True},
+)
 @click.version_option(__version__, prog_name="regtrack")
 @click.option(
     "--config",
