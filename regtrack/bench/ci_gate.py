@@ -94,7 +94,7 @@ def run(
             comparability.of_run(stored.run),
             comparability.key(job.config(), here, job.loadgen.as_dict()),
             force,
-            "Measure both here (--baseline SPEC)",
+            "Measure both here (--baseline-version SPEC)",
         )
     job.comparison = {
         "baseline": job.targets[0].label,

@@ -20,24 +20,28 @@ if TYPE_CHECKING:
     from regtrack.bench.ci_gate import GateRun
 
 
-@cli.command(epilog=EXIT_CODES_HELP)
+@cli.command(
+    epilog=EXIT_CODES_HELP,
+    renamed={"--baseline": "--baseline-version", "--candidate": "--candidate-version",
+             "--baseline-run": "--baseline-name"},
+)  # fmt: skip
 @staged(
     "versions",
-    "--baseline",
+    "--baseline-version",
     "baseline_spec",
     metavar="SPEC",
     help="Baseline version spec, measured alongside.",
 )
 @staged(
     "versions",
-    "--candidate",
+    "--candidate-version",
     "candidate_spec",
     metavar="SPEC",
     help="Candidate version spec.",
 )
 @staged(
     "versions",
-    "--baseline-run",
+    "--baseline-name",
     metavar="NAME",
     help="Compare with a stored baseline (regtrack baseline save NAME).",
 )
@@ -75,7 +79,7 @@ if TYPE_CHECKING:
 def ci(
     baseline_spec: str | None,
     candidate_spec: str | None,
-    baseline_run: str | None,
+    baseline_name: str | None,
     force: bool,
     threshold: float | None,
     fail_on_inconclusive: bool,
@@ -89,7 +93,7 @@ def ci(
 
     By default both are measured here, interleaved and seed-matched, in blocks of two
     repetitions (A B, B A) until the pooled answer of each gating metric is decided or
-    --budget runs out. With --baseline-run, the candidate is compared with a stored
+    --budget runs out. With --baseline-name, the candidate is compared with a stored
     baseline, only if both were measured alike: same machine, runtime, CPUs, load
     generator and workload settings (regtrack.results.comparability).
     """
@@ -97,11 +101,11 @@ def ci(
 
     thresholds = load_thresholds(threshold)
     if merge_shards or shard_dbs:
-        asked = (baseline_spec, candidate_spec, baseline_run)
+        asked = (baseline_spec, candidate_spec, baseline_name)
         gate = _merged_gate(merge_shards, shard_dbs, options.db, thresholds, asked)
     else:
         gate = _measured_gate(
-            baseline_spec, candidate_spec, baseline_run, force, thresholds, options
+            baseline_spec, candidate_spec, baseline_name, force, thresholds, options
         )
         if gate is None:
             return
@@ -127,8 +131,8 @@ def _merged_gate(
         raise BadInput("give --merge and the shards' databases: ci --merge --db OUT.db A.db B.db")
     if any(measured):
         raise BadInput(
-            "--merge decides on the shards' own versions: leave out --baseline, --candidate "
-            "and --baseline-run"
+            "--merge decides on the shards' own versions: leave out --baseline-version, "
+            "--candidate-version and --baseline-name"
         )
     out = Path(db or load_settings().database)
     results = merging.merge(out, list(shard_dbs))
@@ -141,7 +145,7 @@ def _merged_gate(
 def _measured_gate(
     baseline_spec: str | None,
     candidate_spec: str | None,
-    baseline_run: str | None,
+    baseline_name: str | None,
     force: bool,
     thresholds: Any,
     options: Options,
@@ -152,10 +156,12 @@ def _measured_gate(
     from regtrack.output.console import run_progress
 
     if not candidate_spec:
-        raise BadInput("give --candidate SPEC (or --merge with the shards' databases)")
-    if bool(baseline_spec) == bool(baseline_run):
-        raise BadInput("give exactly one of --baseline SPEC (measured now) or --baseline-run NAME")
-    stored = ci_gate.stored_baseline(options.db, baseline_run) if baseline_run else None
+        raise BadInput("give --candidate-version SPEC (or --merge with the shards' databases)")
+    if bool(baseline_spec) == bool(baseline_name):
+        raise BadInput(
+            "give exactly one of --baseline-version SPEC (measured now) or --baseline-name NAME"
+        )
+    stored = ci_gate.stored_baseline(options.db, baseline_name) if baseline_name else None
     if stored is not None:  # its repetitions' seeds, so the blocks pair seed by seed
         options = dataclasses.replace(options, seed_offset=stored.seed_offset)
     job = prepare(ci_gate.specs(baseline_spec, candidate_spec), options)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import click
@@ -50,7 +50,15 @@ class StagedOption(click.Option):
 
 
 class StagedCommand(click.Command):
-    """A command whose help groups options by stage."""
+    """A command whose help groups options by stage and whose renamed options keep their
+    old spelling working, with a one-line warning."""
+
+    def __init__(self, *args: Any, renamed: Mapping[str, str] | None = None, **kw: Any):
+        super().__init__(*args, **kw)
+        self.renamed = dict(renamed or {})
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, renamed_args(args, self.renamed))
 
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         groups: dict[str, list[tuple[str, str]]] = {}
@@ -62,6 +70,9 @@ class StagedCommand(click.Command):
             if groups.get(stage):
                 with formatter.section(TITLES[stage]):
                     formatter.write_dl(groups[stage])
+        if self.renamed:
+            with formatter.section("Renamed (the old spelling still works, with a warning)"):
+                formatter.write_dl([(old, f"now {new}") for old, new in self.renamed.items()])
 
 
 TITLES = {
@@ -73,6 +84,20 @@ TITLES = {
     "output": "Output",
     "other": "Other options",
 }
+
+
+def renamed_args(args: list[str], renamed: Mapping[str, str]) -> list[str]:
+    """``args`` with each deprecated spelling replaced by its new one, each said once."""
+    out: list[str] = []
+    for i, arg in enumerate(args):
+        if arg == "--":
+            return out + args[i:]
+        old, eq, value = arg.partition("=")
+        if old in renamed:
+            click.echo(f"regtrack: warning: {old} is deprecated: use {renamed[old]}", err=True)
+            arg = renamed[old] + eq + value
+        out.append(arg)
+    return out
 
 
 def _type(name: str, command: str) -> Any:
