@@ -246,6 +246,10 @@ def cli_in_process(
     from regtrack.cli import main
 
     overrides: dict[str, str | None] = {"GITHUB_ACTIONS": None, "GITHUB_STEP_SUMMARY": None}
+    # `regtrack --config` sets these for the command's process; CliRunner restores only
+    # the variables it was given, so they are given as they are, not to leak to later tests.
+    for name in ("REGTRACK_CONFIG", "REGTRACK_CONFIG_DIR"):
+        overrides[name] = os.environ.get(name)
     overrides.update(env or {})
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     hook = sys.unraisablehook
