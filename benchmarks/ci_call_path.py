@@ -34,7 +34,7 @@ PACKAGE = ROOT / "regtrack"
 
 def _ci(tmp: Path, server: str) -> int:
     proc = cli_in_process(
-        "ci", "--baseline", f"a=bin:{server}", "--candidate", f"b=bin:{server}",
+        "ci", "--baseline-version", f"a=bin:{server}", "--candidate-version", f"b=bin:{server}",
         "--metric", "both", "--pipelines", "10", "--db", str(tmp / "r.db"), "--no-report",
     )  # fmt: skip
     return proc.returncode

@@ -64,7 +64,8 @@ def gate(kind: str, base: str, candidate: str, source: str, extra: list[str]) ->
     with tempfile.TemporaryDirectory(prefix="gate-") as tmp:
         out = Path(tmp) / "gate.json"
         argv = [
-            REGTRACK, "ci", "--baseline", f"base={base}", "--candidate", f"cand={candidate}",
+            REGTRACK, "ci", "--baseline-version", f"base={base}",
+            "--candidate-version", f"cand={candidate}",
             "--source-repo", source, "--db", str(Path(tmp) / "gate.db"), "--json", str(out),
             "--no-report", *extra,
         ]  # fmt: skip

@@ -122,6 +122,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [item for item in items if not item.get_closest_marker("extended")]
 
 
+@pytest.fixture(scope="session")
+def _empty_config_home(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("xdg-config")
+
+
+@pytest.fixture(autouse=True)
+def no_user_config(monkeypatch, _empty_config_home):
+    """A developer's own ~/.config/regtrack/regtrack.toml sets option defaults: no test
+    reads it (a test that wants one sets XDG_CONFIG_HOME itself)."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(_empty_config_home))
+
+
 @pytest.fixture(autouse=True)
 def nothing_left_running():
     """Every test must leave no server or load generator behind."""
@@ -246,6 +258,10 @@ def cli_in_process(
     from regtrack.cli import main
 
     overrides: dict[str, str | None] = {"GITHUB_ACTIONS": None, "GITHUB_STEP_SUMMARY": None}
+    # `regtrack --config` sets these for the command's process; CliRunner restores only
+    # the variables it was given, so they are given as they are, not to leak to later tests.
+    for name in ("REGTRACK_CONFIG", "REGTRACK_CONFIG_DIR"):
+        overrides[name] = os.environ.get(name)
     overrides.update(env or {})
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     hook = sys.unraisablehook

@@ -33,7 +33,8 @@ def test_a_known_regression_fails_the_job_and_names_the_function(tmp_path, slow_
     db, summary, records = tmp_path / "r.db", tmp_path / "s.md", tmp_path / "r.json"
     step = tmp_path / "step.md"
     proc = run_cli(
-        "ci", "--baseline", "7.0.15", "--candidate", branch, "--source-repo", str(repo),
+        "ci", "--baseline-version", "7.0.15", "--candidate-version", branch,
+        "--source-repo", str(repo),
         *INSTR, "--db", str(db), "--summary", str(summary), "--json", str(records),
         env={**env, "GITHUB_STEP_SUMMARY": str(step)}, timeout=1800,
     )  # fmt: skip
@@ -105,15 +106,16 @@ def test_an_interval_too_wide_to_read_is_not_printed_as_figures():
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ([], "give exactly one of --baseline SPEC"),
-        (["--baseline", "bin:/x", "--baseline-run", "b"], "give exactly one of"),
-        (["--baseline-run", "nope"], "no baseline named 'nope'"),
-        (["--baseline", "bin:/nonexistent", "--threshold", "0"], "--threshold 0"),
+        ([], "give exactly one of --baseline-version SPEC"),
+        (["--baseline-version", "bin:/x", "--baseline-name", "b"], "give exactly one of"),
+        (["--baseline-name", "nope"], "no baseline named 'nope'"),
+        (["--baseline-version", "bin:/nonexistent", "--threshold", "0"], "--threshold 0"),
     ],
 )
 def test_ci_bad_usage_is_exit_2(tmp_path, redis_server, args, message):
     db = tmp_path / "r.db"
     Store.open(db).close()  # an empty regtrack database
-    proc = cli_in_process("ci", "--candidate", f"bin:{redis_server}", *args, "--db", str(db))
+    candidate = ["--candidate-version", f"bin:{redis_server}"]
+    proc = cli_in_process("ci", *candidate, *args, "--db", str(db))
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and "Traceback" not in proc.stderr

@@ -17,7 +17,8 @@ TPUT = ["--pipelines", "10", "--repetitions", "2", "--no-report"]
 
 @pytest.fixture
 def pair(redis_server) -> list[str]:
-    return ["--baseline", f"a=bin:{redis_server}", "--candidate", f"b=bin:{redis_server}"]
+    server = f"bin:{redis_server}"
+    return ["--baseline-version", f"a={server}", "--candidate-version", f"b={server}"]
 
 
 def _records(path) -> dict:
@@ -95,7 +96,7 @@ def test_blocks_are_added_until_decided_and_a_decided_metric_stops(tmp_path, mon
 def test_stored_baseline_needs_a_matching_machine(tmp_path, monkeypatch, redis_server):
     fakebench.install(monkeypatch, fakebench.Model())
     db = tmp_path / "r.db"
-    cand = ["--candidate", f"new=bin:{redis_server}", *TPUT, "--db", str(db)]
+    cand = ["--candidate-version", f"new=bin:{redis_server}", *TPUT, "--db", str(db)]
     first = cli_in_process("run", "--versions", f"shipped=bin:{redis_server}", *TPUT,
                            "--db", str(db))  # fmt: skip
     assert first.returncode == 0, first.stderr
@@ -103,7 +104,7 @@ def test_stored_baseline_needs_a_matching_machine(tmp_path, monkeypatch, redis_s
     assert saved.returncode == 0 and "baseline 'prod' = shipped of run 1" in saved.stdout
     assert "prod" in cli_in_process("baseline", "list", "--db", str(db)).stdout
 
-    ok = cli_in_process("ci", "--baseline-run", "prod", *cand, "--json", str(tmp_path / "r.json"))
+    ok = cli_in_process("ci", "--baseline-name", "prod", *cand, "--json", str(tmp_path / "r.json"))
     data = _records(tmp_path / "r.json")
     assert ok.returncode == (1 if data["outcome"] == "regression" else 0), ok.stderr
     assert data["headline"] in ok.stdout.splitlines()[0]
@@ -140,11 +141,11 @@ def test_stored_baseline_needs_a_matching_machine(tmp_path, monkeypatch, redis_s
     key["machine.kernel"] = "0.0.0-elsewhere"
     conn.execute("UPDATE runs SET comparability = ? WHERE id = 1", (json.dumps(key),))
     conn.commit()
-    refused = cli_in_process("ci", "--baseline-run", "prod", *cand)
+    refused = cli_in_process("ci", "--baseline-name", "prod", *cand)
     assert refused.returncode == 2
     assert "was not measured like this one (kernel 0.0.0-elsewhere != " in refused.stderr
     runs_before = conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
-    forced = cli_in_process("ci", "--baseline-run", "prod", *cand, "--force",
+    forced = cli_in_process("ci", "--baseline-name", "prod", *cand, "--force",
                             "--json", str(tmp_path / "forced.json"))  # fmt: skip
     outcome = _records(tmp_path / "forced.json")["outcome"]
     assert forced.returncode == (1 if outcome == "regression" else 0), forced.stderr
@@ -165,7 +166,8 @@ def test_a_baseline_measured_with_other_settings_is_refused_unless_forced(
     assert first.returncode == 0, first.stderr
     saved = cli_in_process("baseline", "save", "prod", "--run", "1", "--db", str(db))
     assert saved.returncode == 0
-    gate = ["ci", "--baseline-run", "prod", "--candidate", f"new=bin:{redis_server}", *TPUT]
+    candidate = ["--candidate-version", f"new=bin:{redis_server}"]
+    gate = ["ci", "--baseline-name", "prod", *candidate, *TPUT]
     refused = cli_in_process(*gate, "--db", str(db))
     assert refused.returncode == 2, refused.stderr
     last = refused.stderr.strip().splitlines()[-1]
@@ -244,7 +246,7 @@ def test_runs_without_controlled_seeds_compare_and_gate_across_runs(
     saved = cli_in_process("baseline", "save", "shipped", "--run", "1", "--db", str(db))
     assert saved.returncode == 0, saved.stderr
     gate = cli_in_process(
-        "ci", "--baseline-run", "shipped", "--candidate", f"c=bin:{redis_server}", *TPUT,
+        "ci", "--baseline-name", "shipped", "--candidate-version", f"c=bin:{redis_server}", *TPUT,
         "--metric", "throughput", "--db", str(db), "--json", str(out),
     )  # fmt: skip
     assert gate.returncode in (0, 1), gate.stderr

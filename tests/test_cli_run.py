@@ -122,9 +122,7 @@ def test_compare_formats(tmp_path, redis_server):
         *SHORT_RUN,
     )
     assert proc.returncode == 0, proc.stderr
-    md = cli_in_process(
-        "compare", "--db", str(db), "--format", "markdown", "--metric", "throughput"
-    )
+    md = cli_in_process("compare", "--db", str(db), "--format", "markdown", "--show", "throughput")
     assert "| point | old ops/s | new ops/s | % change new vs old |" in md.stdout
     assert "| pipeline=5 |" in md.stdout
     assert re.search(r"\| pipeline=5 \| [\d,]+ \(server \d+%\)", md.stdout), md.stdout

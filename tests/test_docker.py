@@ -276,7 +276,7 @@ def test_native_and_docker_runs_of_one_binary_agree(
     docker = run_cli("run", "--runtime", "docker", "--versions", f"docker=bin:{binary}", *args)
     assert native.returncode == 0 and docker.returncode == 0, native.stderr + docker.stderr
     compare = ["compare", "--db", str(db), "--run", "2", "--baseline-run", "1", "--format",
-               "json", "--metric", "throughput", "--threshold", "25"]  # fmt: skip
+               "json", "--show", "throughput", "--threshold", "25"]  # fmt: skip
     refused = cli_in_process(*compare)
     assert refused.returncode == 2 and "runtime native != docker" in refused.stderr
     compared = cli_in_process(*compare, "--force")
@@ -289,7 +289,7 @@ def test_native_and_docker_runs_of_one_binary_agree(
     # A baseline measured in a container is not like a native candidate, in ci either.
     saved = cli_in_process("baseline", "save", "boxed", "--run", "2", "--db", str(db))
     assert saved.returncode == 0
-    gate = ["ci", "--baseline-run", "boxed", "--candidate", f"bin:{binary}", "--metric",
+    gate = ["ci", "--baseline-name", "boxed", "--candidate-version", f"bin:{binary}", "--metric",
             "throughput", *args[:-2], "--db", str(db), "--no-report"]  # fmt: skip
     refused = cli_in_process(*gate)
     assert refused.returncode == 2 and "runtime docker != native" in refused.stderr

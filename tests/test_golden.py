@@ -101,7 +101,8 @@ def stored(tmp_path_factory) -> Path:
         )  # fmt: skip
         assert run.returncode == 0, run.stderr
         ci = cli_in_process(
-            "ci", "--baseline", f"a=bin:{redis_server}", "--candidate", f"b=bin:{redis_server}",
+            "ci", "--baseline-version", f"a=bin:{redis_server}",
+            "--candidate-version", f"b=bin:{redis_server}",
             "--pipelines", "10", "--metric", "both", "--db", str(root / "r.db"),
             "--json", str(root / "ci.json"), "--no-report",
         )  # fmt: skip

@@ -66,7 +66,7 @@ def test_instructions_per_op_function_costs_and_syscalls_are_stored(tmp_path, re
 
     records = json.loads(
         cli_in_process(
-            "compare", "--db", str(db), "--format", "json", "--metric", "instructions_per_op"
+            "compare", "--db", str(db), "--format", "json", "--show", "instructions_per_op"
         ).stdout
     )
     (record,) = records

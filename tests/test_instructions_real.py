@@ -62,7 +62,7 @@ def test_real_versions_differ_and_each_trial_is_reproduced(tmp_path, offline_red
     assert by_key[("6.2", 0)][1][0] != by_key[("6.2", 1)][1][0], "repetitions differ in seed"
     (rec,) = json.loads(
         cli_in_process("compare", "--db", str(db), "--run", "1", "--format", "json",
-                       "--metric", "instructions_per_op").stdout
+                       "--show", "instructions_per_op").stdout
     )  # fmt: skip
     # 7.0.15 executes more instructions per GET than 6.2.14 (with jemalloc ~11%,
     # docs/methodology.md; built with libc's malloc, as here, ~15%); their command tables

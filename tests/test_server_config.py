@@ -189,7 +189,7 @@ def test_history_keeps_runs_with_other_settings_on_a_line_of_their_own(redis_ser
                        "--db", str(db), env=env)  # fmt: skip
         assert proc.returncode == 0, proc.stderr
     shown = cli_in_process(
-        "history", "--db", str(db), "--by", "run", "--metric", "throughput", env=env
+        "history", "--db", str(db), "--by", "run", "--show", "throughput", env=env
     )
     headers = [line for line in shown.stdout.splitlines() if line.startswith("get-pipeline")]
     assert len(headers) == 2, shown.stdout

@@ -27,6 +27,7 @@ from regtrack.bench.runtimes import docker as docker_runtime
 from regtrack.core import docker_engine, filesystems
 from regtrack.core.cpus import CpuPlan, Topology, plan_cpus, plan_duet, split_sides
 from regtrack.core.errors import BadInput, CannotMeasure
+from regtrack.core.options import Options
 from regtrack.core.settings import RunSettings, load_settings, settings_source
 from regtrack.targets import build, images, versions
 from regtrack.targets.versions import Target
@@ -36,42 +37,6 @@ from regtrack.workloads.files import load_workload
 from regtrack.workloads.model import MixWorkload, Workload
 
 MEMORY_RE = re.compile(r"^[1-9][0-9]*[bkmgBKMG]?$")
-
-
-@dataclass(frozen=True)
-class Options:
-    """What `regtrack run` and `regtrack ci` share."""
-
-    workload: str = "get-pipeline"
-    pipelines: list[int] | None = None
-    duration: float | None = None
-    warmup: float | None = None
-    repetitions: int | None = None
-    keys: int | None = None
-    data_size: int | None = None
-    clients: int | None = None
-    server_cpus: str | None = None
-    client_cpus: str | None = None
-    loadgen_bin: str | None = None
-    loadgen: str | None = None  # redis-benchmark | memtier | builtin (default: by workload)
-    metric: str = "throughput"
-    instruction_requests: int | None = None
-    source_repo: str | None = None
-    build_flags: str | None = None
-    runtime: str = "native"  # native | docker
-    docker_images: str = "auto"  # auto | official | build
-    builder_image: str | None = None  # docker build commits in this image
-    memory: str | None = None  # container memory limit, e.g. 2g
-    every: int | None = None  # ranges A..B: every Nth commit
-    max_commits: int | None = None  # ranges A..B: at most this many commits
-    server_config: tuple[str, ...] = ()  # --server-config KEY=VALUE, over the file's [server]
-    data_dir: str | None = None  # where servers keep their files (default: temp dir)
-    pairing: str | None = None  # time | duet | separate (default: the settings', "time")
-    window: float | None = None  # seconds of a paired-in-time window (default: settings')
-    # The run's seed offset (bench/seeds.py): a stored run's, to pair with it seed by seed;
-    # None: the settings', else a fresh one (a shard's: the one its plan's shards share).
-    seed_offset: int | None = None
-    shard: shards.Shard | None = None  # this host's share of the plan (--shard, an engine)
 
 
 @dataclass
@@ -274,19 +239,6 @@ class Job:
         }
         config["plan_id"] = shards.plan_id(config)
         return config
-
-
-def int_list(text: str | None, option: str) -> list[int] | None:
-    """ "1,10,30" -> [1, 10, 30]; anything else is one clear line."""
-    if text is None:
-        return None
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise BadInput(f"{option} {text!r}: give comma-separated numbers like 1,10,30") from None
-    if not values or any(v <= 0 for v in values):
-        raise BadInput(f"{option} {text!r}: give positive numbers like 1,10,30")
-    return values
 
 
 DURATION_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(s|m|h|min)?\s*$")

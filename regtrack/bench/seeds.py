@@ -16,7 +16,7 @@ seed's effect wherever it acts alike on both sides. Seeds also differ between ru
 run draws an offset (stored in its settings) and repetition r reads seed number
 offset + r, so running `ci` again measures other seeds rather than repeating the same
 answer by construction (a change living in a few seeds is found by some run). A run
-compared with a stored one (`ci --baseline-run`, a bisection's steps) takes the stored
+compared with a stored one (`ci --baseline-name`, a bisection's steps) takes the stored
 run's offset, so its repetition r is seed-matched with the stored repetition r; the shards
 of one plan agree on theirs without talking (bench/shards.seed_offset).
 """

@@ -96,5 +96,5 @@ def baseline_list(db: str | None) -> None:
         setup = comparability.digest(comparability.of_run(store.run(b["run_id"])))
         click.echo(
             f"{b['name']:<20} {b['label']} of run {b['run_id']} ({b['run_created_at']}), "
-            f"setup {setup} (ci --baseline-run compares only runs measured alike)"
+            f"setup {setup} (ci --baseline-name compares only runs measured alike)"
         )

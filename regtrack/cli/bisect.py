@@ -2,72 +2,80 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 from regtrack.cli.group import EXIT_CODES_HELP, cli
-from regtrack.cli.options import measure_options, sequential_options
+from regtrack.cli.options import measuring, staged
 from regtrack.core.errors import BadInput, RegtrackError
+from regtrack.core.options import Options
 
 if TYPE_CHECKING:
     from regtrack.results.store import Store
 
-# Short instruction trials in blocks of two from four repetitions, as `ci` measures.
-BISECT_DEFAULTS = {
-    "metric": "instructions",
-    "duration": 3.0,
-    "warmup": 1.0,
-    "repetitions": 4,
-    "instruction_requests": 100_000,
-}
 
-
-def _point(point: str | None) -> str | None:
+def _point(point: str | None) -> int | None:
     """--point pipeline=N -> the pipelines option; other points are not bisectable yet."""
     if point is None:
         return None
     name, _, value = point.partition("=")
     if name != "pipeline" or not value.isdigit() or int(value) < 1:
         raise BadInput(f"--point {point!r}: give a GET pipeline point like pipeline=10")
-    return value
+    return int(value)
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
-@click.option("--good", help="An older commit, tag or branch where the metric was good.")
-@click.option("--bad", help="A newer commit, tag or branch of the same line where it is worse.")
-@click.option("--point", help="One workload point, e.g. pipeline=10 (default: pipelines 10,30).")
-@click.option("--threshold", type=float, help="Smallest change that counts, in percent.")
-@click.option(
-    "--all-steps",
-    is_flag=True,
-    help="Search every interval that still changes by a quarter of the ends' change, not "
-    "only until the changes found carry three quarters of it.",
+@staged("versions", "--good", help="An older commit, tag or branch where the metric was good.")
+@staged(
+    "versions",
+    "--bad",
+    help="A newer commit, tag or branch of the same line where it is worse.",
 )
-@click.option(
+@staged(
+    "versions",
     "--resume",
     "resume_id",
     type=int,
     is_flag=False,
     flag_value=0,
     default=None,
+    metavar="[ID]",
     help="Continue an interrupted bisection (the newest unfinished one, or ID).",
 )
-@click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write it as JSON.")
-@sequential_options
-@measure_options
+@staged(
+    "workload",
+    "--point",
+    help="One workload point, e.g. pipeline=10.",
+    unset="the pipelines below",
+)
+@staged(
+    "statistics",
+    "--threshold",
+    type=float,
+    help="Smallest change that counts, in percent.",
+    unset="regtrack.toml [verdict], the metric's",
+)
+@staged(
+    "statistics",
+    "--all-steps",
+    is_flag=True,
+    help="Search every interval that still changes by a quarter of the ends' change, not "
+    "only until the changes found carry three quarters of it.",
+)
+@staged("output", "--json", "json_out", type=click.Path(dir_okay=False), help="Write it as JSON.")
+@measuring("bisect")
 def bisect(
     good: str | None,
     bad: str | None,
+    resume_id: int | None,
     point: str | None,
     threshold: float | None,
     all_steps: bool,
-    resume_id: int | None,
     json_out: str | None,
-    budget: str,
-    max_repetitions: int,
-    **kw: Any,
+    options: Options,
 ) -> None:
     """Find the commit between --good and --bad that made the workload worse.
 
@@ -95,7 +103,7 @@ def bisect(
     benchmarks/bisect_scale.py): one step, log2 N (10 for 1,024); two steps, about
     2 log2 N (19); a drift, log2 N. A commit that does not build costs one try more.
     """
-    from regtrack.cli.steps import options_of, say
+    from regtrack.cli.steps import say
     from regtrack.core.settings import load_settings, load_thresholds
     from regtrack.flows import bisect as bisecting
     from regtrack.output import bisect_text
@@ -103,7 +111,7 @@ def bisect(
     from regtrack.results import bisections
     from regtrack.results.store import Store
 
-    db = kw["db"]
+    db = options.db
     if resume_id is not None:
         if good or bad:
             raise BadInput("--resume continues a bisection with its own --good and --bad")
@@ -115,15 +123,9 @@ def bisect(
     else:
         if not good or not bad:
             raise BadInput("give --good COMMIT and --bad COMMIT (or --resume)")
-        defaults = dict(BISECT_DEFAULTS)
         pipeline = _point(point)
         if pipeline:
-            kw["pipelines"] = pipeline
-        elif kw["workload"] == "get-pipeline" and not kw["pipelines"]:
-            defaults["pipelines"] = "10,30"
-        options = options_of(kw, **defaults)
-        if options.metric not in bisecting.METRIC_COLUMN:
-            raise BadInput("--metric: bisect follows one metric, instructions or throughput")
+            options = dataclasses.replace(options, pipelines=[pipeline])
         column = "instructions" if options.metric == "instructions" else "throughput"
         request = bisecting.Request(
             good=good,
@@ -131,21 +133,21 @@ def bisect(
             metric=options.metric,
             threshold=threshold or getattr(load_thresholds(None), column),
             all_steps=all_steps,
-            budget=budget,
-            max_repetitions=max_repetitions,
+            budget=options.budget,
+            max_repetitions=options.max_repetitions,
             options=options,
         )
         store, bisection_id = bisecting.start(request, db)
         say(f"bisection {bisection_id}: {good}..{bad}")
     hooks = bisecting.Hooks(say=say, progress=run_progress)
-    bisector = bisecting.Bisector(store, bisection_id, hooks, db, wait=not kw["no_wait"])
+    bisector = bisecting.Bisector(store, bisection_id, hooks, db, wait=not options.no_wait)
     bisecting.run(bisector)
     runs = bisections.runs(store, bisection_id)
     record = {**bisections.get(store, bisection_id), "runs": runs}
     click.echo(bisect_text.render(record))
     if json_out:
         Path(json_out).write_text(bisect_text.render(record, "json"))
-    if kw["report"]:
+    if options.report:
         _report(store, runs, bisection_id)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -11,55 +12,88 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from regtrack.cli.group import EXIT_CODES_HELP, cli
-from regtrack.cli.options import measure_options, sequential_options, shard_options
+from regtrack.cli.options import measuring, staged
 from regtrack.core.errors import EXIT_REGRESSION, BadInput, CannotMeasure
+from regtrack.core.options import Options
 
 if TYPE_CHECKING:
     from regtrack.flows.ci_gate import GateRun
 
 
-@cli.command(epilog=EXIT_CODES_HELP)
-@click.option("--baseline", "baseline_spec", help="Baseline version spec, measured alongside.")
-@click.option("--candidate", "candidate_spec", help="Candidate version spec.")
-@click.option("--baseline-run", help="Compare with a stored baseline (regtrack baseline save).")
-@click.option("--force", is_flag=True, help="Compare with a stored baseline measured differently.")
-@click.option("--threshold", type=float, help="Verdict threshold in percent, for every metric.")
-@click.option("--summary", type=click.Path(dir_okay=False), help="Write the Markdown summary.")
-@click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write JSON records.")
-@click.option(
-    "--fail-on-inconclusive", is_flag=True, help="Exit 1 when the gate cannot be decided."
+@cli.command(
+    epilog=EXIT_CODES_HELP,
+    renamed={"--baseline": "--baseline-version", "--candidate": "--candidate-version",
+             "--baseline-run": "--baseline-name"},
+)  # fmt: skip
+@staged(
+    "versions",
+    "--baseline-version",
+    "baseline_spec",
+    metavar="SPEC",
+    help="Baseline version spec, measured alongside.",
 )
-@click.option(
+@staged(
+    "versions",
+    "--candidate-version",
+    "candidate_spec",
+    metavar="SPEC",
+    help="Candidate version spec.",
+)
+@staged(
+    "versions",
+    "--baseline-name",
+    metavar="NAME",
+    help="Compare with a stored baseline (regtrack baseline save NAME).",
+)
+@staged(
+    "statistics",
+    "--force",
+    is_flag=True,
+    help="Compare with a stored baseline measured differently.",
+)
+@staged(
+    "statistics",
+    "--threshold",
+    type=float,
+    help="Verdict threshold in percent, for every metric.",
+    unset="regtrack.toml [verdict], per metric",
+)
+@staged(
+    "statistics",
+    "--fail-on-inconclusive",
+    is_flag=True,
+    help="Exit 1 when the gate cannot be decided.",
+)
+@staged(
+    "statistics",
     "--merge",
     "merge_shards",
     is_flag=True,
     help="Decide on shards measured elsewhere (ci --shard K/N): merge the SHARD_DBS into "
     "--db and decide once on all their blocks; measures nothing.",
 )
+@staged("output", "--summary", type=click.Path(dir_okay=False), help="Write the Markdown summary.")
+@staged("output", "--json", "json_out", type=click.Path(dir_okay=False), help="Write JSON records.")
 @click.argument("shard_dbs", nargs=-1, type=click.Path(path_type=Path))
-@sequential_options
-@shard_options
-@measure_options
+@measuring("ci")
 def ci(
     baseline_spec: str | None,
     candidate_spec: str | None,
-    baseline_run: str | None,
+    baseline_name: str | None,
     force: bool,
     threshold: float | None,
-    summary: str | None,
-    json_out: str | None,
     fail_on_inconclusive: bool,
     merge_shards: bool,
+    summary: str | None,
+    json_out: str | None,
     shard_dbs: tuple[Path, ...],
-    budget: str,
-    max_repetitions: int,
-    **kw: Any,
+    options: Options,
 ) -> None:
     """Did CANDIDATE make the workload slower than BASELINE? Exit 1 on a real regression.
 
     By default both are measured here, interleaved and seed-matched, in blocks of two
     repetitions (A B, B A) until the pooled answer of each gating metric is decided or
-    --budget runs out. With --baseline-run, the candidate is compared with a stored
+    --budget runs out. With --baseline-name, the candidate is compared with a stored
     baseline, only if both were measured alike: same machine, runtime, CPUs, load
     generator and workload settings (regtrack.results.comparability).
     """
@@ -67,16 +101,15 @@ def ci(
 
     thresholds = load_thresholds(threshold)
     if merge_shards or shard_dbs:
-        asked = (baseline_spec, candidate_spec, baseline_run)
-        gate = _merged_gate(merge_shards, shard_dbs, kw["db"], thresholds, asked)
+        asked = (baseline_spec, candidate_spec, baseline_name)
+        gate = _merged_gate(merge_shards, shard_dbs, options.db, thresholds, asked)
     else:
         gate = _measured_gate(
-            baseline_spec, candidate_spec, baseline_run, force, thresholds, budget,
-            max_repetitions, kw,
-        )  # fmt: skip
+            baseline_spec, candidate_spec, baseline_name, force, thresholds, options
+        )
         if gate is None:
             return
-    _present(gate, summary, json_out, fail_on_inconclusive, kw["report"])
+    _present(gate, summary, json_out, fail_on_inconclusive, options.report)
 
 
 def _merged_gate(
@@ -98,8 +131,8 @@ def _merged_gate(
         raise BadInput("give --merge and the shards' databases: ci --merge --db OUT.db A.db B.db")
     if any(measured):
         raise BadInput(
-            "--merge decides on the shards' own versions: leave out --baseline, --candidate "
-            "and --baseline-run"
+            "--merge decides on the shards' own versions: leave out --baseline-version, "
+            "--candidate-version and --baseline-name"
         )
     out = Path(db or load_settings().database)
     results = merging.merge(out, list(shard_dbs))
@@ -112,12 +145,10 @@ def _merged_gate(
 def _measured_gate(
     baseline_spec: str | None,
     candidate_spec: str | None,
-    baseline_run: str | None,
+    baseline_name: str | None,
     force: bool,
     thresholds: Any,
-    budget: str,
-    max_repetitions: int,
-    kw: dict[str, Any],
+    options: Options,
 ) -> GateRun | None:
     """Measure the gate here (or this host's shard of it; then nothing is decided)."""
     from regtrack.cli.steps import prepare, say
@@ -125,27 +156,26 @@ def _measured_gate(
     from regtrack.output.console import run_progress
 
     if not candidate_spec:
-        raise BadInput("give --candidate SPEC (or --merge with the shards' databases)")
-    if bool(baseline_spec) == bool(baseline_run):
-        raise BadInput("give exactly one of --baseline SPEC (measured now) or --baseline-run NAME")
-    stored = ci_gate.stored_baseline(kw["db"], baseline_run) if baseline_run else None
-    defaults = dict(ci_gate.CI_DEFAULTS)
-    if kw["workload"] != "get-pipeline":
-        defaults.pop("pipelines")
+        raise BadInput("give --candidate-version SPEC (or --merge with the shards' databases)")
+    if bool(baseline_spec) == bool(baseline_name):
+        raise BadInput(
+            "give exactly one of --baseline-version SPEC (measured now) or --baseline-name NAME"
+        )
+    stored = ci_gate.stored_baseline(options.db, baseline_name) if baseline_name else None
     if stored is not None:  # its repetitions' seeds, so the blocks pair seed by seed
-        defaults["seed_offset"] = stored.seed_offset
-    job = prepare(ci_gate.specs(baseline_spec, candidate_spec), kw, **defaults)
+        options = dataclasses.replace(options, seed_offset=stored.seed_offset)
+    job = prepare(ci_gate.specs(baseline_spec, candidate_spec), options)
     gate = ci_gate.run(
         job,
         stored,
         thresholds,
         force,
-        budget,
-        max_repetitions,
-        kw["db"],
+        options.budget,
+        options.max_repetitions,
+        options.db,
         say,
         run_progress,
-        wait=not kw["no_wait"],
+        wait=not options.no_wait,
     )
     if job.shard is not None:
         click.echo(

@@ -1,4 +1,5 @@
-"""Options the measuring commands share, declared once.
+"""The measuring commands' options, generated from their one declaration (core/options.py),
+and the help that shows every command's options by stage, with its own defaults.
 
 Declarations only: nothing here imports what measures or analyses, so that `--help` and
 `--version` start at once (steps.py holds the steps these commands share around bench).
@@ -6,185 +7,159 @@ Declarations only: nothing here imports what measures or analyses, so that `--he
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
 import click
 
+from regtrack.core.options import STAGES, GetSweep, Options, int_list, settle, specs
 
-def source_repo_option(f):
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+_FIELD_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Options)}
+
+
+class Depths(click.ParamType):
+    """--pipelines 1,10,30 (or a list in a config file) -> [1, 10, 30]."""
+
+    name = "1,10,30"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value is None or isinstance(value, GetSweep):
+            return value
+        try:
+            return int_list(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class StagedOption(click.Option):
+    """An option that knows its stage (for grouped help) and what leaving it out means."""
+
+    def __init__(self, *args: Any, stage: str | None = None, unset: str | None = None, **kw: Any):
+        super().__init__(*args, **kw)
+        self.stage = stage
+        self.unset = unset
+
+    def get_help_extra(self, ctx: click.Context) -> Any:
+        extra = super().get_help_extra(ctx)
+        if "default" not in extra and self.unset and not self.is_flag:
+            extra["default"] = self.unset
+        return extra
+
+
+class StagedCommand(click.Command):
+    """A command whose help groups options by stage and whose renamed options keep their
+    old spelling working, with a one-line warning."""
+
+    def __init__(self, *args: Any, renamed: Mapping[str, str] | None = None, **kw: Any):
+        super().__init__(*args, **kw)
+        self.renamed = dict(renamed or {})
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, renamed_args(args, self.renamed))
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        groups: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is not None and isinstance(param, click.Option):
+                groups.setdefault(getattr(param, "stage", None) or "other", []).append(record)
+        for stage in (*STAGES, "other"):
+            if groups.get(stage):
+                with formatter.section(TITLES[stage]):
+                    formatter.write_dl(groups[stage])
+        if self.renamed:
+            with formatter.section("Renamed (the old spelling still works, with a warning)"):
+                formatter.write_dl([(old, f"now {new}") for old, new in self.renamed.items()])
+
+
+TITLES = {
+    "versions": "Versions",
+    "workload": "Workload",
+    "CPUs": "CPUs",
+    "measuring": "Measuring",
+    "statistics": "Statistics",
+    "output": "Output",
+    "other": "Other options",
+}
+
+
+def renamed_args(args: list[str], renamed: Mapping[str, str]) -> list[str]:
+    """``args`` with each deprecated spelling replaced by its new one, each said once."""
+    out: list[str] = []
+    for i, arg in enumerate(args):
+        if arg == "--":
+            return out + args[i:]
+        old, eq, value = arg.partition("=")
+        if old in renamed:
+            click.echo(f"regtrack: warning: {old} is deprecated: use {renamed[old]}", err=True)
+            arg = renamed[old] + eq + value
+        out.append(arg)
+    return out
+
+
+def _type(name: str, command: str) -> Any:
+    spec = specs()[name]
+    if spec.choices:
+        return click.Choice(spec.command_choices.get(command, spec.choices))
+    if spec.kind == "int":
+        bounded = spec.minimum is not None or spec.maximum is not None
+        return click.IntRange(spec.minimum, spec.maximum) if bounded else int
+    return {"float": float, "ints": Depths(), "path": click.Path(dir_okay=False)}.get(spec.kind)
+
+
+def model_option(name: str, command: str = "run") -> Decorator:
+    """The click option of field ``name`` of Options, with ``command``'s default and help."""
+    spec = specs()[name]
+    flag = spec.flag or "--" + name.replace("_", "-")
+    unset = spec.unset or (f"regtrack.toml [run] {spec.setting}" if spec.setting else None)
     return click.option(
-        "--source-repo",
-        help="Git repository URL or path that tags, branches and commits resolve in "
-        "(default: upstream Redis; a fork such as Valkey, or an offline mirror).",
-        envvar="REGTRACK_SOURCE_REPO",
-    )(f)
+        f"{flag}/{spec.off_flag}" if spec.off_flag else flag,
+        name,
+        cls=StagedOption,
+        stage=spec.stage,
+        unset=unset,
+        type=_type(name, command),
+        is_flag=spec.kind == "flag",
+        default=spec.default(command, _FIELD_DEFAULTS[name]),
+        show_default=True,
+        multiple=spec.multiple,
+        metavar=spec.metavar,
+        envvar=spec.envvar,
+        show_envvar=spec.envvar is not None,
+        help=spec.helps.get(command, spec.help),
+    )
 
 
-def range_options(f):
+def measuring(command: str) -> Decorator:
+    """Every option of Options that ``command`` has, with its own defaults; the command's
+    callback receives them as one typed ``options`` argument."""
+    names = [name for name, spec in specs().items() if command in spec.commands]
+
+    def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(f)
+        def wrapper(*args: Any, **kw: Any) -> Any:
+            values = {name: kw.pop(name) for name in names}
+            return f(*args, options=settle(Options(**values)), **kw)
+
+        for name in reversed(names):
+            wrapper = model_option(name, command)(wrapper)
+        return wrapper
+
+    return decorate
+
+
+def staged(stage: str, *decls: str, **attrs: Any) -> Decorator:
+    """A command's own option, shown in ``stage`` of its help."""
+    return click.option(*decls, cls=StagedOption, stage=stage, **attrs)
+
+
+source_repo_option = model_option("source_repo")
+db_option = model_option("db")
+
+
+def range_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """--every / --max-commits: how many commits of a range A..B are measured."""
-    f = click.option(
-        "--max-commits",
-        type=click.IntRange(2, None),
-        help="Ranges A..B: at most this many commits, evenly spread (both ends kept).",
-    )(f)
-    return click.option(
-        "--every",
-        type=click.IntRange(1, None),
-        help="Ranges A..B: every Nth first-parent commit (both ends kept).",
-    )(f)
-
-
-def shard_options(f):
-    """--shard K/N / --shard-count N: this host's share of one plan (bench/shards.py)."""
-    f = click.option(
-        "--shard-count",
-        type=click.IntRange(1, None),
-        help="How many shards measure the plan, where the engine does not say "
-        "(Kubernetes Indexed Jobs: the Job's completions; or $REGTRACK_SHARD_COUNT).",
-    )(f)
-    return click.option(
-        "--shard",
-        metavar="K/N",
-        help="Measure only shard K of N of the plan (default: from JOB_COMPLETION_INDEX, "
-        "CI_NODE_INDEX/CI_NODE_TOTAL or BUILDKITE_PARALLEL_JOB/_COUNT when set); "
-        "`regtrack merge` unions the shards' databases.",
-    )(f)
-
-
-def db_option(f):
-    return click.option(
-        "--db",
-        "db",
-        type=click.Path(dir_okay=False),
-        default=None,
-        help="SQLite database (default: reports/regtrack.db, or $REGTRACK_DB).",
-        envvar="REGTRACK_DB",
-    )(f)
-
-
-MEASURE_OPTIONS = [
-    click.option("--workload", default="get-pipeline", show_default=True, help="Name or .toml."),
-    click.option("--pipelines", help="GET pipeline depths, e.g. 1,10,30 (default: workload's)."),
-    click.option("--duration", type=float, help="Seconds measured per trial (default 10)."),
-    click.option("--warmup", type=float, help="Seconds of unrecorded warm-up (default 2)."),
-    click.option("--repetitions", type=int, help="Trials per version and point (default 3)."),
-    click.option("--keys", type=int, help="Keys populated and read (default: workload's)."),
-    click.option("--data-size", type=int, help="Value size in bytes (default: workload's)."),
-    click.option("--clients", type=int, help="Load generator connections (default: workload's)."),
-    click.option("--server-cpus", help="CPUs for the server, e.g. 0 (default: first CPU)."),
-    click.option(
-        "--server-config",
-        multiple=True,
-        metavar="KEY=VALUE",
-        help="A redis.conf setting for every version's server, e.g. appendonly=yes "
-        "(repeatable; over the workload's [server] table; KEY?=VALUE: skipped with a "
-        "warning where a version does not know it).",
-    ),
-    click.option(
-        "--data-dir",
-        help="Where servers keep their files (AOF, RDB; containers bind-mount a directory "
-        "below it), recorded with the run with its filesystem (default: the temp dir).",
-    ),
-    click.option("--client-cpus", help="CPUs for the load generator (default: the others)."),
-    click.option(
-        "--loadgen",
-        type=click.Choice(["redis-benchmark", "memtier", "builtin"]),
-        help="Load generator (default: for GET sweeps memtier when a short probe shows it "
-        "saturates the server, else redis-benchmark; for mixes memtier, or the built-in "
-        "driver when memtier is not installed).",
-    ),
-    click.option(
-        "--loadgen-bin", type=click.Path(dir_okay=False), help="Load generator binary to use."
-    ),
-    click.option(
-        "--metric",
-        type=click.Choice(["throughput", "instructions", "both"]),
-        help="throughput (ops/s, latency), instructions (server instructions per op under "
-        "callgrind, repeatable on a noisy machine), or both (default: throughput for run, "
-        "both for ci).",
-    ),
-    click.option(
-        "--instruction-requests", type=int, help="Requests per instruction trial (default 200000)."
-    ),
-    click.option(
-        "--pairing",
-        type=click.Choice(["time", "duet", "separate"]),
-        help="Throughput of several versions: paired in time, their servers up together and "
-        "the load moved between them every --window seconds (time, the default with memtier "
-        "or redis-benchmark); all at once, each server and its load generator on CPUs of "
-        "their own (duet, 2 CPUs per version); or a separate trial per server (separate).",
-    ),
-    click.option(
-        "--window",
-        type=float,
-        help="Seconds each server has the load in a paired-in-time window (default 0.1).",
-    ),
-    click.option(
-        "--runtime",
-        type=click.Choice(["native", "docker"]),
-        default="native",
-        show_default=True,
-        help="Run servers as pinned processes (taskset) or pinned containers (--cpuset-cpus).",
-    ),
-    click.option(
-        "--docker-images",
-        type=click.Choice(["auto", "official", "build"]),
-        default="auto",
-        show_default=True,
-        help="docker: one kind of build for every version: official redis:<version> images "
-        "when every version is an upstream release tag, else regtrack's builds (auto); "
-        "official images (official; every version must be a release tag); or regtrack's "
-        "builds (build).",
-    ),
-    click.option(
-        "--builder-image",
-        help="docker: build commits and branches with docker build inside this image (it "
-        "needs make and a C compiler, e.g. gcc:12); default: import regtrack's own build.",
-    ),
-    click.option("--memory", help="docker: container memory limit, e.g. 4g."),
-    source_repo_option,
-    click.option(
-        "--build-flags",
-        help='make variables for source builds, e.g. "MALLOC=libc OPTIMIZATION=-O2".',
-    ),
-    click.option(
-        "--no-wait",
-        is_flag=True,
-        help="Fail at once when another regtrack is benchmarking on these CPUs.",
-    ),
-    click.option(
-        "--report/--no-report",
-        default=True,
-        show_default=True,
-        help="Write the HTML report (next to the database) when the run ends.",
-    ),
-    db_option,
-]
-
-
-def measure_options(f):
-    for option in reversed(MEASURE_OPTIONS):
-        f = option(f)
-    return range_options(f)
-
-
-SEQUENTIAL_OPTIONS = [
-    click.option(
-        "--budget",
-        default="10m",
-        show_default=True,
-        help="Sequential repetitions: stop adding blocks when another would overrun this "
-        "much measuring time (e.g. 600s, 10m, 1h; a bare number is seconds).",
-    ),
-    click.option(
-        "--max-repetitions",
-        type=click.IntRange(2, 1000),
-        default=30,
-        show_default=True,
-        help="Sequential repetitions: at most this many repetitions per version.",
-    ),
-]
-
-
-def sequential_options(f):
-    for option in reversed(SEQUENTIAL_OPTIONS):
-        f = option(f)
-    return f
+    return model_option("every")(model_option("max_commits")(f))

@@ -74,12 +74,12 @@ def versions_command(
     click.echo(text_tables.versions_table(rows))
 
 
-@cli.command(epilog=EXIT_CODES_HELP)
+@cli.command(epilog=EXIT_CODES_HELP, renamed={"--metric": "--show"})
 @click.option("--run", "run_id", type=int, help="Run to compare (default: the newest).")
 @click.option("--baseline", help="Version label to compare against (default: the first).")
 @click.option("--format", "fmt", type=click.Choice(text_tables.FORMATS), default="table")
 @click.option(
-    "--metric",
+    "--show",
     "metrics",
     multiple=True,
     type=click.Choice([m.name for m in METRICS]),
@@ -167,7 +167,8 @@ def explain(
     fmt: str,
     db: str | None,
 ) -> None:
-    """Which functions' instructions per op changed between two versions (--metric instructions)."""
+    """Which functions' instructions per op changed between two versions (measured with
+    --metric instructions)."""
     from regtrack.analysis import attribution
     from regtrack.core.settings import load_settings
     from regtrack.results.store import Store
@@ -179,14 +180,16 @@ def explain(
     click.echo(text_tables.attribution(tables, fmt))
 
 
-@cli.command(name="history", epilog=EXIT_CODES_HELP)
+@cli.command(name="history", epilog=EXIT_CODES_HELP, renamed={"--metric": "--show"})
 @click.option("--workload", help="Only this workload (default: every one).")
 @click.option("--point", help="Only this point, e.g. pipeline=10 (default: every one).")
 @click.option(
-    "--metric",
+    "--show",
+    "metric",
     type=click.Choice(list(HISTORY_METRICS)),
     default="instructions_per_op",
     show_default=True,
+    help="The metric shown.",
 )
 @click.option(
     "--by",

@@ -2,48 +2,60 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
 from regtrack.cli.group import EXIT_CODES_HELP, cli
-from regtrack.cli.options import measure_options, sequential_options, shard_options
+from regtrack.cli.options import measuring, staged
 from regtrack.core.errors import BadInput
+from regtrack.core.options import Options
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
-@click.option(
+@staged(
+    "versions",
     "--versions",
     "version_specs",
+    metavar="SPECS",
     help="Comma-separated specs, each optionally labelled: a=bin:/usr/bin/redis-server,...",
 )
-@click.option(
+@staged(
+    "versions",
     "--resume",
     "resume_id",
     type=int,
+    metavar="RUN_ID",
     help="Measure only what run ID is missing (interrupted, failed, incomplete), with its "
     "own plan and binaries.",
 )
-@click.option("--baseline", help="Label the table compares against (default: the first version).")
-@click.option("--threshold", type=float, help="Verdict threshold in percent, for every metric.")
-@click.option(
+@staged(
+    "statistics",
+    "--baseline",
+    metavar="LABEL",
+    help="Label the table compares against.",
+    unset="the first version",
+)
+@staged(
+    "statistics",
+    "--threshold",
+    type=float,
+    help="Verdict threshold in percent, for every metric.",
+    unset="regtrack.toml [verdict], per metric",
+)
+@staged(
+    "statistics",
     "--until-decided",
     is_flag=True,
     help="Add blocks of repetitions (A B, B A) until every version's gating answer is "
     "decided, within --budget and --max-repetitions.",
 )
-@sequential_options
-@shard_options
-@measure_options
+@measuring("run")
 def run(
     version_specs: str | None,
     resume_id: int | None,
     baseline: str | None,
     threshold: float | None,
     until_decided: bool,
-    budget: str,
-    max_repetitions: int,
-    **kw: Any,
+    options: Options,
 ) -> None:
     """Measure every version at every workload point, interleaved, and store each trial."""
     from regtrack.analysis import comparison as comparisons
@@ -54,7 +66,7 @@ def run(
     from regtrack.results.store import Store
     from regtrack.targets import versions
 
-    wait = not kw["no_wait"]
+    wait = not options.no_wait
     if resume_id is not None:
         if version_specs:
             raise BadInput("--resume measures the run's own versions: leave out --versions")
@@ -63,12 +75,12 @@ def run(
                 "--resume keeps the run's own --baseline and --threshold (its report says what "
                 "it printed): see it otherwise with regtrack compare --baseline/--threshold"
             )
-        resumed = Store.open(kw["db"] or load_settings().database, create=False)
+        resumed = Store.open(options.db or load_settings().database, create=False)
         job = resume.load_job(resumed, resume_id)
         baseline, thresholds = comparisons.comparison_settings(
             resumed.run(resume_id), None, None, load_thresholds(None)
         )
-        store, run_id, status = measure(job, kw["db"], wait, (resumed, resume_id))
+        store, run_id, status = measure(job, options.db, wait, (resumed, resume_id))
     else:
         if not version_specs:
             raise BadInput("give --versions SPECS (or --resume RUN_ID)")
@@ -76,7 +88,7 @@ def run(
         if baseline and baseline not in [s.label for s in specs]:
             raise BadInput(f"--baseline {baseline!r} is not one of the labels of --versions")
         thresholds = load_thresholds(threshold)
-        job = prepare(specs, kw, metric="throughput")
+        job = prepare(specs, options)
         job.comparison = {
             "baseline": baseline or job.targets[0].label,
             "thresholds": thresholds.model_dump(),
@@ -85,11 +97,11 @@ def run(
         if until_decided:
             rule = orchestrate.sequential_rule(
                 job,
-                budget,
-                max_repetitions,
+                options.budget,
+                options.max_repetitions,
                 lambda st, rid: comparisons.compare(st, rid, baseline, thresholds),
             )
-        store, run_id, status = measure(job, kw["db"], wait, sequential=rule)
+        store, run_id, status = measure(job, options.db, wait, sequential=rule)
     try:
         result = comparisons.compare(store, run_id, baseline, thresholds)
     except BadInput:  # nothing valid to compare: a measuring failure, said as such (exit 3)
@@ -101,6 +113,6 @@ def run(
         f"Results: {store.path} (run {run_id}). More: regtrack compare --db {store.path} "
         f"--run {run_id} --format markdown|csv|json"
     )
-    if kw["report"]:
+    if options.report:
         auto_report(store, run_id)
     orchestrate.fail_if_incomplete(store, run_id, status)

@@ -8,15 +8,15 @@ analysis libraries.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import click
 
 from regtrack.bench import shards
-from regtrack.bench.job import Job, Options, int_list, prepare_job
+from regtrack.bench.job import Job, prepare_job
 from regtrack.bench.loadgen.builtin import THROUGHPUT_CAVEAT
 from regtrack.bench.runner import BlockRule
 from regtrack.core.errors import BadInput, RegtrackError
+from regtrack.core.options import Options
 from regtrack.flows import orchestrate
 from regtrack.output.console import build_progress, err, run_progress
 from regtrack.output.report import write_report
@@ -25,46 +25,12 @@ from regtrack.targets import versions
 from regtrack.workloads import points as workload_points
 
 
-def options_of(kw: dict[str, Any], **defaults: Any) -> Options:
-    """The shared options, with a command's own defaults for what the user left out."""
-    kw = {**kw, **{k: v for k, v in defaults.items() if kw.get(k) is None}}
-    return Options(
-        workload=kw["workload"],
-        pipelines=int_list(kw["pipelines"], "--pipelines"),
-        duration=kw["duration"],
-        warmup=kw["warmup"],
-        repetitions=kw["repetitions"],
-        keys=kw["keys"],
-        data_size=kw["data_size"],
-        clients=kw["clients"],
-        server_cpus=kw["server_cpus"],
-        client_cpus=kw["client_cpus"],
-        loadgen_bin=kw["loadgen_bin"],
-        loadgen=kw["loadgen"],
-        metric=kw["metric"],
-        instruction_requests=kw["instruction_requests"],
-        source_repo=kw["source_repo"],
-        build_flags=kw["build_flags"],
-        runtime=kw["runtime"],
-        docker_images=kw["docker_images"],
-        builder_image=kw["builder_image"],
-        memory=kw["memory"],
-        every=kw["every"],
-        max_commits=kw["max_commits"],
-        server_config=tuple(kw.get("server_config") or ()),
-        data_dir=kw.get("data_dir"),
-        pairing=kw.get("pairing"),
-        window=kw.get("window"),
-        seed_offset=kw.get("seed_offset"),
-    )
-
-
-def prepare(specs: list[versions.VersionSpec], kw: dict[str, Any], **defaults: Any) -> Job:
+def prepare(specs: list[versions.VersionSpec], options: Options) -> Job:
     """The Job, built with progress, then what the user should know about it: cached or
     fresh builds, load generator caveats, blocking mixes, uncontrolled seeds."""
     # Which shard this host measures is read (and a bad --shard refused) before building.
-    shard = shards.current(kw["shard"], kw["shard_count"]) if "shard" in kw else None
-    options = dataclasses.replace(options_of(kw, **defaults), shard=shard)
+    shard = shards.current(options.shard_spec, options.shard_count)
+    options = dataclasses.replace(options, shard=shard)
     with build_progress() as phase:
         job = prepare_job(specs, options, phase)
     for target in job.targets:

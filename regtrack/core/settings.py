@@ -27,17 +27,25 @@ def builtin_config_dir() -> Path:
     raise BadInput("regtrack's built-in configs/ directory is missing: reinstall regtrack")
 
 
+def user_config_dir() -> Path:
+    """$XDG_CONFIG_HOME/regtrack, else ~/.config/regtrack: the user's own settings."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "regtrack"
+
+
 def config_dirs(extra: Path | None = None) -> list[Path]:
-    """Where settings and workloads are looked up, first match wins: only directories
-    named explicitly (``regtrack --config DIR``, which sets $REGTRACK_CONFIG_DIR), then
-    the built-in one. Never the working directory: in CI that is the pull request's
-    checkout, which could raise its own thresholds or redefine the workload."""
+    """Where settings and workloads are looked up, first match wins: directories named
+    explicitly (``regtrack --config DIR``, which sets $REGTRACK_CONFIG_DIR), the user's
+    (user_config_dir), then the built-in one. Never the working directory: in CI that is
+    the pull request's checkout, which could raise its own thresholds or redefine the
+    workload."""
     dirs = []
     if extra is not None:
         dirs.append(extra)
     env = os.environ.get("REGTRACK_CONFIG_DIR")
     if env:
         dirs.append(Path(env))
+    dirs.append(user_config_dir())
     dirs.append(builtin_config_dir())
     seen: list[Path] = []
     for d in dirs:
@@ -148,9 +156,20 @@ def _section(path: Path, name: str) -> dict[str, Any]:
 
 
 def _settings_file() -> Path | None:
+    """``regtrack --config FILE`` ($REGTRACK_CONFIG), else the first config directory's."""
+    named = os.environ.get("REGTRACK_CONFIG")
+    if named:
+        return Path(named)
     return next(
         (d / "regtrack.toml" for d in config_dirs() if (d / "regtrack.toml").is_file()), None
     )
+
+
+def option_defaults() -> tuple[Path | None, dict[str, Any]]:
+    """The settings file's [defaults] table: option defaults for every command, and in
+    [defaults.COMMAND] tables for one (cli/config.py checks the names against them)."""
+    source = _settings_file()
+    return source, (_section(source, "defaults") if source else {})
 
 
 def settings_source() -> str:

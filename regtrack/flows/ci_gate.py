@@ -24,18 +24,6 @@ from regtrack.results import comparability
 from regtrack.results.store import Store
 from regtrack.targets.versions import VersionSpec, parse_spec
 
-# What `ci` measures unless told otherwise: both metrics, at GET pipeline depths where the
-# server (not the load generator) is the bottleneck on 2 cores, short trials in many
-# blocks (block-to-block noise dominates, docs/methodology.md), two blocks to start.
-CI_DEFAULTS = {
-    "metric": "both",
-    "pipelines": "10,30",
-    "duration": 3.0,
-    "warmup": 1.0,
-    "repetitions": 4,
-    "instruction_requests": 100_000,
-}
-
 
 @dataclass
 class StoredBaseline:
@@ -107,7 +95,7 @@ def run(
             comparability.of_run(stored.run),
             comparability.key(job.config(), here, job.loadgen.as_dict()),
             force,
-            "Measure both here (--baseline SPEC)",
+            "Measure both here (--baseline-version SPEC)",
         )
     job.comparison = {
         "baseline": job.targets[0].label,

@@ -2,7 +2,7 @@
 
 A number depends on more than the Redis code: the machine, the runtime, the load
 generator and the settings the workload ran with. Two runs whose keys differ measured
-different things, so `ci --baseline-run`, `compare --baseline-run` and the history series
+different things, so `ci --baseline-name`, `compare --baseline-run` and the history series
 compare only runs with equal keys (or say loudly that they were forced to).
 
 The key is defined here once, from what every run stores (its config, environment and

@@ -1,0 +1,342 @@
+"""The options of the measuring commands (run, ci, bisect), declared once.
+
+Each field of ``Options`` carries its default, the defaults of the commands that measure
+differently (ci and bisect: short trials in many blocks) and its help. The command line
+generates its options from these fields and hands a command one typed ``Options``; bench
+reads the same record. Here, not in cli or bench, so that both may import it (the
+layering: cli > bench > core), and free of click, so that bench stays free of it too.
+
+A field whose default is None and that names a ``setting`` takes the settings file's
+value (``[run]`` of regtrack.toml, core/settings.py): that value is the default of every
+command without one of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# The stages an option belongs to, in the order `--help` shows them (DESIGN.md's data flow).
+STAGES = ("versions", "workload", "CPUs", "measuring", "statistics", "output")
+MEASURING = ("run", "ci", "bisect")
+
+
+@dataclass(frozen=True)
+class GetSweep:
+    """A default that holds only for the GET sweep (get-pipeline): a mix has no depths."""
+
+    depths: tuple[int, ...]
+
+    def __str__(self) -> str:
+        return f"{','.join(map(str, self.depths))} for get-pipeline, else the workload's"
+
+
+@dataclass(frozen=True)
+class Spec:
+    """How one field is an option: its help, stage, type and each command's default."""
+
+    help: str
+    stage: str
+    commands: tuple[str, ...] = MEASURING  # which of run, ci and bisect have it
+    defaults: Mapping[str, Any] = field(default_factory=dict)  # a command's own default
+    helps: Mapping[str, str] = field(default_factory=dict)  # a command's own help
+    choices: tuple[str, ...] = ()
+    command_choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    kind: str = "str"  # str | int | float | flag | ints (1,10,30) | path
+    minimum: int | None = None
+    maximum: int | None = None
+    multiple: bool = False
+    flag: str | None = None  # the spelling, when not --field-name
+    off_flag: str | None = None  # a flag's negative spelling, e.g. --no-report
+    metavar: str | None = None
+    envvar: str | None = None
+    setting: str | None = None  # the RunSettings field that is the default when None
+    unset: str | None = None  # what None means, for --help: "the workload's"
+
+    def default(self, command: str, base: Any) -> Any:
+        """The default ``command`` uses (``base``: the field's own)."""
+        return self.defaults.get(command, base)
+
+
+def option(default: Any, help: str, stage: str, **spec: Any) -> Any:
+    """A field of Options that is a command-line option."""
+    return field(default=default, metadata={"option": Spec(help=help, stage=stage, **spec)})
+
+
+RUN_CI = ("run", "ci")
+# ci and bisect: GET pipeline depths where the server (not the load generator) is the
+# bottleneck on 2 cores, short trials in many blocks (block-to-block noise dominates,
+# docs/methodology.md), two blocks to start.
+GET_SWEEP = GetSweep((10, 30))
+
+
+@dataclass(frozen=True)
+class Options:
+    """What run, ci and bisect share: everything that says how versions are measured.
+
+    Field order and names are stored with a bisection (bench/bisect.py reads them back
+    for --resume): add fields with defaults, never rename one.
+    """
+
+    workload: str = option("get-pipeline", "Workload name or .toml file.", "workload")
+    pipelines: list[int] | None = option(
+        None,
+        "GET pipeline depths, e.g. 1,10,30.",
+        "workload",
+        kind="ints",
+        defaults={"ci": GET_SWEEP, "bisect": GET_SWEEP},
+        helps={"bisect": "GET pipeline depths, e.g. 10,30 (--point sets one)."},
+        unset="the workload's",
+    )
+    duration: float | None = option(
+        None,
+        "Seconds measured per trial.",
+        "measuring",
+        kind="float",
+        setting="duration",
+        defaults={"ci": 3.0, "bisect": 3.0},
+    )
+    warmup: float | None = option(
+        None,
+        "Seconds of unrecorded warm-up before each trial.",
+        "measuring",
+        kind="float",
+        setting="warmup",
+        defaults={"ci": 1.0, "bisect": 1.0},
+    )
+    repetitions: int | None = option(
+        None,
+        "Trials per version and point (ci, bisect, --until-decided: to start with).",
+        "measuring",
+        kind="int",
+        setting="repetitions",
+        defaults={"ci": 4, "bisect": 4},
+    )
+    keys: int | None = option(
+        None, "Keys populated and read.", "workload", kind="int", unset="the workload's"
+    )
+    data_size: int | None = option(
+        None, "Value size in bytes.", "workload", kind="int", unset="the workload's"
+    )
+    clients: int | None = option(
+        None, "Load generator connections.", "workload", kind="int", unset="the workload's"
+    )
+    server_cpus: str | None = option(
+        None, "CPUs for the server, e.g. 0 or 0-1.", "CPUs", unset="the first CPU"
+    )
+    client_cpus: str | None = option(
+        None, "CPUs for the load generator.", "CPUs", unset="the others"
+    )
+    loadgen_bin: str | None = option(
+        None, "Load generator binary to use.", "measuring", kind="path", unset="found on PATH"
+    )
+    loadgen: str | None = option(
+        None,
+        "Load generator: for GET sweeps memtier when a short probe shows it saturates the "
+        "server, else redis-benchmark; for mixes memtier, or the built-in driver when "
+        "memtier is not installed.",
+        "measuring",
+        choices=("redis-benchmark", "memtier", "builtin"),
+        unset="by workload",
+    )
+    metric: str = option(
+        "throughput",
+        "What is measured: throughput (ops/s, latency), instructions (server instructions "
+        "per op under callgrind, repeatable on a noisy machine), or both.",
+        "measuring",
+        choices=("throughput", "instructions", "both"),
+        defaults={"ci": "both", "bisect": "instructions"},
+        command_choices={"bisect": ("instructions", "throughput")},
+        helps={
+            "bisect": "The one metric followed: instructions (server instructions per op "
+            "under callgrind, repeatable on a noisy machine) or throughput (ops/s)."
+        },
+    )
+    instruction_requests: int | None = option(
+        None,
+        "Requests per instruction trial.",
+        "measuring",
+        kind="int",
+        setting="instruction_requests",
+        defaults={"ci": 100_000, "bisect": 100_000},
+    )
+    source_repo: str | None = option(
+        None,
+        "Git repository URL or path that tags, branches and commits resolve in (a fork "
+        "such as Valkey, or an offline mirror).",
+        "versions",
+        envvar="REGTRACK_SOURCE_REPO",
+        unset="upstream Redis",
+    )
+    build_flags: str | None = option(
+        None, 'make variables for source builds, e.g. "MALLOC=libc OPTIMIZATION=-O2".', "versions"
+    )
+    runtime: str = option(
+        "native",
+        "Run servers as pinned processes (taskset) or pinned containers (--cpuset-cpus).",
+        "versions",
+        choices=("native", "docker"),
+    )
+    docker_images: str = option(
+        "auto",
+        "docker: one kind of build for every version: official redis:<version> images when "
+        "every version is an upstream release tag, else regtrack's builds (auto); official "
+        "images (official; every version must be a release tag); or regtrack's builds (build).",
+        "versions",
+        choices=("auto", "official", "build"),
+    )
+    builder_image: str | None = option(
+        None,
+        "docker: build commits and branches with docker build inside this image (it needs "
+        "make and a C compiler, e.g. gcc:12).",
+        "versions",
+        unset="import regtrack's own build",
+    )
+    memory: str | None = option(None, "docker: container memory limit, e.g. 4g.", "versions")
+    every: int | None = option(
+        None,
+        "Ranges A..B: every Nth first-parent commit (both ends kept).",
+        "versions",
+        commands=RUN_CI,
+        kind="int",
+        minimum=1,
+    )
+    max_commits: int | None = option(
+        None,
+        "Ranges A..B: at most this many commits, evenly spread (both ends kept).",
+        "versions",
+        commands=RUN_CI,
+        kind="int",
+        minimum=2,
+    )
+    server_config: tuple[str, ...] = option(
+        (),
+        "A redis.conf setting for every version's server, e.g. appendonly=yes (repeatable; "
+        "over the workload's [server] table; KEY?=VALUE: skipped with a warning where a "
+        "version does not know it).",
+        "workload",
+        multiple=True,
+        metavar="KEY=VALUE",
+    )
+    data_dir: str | None = option(
+        None,
+        "Where servers keep their files (AOF, RDB; containers bind-mount a directory below "
+        "it), recorded with the run with its filesystem.",
+        "workload",
+        unset="the temp dir",
+    )
+    pairing: str | None = option(
+        None,
+        "Throughput of several versions: paired in time, their servers up together and the "
+        "load moved between them every --window seconds (time; with memtier or "
+        "redis-benchmark); all at once, each server and its load generator on CPUs of their "
+        "own (duet, 2 CPUs per version); or a separate trial per server (separate).",
+        "measuring",
+        choices=("time", "duet", "separate"),
+        setting="pairing",
+    )
+    window: float | None = option(
+        None,
+        "Seconds each server has the load in a paired-in-time window.",
+        "measuring",
+        kind="float",
+        setting="window",
+    )
+    # Not options: set by the flows. The run's seed offset (bench/seeds.py): a stored
+    # run's, to pair with it seed by seed; None: the settings', else a fresh one (a
+    # shard's: the one its plan's shards share).
+    seed_offset: int | None = None
+    shard: Any = None  # this host's share of the plan (bench.shards.Shard), from shard_spec
+    # The options around measuring: the shards, the sequential budget, waiting, output.
+    shard_spec: str | None = option(
+        None,
+        "Measure only shard K of N of the plan; `regtrack merge` unions the shards' databases.",
+        "measuring",
+        commands=RUN_CI,
+        flag="--shard",
+        metavar="K/N",
+        unset="from JOB_COMPLETION_INDEX, CI_NODE_INDEX/CI_NODE_TOTAL or "
+        "BUILDKITE_PARALLEL_JOB/_COUNT when set",
+    )
+    shard_count: int | None = option(
+        None,
+        "How many shards measure the plan, where the engine does not say (Kubernetes "
+        "Indexed Jobs: the Job's completions; or $REGTRACK_SHARD_COUNT).",
+        "measuring",
+        commands=RUN_CI,
+        kind="int",
+        minimum=1,
+    )
+    budget: str = option(
+        "10m",
+        "Sequential repetitions: stop adding blocks when another would overrun this much "
+        "measuring time (e.g. 600s, 10m, 1h; a bare number is seconds).",
+        "statistics",
+        helps={"bisect": "Measuring time each measurement (the ends, each commit) may take."},
+    )
+    max_repetitions: int = option(
+        30,
+        "Sequential repetitions: at most this many repetitions per version.",
+        "statistics",
+        kind="int",
+        minimum=2,
+        maximum=1000,
+    )
+    no_wait: bool = option(
+        False,
+        "Fail at once when another regtrack is benchmarking on these CPUs.",
+        "CPUs",
+        kind="flag",
+    )
+    report: bool = option(
+        True,
+        "Write the HTML report (next to the database) when the run ends.",
+        "output",
+        kind="flag",
+        off_flag="--no-report",
+    )
+    db: str | None = option(
+        None,
+        "SQLite database.",
+        "output",
+        kind="path",
+        envvar="REGTRACK_DB",
+        unset="reports/regtrack.db",
+    )
+
+
+def specs() -> dict[str, Spec]:
+    """Every field that is an option, by field name, in declaration order."""
+    return {
+        f.name: f.metadata["option"] for f in dataclasses.fields(Options) if "option" in f.metadata
+    }
+
+
+def command_defaults(command: str) -> dict[str, Any]:
+    """The defaults ``command`` declares itself, where they differ from the fields' own."""
+    return {name: s.defaults[command] for name, s in specs().items() if command in s.defaults}
+
+
+def settle(options: Options) -> Options:
+    """Options with a GET-sweep-only default resolved for the workload chosen."""
+    if isinstance(options.pipelines, GetSweep):
+        depths = options.pipelines.depths
+        pipelines = list(depths) if options.workload == "get-pipeline" else None
+        return dataclasses.replace(options, pipelines=pipelines)
+    return options
+
+
+def int_list(value: str | list[int] | tuple[int, ...]) -> list[int]:
+    """ "1,10,30" (or a list, from a config file) -> [1, 10, 30]; else one ValueError line."""
+    try:
+        if isinstance(value, str):
+            values = [int(v) for v in value.split(",") if v.strip()]
+        else:
+            values = [int(v) for v in value]
+    except (TypeError, ValueError):
+        raise ValueError(f"{value!r}: give comma-separated numbers like 1,10,30") from None
+    if not values or any(v <= 0 for v in values):
+        raise ValueError(f"{value!r}: give positive numbers like 1,10,30")
+    return values
