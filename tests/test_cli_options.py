@@ -40,8 +40,8 @@ def no_user_config(tmp_path, monkeypatch):
 @pytest.fixture
 def captured(monkeypatch) -> dict[str, Any]:
     """What run and ci hand to prepare, and bisect to bisect.start, instead of measuring."""
-    from regtrack.flows import bisect as bisecting
     from regtrack.cli import steps
+    from regtrack.flows import bisect as bisecting
 
     seen: dict[str, Any] = {}
 

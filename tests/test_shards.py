@@ -67,11 +67,29 @@ def test_a_block_keeps_its_versions_together_on_one_shard():
             assert members == {(t, r) for t in ("a", "b") for r in reps}, "A B B A, or a seed pair"
 
 
+# What GitLab sets for the second copy of a `parallel: 3` job named "gate", and for one job
+# of a `parallel: matrix` (one job per VERSION; GitLab numbers those too).
+GITLAB_SPLIT = {"GITLAB_CI": "true", "CI_JOB_NAME": "gate 2/3", "CI_NODE_INDEX": "2",
+                "CI_NODE_TOTAL": "3"}  # fmt: skip
+GITLAB_MATRIX = {"GITLAB_CI": "true", "CI_JOB_NAME": "gate: [7.2]", "CI_NODE_INDEX": "2",
+                 "CI_NODE_TOTAL": "3", "VERSION": "7.2"}  # fmt: skip
+
+
+def test_a_gitlab_matrix_job_is_not_a_shard_but_parallel_n_is():
+    """Both set CI_NODE_INDEX and CI_NODE_TOTAL; a matrix job measures its whole plan (it
+    used to measure a third of it and exit 0 without deciding)."""
+    assert shards.from_environment(GITLAB_MATRIX) is None
+    assert shards.from_environment({**GITLAB_SPLIT, "CI_JOB_NAME": "gate 1/3"}) is None, (
+        "a name that disagrees with the index is no split"
+    )
+    assert shards.from_environment(GITLAB_SPLIT) == shards.Shard(2, 3, "CI_NODE_INDEX")
+
+
 def test_engines_variables_name_the_shard():
     assert shards.from_environment({}) is None
     k8s = shards.from_environment({"JOB_COMPLETION_INDEX": "0", "REGTRACK_SHARD_COUNT": "3"})
     assert (k8s.index, k8s.count, k8s.source) == (1, 3, "JOB_COMPLETION_INDEX")
-    gitlab = shards.from_environment({"CI_NODE_INDEX": "2", "CI_NODE_TOTAL": "3"})
+    gitlab = shards.from_environment(GITLAB_SPLIT)
     assert (gitlab.index, gitlab.count) == (2, 3), "GitLab counts from 1"
     bk = shards.from_environment(
         {"BUILDKITE_PARALLEL_JOB": "2", "BUILDKITE_PARALLEL_JOB_COUNT": "3"}
@@ -80,7 +98,8 @@ def test_engines_variables_name_the_shard():
     with pytest.raises(BadInput, match="--shard-count"):
         shards.from_environment({"JOB_COMPLETION_INDEX": "1"})
     with pytest.raises(BadInput, match="but --shard-count"):
-        shards.from_environment({"CI_NODE_INDEX": "1", "CI_NODE_TOTAL": "3"}, count=4)
+        shards.from_environment({**GITLAB_SPLIT, "CI_NODE_INDEX": "1",
+                                 "CI_JOB_NAME": "gate 1/3"}, count=4)  # fmt: skip
     for bad in ("0/3", "4/3", "x", "1/0", "2"):
         with pytest.raises(BadInput):
             shards.parse(bad)
@@ -94,7 +113,7 @@ PLAN = [
 ]  # fmt: skip
 ENGINES = [
     {"JOB_COMPLETION_INDEX": "0", "REGTRACK_SHARD_COUNT": "3"},
-    {"CI_NODE_INDEX": "2", "CI_NODE_TOTAL": "3"},
+    {"CI_NODE_INDEX": "2", "CI_NODE_TOTAL": "3", "CI_JOB_NAME": "bench 2/3"},
     {"BUILDKITE_PARALLEL_JOB": "2", "BUILDKITE_PARALLEL_JOB_COUNT": "3"},
 ]
 
@@ -251,7 +270,7 @@ def test_a_shard_without_blocks_or_a_bad_shard_is_one_clear_line(tmp_path, redis
     assert empty.returncode == 2, empty.stderr
     assert "only 1 blocks for 2 shards" in empty.stderr and "Traceback" not in empty.stderr
     bad = cli_in_process("run", "--versions", versions, *plan, env={"CI_NODE_INDEX": "4",
-                  "CI_NODE_TOTAL": "3"})  # fmt: skip
+                  "CI_NODE_TOTAL": "3", "CI_JOB_NAME": "bench 4/3"})  # fmt: skip
     assert bad.returncode == 2 and "CI_NODE_INDEX" in bad.stderr, bad.stderr
     assert (
         not db.exists()
@@ -310,3 +329,20 @@ def test_a_shard_killed_mid_run_keeps_every_stored_trial_in_its_db_file_alone(
     assert "Traceback" not in merged.stderr, merged.stderr
     with contextlib.closing(sqlite3.connect(out)) as conn:
         assert {r[0] for r in conn.execute("SELECT seq FROM trials")} == seqs
+
+
+def test_a_ci_on_one_shard_says_so_first_and_exits_5_and_a_matrix_job_decides(
+    tmp_path, redis_server, monkeypatch
+):
+    fakebench.install(monkeypatch, fakebench.Model())
+    pair = ["--baseline-version", f"a=bin:{redis_server}", "--candidate-version",
+            f"b=bin:{redis_server}", "--metric", "instructions", "--pipelines", "10",
+            "--repetitions", "8", "--no-report"]  # fmt: skip
+    shard = cli_in_process("ci", *pair, "--db", str(tmp_path / "s.db"), env=GITLAB_SPLIT)
+    assert shard.returncode == 5, shard.stdout + shard.stderr
+    assert shard.stdout.startswith("## regtrack: ⏸️ Shard 2/3 measured, nothing decided")
+    assert "from CI_NODE_INDEX" in shard.stdout and "ci --merge" in shard.stdout
+    matrix = cli_in_process("ci", *pair, "--db", str(tmp_path / "m.db"), env=GITLAB_MATRIX)
+    assert matrix.returncode == 0, matrix.stdout + matrix.stderr
+    assert matrix.stdout.startswith("## regtrack: ✅ No regression"), matrix.stdout
+    assert "shard 2/3" not in matrix.stderr, matrix.stderr

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,15 +31,18 @@ from regtrack.bench import seeds
 from regtrack.bench.plan import Visit
 from regtrack.core.errors import BadInput
 
-# The variables each engine sets; the index is 0-based unless noted.
+# The variables each engine sets where it means a split; the index is 0-based unless noted.
 ENGINES = (
     # Kubernetes Indexed Job: 0-based index; the count is not in the pod's environment.
     ("JOB_COMPLETION_INDEX", None, 0),
-    # GitLab CI `parallel: N`: 1-based.
+    # GitLab CI `parallel: N`: 1-based. GitLab sets the same two for `parallel: matrix`
+    # jobs, which are not a split (see _gitlab_split).
     ("CI_NODE_INDEX", "CI_NODE_TOTAL", 1),
     # Buildkite `parallelism: N`: 0-based.
     ("BUILDKITE_PARALLEL_JOB", "BUILDKITE_PARALLEL_JOB_COUNT", 0),
 )
+# GitLab names the copies of a `parallel: N` job "NAME K/N"; a matrix job is "NAME: [a, b]".
+GITLAB_SPLIT_NAME = re.compile(r" (\d+)/(\d+)$")
 COUNT_VARIABLE = "REGTRACK_SHARD_COUNT"  # the count where the engine does not give one
 # The pipeline every shard of one plan runs in: its id gives them one seed offset (the
 # same for a retried job, which must measure the plan its siblings measured).
@@ -90,6 +94,8 @@ def from_environment(env: Mapping[str, str], count: int | None = None) -> Shard 
     for index_var, count_var, base in ENGINES:
         if not env.get(index_var):
             continue
+        if index_var == "CI_NODE_INDEX" and not _gitlab_split(env):
+            continue
         try:
             index = int(env[index_var]) - base + 1
             total = int(env[count_var]) if count_var and env.get(count_var) else None
@@ -107,6 +113,15 @@ def from_environment(env: Mapping[str, str], count: int | None = None) -> Shard 
             )
         return parse(f"{index}/{total}", index_var)
     return None
+
+
+def _gitlab_split(env: Mapping[str, str]) -> bool:
+    """Whether GitLab's CI_NODE_INDEX/CI_NODE_TOTAL come from `parallel: N` (a split of
+    one job: its copies are named "NAME K/N") rather than from `parallel: matrix` (other
+    jobs, one per combination of variables, which each measure their whole plan). GitLab
+    sets the two variables for both; only the job's name tells them apart."""
+    found = GITLAB_SPLIT_NAME.search(env.get("CI_JOB_NAME", ""))
+    return bool(found) and found.groups() == (env["CI_NODE_INDEX"], env.get("CI_NODE_TOTAL"))
 
 
 def block_key(visit: Visit) -> tuple[str, int]:

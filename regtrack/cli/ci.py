@@ -13,7 +13,7 @@ import click
 
 from regtrack.cli.group import EXIT_CODES_HELP, cli
 from regtrack.cli.options import measuring, staged
-from regtrack.core.errors import EXIT_REGRESSION, BadInput, CannotMeasure
+from regtrack.core.errors import EXIT_REGRESSION, EXIT_SHARD_ONLY, BadInput, CannotMeasure
 from regtrack.core.options import Options
 
 if TYPE_CHECKING:
@@ -107,8 +107,6 @@ def ci(
         gate = _measured_gate(
             baseline_spec, candidate_spec, baseline_name, force, thresholds, options
         )
-        if gate is None:
-            return
     _present(gate, summary, json_out, fail_on_inconclusive, options.report)
 
 
@@ -149,8 +147,9 @@ def _measured_gate(
     force: bool,
     thresholds: Any,
     options: Options,
-) -> GateRun | None:
-    """Measure the gate here (or this host's shard of it; then nothing is decided)."""
+) -> GateRun:
+    """Measure the gate here, or this host's shard of it: then nothing is decided, which
+    the first line says and exit code 5 tells a script (never 0, as if it had passed)."""
     from regtrack.cli.steps import prepare, say
     from regtrack.flows import ci_gate, orchestrate
     from regtrack.output.console import run_progress
@@ -178,12 +177,13 @@ def _measured_gate(
         wait=not options.no_wait,
     )
     if job.shard is not None:
-        click.echo(
-            f"shard {job.shard.label}: run {gate.run_id} of {gate.store.path} measured its "
-            "blocks; decide on every shard with: regtrack ci --merge --db OUT.db SHARD.db..."
-        )
         orchestrate.fail_if_incomplete(gate.store, gate.run_id, gate.status)
-        return None
+        click.echo(
+            f"## regtrack: ⏸️ Shard {job.shard.label} measured, nothing decided (shard from "
+            f"{job.shard.source}): run {gate.run_id} of {gate.store.path} holds its blocks; "
+            "decide on every shard's database with: regtrack ci --merge --db OUT.db SHARD.db..."
+        )
+        sys.exit(EXIT_SHARD_ONLY)
     return gate
 
 

@@ -13,7 +13,8 @@ from regtrack.cli.options import StagedCommand
 EXIT_CODES_HELP = """
 Exit codes: 0 success (no regression), 1 regression found (ci), 2 bad usage or input
 (a bad config file too), 3 could not measure (tool, server or environment failure), 4
-internal error (a bug in regtrack), 130 interrupted.
+internal error (a bug in regtrack), 5 one shard measured and nothing decided (ci), 130
+interrupted.
 """
 
 

@@ -6,6 +6,7 @@ Exit codes (also in the README):
   2  bad usage or input: the user can fix the command line, a spec or a file
   3  could not measure: the environment, a tool or a server failed
   4  internal error: a bug in regtrack (never "could not measure")
+  5  a shard measured, nothing decided (``regtrack ci`` on one shard of a plan)
   130 interrupted (Ctrl-C / SIGTERM / SIGHUP); results measured so far are kept
 """
 
@@ -13,6 +14,7 @@ EXIT_REGRESSION = 1
 EXIT_BAD_INPUT = 2
 EXIT_CANNOT_MEASURE = 3
 EXIT_INTERNAL = 4
+EXIT_SHARD_ONLY = 5
 EXIT_INTERRUPTED = 130
 
 
