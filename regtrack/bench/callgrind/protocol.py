@@ -8,8 +8,10 @@ for the trial, an unrecorded warm-up cycle, two dumps that must agree, merged co
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import redis
 
 from regtrack.bench import loadgen, serverstats
 from regtrack.bench.callgrind import control as callgrind
@@ -21,6 +23,9 @@ from regtrack.bench.trial import Context, measured_window, new_record
 from regtrack.core.errors import CannotMeasure
 from regtrack.core.procs import process_cpu_seconds, socket_count
 from regtrack.core.records import FunctionCost, InvalidReason, LoadSpec, TrialRecord
+
+# A window: the load generator's result, the server's CPU seconds in it, its operations.
+Window = tuple[LoadgenResult, float | None, int]
 
 # Under callgrind, an idle Redis still runs ~1.2M instructions per second of time-driven
 # work (serverCron etc.), about 0.8% of the count per GET when saturated at pipeline 10;
@@ -90,75 +95,104 @@ def _instruction_trial(
     differ more, e.g. by the random seed of the command table's hash: that is the spread
     between repetitions, reported separately.)
     """
-    aim = ctx.aim(server)
     half = ctx.settings.instruction_requests // 2
-    timeout = 120 + half / 200  # callgrind runs the server ~50x slower
-    pid = server.pid
-    assert pid is not None
-    control = server.client(timeout=120)
-
-    def load(requests: int) -> LoadgenResult:
-        return loadgen.run(ctx.loadgen, aim, specs, requests=requests, timeout=timeout)
-
-    def operations(before: int, result: LoadgenResult) -> int:
-        if ctx.counts_gets:
-            return serverstats.command_calls(control, "get") - before
-        return result.requests
-
-    # The warm-up runs inside a zero/dump cycle of its own, whose dump is dropped: the
-    # first window measured after a server's first dump counts 1-2% more than every
-    # later one (seen with 7.0.15 under valgrind 3.19), so that window is the warm-up.
-    callgrind.zero(session.control, session.outdir, pid, server.alive)
-    warm = load(max(20_000, half // 2))
-    if server.alive():
-        serverstats.wait_idle(control)
-        callgrind.dump(session.control, session.outdir, pid, server.alive).unlink(missing_ok=True)
-    if warm.problem:
-        control.close()
-        record.argv, record.raw_output, record.exit_code = (
-            warm.argv,
-            warm.raw_output,
-            warm.exit_code,
-        )
-        record.mark_invalid(InvalidReason.WARMUP_FAILED, warm.problem)
+    windows = _Windows(ctx, session, server, specs, server.client(timeout=120), half)
+    try:
+        warm = windows.warm_up(max(20_000, half // 2))
+        if warm.problem:
+            record.argv, record.raw_output, record.exit_code = (
+                warm.argv,
+                warm.raw_output,
+                warm.exit_code,
+            )
+            record.mark_invalid(InvalidReason.WARMUP_FAILED, warm.problem)
+            return record, None
+        record.warmup_s = warm.wall_s
+        window = measured_window(ctx, server, record, windows.both)
+    finally:
+        windows.control.close()
+    measured = windows.measured
+    if window is None or len(windows.dumps) != 2 or any(ops <= 0 for _, _, ops in measured):
         return record, None
-    record.warmup_s = warm.wall_s
+    profiles = [parse(path) for path in windows.dumps]
+    for path in windows.dumps:
+        path.unlink(missing_ok=True)  # the costs go to the store; the dumps are large
+    return record, _counted(ctx, record, profiles, measured)
 
-    windows: list[tuple[LoadgenResult, float | None, int]] = []
-    dumps: list[Path] = []
 
-    def one_window() -> LoadgenResult:
+@dataclass
+class _Windows:
+    """The zero/run/dump cycles of one instruction trial in one server under callgrind."""
+
+    ctx: Context
+    session: Callgrind
+    server: RunningServer
+    specs: list[LoadSpec]
+    control: redis.Redis
+    half: int  # requests per window
+    measured: list[Window] = field(default_factory=list)
+    dumps: list[Path] = field(default_factory=list)
+
+    @property
+    def pid(self) -> int:
+        assert self.server.pid is not None
+        return self.server.pid
+
+    def _load(self, requests: int) -> LoadgenResult:
+        timeout = 120 + self.half / 200  # callgrind runs the server ~50x slower
+        aim = self.ctx.aim(self.server)
+        return loadgen.run(self.ctx.loadgen, aim, self.specs, requests=requests, timeout=timeout)
+
+    def _gets(self) -> int:
+        return serverstats.command_calls(self.control, "get") if self.ctx.counts_gets else 0
+
+    def warm_up(self, requests: int) -> LoadgenResult:
+        """The warm-up runs inside a zero/dump cycle of its own, whose dump is dropped:
+        the first window measured after a server's first dump counts 1-2% more than every
+        later one (seen with 7.0.15 under valgrind 3.19), so that window is the warm-up."""
+        callgrind.zero(self.session.control, self.session.outdir, self.pid, self.server.alive)
+        warm = self._load(requests)
+        if self.server.alive():
+            serverstats.wait_idle(self.control)
+            dump = callgrind.dump(
+                self.session.control, self.session.outdir, self.pid, self.server.alive
+            )
+            dump.unlink(missing_ok=True)
+        return warm
+
+    def one(self) -> LoadgenResult:
         """zero, run, let in-flight requests finish, dump: one clean window."""
-        gets_before = serverstats.command_calls(control, "get") if ctx.counts_gets else 0
-        callgrind.zero(session.control, session.outdir, pid, server.alive)
-        sockets = socket_count(pid)
-        cpu_start = process_cpu_seconds(pid)
-        result = load(half)
-        cpu_end = process_cpu_seconds(pid)
-        if not server.alive():
+        gets_before = self._gets()
+        callgrind.zero(self.session.control, self.session.outdir, self.pid, self.server.alive)
+        sockets = socket_count(self.pid)
+        cpu_start = process_cpu_seconds(self.pid)
+        result = self._load(self.half)
+        cpu_end = process_cpu_seconds(self.pid)
+        if not self.server.alive():
             return result
-        if not serverstats.wait_sockets(pid, sockets, control):
+        if not serverstats.wait_sockets(self.pid, sockets, self.control):
             result.problem = result.problem or "load generator connections never closed"
-        dumps.append(callgrind.dump(session.control, session.outdir, pid, server.alive))
+        self.dumps.append(
+            callgrind.dump(self.session.control, self.session.outdir, self.pid, self.server.alive)
+        )
         busy = cpu_end - cpu_start if cpu_start is not None and cpu_end is not None else None
-        windows.append((result, busy, operations(gets_before, result)))
+        ops = self._gets() - gets_before if self.ctx.counts_gets else result.requests
+        self.measured.append((result, busy, ops))
         return result
 
-    def run() -> LoadgenResult:
-        first = one_window()
-        if first.problem or not server.alive():
+    def both(self) -> LoadgenResult:
+        first = self.one()
+        if first.problem or not self.server.alive():
             return first
-        return loadgen.sequence([first, one_window()])
+        return loadgen.sequence([first, self.one()])
 
-    try:
-        window = measured_window(ctx, server, record, run)
-    finally:
-        control.close()
-    if window is None or len(dumps) != 2 or any(ops <= 0 for _, _, ops in windows):
-        return record, None
-    profiles = [parse(path) for path in dumps]
-    for path in dumps:
-        path.unlink(missing_ok=True)  # the costs go to the store; the dumps are large
+
+def _counted(
+    ctx: Context, record: TrialRecord, profiles: list[Profile], windows: list[Window]
+) -> Profile:
+    """The two windows' counts into the record, judged: they must agree within the
+    repeatability limit, and the server must have been saturated (else time-driven work
+    is counted per operation)."""
     profile = _merged(profiles)
     ops = sum(o for _, _, o in windows)
     record.instructions = profile.instructions
@@ -186,7 +220,7 @@ def _instruction_trial(
             f"it used {record.server_cpu_pct or 0:.0f}% CPU under "
             "callgrind, so time-driven work (serverCron) inflates the count per operation",
         )
-    return record, profile
+    return profile
 
 
 def _merged(profiles: list[Profile]) -> Profile:
