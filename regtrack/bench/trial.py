@@ -107,6 +107,35 @@ def _reply_checks(
         record.mark_invalid(problem.code, problem.detail)
 
 
+@dataclass(frozen=True)
+class _Evidence:
+    """What is read of the server and the CPUs on each side of the load: INFO, the
+    server's syscalls, the pinned CPUs' times and the server process's CPU time."""
+
+    stats: dict[str, Any] | None
+    io: tuple[int, int] | None
+    server_cpus: CpuTimes
+    client_cpus: CpuTimes
+    process_cpu_s: float | None
+
+    @classmethod
+    def before(cls, ctx: Context, server: RunningServer, client: redis.Redis) -> _Evidence:
+        stats, io = serverstats.snapshot(client), syscalls(server.pid)
+        server_cpus, client_cpus = CpuTimes.read(ctx.cpus.server), CpuTimes.read(ctx.cpus.client)
+        # The server's CPU time is read right around the load generator, so that the
+        # share is of the measured run alone (not of callgrind's zero/dump round trips).
+        cpu = process_cpu_seconds(server.pid) if server.pid else None
+        return cls(stats, io, server_cpus, client_cpus, cpu)
+
+    @classmethod
+    def after(cls, ctx: Context, server: RunningServer, client: redis.Redis) -> _Evidence:
+        cpu = process_cpu_seconds(server.pid) if server.pid else None
+        server_cpus, client_cpus = CpuTimes.read(ctx.cpus.server), CpuTimes.read(ctx.cpus.client)
+        io = syscalls(server.pid)
+        stats = serverstats.snapshot(client) if server.alive() else None
+        return cls(stats, io, server_cpus, client_cpus, cpu)
+
+
 def measured_window(
     ctx: Context,
     server: RunningServer,
@@ -120,25 +149,28 @@ def measured_window(
     """
     client = server.client()
     try:
-        before = serverstats.snapshot(client)
-        io_before = syscalls(server.pid)
-        server_cpus_before = CpuTimes.read(ctx.cpus.server)
-        client_cpus_before = CpuTimes.read(ctx.cpus.client)
-        # The server's CPU time is read right around the load generator, so that the
-        # share is of the measured run alone (not of callgrind's zero/dump round trips).
-        cpu_start = process_cpu_seconds(server.pid) if server.pid else None
+        before = _Evidence.before(ctx, server, client)
         result = run()
-        cpu_end = process_cpu_seconds(server.pid) if server.pid else None
-        server_cpus_after = CpuTimes.read(ctx.cpus.server)
-        client_cpus_after = CpuTimes.read(ctx.cpus.client)
-        io_after = syscalls(server.pid)
-        after = serverstats.snapshot(client) if server.alive() else None
+        after = _Evidence.after(ctx, server, client)
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         record.mark_invalid(InvalidReason.SERVER_LOST, str(exc))
         return None
     finally:
         client.close()
+    _from_loadgen(record, result, before, after)
+    if after.stats is None:
+        record.mark_invalid(InvalidReason.SERVER_DIED, "redis-server exited during the trial")
+        return None
+    assert before.stats is not None
+    delta = serverstats.delta(before.stats, after.stats)
+    _from_server(ctx, record, result, delta, before, after)
+    return result
 
+
+def _from_loadgen(
+    record: TrialRecord, result: LoadgenResult, before: _Evidence, after: _Evidence
+) -> None:
+    """What the load generator measured, and the steal both sides' CPUs saw."""
     record.argv, record.raw_output = result.argv, result.raw_output
     record.exit_code, record.requests = result.exit_code, result.requests
     record.wall_s = result.wall_s
@@ -147,17 +179,24 @@ def measured_window(
     record.client_cpu_pct = result.client_cpu_pct
     record.per_command = result.per_command
     record.steal_pct = max(
-        server_cpus_after.steal_pct_since(server_cpus_before),
-        client_cpus_after.steal_pct_since(client_cpus_before),
+        after.server_cpus.steal_pct_since(before.server_cpus),
+        after.client_cpus.steal_pct_since(before.client_cpus),
     )
     record.valid = True
     if result.problem:
         record.mark_invalid(InvalidReason.LOADGEN_FAILED, result.problem)
-    if after is None:
-        record.mark_invalid(InvalidReason.SERVER_DIED, "redis-server exited during the trial")
-        return None
 
-    delta = serverstats.delta(before, after)
+
+def _from_server(
+    ctx: Context,
+    record: TrialRecord,
+    result: LoadgenResult,
+    delta: dict[str, Any],
+    before: _Evidence,
+    after: _Evidence,
+) -> None:
+    """What the server says happened (INFO deltas, CPU, syscalls), and whether anything
+    else ran on the pinned CPUs."""
     record.server_stats = delta
     if delta["background_persistence"]:
         record.mark_invalid(
@@ -166,6 +205,7 @@ def measured_window(
             "fork and disk writes are in the numbers; to measure without them, prevent "
             "rewrites (--server-config auto-aof-rewrite-percentage=0) or saves (save rules)",
         )
+    cpu_start, cpu_end = before.process_cpu_s, after.process_cpu_s
     if cpu_start is not None and cpu_end is not None and result.wall_s > 0:
         record.server_cpu_pct = 100.0 * (cpu_end - cpu_start) / result.wall_s
     else:
@@ -180,27 +220,16 @@ def measured_window(
     record.keyspace_hits = int(delta["keyspace_hits"])
     record.keyspace_misses = int(delta["keyspace_misses"])
     record.error_replies = int(delta["error_replies"])
-    if io_before and io_after:
-        record.syscalls_read = io_after[0] - io_before[0]
-        record.syscalls_write = io_after[1] - io_before[1]
+    if before.io and after.io:
+        record.syscalls_read = after.io[0] - before.io[0]
+        record.syscalls_write = after.io[1] - before.io[1]
     _reply_checks(ctx, record, delta, result)
     record.contention_pct = max(
-        contention_pct(
-            server_cpus_before,
-            server_cpus_after,
-            delta["server_cpu_s"],
-            result.wall_s,
-            len(ctx.cpus.server),
-        ),
-        contention_pct(
-            client_cpus_before,
-            client_cpus_after,
-            result.client_cpu_s,
-            result.wall_s,
-            len(ctx.cpus.client),
-        ),
-    )
-    return result
+        contention_pct(before.server_cpus, after.server_cpus, delta["server_cpu_s"],
+                       result.wall_s, len(ctx.cpus.server)),
+        contention_pct(before.client_cpus, after.client_cpus, result.client_cpu_s,
+                       result.wall_s, len(ctx.cpus.client)),
+    )  # fmt: skip
 
 
 def judge_load(
