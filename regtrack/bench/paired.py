@@ -33,9 +33,10 @@ from regtrack.bench.plan import PlannedTrial, Visit
 from regtrack.bench.runtimes.base import RunningServer
 from regtrack.bench.servers import ServerDied, plain_server
 from regtrack.core import interrupts
+from regtrack.core.cpus import CpuPlan
 from regtrack.core.errors import CannotMeasure
 from regtrack.core.procs import CpuTimes, contention_pct
-from regtrack.core.records import InvalidReason, Progress, TrialRecord
+from regtrack.core.records import InvalidReason, LoadSpec, Progress, TrialRecord
 from regtrack.results.store import Store
 from regtrack.targets.versions import Target
 from regtrack.workloads import points as workload_points
@@ -109,37 +110,75 @@ def _prepare(job: Job, target: Target, server: RunningServer) -> dict[str, str]:
         client.close()
 
 
+def _lanes(
+    stack: contextlib.ExitStack, job: Job, order: list[Side], specs_of: dict[str, list[LoadSpec]]
+) -> list[windows.Lane]:
+    """Each side's load, held and flowing, with a client of its server (closed by
+    ``stack``); a load that never flows ends the point."""
+    counted = workload_points.counted_commands(job.workload)
+    side_cpus = job.side_cpus()
+    lanes = []
+    for side in order:
+        label = side.target.label
+        client = side.server.client(timeout=60)
+        stack.callback(client.close)
+        load = HeldLoad(job.context.aim(side.server, side_cpus[label].client), specs_of[label])
+        stack.callback(load.close)
+        lane = windows.Lane(label, client, load, counted)
+        problem = load.wait_flowing(lambda lane=lane: lane.reading().ops)
+        if problem:
+            raise windows.LoadLost(f"{label}: {problem}")
+        lanes.append(lane)
+    return lanes
+
+
+def _from_windows(record: TrialRecord, total: windows.Totals, warmup: float) -> None:
+    """A side's figures from its windows' totals: a valid trial until judged."""
+    record.wall_s = total.seconds
+    record.warmup_s = warmup
+    record.requests = int(total.ops)
+    record.ops_per_sec = total.ops_per_sec
+    record.server_cpu_pct = total.pct(total.server_cpu_s)
+    record.client_cpu_pct = total.pct(total.client_cpu_s)
+    record.exit_code = 0
+    record.valid = True
+
+
+def _shared_cpus(
+    cpus: CpuPlan,
+    server: tuple[CpuTimes, CpuTimes],
+    client: tuple[CpuTimes, CpuTimes],
+    busy: tuple[float, float],
+    wall: float,
+) -> tuple[float, float]:
+    """(contention, steal) on the pinned CPUs over the point. Every server and load
+    generator of the point shares them: what else ran there is their busy time less all
+    of theirs (``busy``: the servers' and the load generators' CPU seconds)."""
+    contended = max(
+        contention_pct(*server, busy[0], wall, len(cpus.server)),
+        contention_pct(*client, busy[1], wall, len(cpus.client)),
+    )
+    steal = max(server[1].steal_pct_since(server[0]), client[1].steal_pct_since(client[0]))
+    return contended, steal
+
+
 def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> list[TrialRecord]:
     """One point of every side, paired in time; a record per side, valid or not."""
     records = {p.target: measure.new_record(p, "throughput") for p in planned}
     order = [s for s in sides if s.target.label in records]
-    ctx = job.context
-    settings = ctx.settings
-    point = planned[0].point
-    counted = workload_points.counted_commands(job.workload)
-    lanes: list[windows.Lane] = []
+    ctx, settings = job.context, job.context.settings
     side_cpus = job.side_cpus()
     method = "duet" if job.duet else METHOD
     run_windows = windows.together if job.duet else windows.alternate
     specs_of = {
-        side.target.label: workload_points.load_specs(
-            job.workload, point, job.loadgen.name, side.saved
+        s.target.label: workload_points.load_specs(
+            job.workload, planned[0].point, job.loadgen.name, s.saved
         )
-        for side in order
-    }
+        for s in order
+    }  # fmt: skip
     with contextlib.ExitStack() as stack:
         try:
-            for side in order:
-                specs = specs_of[side.target.label]
-                client = side.server.client(timeout=60)
-                stack.callback(client.close)
-                load = HeldLoad(ctx.aim(side.server, side_cpus[side.target.label].client), specs)
-                stack.callback(load.close)
-                lane = windows.Lane(side.target.label, client, load, counted)
-                problem = load.wait_flowing(lambda lane=lane: lane.reading().ops)
-                if problem:
-                    raise windows.LoadLost(f"{side.target.label}: {problem}")
-                lanes.append(lane)
+            lanes = _lanes(stack, job, order, specs_of)
             window = settings.window
             warm = windows.groups_for(settings.warmup, window)
             run_windows(lanes, warm, window, interrupts.check, first_group=-warm)
@@ -160,17 +199,11 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
     first = lanes[0].label
     wall = after[first].at - before[first].at
     deltas = {label: serverstats.delta(before[label], after[label]) for label in before}
-    # Every server and load generator of the point shares the pinned CPUs: what else ran
-    # there is their busy time less all of theirs.
     server_cpu = sum(d["server_cpu_s"] for d in deltas.values())
-    contended = max(
-        contention_pct(server_cpus, server_cpus_after, server_cpu, wall, len(ctx.cpus.server)),
-        contention_pct(client_cpus, client_cpus_after, load_cpu, wall, len(ctx.cpus.client)),
-    )
-    steal = max(
-        server_cpus_after.steal_pct_since(server_cpus),
-        client_cpus_after.steal_pct_since(client_cpus),
-    )
+    contended, steal = _shared_cpus(
+        ctx.cpus, (server_cpus, server_cpus_after), (client_cpus, client_cpus_after),
+        (server_cpu, load_cpu), wall,
+    )  # fmt: skip
     table = windows.table(measured)
     for side in order:
         label = side.target.label
@@ -178,16 +211,8 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
         total = windows.totals(measured, label)
         record.argv = [arg for argv in lanes[order.index(side)].load.argv for arg in argv]
         record.raw_output = f"[{method}: windows of every server at this point]\n{table}"
-        record.wall_s = total.seconds
-        record.warmup_s = settings.warmup
-        record.requests = int(total.ops)
-        record.ops_per_sec = total.ops_per_sec
-        record.server_cpu_pct = total.pct(total.server_cpu_s)
-        record.client_cpu_pct = total.pct(total.client_cpu_s)
-        record.steal_pct = steal
-        record.contention_pct = contended
-        record.exit_code = 0
-        record.valid = True
+        _from_windows(record, total, settings.warmup)
+        record.steal_pct, record.contention_pct = steal, contended
         _counters(ctx, record, deltas[label], io_before[label], io_after[label])
         measure.judge_load(
             settings,
