@@ -14,6 +14,7 @@ import pytest
 
 from regtrack.analysis import comparison as comparisons
 from regtrack.core.records import InvalidReason
+from regtrack.results import loaded
 from regtrack.results.store import Store
 from tests.conftest import cli_in_process, finish, our_processes, run_cli, wait_for_trials
 from tests.reasons import codes, has_code, stored_reasons
@@ -209,7 +210,7 @@ def test_windows_that_disagree_make_the_trial_not_repeatable(tmp_path, redis_ser
     assert all(InvalidReason.NOT_REPEATABLE in codes(r) for r in reasons), reasons
     assert all(pct is not None and pct > 0 for _, pct in rows)
     store = Store.open(db, create=False)
-    result = comparisons.compare(store, 1, "a")
+    result = comparisons.compare(loaded.run(store, 1), "a")
     (record,) = [r for r in result["comparisons"] if r["metric"] == "instructions_per_op"]
     assert record["trusted"] is False
     assert any("not repeatable" in p for p in record["problems"])

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from regtrack.analysis.cells import cells, trials_frame
+from regtrack.analysis.cells import cells
 from regtrack.analysis.comparison import _excluded_points
 from regtrack.analysis.metrics import METRIC_BY_NAME
 from regtrack.bench.loadgen import builtin
@@ -25,6 +25,7 @@ from regtrack.core.records import (
     stored_text,
 )
 from regtrack.results import legacy_reasons
+from regtrack.results.loaded import trials_frame
 from regtrack.results.migrations import MIGRATIONS, SCHEMA_VERSION
 from regtrack.results.store import Store
 from regtrack.targets.versions import Target

@@ -11,17 +11,16 @@ from typing import Any
 import pandas as pd
 
 from regtrack.core.errors import BadInput
-from regtrack.results.store import Store
+from regtrack.results.records import RunCosts
 
 
 def attribute(
-    store: Store,
-    run_id: int,
+    run: RunCosts,
     baseline: str,
     candidate: str,
     point: str | None = None,
     top: int = 15,
-    baseline_run: int | None = None,
+    baseline_run: RunCosts | None = None,
 ) -> list[dict[str, Any]]:
     """Which functions' instructions per operation changed, per point, reconciled to the total.
 
@@ -31,19 +30,19 @@ def attribute(
     may come from another run (``baseline_run``, e.g. a bisection's steps): instruction
     counts do not drift between runs on one machine the way throughput does.
     """
+    run_id = run.run_id
     parts = []
-    for label, rid in ((baseline, baseline_run or run_id), (candidate, run_id)):
-        labels = [t["label"] for t in store.targets(rid)]
-        if label not in labels:
+    for label, side in ((baseline, baseline_run or run), (candidate, run)):
+        if label not in side.labels:
             raise BadInput(
-                f"{label!r} is not a version of run {rid}: its versions are {', '.join(labels)}"
+                f"{label!r} is not a version of run {side.run_id}: "
+                f"its versions are {', '.join(side.labels)}"
             )
-        costs = pd.DataFrame(store.function_costs(rid))
-        if costs.empty:
+        if side.costs.empty:
             raise BadInput(
-                f"run {rid} has no instruction profiles: measure with --metric instructions"
+                f"run {side.run_id} has no instruction profiles: measure with --metric instructions"
             )
-        parts.append(costs[costs["target"] == label])
+        parts.append(side.costs[side.costs["target"] == label])
     costs = pd.concat(parts, ignore_index=True)
     points = list(dict.fromkeys(costs.sort_values("point_order")["point"]))
     if point is not None:

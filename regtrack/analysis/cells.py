@@ -1,4 +1,4 @@
-"""From stored trials to cells: one target at one point, one metric.
+"""From a run's trials (a LoadedRun's frame) to cells: one target at one point, one metric.
 
 Invalid trials never enter a cell's value while a valid one exists. A cell with no valid
 trial still shows the median of its invalid ones, flagged, so the user sees the number and
@@ -11,18 +11,6 @@ import pandas as pd
 
 from regtrack.analysis.metrics import Metric
 from regtrack.core.records import InvalidReason
-from regtrack.results.store import Store
-
-
-def trials_frame(store: Store, run_id: int) -> pd.DataFrame:
-    rows = store.trials(run_id)
-    frame = pd.DataFrame(rows)
-    if frame.empty:
-        return frame
-    frame["point_order"] = frame["params"].map(lambda p: p.get("pipeline", 0))
-    calls = frame["server_calls"].where(frame["server_calls"] > 0)
-    frame["syscalls_per_op"] = (frame["syscalls_read"] + frame["syscalls_write"]) / calls
-    return frame
 
 
 def _reasons(group: pd.DataFrame) -> list[str]:

@@ -12,17 +12,13 @@ from typing import Any
 import pandas as pd
 
 from regtrack.analysis import pooling, run_shift, sequential, stats
-from regtrack.analysis.cells import cells, rows_for, trials_frame
+from regtrack.analysis.cells import cells, rows_for
 from regtrack.analysis.metrics import ALPHA, GATING, METRICS, Metric
 from regtrack.core.errors import BadInput
 from regtrack.core.records import InvalidReason
 from regtrack.core.settings import Thresholds
-from regtrack.results.store import Store
+from regtrack.results.records import AlikeRuns, LoadedRun, StoredRun
 from regtrack.workloads import server_config
-
-
-def _labels(store: Store, run_id: int) -> list[str]:
-    return [t["label"] for t in store.targets(run_id)]
 
 
 def comparison_settings(
@@ -44,8 +40,7 @@ def comparison_settings(
 
 
 def compare(
-    store: Store,
-    run_id: int,
+    run: LoadedRun,
     baseline: str | None = None,
     thresholds: Thresholds | None = None,
     metrics: tuple[Metric, ...] = METRICS,
@@ -55,14 +50,14 @@ def compare(
     Trials of one run were interleaved, so repetition r of the baseline and of a
     candidate were measured side by side and can be paired (``[verdict] method``).
     """
-    targets = _labels(store, run_id)
-    frame = trials_frame(store, run_id)
+    targets = run.run.labels
+    frame = run.trials
     if frame.empty:
-        raise BadInput(f"run {run_id} has no trials to compare")
+        raise BadInput(f"run {run.id} has no trials to compare")
     baseline = baseline or targets[0]
     if baseline not in targets:
         raise BadInput(
-            f"baseline {baseline!r} is not a version of run {run_id}: "
+            f"baseline {baseline!r} is not a version of run {run.id}: "
             f"its versions are {', '.join(targets)}"
         )
     thresholds = thresholds or Thresholds()
@@ -71,38 +66,39 @@ def compare(
         targets,
         baseline,
         paired=True,
-        method=_method(store, run_id),
+        method=_method(run.run),
         thresholds=thresholds,
         metrics=metrics,
-        rounds=store.run(run_id)["config"].get("rounds"),
+        rounds=run.run.rounds,
     )
-    result["run_id"] = run_id
+    result["run_id"] = run.id
     # A run merged from shards (regtrack merge): the hosts its blocks were measured on.
     result["hosts"] = sorted(frame["host"].dropna().unique()) if "host" in frame else []
-    result.update(server_facts(store, run_id))
+    result.update(server_facts(run.run))
     return result
 
 
 def compare_runs(
-    store: Store,
-    baseline_run: int,
+    baseline_run: LoadedRun,
     baseline_label: str,
-    candidate_run: int,
+    candidate_run: LoadedRun,
     candidate_label: str,
+    alike: AlikeRuns,
     thresholds: Thresholds | None = None,
     metrics: tuple[Metric, ...] = METRICS,
 ) -> dict[str, Any]:
     """A candidate of one run against a stored baseline of another. Blocks pair by seed
     where the two runs share seeds (one took the other's seed offset: `ci --baseline-run`,
     a bisection's steps), else intervals are unpaired; every interval carries the two
-    runs' shifts (analysis/run_shift.py): they were not measured side by side."""
-    for run_id, label in ((baseline_run, baseline_label), (candidate_run, candidate_label)):
-        if label not in _labels(store, run_id):
-            raise BadInput(f"{label!r} is not a version of run {run_id}")
-    base = trials_frame(store, baseline_run)
-    cand = trials_frame(store, candidate_run)
-    base = base[base["target"] == baseline_label].copy()
-    cand = cand[cand["target"] == candidate_label].copy()
+    runs' shifts (analysis/run_shift.py, from ``alike``: the runs measured like the
+    candidate's): they were not measured side by side."""
+    for loaded, label in ((baseline_run, baseline_label), (candidate_run, candidate_label)):
+        if label not in loaded.run.labels:
+            raise BadInput(f"{label!r} is not a version of run {loaded.id}")
+    base = baseline_run.trials
+    cand = candidate_run.trials
+    base = base[base["target"] == baseline_label].copy() if not base.empty else base
+    cand = cand[cand["target"] == candidate_label].copy() if not cand.empty else cand
     if base.empty or cand.empty:
         raise BadInput("the stored baseline or the candidate has no trials to compare")
     shown_base = (
@@ -111,48 +107,43 @@ def compare_runs(
     base["target"] = shown_base
     frame = pd.concat([base, cand], ignore_index=True)
     seeded = _block_key(frame) == "seed" and bool(set(base["seed"]) & set(cand["seed"]))
-    shifts = run_shift.for_runs(store, candidate_run, tuple(m.name for m in metrics))
+    shifts = run_shift.for_runs(alike, tuple(m.name for m in metrics))
     result = _compare(
         frame,
         [shown_base, candidate_label],
         shown_base,
         paired=seeded,
-        method=_method(store, candidate_run),
+        method=_method(candidate_run.run),
         thresholds=thresholds,
         metrics=metrics,
         shifts=shifts,
     )
     result["run_shifts"] = {name: shift.as_dict() for name, shift in shifts.items()}
-    result["run_id"] = candidate_run
-    result["baseline_run_id"] = baseline_run
-    result.update(server_facts(store, candidate_run))
+    result["run_id"] = candidate_run.id
+    result["baseline_run_id"] = baseline_run.id
+    result.update(server_facts(candidate_run.run))
     result["server_without"] = {
         k: v for k, v in result["server_without"].items() if k == candidate_label
     }
     return result
 
 
-def server_facts(store: Store, run_id: int) -> dict[str, Any]:
+def server_facts(run: StoredRun) -> dict[str, Any]:
     """What every output says of a run's servers: its settings (workloads/server_config.py),
     the versions that ran without an optional one, where persistent servers kept files."""
-    config = store.run(run_id)["config"]
-    table = dict((config.get("workload") or {}).get("server") or {})
-    without = {
-        t["label"]: server_config.skipped(table, t["details"].get("server_config"))
-        for t in store.targets(run_id)
-    }
+    table = dict(run.server)
+    without = {t.label: server_config.skipped(table, t.server_config) for t in run.targets}
     return {
         "server_config": table,
         "server_without": {label: names for label, names in without.items() if names},
-        "server_data": config.get("server_data"),
+        "server_data": run.server_data,
     }
 
 
-def _method(store: Store, run_id: int) -> str:
+def _method(run: StoredRun) -> str:
     """The interval a run's design allows: one look at planned repetitions (t), or a
     sequential gate that looked after every block (t-spending, regtrack.analysis.sequential)."""
-    design = store.run(run_id)["config"].get("design", "fixed")
-    return "t-spending" if design == "sequential" else "t"
+    return "t-spending" if run.design == "sequential" else "t"
 
 
 def _compare(
@@ -164,7 +155,7 @@ def _compare(
     method: str = "t",
     thresholds: Thresholds | None,
     metrics: tuple[Metric, ...],
-    rounds: list[int] | None = None,
+    rounds: tuple[int, ...] = (),
     shifts: dict[str, run_shift.RunShift] | None = None,
 ) -> dict[str, Any]:
     """Per metric and candidate: one pooled answer over the sweep (what gates), and one
@@ -299,7 +290,7 @@ def _excluded_points(
     return out
 
 
-def _look(rows: pd.DataFrame, rounds: list[int] | None = None) -> sequential.Look | None:
+def _look(rows: pd.DataFrame, rounds: tuple[int, ...] = ()) -> sequential.Look | None:
     """Which look of a sequential gate this is: one per block of two repetitions that
     measured this metric, counted from the repetitions, not the valid blocks; for a run
     merged from shards (``rounds``: its repetitions after each merge round), one per round."""

@@ -10,6 +10,7 @@ history point is the same number as that run's ``regtrack compare`` shows.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
@@ -17,63 +18,45 @@ import pandas as pd
 from regtrack.analysis import cells as cell_values
 from regtrack.analysis import changepoints
 from regtrack.analysis.metrics import HISTORY_METRICS, METRIC_BY_NAME
-from regtrack.core.errors import BadInput
-from regtrack.results import comparability
-from regtrack.results.store import Store
-from regtrack.targets.versions import parse_spec
+from regtrack.results.records import LoadedRun
 from regtrack.workloads import server_config
 
 
-def series_name(spec: str) -> str:
-    """The spec without its label: ``a=bin:/x`` and ``b=bin:/x`` are the same code."""
-    try:
-        parsed = parse_spec(spec)
-    except BadInput:
-        return spec
-    return parsed.value if parsed.kind == "git" else f"{parsed.kind}:{parsed.value}"
-
-
 def run_points(
-    store: Store,
-    run: dict[str, Any],
+    loaded: LoadedRun,
     metrics: tuple[str, ...] = HISTORY_METRICS,
     known: pd.DataFrame | None = None,
 ) -> list[dict[str, Any]]:
     """One run's trusted cells, with what identifies their series (plain JSON values, so
     the report can keep them between runs). ``known``: the run's cells, if computed."""
     rows: list[dict[str, Any]] = []
-    if not run.get("n_trials"):
+    if loaded.trials.empty:
         return rows
-    frame = cell_values.trials_frame(store, run["id"]) if known is None else None
-    targets = {t["label"]: t for t in store.targets(run["id"])}
-    setup = comparability.digest(comparability.of_run(run))
-    config = run.get("config") or {}
-    server = server_config.caption(
-        (config.get("workload") or {}).get("server"), config.get("server_data")
-    ).removeprefix("server: ")
+    run = loaded.run
+    server = server_config.caption(run.server, run.server_data).removeprefix("server: ")
     for name in metrics:
         if known is not None:
             cells = known[known["metric"] == name]
         else:
-            cells = cell_values.cells(frame, METRIC_BY_NAME[name])
+            cells = cell_values.cells(loaded.trials, METRIC_BY_NAME[name])
         for cell in cells.itertuples():
             if not cell.trusted or cell.value is None:
                 continue
-            target = targets[cell.target]
+            target = run.target(cell.target)
             rows.append(
                 {
-                    "run_id": run["id"],
-                    "created_at": run["created_at"],
-                    "fingerprint": run.get("fingerprint") or "",
-                    "comparability": setup,
+                    "run_id": run.id,
+                    "created_at": run.created_at,
+                    "fingerprint": run.fingerprint,
+                    "comparability": run.comparability,
                     "server": server,  # what the servers ran with, to tell series apart
-                    "series": series_name(target["spec"]),
-                    "source_repo": target.get("source_repo") or "",
+                    "series": target.series,
+                    "source_repo": target.source_repo,
                     "label": cell.target,
-                    "commit": target.get("commit_sha") or "",
-                    "subject": target["details"].get("subject") or "",
-                    "commit_date": target["details"].get("commit_date") or "",
-                    "redis_version": target.get("redis_version") or "",
+                    "commit": target.commit,
+                    "subject": target.subject,
+                    "commit_date": target.commit_date,
+                    "redis_version": target.redis_version,
                     "workload": cell.workload,
                     "point": cell.point,
                     "point_order": int(cell.point_order),
@@ -87,18 +70,11 @@ def run_points(
     return rows
 
 
-def points(
-    store: Store,
-    metrics: tuple[str, ...] = HISTORY_METRICS,
-    cells_by_run: dict[int, pd.DataFrame] | None = None,
-) -> pd.DataFrame:
-    """Every trusted cell of every run with trials, with what identifies its series.
-
-    ``cells_by_run``: cells already computed (a comparison's ``cells``), to reuse.
-    """
+def points(runs: Iterable[LoadedRun], metrics: tuple[str, ...] = HISTORY_METRICS) -> pd.DataFrame:
+    """Every trusted cell of ``runs`` (results.loaded.runs), with what identifies its series."""
     rows: list[dict[str, Any]] = []
-    for run in store.runs():
-        rows += run_points(store, run, metrics, (cells_by_run or {}).get(run["id"]))
+    for run in runs:
+        rows += run_points(run, metrics)
     return with_changes(rows)
 
 

@@ -25,8 +25,7 @@ import pandas as pd
 from regtrack.analysis import history
 from regtrack.analysis.metrics import GATING
 from regtrack.analysis.sequential import Shift
-from regtrack.results import comparability
-from regtrack.results.store import Store
+from regtrack.results.records import AlikeRuns
 
 # A run's shift (sd, percent) assumed before there is history of the same code measured in
 # several runs: larger than measured here (docs/methodology.md, "Across runs"), so that
@@ -92,29 +91,17 @@ def estimate(history: pd.DataFrame, metric: str, comparability: str) -> RunShift
     return RunShift(metric, sd_pct, float(df), f"history: {runs} runs of the same code")
 
 
-def for_runs(store: Store, run_id: int, metrics: tuple[str, ...]) -> dict[str, RunShift]:
-    """Each metric's run shift for comparisons with run ``run_id``, from the runs of the
-    store measured alike (its comparability key) that share code with another such run.
-    History is read for the gating metrics only (the others take their default): a
-    bisection compares across runs at every step, and each run read costs its cells."""
-    digest = comparability.digest(comparability.of_run(store.run(run_id)))
-    alike = [r for r in store.runs() if comparability.digest(comparability.of_run(r)) == digest]
-    codes: dict[int, set[str]] = {
-        r["id"]: {
-            t.get("commit_sha") or history.series_name(t["spec"]) for t in store.targets(r["id"])
-        }
-        for r in alike
-    }
-    seen: dict[str, int] = {}
-    for found in codes.values():
-        for code in found:
-            seen[code] = seen.get(code, 0) + 1
-    repeated = [r for r in alike if any(seen[c] > 1 for c in codes[r["id"]])]
+def for_runs(alike: AlikeRuns, metrics: tuple[str, ...]) -> dict[str, RunShift]:
+    """Each metric's run shift for comparisons with a run, from ``alike`` (results.loaded:
+    the runs measured like it that share code with another such run). History is read
+    for the gating metrics only (the others take their default): a bisection compares
+    across runs at every step, and each run read costs its cells."""
     wanted = tuple(m for m in metrics if m in GATING)
     rows = []
-    for run in repeated:
-        rows += history.run_points(store, run, wanted)
+    for run in alike.runs:
+        rows += history.run_points(run, wanted)
     frame = pd.DataFrame(rows)
     return {
-        name: estimate(frame, name, digest) if name in wanted else default(name) for name in metrics
+        name: estimate(frame, name, alike.comparability) if name in wanted else default(name)
+        for name in metrics
     }

@@ -112,7 +112,7 @@ def compare(
     """Print % change tables of every version against a baseline."""
     from regtrack.analysis import comparison as comparisons
     from regtrack.core.settings import load_settings, load_thresholds
-    from regtrack.results import comparability
+    from regtrack.results import comparability, loaded
     from regtrack.results.store import Store
 
     store = Store.open(db or load_settings().database, create=False)
@@ -136,7 +136,12 @@ def compare(
         base_label = baseline or store.targets(baseline_run)[0]["label"]
         cand_label = candidate or store.targets(run_id)[0]["label"]
         result = comparisons.compare_runs(
-            store, baseline_run, base_label, run_id, cand_label, load_thresholds(threshold)
+            loaded.run(store, baseline_run),
+            base_label,
+            loaded.run(store, run_id),
+            cand_label,
+            loaded.alike(store, run_id),
+            load_thresholds(threshold),
         )
         result["forced"] = forced
     else:
@@ -146,7 +151,7 @@ def compare(
             load_thresholds(threshold) if threshold is not None else None,
             load_thresholds(None),
         )
-        result = comparisons.compare(store, run_id, baseline, thresholds)
+        result = comparisons.compare(loaded.run(store, run_id), baseline, thresholds)
     click.echo(text_tables.render(result, fmt, list(metrics) or None))
 
 
@@ -171,12 +176,12 @@ def explain(
     --metric instructions)."""
     from regtrack.analysis import attribution
     from regtrack.core.settings import load_settings
+    from regtrack.results import loaded
     from regtrack.results.store import Store
 
     store = Store.open(db or load_settings().database, create=False)
-    tables = attribution.attribute(
-        store, run_id or store.latest_run_id(), baseline, candidate, point, top
-    )
+    costs = loaded.costs(store, run_id or store.latest_run_id())
+    tables = attribution.attribute(costs, baseline, candidate, point, top)
     click.echo(text_tables.attribution(tables, fmt))
 
 
@@ -206,10 +211,11 @@ def history_command(
     from regtrack.analysis import commit_history, history
     from regtrack.core.settings import load_settings
     from regtrack.output import history_text
+    from regtrack.results import loaded
     from regtrack.results.store import Store
 
     store = Store.open(db or load_settings().database, create=False)
-    frame = history.points(store, (metric,))
+    frame = history.points(loaded.runs(store), (metric,))
     for column, wanted in (("workload", workload), ("point", point)):
         if wanted is not None and not frame.empty:
             frame = frame[frame[column] == wanted]

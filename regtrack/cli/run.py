@@ -63,6 +63,7 @@ def run(
     from regtrack.core.settings import load_settings, load_thresholds
     from regtrack.flows import orchestrate, resume
     from regtrack.output import tables as text_tables
+    from regtrack.results import loaded
     from regtrack.results.store import Store
     from regtrack.targets import versions
 
@@ -99,11 +100,11 @@ def run(
                 job,
                 options.budget,
                 options.max_repetitions,
-                lambda st, rid: comparisons.compare(st, rid, baseline, thresholds),
+                lambda st, rid: comparisons.compare(loaded.run(st, rid), baseline, thresholds),
             )
         store, run_id, status = measure(job, options.db, wait, sequential=rule)
     try:
-        result = comparisons.compare(store, run_id, baseline, thresholds)
+        result = comparisons.compare(loaded.run(store, run_id), baseline, thresholds)
     except BadInput:  # nothing valid to compare: a measuring failure, said as such (exit 3)
         orchestrate.fail_if_incomplete(store, run_id, status)
         raise

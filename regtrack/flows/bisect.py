@@ -37,7 +37,7 @@ from regtrack.core.errors import BadInput, Interrupted
 from regtrack.core.records import Progress
 from regtrack.core.settings import Thresholds, load_settings
 from regtrack.flows import orchestrate
-from regtrack.results import bisections, comparability
+from regtrack.results import bisections, comparability, loaded
 from regtrack.results.store import Store
 from regtrack.targets.build import MakeFailed
 from regtrack.targets.sources import SourceRepo, is_commit
@@ -190,12 +190,17 @@ class Bisector:
         crun = cand_run if cand_run is not None else self.run_of[cand]
         labels = {t["label"] for t in self.store.targets(crun)}
         if _short(base) in labels:
-            result = comparison.compare(self.store, crun, _short(base), self.thresholds)
+            result = comparison.compare(loaded.run(self.store, crun), _short(base), self.thresholds)
         else:
             brun = self.run_of[base]
             self._check_alike(brun, crun)
             result = comparison.compare_runs(
-                self.store, brun, _short(base), crun, _short(cand), self.thresholds
+                loaded.run(self.store, brun),
+                _short(base),
+                loaded.run(self.store, crun),
+                _short(cand),
+                loaded.alike(self.store, crun),
+                self.thresholds,
             )
         for record in result["pooled"]:
             if record["metric"] == self.column and record["candidate"] == _short(cand):
@@ -323,7 +328,7 @@ class Bisector:
         budget = parse_duration(self.request.budget, "--budget")
         ends = self.run_of[self.bad]
         # Two runs' shifts stay in the interval however many seeds are added.
-        shift = run_shift.for_runs(self.store, run_id, (self.column,))[self.column]
+        shift = run_shift.for_runs(loaded.alike(self.store, run_id), (self.column,))[self.column]
         floor_sd = math.sqrt(shift.of_difference().variance)
         while not (placed := self._placement(commit, run_id, cut)).decided:
             have = self._repetitions(run_id)
@@ -373,14 +378,16 @@ class Bisector:
         explain: list[dict[str, Any]] = []
         if self.request.metric == "instructions":
             point = self.request.options.pipelines
+            costs = loaded.costs(self.store, run_id)
             explain = attribution.attribute(
-                self.store,
-                run_id,
+                costs,
                 _short(parent),
                 _short(child),
                 f"pipeline={point[0]}" if point and len(point) == 1 else None,
                 15,
-                baseline_run=parent_run,
+                baseline_run=costs
+                if parent_run == run_id
+                else loaded.costs(self.store, parent_run),
             )
         record = self.change(parent, child, run_id if parent_run == run_id else None)
         if (parent, child) not in self.confirmed:
@@ -485,7 +492,7 @@ def run(bisector: Bisector) -> dict[str, Any]:
         "skipped": [commits[i] for i in sorted(search.skipped)],
         "measured_commits": [c for c in commits if c in bisector.run_of],
         # What the servers ran with (every run of a bisection runs with the same settings).
-        **comparison.server_facts(bisector.store, bisector.run_of[bisector.bad]),
+        **comparison.server_facts(loaded.stored_run(bisector.store, bisector.run_of[bisector.bad])),
     }
     bisections.finish(bisector.store, bisector.id, "done", result)
     return result

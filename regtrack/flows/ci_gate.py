@@ -20,7 +20,7 @@ from regtrack.core import environment
 from regtrack.core.records import Progress
 from regtrack.core.settings import Thresholds, load_settings
 from regtrack.flows import orchestrate
-from regtrack.results import comparability
+from regtrack.results import comparability, loaded
 from regtrack.results.store import Store
 from regtrack.targets.versions import VersionSpec, parse_spec
 
@@ -105,9 +105,14 @@ def run(
 
     def compare(st: Store, rid: int) -> dict[str, Any]:
         if stored is None:
-            return comparison.compare(st, rid, job.targets[0].label, thresholds)
+            return comparison.compare(loaded.run(st, rid), job.targets[0].label, thresholds)
         return comparison.compare_runs(
-            st, stored.run_id, stored.label, rid, job.targets[-1].label, thresholds
+            loaded.run(st, stored.run_id),
+            stored.label,
+            loaded.run(st, rid),
+            job.targets[-1].label,
+            loaded.alike(st, rid),
+            thresholds,
         )
 
     if stored is not None:  # blocks pair by seed with the stored run's: it has so many
@@ -144,7 +149,7 @@ def decide_merged(store: Store, run_id: int, thresholds: Thresholds) -> GateRun:
     run_row = store.run(run_id)
     config = run_row["config"]
     labels = [t["label"] for t in config["targets"]]
-    result = comparison.compare(store, run_id, labels[0], thresholds)
+    result = comparison.compare(loaded.run(store, run_id), labels[0], thresholds)
     specs = {t["label"]: t["spec"] for t in config["targets"]}
     context = {
         "baseline": specs[labels[0]],

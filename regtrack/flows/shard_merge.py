@@ -126,8 +126,5 @@ def _new_round(dest: Store, run_id: int, apart: list[str]) -> None:
     whether the hosts' instruction counts may be pooled."""
     config = dest.run(run_id)["config"]
     config["hosts_apart"] = apart
-    reached = dest.conn.execute(
-        "SELECT COUNT(DISTINCT repetition) FROM trials WHERE run_id = ?", (run_id,)
-    ).fetchone()[0]
-    config["rounds"] = [*config.get("rounds", []), int(reached)]
+    config["rounds"] = [*config.get("rounds", []), dest.repetitions_reached(run_id)]
     dest.update_config(run_id, config)

@@ -38,7 +38,9 @@ def _json(value: Any) -> str:
 
 
 class Store:
-    """All queries live here; callers see plain dicts and records."""
+    """The queries of runs, targets, trials, costs and baselines; callers see plain dicts
+    and records. The other tables' queries are in their own results modules (bisections,
+    merge, analysis_cache): no query lives outside this package."""
 
     def __init__(self, conn: sqlite3.Connection, path: Path):
         self.conn = conn
@@ -308,6 +310,13 @@ class Store:
         """Which planned trials of a run are stored (what --resume skips)."""
         rows = self.conn.execute("SELECT seq FROM trials WHERE run_id = ?", (run_id,))
         return {int(r[0]) for r in rows}
+
+    def repetitions_reached(self, run_id: int) -> int:
+        """How many repetitions of a run hold a trial (a merged run's rounds count them)."""
+        row = self.conn.execute(
+            "SELECT COUNT(DISTINCT repetition) FROM trials WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        return int(row[0])
 
     def reopen_run(self, run_id: int) -> None:
         """Mark a run running again (regtrack run --resume)."""

@@ -21,6 +21,8 @@ from regtrack.core.records import reasons_text
 from regtrack.core.settings import Thresholds
 from regtrack.output import tables as text_tables
 from regtrack.output.report import figures
+from regtrack.results import loaded
+from regtrack.results.records import LoadedRun
 from regtrack.results.store import Store
 from regtrack.targets.build import flags_text
 from regtrack.workloads import server_config
@@ -54,11 +56,11 @@ def _verdict_counts(result: dict[str, Any] | None) -> dict[str, int]:
 
 
 def safe_compare(
-    store: Store, run_id: int, baseline: str | None, thresholds: Thresholds
+    run: LoadedRun, baseline: str | None, thresholds: Thresholds
 ) -> dict[str, Any] | None:
     """The run's comparison as its command printed it (comparisons.comparison_settings)."""
     try:
-        return comparisons.compare(store, run_id, baseline, thresholds)
+        return comparisons.compare(run, baseline, thresholds)
     except BadInput:
         return None  # a run without trials (failed before measuring)
 
@@ -93,7 +95,9 @@ def run_summary(
         "n_trials": len(trials),
         "verdicts": _verdict_counts(result),
         "warnings": warnings,
-        "server": text_tables.server_caption(comparisons.server_facts(store, run["id"])),
+        "server": text_tables.server_caption(
+            comparisons.server_facts(loaded.stored_run(store, run["id"]))
+        ),
     }
 
 
@@ -212,7 +216,8 @@ def _commands(store: Store, run_id: int) -> list[dict[str, Any]]:
 
 
 def _attribution(store: Store, run_id: int, result: dict[str, Any]) -> list[dict[str, Any]]:
-    if not store.function_costs(run_id):
+    costs = loaded.costs(store, run_id)
+    if costs.costs.empty:
         return []
     tables = []
     for candidate in result["targets"]:
@@ -220,7 +225,7 @@ def _attribution(store: Store, run_id: int, result: dict[str, Any]) -> list[dict
             continue
         try:
             tables += attribution.attribute(
-                store, run_id, result["baseline"], candidate, None, ATTRIBUTION_TOP
+                costs, result["baseline"], candidate, None, ATTRIBUTION_TOP
             )
         except BadInput:
             continue  # a side without valid instruction trials: the table says why

@@ -25,7 +25,7 @@ from regtrack.core.errors import BadInput
 from regtrack.core.settings import load_thresholds
 from regtrack.output import tables as text_tables
 from regtrack.output.report import bisect_page, pages
-from regtrack.results import analysis_cache, bisections, comparability
+from regtrack.results import analysis_cache, bisections, comparability, loaded
 from regtrack.results.store import Store
 
 PLOTLY_JS = "plotly.min.js"
@@ -121,11 +121,12 @@ def write_report(store: Store, folder: str | Path, run_ids: list[int] | None = N
         if run["id"] in cached and cached[run["id"]][0] == key and run["id"] not in wanted:
             _, summary, points = cached[run["id"]]
         else:
-            result = pages.safe_compare(store, run["id"], *settings)
+            measured = loaded.run(store, run["id"])
+            result = pages.safe_compare(measured, *settings)
             trials = store.trials(run["id"])
             summary = pages.run_summary(store, run, result, trials)
             known = result["cells"] if result is not None else None
-            points = history.run_points(store, run, known=known)
+            points = history.run_points(measured, known=known)
             analysis_cache.save(store, run["id"], key, summary, points)
             fresh[run["id"]] = (result, trials, summary)
         summaries.append(summary)

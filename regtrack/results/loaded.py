@@ -1,0 +1,93 @@
+"""Read what analysis computes on: runs with their trials, the runs a shift across runs is
+estimated from, function costs. Callers load here, then hand the records (results.records)
+to analysis, which never opens the database.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+
+from regtrack.results import comparability
+from regtrack.results.records import AlikeRuns, LoadedRun, RunCosts, RunTarget, StoredRun
+from regtrack.results.store import Store
+
+
+def trials_frame(store: Store, run_id: int) -> pd.DataFrame:
+    """A run's trials, one row each, with the point's sort key and syscalls per operation."""
+    frame = pd.DataFrame(store.trials(run_id))
+    if frame.empty:
+        return frame
+    frame["point_order"] = frame["params"].map(lambda p: p.get("pipeline", 0))
+    calls = frame["server_calls"].where(frame["server_calls"] > 0)
+    frame["syscalls_per_op"] = (frame["syscalls_read"] + frame["syscalls_write"]) / calls
+    return frame
+
+
+def stored_run(store: Store, run_id: int) -> StoredRun:
+    """A run's versions and settings, without its trials."""
+    return _stored(store, store.run(run_id))
+
+
+def run(store: Store, run_id: int) -> LoadedRun:
+    """A run with its trials."""
+    return LoadedRun(stored_run(store, run_id), trials_frame(store, run_id))
+
+
+def runs(store: Store) -> Iterator[LoadedRun]:
+    """Every run, newest first, read one at a time (a history reads all of them)."""
+    for row in store.runs():
+        trials = trials_frame(store, row["id"]) if row["n_trials"] else pd.DataFrame()
+        yield LoadedRun(_stored(store, row), trials)
+
+
+def alike(store: Store, run_id: int) -> AlikeRuns:
+    """The runs measured like ``run_id`` that share code with another such run; only
+    those are read with their trials (a bisection asks at every step)."""
+    digest = _digest(store.run(run_id))
+    found = [_stored(store, r) for r in store.runs() if _digest(r) == digest]
+    seen = Counter(code for r in found for code in {t.code for t in r.targets})
+    repeated = [r for r in found if any(seen[t.code] > 1 for t in r.targets)]
+    return AlikeRuns(digest, tuple(LoadedRun(r, trials_frame(store, r.id)) for r in repeated))
+
+
+def costs(store: Store, run_id: int) -> RunCosts:
+    """A run's per-function costs with its versions' labels (what explain attributes)."""
+    labels = tuple(t["label"] for t in store.targets(run_id))
+    return RunCosts(run_id, labels, pd.DataFrame(store.function_costs(run_id)))
+
+
+def _digest(row: dict[str, Any]) -> str:
+    return comparability.digest(comparability.of_run(row))
+
+
+def _stored(store: Store, row: dict[str, Any]) -> StoredRun:
+    config = row.get("config") or {}
+    return StoredRun(
+        id=int(row["id"]),
+        targets=tuple(_target(t) for t in store.targets(row["id"])),
+        created_at=row.get("created_at") or "",
+        fingerprint=row.get("fingerprint") or "",
+        comparability=_digest(row),
+        design=config.get("design", "fixed"),
+        rounds=tuple(config.get("rounds") or ()),
+        server=dict((config.get("workload") or {}).get("server") or {}),
+        server_data=config.get("server_data"),
+    )
+
+
+def _target(row: dict[str, Any]) -> RunTarget:
+    details = row.get("details") or {}
+    return RunTarget(
+        label=row["label"],
+        spec=row["spec"],
+        commit=row.get("commit_sha") or "",
+        source_repo=row.get("source_repo") or "",
+        redis_version=row.get("redis_version") or "",
+        subject=details.get("subject") or "",
+        commit_date=details.get("commit_date") or "",
+        server_config=details.get("server_config"),
+    )

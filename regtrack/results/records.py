@@ -1,0 +1,107 @@
+"""Stored runs as analysis reads them: typed records with no database behind them.
+
+results/loaded.py fills these from the store; analysis computes on them alone, so every
+comparison, history and attribution can be built, and tested, from data made in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from regtrack.core.errors import BadInput
+from regtrack.targets.versions import parse_spec
+
+if TYPE_CHECKING:  # pandas only where frames are built: importing this module stays cheap
+    import pandas as pd
+
+
+def series_name(spec: str) -> str:
+    """The spec without its label: ``a=bin:/x`` and ``b=bin:/x`` are the same code."""
+    try:
+        parsed = parse_spec(spec)
+    except BadInput:
+        return spec
+    return parsed.value if parsed.kind == "git" else f"{parsed.kind}:{parsed.value}"
+
+
+@dataclass(frozen=True)
+class RunTarget:
+    """One version of a stored run: the code it measured and the settings its server took."""
+
+    label: str
+    spec: str
+    commit: str = ""  # the exact commit; "" for images and binaries
+    source_repo: str = ""
+    redis_version: str = ""
+    subject: str = ""  # the commit's subject line, where known
+    commit_date: str = ""
+    # The server settings this version ran with; None: stored before settings were.
+    server_config: Mapping[str, str] | None = None
+
+    @property
+    def series(self) -> str:
+        """What a history line follows: the spec without its label."""
+        return series_name(self.spec)
+
+    @property
+    def code(self) -> str:
+        """The code measured: the commit, else the series (an image, a binary path)."""
+        return self.commit or self.series
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """What analysis needs of a run besides its trials: its versions and how it measured."""
+
+    id: int
+    targets: tuple[RunTarget, ...]
+    created_at: str = ""
+    fingerprint: str = ""
+    comparability: str = ""  # the digest of its comparability key (results.comparability)
+    design: str = "fixed"  # fixed | sequential: the interval its looks allow
+    # A run merged from shards: the repetitions it reached after each merge round.
+    rounds: tuple[int, ...] = ()
+    server: Mapping[str, Any] = field(default_factory=dict)  # the workload's server table
+    server_data: Mapping[str, Any] | None = None  # where persistent servers kept files
+
+    @property
+    def labels(self) -> list[str]:
+        return [t.label for t in self.targets]
+
+    def target(self, label: str) -> RunTarget:
+        return next(t for t in self.targets if t.label == label)
+
+
+@dataclass(frozen=True)
+class LoadedRun:
+    """A run with its trials, one row per trial as the store holds it plus ``point_order``
+    (the point's sort key) and ``syscalls_per_op``; ``reasons`` holds TrialReason tuples."""
+
+    run: StoredRun
+    trials: pd.DataFrame
+
+    @property
+    def id(self) -> int:
+        return self.run.id
+
+
+@dataclass(frozen=True)
+class AlikeRuns:
+    """The runs measured like one run (one comparability digest) that measured some code
+    another of them measured too: what a run's shift across runs is estimated from."""
+
+    comparability: str
+    runs: tuple[LoadedRun, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunCosts:
+    """A run's per-function instruction costs (its valid instruction trials): one row per
+    trial and function with ``trial_id, function, exclusive, inclusive, point, workload,
+    server_calls, point_order, target``; empty when the run counted no instructions."""
+
+    run_id: int
+    labels: tuple[str, ...]
+    costs: pd.DataFrame
