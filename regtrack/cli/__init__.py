@@ -34,7 +34,11 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
-        exc.show()
+        # One line, as for every other bad input: what is wrong, and where the help is.
+        where = ""
+        if isinstance(exc, click.UsageError) and exc.ctx is not None:
+            where = f" (see {exc.ctx.command_path} --help)"
+        err.print(f"regtrack: error: {exc.format_message()}{where}", highlight=False)
         sys.exit(EXIT_BAD_INPUT)
     except (click.exceptions.Abort, KeyboardInterrupt) as exc:
         how = f" by {exc}" if isinstance(exc, Interrupted) else ""
