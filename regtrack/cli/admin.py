@@ -2,23 +2,47 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
 
-from regtrack.cli.group import EXIT_CODES_HELP, cli
-from regtrack.cli.options import db_option
+from regtrack.cli.group import cli
+from regtrack.cli.options import db_option, model_option
 from regtrack.core.errors import BadInput
 
+DOCTOR_EXIT_HELP = """
+Exit codes: 0 nothing here spoils measurements (warnings may remain), 3 could not measure:
+a check is a problem (no CPU plan with disjoint server and load generator CPUs, other
+processes busy on the pinned CPUs above the contention limit, no load generator or no
+taskset/setpriv, hash seeds that cannot be controlled), 2 bad usage, 4 internal error.
+"""
 
-@cli.command(epilog=EXIT_CODES_HELP)
+
+@cli.command(epilog=DOCTOR_EXIT_HELP)
+@model_option("server_cpus")
+@model_option("client_cpus")
+@click.option(
+    "--sample-seconds",
+    type=click.FloatRange(0.0, 60.0),
+    default=1.0,
+    help="How long to watch the CPUs for other busy processes, interrupts and steal.",
+)
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
 @click.option("--clean", is_flag=True, help="Remove regtrack containers left behind.")
-def doctor(clean: bool) -> None:
-    """What this machine offers for measuring: CPUs, tools, the Docker engine, leftovers."""
-    from regtrack.bench import doctor as diagnose
+def doctor(
+    server_cpus: str | None, client_cpus: str | None, sample_seconds: float, fmt: str, clean: bool
+) -> None:
+    """What on this machine would spoil measurements, and what to change: the CPU plan,
+    other busy processes, hash seeds, tools, frequency governor and turbo, CPU isolation,
+    IRQ affinity, ASLR, transparent huge pages, steal, Docker leftovers."""
+    from regtrack.bench import doctor as diagnosis
+    from regtrack.output import doctor_text
 
-    for line in diagnose.report(clean):
-        click.echo(line)
+    checkup = diagnosis.diagnose(server_cpus, client_cpus, sample_seconds, clean)
+    render = doctor_text.render_json if fmt == "json" else doctor_text.render_text
+    click.echo(render(checkup))
+    sys.exit(checkup.exit_code)
 
 
 @cli.group()
