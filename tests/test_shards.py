@@ -241,6 +241,12 @@ def test_the_plan_id_names_what_is_measured_not_where():
     assert shards.plan_id(config) == shards.plan_id(same)
     other = {**config, "points": ["pipeline=30"]}
     assert shards.plan_id(other) != shards.plan_id(config)
+    built = {"build": {"flags": ["MALLOC=libc"], "directory": "/host/a/cache"}}
+    libc = {**config, "targets": [{**config["targets"][0], "details": built}]}
+    elsewhere = {"build": {"flags": ["MALLOC=libc"], "directory": "/host/b/cache"}}
+    libc_too = {**config, "targets": [{**config["targets"][0], "details": elsewhere}]}
+    assert shards.plan_id(libc) != shards.plan_id(config), "other make flags: another plan"
+    assert shards.plan_id(libc) == shards.plan_id(libc_too), "where it was built is not"
 
 
 def test_instruction_counts_pool_across_hosts_only_when_what_moves_them_agrees(tmp_path):

@@ -191,7 +191,7 @@ def plan_id(config: Mapping[str, Any]) -> str:
                 "spec": t.get("spec"),
                 "commit": t.get("commit"),
                 "binary_sha256": t.get("binary_sha256") if t.get("kind") == "bin" else None,
-                "build_flags": (t.get("details") or {}).get("build_flags"),
+                "build_flags": ((t.get("details") or {}).get("build") or {}).get("flags"),
             }
             for t in config.get("targets") or []
         ],
