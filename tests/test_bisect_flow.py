@@ -193,10 +193,8 @@ def test_a_step_needing_more_seeds_than_the_ends_have_grows_the_ends_run(
     result = json.loads(out.read_text())["result"]
     assert [s["first_bad"] for s in result["steps"]] == [commits[2], commits[3]]
     with sqlite3.connect(db) as conn:
-        reps = {
-            run_id: json.loads(config)["settings"]["repetitions"]
-            for run_id, config in conn.execute("SELECT id, config FROM runs")
-        }
+        configs = {r: json.loads(c) for r, c in conn.execute("SELECT id, config FROM runs")}
+        reps = {run_id: config["settings"]["repetitions"] for run_id, config in configs.items()}
         statuses = {s for (s,) in conn.execute("SELECT status FROM runs")}
         seeds_of = {
             run_id: {s for (s,) in conn.execute(
@@ -205,6 +203,8 @@ def test_a_step_needing_more_seeds_than_the_ends_have_grows_the_ends_run(
         }  # fmt: skip
     assert 4 < reps[1] == reps[2] < 12, reps  # the ends' run and the commit's grew together
     assert seeds_of[1] == seeds_of[2], "the new repetitions pair seed by seed"
+    # The grown plan was recorded again; why the run was measured stayed as it was.
+    assert configs[1]["bisection"]["role"] == "ends" and configs[1]["design"] == "sequential"
     assert statuses == {"complete"}
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,28 @@ from regtrack.workloads.model import MixWorkload, Workload
 MEMORY_RE = re.compile(r"^[1-9][0-9]*[bkmgBKMG]?$")
 
 
+@dataclass(frozen=True)
+class RunPurpose:
+    """Why a run is measured, recorded with it beside its Job's plan (which says what is
+    measured): the commands that measure decide it, the Job never changes for it."""
+
+    # "fixed": the planned repetitions, looked at once; "sequential": blocks are added
+    # while a gate is undecided, so intervals must stay valid under repeated looks.
+    design: str = "fixed"
+    # The baseline label and thresholds the command printed its verdicts with, so the
+    # report and a later `compare` show the same verdicts (analysis.comparison_settings).
+    comparison: Mapping[str, Any] = field(default_factory=dict)
+    # The bisection this run measures for (regtrack bisect): its id and the run's role.
+    bisection: Mapping[str, Any] | None = None
+
+    def as_config(self) -> dict[str, Any]:
+        return {
+            "design": self.design,
+            "comparison": dict(self.comparison),
+            "bisection": dict(self.bisection) if self.bisection is not None else None,
+        }
+
+
 @dataclass
 class Job:
     """Everything one run needs, decided before the first server starts."""
@@ -55,20 +77,13 @@ class Job:
     # --runtime docker: the one kind of build every version runs, official | build (images.py)
     docker_images: str | None = None
     points: list[workload_points.Point] = field(init=False)
-    # "fixed": the planned repetitions, looked at once; "sequential": blocks are added
-    # while a gate is undecided, so intervals must stay valid under repeated looks.
-    design: str = "fixed"
-    # Modes still measured in later repetitions, once a sequential gate decided a metric.
+    # Modes still measured in later repetitions, once a sequential gate decided a metric:
+    # the plan as it grows while it runs (extend), recorded with the run (update_config).
     narrowed: dict[int, tuple[str, ...]] = field(default_factory=dict)
     # Why the servers' hash seeds are not regtrack's (None: they are; regtrack.bench.seeds).
     seed_problem: str | None = field(init=False)
-    # The baseline label and thresholds the command printed its verdicts with, so the
-    # report and a later `compare` show the same verdicts (analysis.comparison_settings).
-    comparison: dict[str, Any] = field(default_factory=dict)
     # Versions of a range A..B that did not build: skipped, never fatal to the range.
     skipped: list[dict[str, Any]] = field(default_factory=list)
-    # The bisection this run measures for (regtrack bisect): its id and the run's role.
-    bisection: dict[str, Any] | None = None
     # This host's share of a plan measured by several (--shard K/N, or an engine's
     # variables; regtrack.bench.shards); None: the whole plan.
     shard: shards.Shard | None = None
@@ -224,15 +239,12 @@ class Job:
             "cpus": self.cpus.as_dict(),
             "targets": [t.as_dict() for t in self.targets],
             "points": [p.label for p in self.points],
-            "design": self.design,
             "narrowed": {str(rep): list(modes) for rep, modes in self.narrowed.items()},
             "callgrind_hz": callgrind.CALLGRIND_HZ if self.metric != "throughput" else None,
             "seeds": f"not controlled: {self.seed_problem}" if self.seed_problem else "fixed",
-            "comparison": self.comparison,
             "loadgen_choice": self.loadgen_choice.as_dict() if self.loadgen_choice else None,
             "throughput_method": self.throughput_method,
             "skipped": self.skipped,
-            "bisection": self.bisection,
             "shard": None
             if self.shard is None
             else {"index": self.shard.index, "count": self.shard.count, "from": self.shard.source},

@@ -59,6 +59,7 @@ def run(
 ) -> None:
     """Measure every version at every workload point, interleaved, and store each trial."""
     from regtrack.analysis import comparison as comparisons
+    from regtrack.bench.job import RunPurpose
     from regtrack.cli.steps import auto_report, measure, prepare
     from regtrack.core.settings import load_settings, load_thresholds
     from regtrack.flows import orchestrate, resume
@@ -90,10 +91,10 @@ def run(
             raise BadInput(f"--baseline {baseline!r} is not one of the labels of --versions")
         thresholds = load_thresholds(threshold)
         job = prepare(specs, options)
-        job.comparison = {
-            "baseline": baseline or job.targets[0].label,
-            "thresholds": thresholds.model_dump(),
-        }
+        purpose = RunPurpose(
+            "sequential" if until_decided else "fixed",
+            {"baseline": baseline or job.targets[0].label, "thresholds": thresholds.model_dump()},
+        )
         rule = None
         if until_decided:
             rule = orchestrate.sequential_rule(
@@ -102,7 +103,7 @@ def run(
                 options.max_repetitions,
                 lambda st, rid: comparisons.compare(loaded.run(st, rid), baseline, thresholds),
             )
-        store, run_id, status = measure(job, options.db, wait, sequential=rule)
+        store, run_id, status = measure(job, options.db, wait, sequential=rule, purpose=purpose)
     try:
         result = comparisons.compare(loaded.run(store, run_id), baseline, thresholds)
     except BadInput:  # nothing valid to compare: a measuring failure, said as such (exit 3)

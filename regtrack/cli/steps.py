@@ -12,7 +12,7 @@ import dataclasses
 import click
 
 from regtrack.bench import shards
-from regtrack.bench.job import Job, prepare_job
+from regtrack.bench.job import Job, RunPurpose, prepare_job
 from regtrack.bench.loadgen.builtin import THROUGHPUT_CAVEAT
 from regtrack.bench.runner import BlockRule
 from regtrack.core.errors import BadInput, RegtrackError
@@ -78,11 +78,13 @@ def measure(
     wait: bool = True,
     resume_store: tuple[Store, int] | None = None,
     sequential: BlockRule | None = None,
+    purpose: RunPurpose = RunPurpose(),
 ) -> tuple[Store, int, str]:
     """flows.orchestrate.measure with its messages and trial progress on the terminal."""
     return orchestrate.measure(
-        job, db, say, run_progress, wait=wait, resume_store=resume_store, sequential=sequential
-    )
+        job, db, say, run_progress, wait=wait, resume_store=resume_store,
+        sequential=sequential, purpose=purpose,
+    )  # fmt: skip
 
 
 def say(text: str) -> None:

@@ -29,7 +29,7 @@ from typing import Any
 
 from regtrack.analysis import attribution, bisection, comparison, run_shift
 from regtrack.bench import seeds
-from regtrack.bench.job import Job, Options, parse_duration, prepare_job
+from regtrack.bench.job import Job, Options, RunPurpose, parse_duration, prepare_job
 from regtrack.bench.plan import MODES_BY_METRIC
 from regtrack.bench.runner import BlockRule
 from regtrack.core import environment
@@ -137,8 +137,6 @@ class Bisector:
                 "is compared with the ends' run without seed pairs, so a step smaller than "
                 "the 2-4% processes differ by may stay undecided (docs/methodology.md, Seeds)"
             )
-        job.design = "sequential"
-        job.bisection = {"id": self.id, "role": role}
         reused = self._reusable(job, role) if reuse else None
         if reused is not None:
             self.hooks.say(f"bisect: run {reused} measured {', '.join(map(_short, commits))} alike")
@@ -153,9 +151,11 @@ class Bisector:
             budget_s=parse_duration(self.request.budget, "--budget"),
             max_repetitions=max(cap, job.settings.repetitions),
         )
+        purpose = RunPurpose("sequential", bisection={"id": self.id, "role": role})
         _, run_id, status = orchestrate.measure(
-            job, self.db, self.hooks.say, self.hooks.progress, wait=self.wait, sequential=rule
-        )
+            job, self.db, self.hooks.say, self.hooks.progress, wait=self.wait, sequential=rule,
+            purpose=purpose,
+        )  # fmt: skip
         orchestrate.fail_if_incomplete(self.store, run_id, status)
         return run_id
 

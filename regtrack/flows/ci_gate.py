@@ -15,7 +15,7 @@ from typing import Any
 
 from regtrack.analysis import comparison, gate
 from regtrack.bench import seeds
-from regtrack.bench.job import Job
+from regtrack.bench.job import Job, RunPurpose
 from regtrack.core import environment
 from regtrack.core.records import Progress
 from regtrack.core.settings import Thresholds, load_settings
@@ -97,11 +97,12 @@ def run(
             force,
             "Measure both here (--baseline-version SPEC)",
         )
-    job.comparison = {
-        "baseline": job.targets[0].label,
-        "thresholds": thresholds.model_dump(),
-        "forced": forced,
-    }
+    # Sequential on a shard too: `ci --merge` decides on every shard's blocks, with
+    # intervals valid at every look (a later round may add blocks).
+    purpose = RunPurpose(
+        "sequential",
+        {"baseline": job.targets[0].label, "thresholds": thresholds.model_dump(), "forced": forced},
+    )
 
     def compare(st: Store, rid: int) -> dict[str, Any]:
         if stored is None:
@@ -118,15 +119,13 @@ def run(
     if stored is not None:  # blocks pair by seed with the stored run's: it has so many
         max_repetitions = min(max_repetitions, stored.run["config"]["settings"]["repetitions"])
     rule = None
-    if job.shard is None:
+    if job.shard is None:  # a shard measures its fixed share of the plan
         rule = orchestrate.sequential_rule(
             job, budget, max(max_repetitions, job.settings.repetitions), compare
         )
-    else:
-        # A shard measures its fixed share of the plan; `ci --merge` decides on all of
-        # them, with intervals valid at every look (a later round may add blocks).
-        job.design = "sequential"
-    store, run_id, status = orchestrate.measure(job, db, say, progress, wait=wait, sequential=rule)
+    store, run_id, status = orchestrate.measure(
+        job, db, say, progress, wait=wait, sequential=rule, purpose=purpose
+    )
     result = compare(store, run_id)
     run_row = store.run(run_id)
     context = {

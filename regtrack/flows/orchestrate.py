@@ -14,7 +14,7 @@ from typing import Any
 
 from regtrack.analysis import gate
 from regtrack.bench import server_settings
-from regtrack.bench.job import Job, parse_duration
+from regtrack.bench.job import Job, RunPurpose, parse_duration
 from regtrack.bench.plan import MODES_BY_METRIC
 from regtrack.bench.runner import BlockRule, execute
 from regtrack.bench.runtimes import docker as docker_runtime
@@ -35,6 +35,7 @@ def measure(
     wait: bool = True,
     resume_store: tuple[Store, int] | None = None,
     sequential: BlockRule | None = None,
+    purpose: RunPurpose = RunPurpose(),
 ) -> tuple[Store, int, str]:
     """Record the run (or reopen it), execute it with progress, say where the trials went.
 
@@ -57,7 +58,10 @@ def measure(
             env = environment.capture(job.cpus, job.loadgen.as_dict())
             env["runtime"] = job.runtime
             run_id = store.create_run(
-                ["regtrack", *redact.argv(sys.argv[1:])], job.config(), env, job.loadgen.as_dict()
+                ["regtrack", *redact.argv(sys.argv[1:])],
+                {**job.config(), **purpose.as_config()},
+                env,
+                job.loadgen.as_dict(),
             )
             say(
                 f"run {run_id}: {len(job.targets)} versions x {len(job.points)} points "
@@ -142,7 +146,6 @@ def sequential_rule(
             f"--repetitions {job.settings.repetitions}: sequential repetitions start from an "
             "even number, so the order A B / B A stays balanced"
         )
-    job.design = "sequential"
     return BlockRule(
         needed=lambda store, run_id: gate.undecided_modes(comparison(store, run_id)),
         budget_s=parse_duration(budget, "--budget"),

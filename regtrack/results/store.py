@@ -160,9 +160,13 @@ class Store:
             return int(cur.lastrowid)
 
     def update_config(self, run_id: int, config: dict[str, Any]) -> None:
-        """The run's plan as it grew (sequential repetitions): what --resume rebuilds."""
+        """The run's plan as it grew (sequential repetitions): what --resume rebuilds. Keys
+        the plan does not carry (why the run was measured: design, comparison, bisection)
+        stay as recorded."""
         with self.transaction() as conn:
-            conn.execute("UPDATE runs SET config = ? WHERE id = ?", (_json(config), run_id))
+            row = conn.execute("SELECT config FROM runs WHERE id = ?", (run_id,)).fetchone()
+            merged = {**(json.loads(row[0]) if row and row[0] else {}), **config}
+            conn.execute("UPDATE runs SET config = ? WHERE id = ?", (_json(merged), run_id))
 
     def add_target(
         self, run_id: int, position: int, target: Target, server_info: dict[str, Any]
