@@ -274,9 +274,9 @@ def test_action_yml_validates_against_the_published_schema(tmp_path):
     assert refused.returncode == 1, refused.stdout
 
 
-def _check_jsonschema(path: Path) -> subprocess.CompletedProcess:
+def _check_jsonschema(path: Path, schema: str = "github-actions") -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-actions",
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", f"vendor.{schema}",
          str(path)],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
@@ -484,3 +484,20 @@ def test_transient_failures_retry_reads_and_edits_never_posts(api):
     gone = GitHubApi("http://127.0.0.1:9", TOKEN, retry_delays_s=(0,), timeout_s=2)
     with pytest.raises(GitHubApiError, match=r"could not reach .*\(tried 2 times\)"):
         gone.comments(pr)
+
+
+def test_the_example_workflow_uses_the_action_as_it_is():
+    """examples/github-action.yml: every input it gives exists, the required ones are
+    given, and the job grants the comment's permission (and no more)."""
+    flow = yaml.safe_load((ROOT / "examples" / "github-action.yml").read_text())
+    action = yaml.safe_load(ACTION.read_text())
+    assert flow["permissions"] == {"contents": "read", "pull-requests": "write"}
+    (step,) = [
+        s for j in flow["jobs"].values() for s in j["steps"] if "regtrack@" in s.get("uses", "")
+    ]
+    given, known = set(step["with"]), set(action["inputs"])
+    assert given <= known, f"unknown inputs {given - known}"
+    required = {name for name, spec in action["inputs"].items() if spec.get("required")}
+    assert required <= given
+    workflow = _check_jsonschema(ROOT / "examples" / "github-action.yml", "github-workflows")
+    assert workflow.returncode == 0, workflow.stdout
