@@ -61,6 +61,7 @@ class Job:
     api: fakegithub.FakeGitHub
     action: Path = ACTION
     runs: int = 0
+    home: Path | None = None  # the last job's folder
 
     def run(
         self,
@@ -72,7 +73,7 @@ class Job:
     ) -> ActionRun:
         """One job: the action with these inputs for a push of ``head_sha``."""
         self.runs += 1
-        home = self.tmp / f"job-{self.runs}"
+        home = self.home = self.tmp / f"job-{self.runs}"
         workspace, temp = home / "workspace", home / "runner-temp"
         workspace.mkdir(parents=True)
         temp.mkdir()
@@ -187,6 +188,8 @@ def test_one_comment_kept_up_to_date_and_a_regression_fails_the_job(job):
     for name in ("ci.json", "summary.md", "regtrack.db", "run-1.html", "index.html"):
         assert (results / name).is_file(), f"the artifact step receives {name}"
     assert json.loads((results / "ci.json").read_text())["outcome"] == "regression"
+    step_summary = (job.home / "step-summary.md").read_text()
+    assert step_summary == (results / "summary.md").read_text(), "the run's page shows it too"
     ARTIFACTS.mkdir(exist_ok=True)  # docs/ci.md quotes a real comment
     (ARTIFACTS / "action-comment.md").write_text(regressed["body"])
 
