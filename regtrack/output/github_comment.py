@@ -1,0 +1,293 @@
+"""The pull-request comment the GitHub Action keeps up to date: the gate's verdict table,
+built from `regtrack ci --json` output with the words the step summary uses.
+
+One comment per pull request (and per gate, with a comment id): the hidden marker on its
+first line is how the next push finds it and edits it instead of adding another.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from regtrack.core.errors import BadInput
+from regtrack.output.ci_summary import METRIC_TITLE
+from regtrack.output.tables import UNTRUSTED, change_text, format_value
+
+MARKER_PREFIX = "<!-- regtrack:ci"
+# GitHub refuses a comment body over 65,536 characters; the per-point details give way.
+MAX_BODY = 65_000
+VERDICT_ICON = {
+    "regression": "❌",
+    "improvement": "🚀",
+    "no change": "✅",
+    "inconclusive": "⚠️",
+}
+# What `regtrack ci` exit codes mean (core/errors.py), for a gate that wrote no verdict.
+EXIT_MEANING = {
+    0: "no regression",
+    1: "a regression",
+    2: "bad usage or input",
+    3: "could not measure: a tool missing, a server that would not start, no valid trial",
+    4: "an internal error, a bug in regtrack",
+    5: "one shard measured, nothing decided",
+    130: "interrupted",
+}
+
+
+def marker(comment_id: str = "") -> str:
+    """The hidden first line that identifies this gate's comment; ``comment_id`` keeps
+    several gates of one pull request (other workloads, other versions) apart."""
+    if comment_id and not re.fullmatch(r"[A-Za-z0-9_.]+(-[A-Za-z0-9_.]+)*", comment_id):
+        raise BadInput(f"comment id {comment_id!r}: use letters, digits, '_', '.' and single '-'")
+    return f"{MARKER_PREFIX}:{comment_id} -->" if comment_id else f"{MARKER_PREFIX} -->"
+
+
+@dataclass(frozen=True)
+class GateAnswer:
+    """One gating metric's pooled answer (the JSON's "gate" list)."""
+
+    metric: str
+    points: tuple[str, ...]
+    n_blocks: int
+    change_pct: float | None
+    ci_low_pct: float | None
+    ci_high_pct: float | None
+    mde_pct: float | None
+    threshold_pct: float | None
+    verdict: str
+    blocks_for_no_change: int | None = None
+
+    def change(self) -> str:
+        """The summary's words: "-12.9% [-15.4, -10.3] regression (detectable ...)"."""
+        return change_text(
+            {
+                "n_blocks": self.n_blocks,
+                "change_pct": self.change_pct,
+                "ci_low_pct": self.ci_low_pct,
+                "ci_high_pct": self.ci_high_pct,
+                "mde_pct": self.mde_pct,
+                "verdict": self.verdict,
+                "blocks_for_no_change": self.blocks_for_no_change,
+            }
+        )
+
+
+@dataclass(frozen=True)
+class PointRecord:
+    """One metric at one point (the JSON's "records" list)."""
+
+    metric: str
+    point: str
+    unit: str
+    baseline_value: float | None
+    candidate_value: float | None
+    change_pct: float | None
+    ci_low_pct: float | None
+    ci_high_pct: float | None
+    verdict: str
+    n_valid: int | None
+    gating: bool
+    trusted: bool
+
+
+@dataclass(frozen=True)
+class CiVerdict:
+    """What a `regtrack ci --json` file says, read strictly: a file of another shape is
+    refused rather than posted half-empty."""
+
+    outcome: str
+    headline: str
+    repetitions: int
+    baseline: str
+    candidate: str
+    workload: str
+    gate: tuple[GateAnswer, ...]
+    records: tuple[PointRecord, ...]
+    forced: tuple[str, ...]
+
+    @classmethod
+    def read(cls, path: Path) -> CiVerdict:
+        """The verdict in ``path``; BadInput (exit 2) when it is missing or not ci JSON."""
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise BadInput(f"{path}: no such file (regtrack ci --json {path} writes it)") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise BadInput(f"{path}: not regtrack ci JSON ({exc})") from None
+        return cls.from_json(data, str(path))
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "the ci JSON") -> CiVerdict:
+        try:
+            records = [_record(r) for r in data["records"]]
+            first = data["records"][0] if data["records"] else {}
+            return cls(
+                outcome=str(data["outcome"]),
+                headline=str(data["headline"]),
+                repetitions=int(data["repetitions"]),
+                baseline=str(first.get("baseline", "?")),
+                candidate=str(first.get("candidate", "?")),
+                workload=str(first.get("workload", "?")),
+                gate=tuple(_answer(r) for r in data["gate"]),
+                records=tuple(records),
+                forced=tuple(str(f) for f in data.get("forced") or []),
+            )
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise BadInput(f"{where}: not regtrack ci JSON (missing or bad {exc})") from None
+
+
+def _answer(r: dict[str, Any]) -> GateAnswer:
+    return GateAnswer(
+        metric=str(r["metric"]),
+        points=tuple(str(p) for p in r.get("points") or ()),
+        n_blocks=int(r.get("n_blocks") or 0),
+        change_pct=r["change_pct"],
+        ci_low_pct=r["ci_low_pct"],
+        ci_high_pct=r["ci_high_pct"],
+        mde_pct=r.get("mde_pct"),
+        threshold_pct=r.get("threshold_pct"),
+        verdict=str(r["verdict"]),
+        blocks_for_no_change=r.get("blocks_for_no_change"),
+    )
+
+
+def _record(r: dict[str, Any]) -> PointRecord:
+    return PointRecord(
+        metric=str(r["metric"]),
+        point=str(r["point"]),
+        unit=str(r.get("unit") or ""),
+        baseline_value=r.get("baseline_value"),
+        candidate_value=r.get("candidate_value"),
+        change_pct=r["change_pct"],
+        ci_low_pct=r.get("ci_low_pct"),
+        ci_high_pct=r.get("ci_high_pct"),
+        verdict=str(r["verdict"]),
+        n_valid=r.get("n_valid"),
+        gating=bool(r.get("gating")),
+        trusted=bool(r.get("trusted", True)),
+    )
+
+
+@dataclass(frozen=True)
+class CommentContext:
+    """Where the verdict came from, for the comment's last line (all optional)."""
+
+    comment_id: str = ""
+    run_url: str | None = None  # the workflow run whose log and artifact hold the rest
+    artifact: str | None = None  # the artifact with the HTML report and the database
+    commit: str | None = None  # the pull request's head commit that was measured
+    exit_code: int | None = None  # `regtrack ci`'s, when it wrote no verdict
+
+
+def comment_body(verdict: CiVerdict | None, context: CommentContext) -> str:
+    """The comment: the marker, the headline, the gating answers as a table, every point
+    in a fold, and where the report is. ``verdict`` None: ci ended without one, and the
+    comment says so (a stale green verdict must not stay on the pull request)."""
+    head = [marker(context.comment_id)]
+    if verdict is None:
+        code = context.exit_code
+        why = (
+            "did not finish"
+            if code is None
+            else f"ended with exit {code} ({EXIT_MEANING.get(code, 'see its log')})"
+        )
+        head += [f"## regtrack: ⛔ No verdict: `regtrack ci` {why}", ""]
+        return "\n".join([*head, "The job's log says why.", "", _footer(context)]) + "\n"
+    head += [f"## regtrack: {verdict.headline}", ""]
+    head += [
+        f"Candidate `{verdict.candidate}` vs baseline `{verdict.baseline}` · workload "
+        f"`{verdict.workload}` · {verdict.repetitions} interleaved, seed-matched repetitions",
+        "",
+    ]
+    if verdict.forced:
+        head += [f"**FORCED comparison, not like with like: {'; '.join(verdict.forced)}**", ""]
+    head += _gate_table(verdict)
+    tail = ["", _footer(context)]
+    room = MAX_BODY - sum(len(line) + 1 for line in head + tail)
+    return "\n".join([*head, *_details(verdict, room), *tail]) + "\n"
+
+
+def _gate_table(verdict: CiVerdict) -> list[str]:
+    if not verdict.gate:
+        return ["No gating metric was measured."]
+    lines = [
+        "| | gating metric | over | blocks | change [interval] and verdict | threshold |",
+        "|---|---|---|---:|---|---:|",
+    ]
+    for a in verdict.gate:
+        threshold = "-" if a.threshold_pct is None else f"±{a.threshold_pct:g}%"
+        lines.append(
+            f"| {VERDICT_ICON.get(a.verdict, '')} | {METRIC_TITLE.get(a.metric, a.metric)} | "
+            f"{_cell(', '.join(a.points)) or '-'} | {a.n_blocks} | {a.change()} | {threshold} |"
+        )
+    return lines
+
+
+def _details(verdict: CiVerdict, room: int) -> list[str]:
+    """Every metric at every point, folded; rows that would overrun GitHub's limit are
+    counted instead (the artifact has them all)."""
+    if not verdict.records:
+        return []
+    open_ = [
+        "",
+        f"<details><summary>Every metric and point ({len(verdict.records)} records)</summary>",
+        "",
+        f"| metric | point | {_cell(verdict.baseline)} | {_cell(verdict.candidate)} | "
+        "change [interval] and verdict | gates |",
+        "|---|---|---:|---:|---|---|",
+    ]
+    close = ["", "</details>"]
+    used = sum(len(line) + 1 for line in open_ + close) + 80
+    rows: list[str] = []
+    for i, r in enumerate(verdict.records):
+        row = _row(r)
+        if used + len(row) + 1 > room:
+            rows.append(f"\n{len(verdict.records) - i} more records are in the artifact's JSON.")
+            break
+        rows.append(row)
+        used += len(row) + 1
+    untrusted = any(not r.trusted for r in verdict.records)
+    note = (
+        [f"\n{UNTRUSTED} no valid trial in this cell: do not trust its value."] if untrusted else []
+    )
+    return [*open_, *rows, *note, *close]
+
+
+def _row(r: PointRecord) -> str:
+    mark = "" if r.trusted else f" {UNTRUSTED}"
+    change = change_text(
+        {
+            "n_valid": r.n_valid,
+            "change_pct": r.change_pct,
+            "ci_low_pct": r.ci_low_pct,
+            "ci_high_pct": r.ci_high_pct,
+            "verdict": r.verdict,
+        }
+    )
+    return (
+        f"| {METRIC_TITLE.get(r.metric, r.metric)}{f' ({r.unit})' if r.unit else ''} | "
+        f"{_cell(r.point)} | "
+        f"{format_value(r.baseline_value, r.unit)}{mark} | "
+        f"{format_value(r.candidate_value, r.unit)}{mark} | {change} | "
+        f"{'yes' if r.gating else 'no'} |"
+    )
+
+
+def _cell(text: str) -> str:
+    """Text in a Markdown table cell: a '|' would end the cell."""
+    return text.replace("|", "\\|")
+
+
+def _footer(context: CommentContext) -> str:
+    parts = ["<sub>One comment, edited on every push"]
+    if context.commit:
+        parts.append(f"measured at {context.commit[:12]}")
+    if context.run_url:
+        parts.append(f"[workflow run]({context.run_url})")
+    if context.artifact:
+        parts.append(f"HTML report and database: artifact `{context.artifact}`")
+    return " · ".join(parts) + "</sub>"
