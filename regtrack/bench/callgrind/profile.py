@@ -64,80 +64,94 @@ class _Names:
 
 
 def parse(path: str | Path) -> Profile:
-    files, functions, objects = _Names(), _Names(), _Names()
-    events: list[str] = ["Ir"]
-    n_positions = 1
-    totals: dict[str, int] = {}
-    summary: dict[str, int] = {}
-    profile = Profile(events=events, totals=totals)
-
-    current: FunctionCost | None = None
-    ob = fl = "???"
-    call_pending = False
-
-    def costs_of(line: str) -> list[int]:
-        parts = line.split()
-        values = parts[n_positions:]
-        out = []
-        for v in values:
-            try:
-                out.append(int(v))
-            except ValueError:
-                out.append(0)
-        return out
-
+    """A callgrind output file's totals and per-function costs (exclusive and inclusive
+    Ir), from its cost lines and their fn/ob/fl/calls specifications."""
+    reader = _Reader()
     with open(path, errors="replace") as f:
         for raw in f:
             line = raw.rstrip("\n")
             if not line or line.startswith("#"):
                 continue
             if _COST_START.match(line):
-                values = costs_of(line)
-                ir = values[0] if values else 0
-                if current is None:
-                    continue
-                if call_pending:
-                    current.inclusive += ir
-                    call_pending = False
-                else:
-                    current.exclusive += ir
-                    current.inclusive += ir
-                continue
-            key, _, value = line.partition("=")
-            if key == "fn":
-                name = functions.decode(value)
-                ident = (ob, fl, name)
-                current = profile.functions.get(ident)
-                if current is None:
-                    current = FunctionCost(function=name, file=fl, object=ob)
-                    profile.functions[ident] = current
-                call_pending = False
-            elif key == "fl":
-                fl = files.decode(value)
-            elif key in ("fi", "fe", "cfi", "cfl"):
-                files.decode(value)
-            elif key == "ob":
-                ob = objects.decode(value)
-            elif key == "cob":
-                objects.decode(value)
-            elif key == "cfn":
-                functions.decode(value)
-            elif key == "calls":
-                call_pending = True
-            elif key in ("jump", "jcnd"):
-                call_pending = False
+                reader.cost(line)
             else:
-                header, _, rest = line.partition(":")
-                if header == "events":
-                    events[:] = rest.split()
-                elif header == "positions":
-                    n_positions = len(rest.split())
-                elif header in ("totals", "summary"):
-                    target = totals if header == "totals" else summary
-                    for name, v in zip(events, rest.split(), strict=False):
-                        target[name] = int(v)
-    if not totals:
-        totals.update(summary)
-    if not totals:
-        totals["Ir"] = sum(c.exclusive for c in profile.functions.values())
-    return profile
+                reader.spec(line)
+    return reader.finished()
+
+
+class _Reader:
+    """The state of one pass over a callgrind file: names compressed to ids, the current
+    object, file and function, and whether the next cost line is a call's (inclusive)."""
+
+    def __init__(self) -> None:
+        self.files, self.functions, self.objects = _Names(), _Names(), _Names()
+        self.n_positions = 1
+        self.summary: dict[str, int] = {}
+        self.profile = Profile(events=["Ir"], totals={})
+        self.current: FunctionCost | None = None
+        self.ob = self.fl = "???"
+        self.call_pending = False
+
+    def cost(self, line: str) -> None:
+        values = []
+        for v in line.split()[self.n_positions :]:
+            try:
+                values.append(int(v))
+            except ValueError:
+                values.append(0)
+        ir = values[0] if values else 0
+        if self.current is None:
+            return
+        if self.call_pending:
+            self.current.inclusive += ir
+            self.call_pending = False
+        else:
+            self.current.exclusive += ir
+            self.current.inclusive += ir
+
+    def spec(self, line: str) -> None:
+        key, _, value = line.partition("=")
+        if key == "fn":
+            name = self.functions.decode(value)
+            ident = (self.ob, self.fl, name)
+            self.current = self.profile.functions.get(ident)
+            if self.current is None:
+                self.current = FunctionCost(function=name, file=self.fl, object=self.ob)
+                self.profile.functions[ident] = self.current
+            self.call_pending = False
+        elif key == "fl":
+            self.fl = self.files.decode(value)
+        elif key in ("fi", "fe", "cfi", "cfl"):
+            self.files.decode(value)
+        elif key == "ob":
+            self.ob = self.objects.decode(value)
+        elif key == "cob":
+            self.objects.decode(value)
+        elif key == "cfn":
+            self.functions.decode(value)
+        elif key == "calls":
+            self.call_pending = True
+        elif key in ("jump", "jcnd"):
+            self.call_pending = False
+        else:
+            self.header(line)
+
+    def header(self, line: str) -> None:
+        header, _, rest = line.partition(":")
+        events = self.profile.events
+        if header == "events":
+            events[:] = rest.split()
+        elif header == "positions":
+            self.n_positions = len(rest.split())
+        elif header in ("totals", "summary"):
+            target = self.profile.totals if header == "totals" else self.summary
+            for name, v in zip(events, rest.split(), strict=False):
+                target[name] = int(v)
+
+    def finished(self) -> Profile:
+        totals = self.profile.totals
+        if not totals:
+            totals.update(self.summary)
+        if not totals:
+            totals["Ir"] = sum(c.exclusive for c in self.profile.functions.values())
+        return self.profile
