@@ -17,12 +17,14 @@ import redis
 from regtrack.bench import paired, setup
 from regtrack.bench import trial as measure
 from regtrack.bench.callgrind import protocol
+from regtrack.bench.callgrind.protocol import Callgrind
 from regtrack.bench.job import Job
-from regtrack.bench.plan import Visit, trial_count
+from regtrack.bench.plan import PlannedTrial, Visit, trial_count
+from regtrack.bench.runtimes.base import RunningServer
 from regtrack.bench.servers import ServerDied, plain_server, serve
 from regtrack.core import interrupts
 from regtrack.core.errors import CannotMeasure
-from regtrack.core.records import InvalidReason, Progress
+from regtrack.core.records import FunctionCost, InvalidReason, LoadSpec, Progress, TrialRecord
 from regtrack.results.store import Store
 from regtrack.targets.versions import Target
 from regtrack.workloads import points as workload_points
@@ -113,9 +115,8 @@ def execute(
                     if visit.together:
                         paired.run_visit(job, store, run_id, visit, by_label, target_ids, progress)
                     else:
-                        run_visit(
-                            job, store, run_id, visit, by_label[visit.target], target_ids, progress
-                        )
+                        target = by_label[visit.target]
+                        run_visit(job, store, run_id, visit, target, target_ids, progress)
                 except ServerDied as exc:
                     lost.append(str(exc))
                     progress.note(f"{exc}; the rest of that visit is skipped, the run goes on")
@@ -138,6 +139,12 @@ def execute(
     except BaseException as exc:
         _finish(store, run_id, "failed", f"{type(exc).__name__}: {exc}")
         raise
+    return _finished(job, store, run_id, lost)
+
+
+def _finished(job: Job, store: Store, run_id: int, lost: list[str]) -> str:
+    """The run's status once every visit was tried: complete, or incomplete with what
+    is missing and why (servers that died), which --resume measures."""
     missing = trial_count(remaining(job.visits(), store.trial_seqs(run_id)))
     if missing:
         detail = (
@@ -178,6 +185,46 @@ def _another_block(
     return True
 
 
+def _set_up(job: Job, server: RunningServer, what: str, under: str) -> dict[str, str]:
+    """The workload's keys or setup on the live server; a server that died doing it ends
+    its visit (ServerDied), any other failure is the environment's."""
+    client = server.client(timeout=600)
+    try:
+        return setup.prepare_server(client, job.workload, job.loadgen.name)
+    except (redis.RedisError, OSError):
+        if server.alive():
+            raise
+        raise ServerDied(f"{what} exited while setting up{under}") from None
+    finally:
+        client.close()
+
+
+def _trial(
+    job: Job,
+    server: RunningServer,
+    session: Callgrind | None,
+    planned: PlannedTrial,
+    specs: list[LoadSpec],
+    mode: str,
+) -> tuple[TrialRecord, list[FunctionCost] | None]:
+    """One trial's record (and its function costs, under callgrind). A server that died,
+    or that refuses us (max clients, a stalled server timing out), makes an invalid
+    trial that says why; other failures are the environment's."""
+    try:
+        if session is None:
+            return measure.throughput_trial(job.context, server, planned, specs), None
+        record, profile = protocol.instruction_trial(job.context, server, planned, specs, session)
+        return record, list(profile.by_key().values()) if profile else None
+    except (redis.RedisError, CannotMeasure, OSError) as exc:
+        alive = server.alive()
+        if alive and not isinstance(exc, redis.RedisError):
+            raise
+        code = InvalidReason.SERVER_DIED if not alive else InvalidReason.SERVER_REFUSED
+        record = measure.new_record(planned, mode)
+        record.mark_invalid(code, " ".join(str(exc).split())[:200])
+        return record, None
+
+
 def run_visit(
     job: Job,
     store: Store,
@@ -196,38 +243,11 @@ def run_visit(
     seed = job.seed(visit.repetition)
     with serve(job, target, visit.mode, run_id, seed) as (server, session):
         progress.phase(f"{rep} · setting up {target.label}{under}")
-        client = server.client(timeout=600)
-        try:
-            saved = setup.prepare_server(client, job.workload, job.loadgen.name)
-        except (redis.RedisError, OSError):
-            if server.alive():
-                raise
-            raise ServerDied(
-                f"redis-server of {target.label} exited while setting up{under}"
-            ) from None
-        finally:
-            client.close()
+        saved = _set_up(job, server, f"redis-server of {target.label}", under)
         for planned in visit.trials:
             progress.phase(f"{rep} · {target.label} · {planned.point.label}{under}")
             specs = workload_points.load_specs(job.workload, planned.point, job.loadgen.name, saved)
-            functions = None
-            try:
-                if session is None:
-                    record = measure.throughput_trial(job.context, server, planned, specs)
-                else:
-                    record, profile = protocol.instruction_trial(
-                        job.context, server, planned, specs, session
-                    )
-                    functions = list(profile.by_key().values()) if profile else None
-            except (redis.RedisError, CannotMeasure, OSError) as exc:
-                alive = server.alive()
-                if alive and not isinstance(exc, redis.RedisError):
-                    raise
-                # A server that died, or that refuses us (max clients, a stalled server
-                # timing out): this trial cannot be trusted; the reason says why.
-                code = InvalidReason.SERVER_DIED if not alive else InvalidReason.SERVER_REFUSED
-                record = measure.new_record(planned, visit.mode)
-                record.mark_invalid(code, " ".join(str(exc).split())[:200])
+            record, functions = _trial(job, server, session, planned, specs, visit.mode)
             record.seed = seed
             died = not server.alive()
             if died:
