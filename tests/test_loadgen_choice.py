@@ -10,8 +10,9 @@ import sqlite3
 import pytest
 
 from regtrack.bench import loadgen_choice
-from regtrack.bench.job import Options, prepare_job
+from regtrack.bench.prepare import prepare_job
 from regtrack.bench.trial import judge_load
+from regtrack.core.options import Options
 from regtrack.core.records import InvalidReason, TrialRecord
 from regtrack.core.settings import load_settings
 from regtrack.targets import versions

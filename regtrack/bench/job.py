@@ -1,42 +1,30 @@
-"""The Job (everything one run needs) and how options become one: validate, resolve, build.
-
-The order is deliberate: every mistake the user can fix (spec, CPU list, file, option,
-missing tool) is reported before the first build starts, and every build finishes
-before the first measurement.
-"""
+"""The Job: everything one run needs, decided before the first server starts (how
+options become one: bench/prepare.py), and the purpose a run is measured for."""
 
 from __future__ import annotations
 
-import os
 import re
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from regtrack.bench import loadgen, seeds, shards
 from regtrack.bench import loadgen_choice as choosing
 from regtrack.bench import trial as measure
 from regtrack.bench.callgrind import control as callgrind
-from regtrack.bench.loadgen import held, memtier
+from regtrack.bench.loadgen import held
 from regtrack.bench.loadgen.base import LoadgenBinary
 from regtrack.bench.loadgen_choice import Choice
 from regtrack.bench.plan import MODES_BY_METRIC, Visit, interleave
-from regtrack.bench.runtimes import docker as docker_runtime
-from regtrack.core import docker_engine, filesystems
-from regtrack.core.cpus import CpuPlan, Topology, plan_cpus, plan_duet, split_sides
-from regtrack.core.errors import BadInput, CannotMeasure
-from regtrack.core.options import Options
-from regtrack.core.settings import RunSettings, load_settings, settings_source
-from regtrack.targets import build, images, versions
+from regtrack.core import filesystems
+from regtrack.core.cpus import CpuPlan, split_sides
+from regtrack.core.errors import BadInput
+from regtrack.core.settings import RunSettings, settings_source
 from regtrack.targets.versions import Target
 from regtrack.workloads import points as workload_points
 from regtrack.workloads import server_config
-from regtrack.workloads.files import load_workload
-from regtrack.workloads.model import MixWorkload, Workload
-
-MEMORY_RE = re.compile(r"^[1-9][0-9]*[bkmgBKMG]?$")
+from regtrack.workloads.model import Workload
 
 
 @dataclass(frozen=True)
@@ -263,181 +251,3 @@ def parse_duration(text: str, option: str) -> float:
         raise BadInput(f"{option} {text!r}: give a time like 600s, 10m or 1h")
     factor = {"s": 1, None: 1, "m": 60, "min": 60, "h": 3600}[m.group(2)]
     return float(m.group(1)) * factor
-
-
-def with_server_settings(
-    workload: Workload, options: tuple[str, ...], cpus: CpuPlan, metric: str = "throughput"
-) -> Workload:
-    """The workload with its [server] table and --server-config combined and checked for
-    shape, and the server's CPUs checked against the threads the settings ask for: N
-    I/O threads need N CPUs to be measured for throughput. Instruction counts do not:
-    valgrind runs one thread of the server at a time whatever its CPUs, so a count with
-    ``--metric instructions`` may run on fewer (docs/workloads.md: what it then counts)."""
-    settings = server_config.combine(
-        server_config.from_table(workload.server, f"workload {workload.name}"),
-        [server_config.parse_option(text) for text in options],
-    )
-    threads = server_config.io_threads(settings)
-    if threads > len(cpus.server) and metric != "instructions":
-        usable = len(Topology.detect().usable)
-        if threads < usable:
-            instead = (
-                f"pass --server-cpus with {threads} CPUs (e.g. --server-cpus 0-{threads - 1} "
-                "and --client-cpus on others)"
-            )
-        else:
-            instead = (
-                f"this machine has {usable} usable CPUs, too few for {threads} server "
-                "threads and a load generator: measure on a larger host"
-            )
-        raise BadInput(
-            f"io-threads {threads} needs {threads} server CPUs, but the server has "
-            f"{len(cpus.server)} (CPU {cpus.server_list}): {instead}, or use fewer "
-            "io-threads, or --metric instructions (counts need no more CPUs)"
-        )
-    return workload.model_copy(update={"server": server_config.as_table(settings)})
-
-
-def prepare_job(
-    specs: list[versions.VersionSpec],
-    options: Options,
-    on_phase: Callable[[str], None] = lambda text: None,
-) -> Job:
-    """Validate, resolve and build; returns a Job ready to execute."""
-    settings = load_settings(
-        duration=options.duration,
-        warmup=options.warmup,
-        repetitions=options.repetitions,
-        instruction_requests=options.instruction_requests,
-        pairing=options.pairing,
-        window=options.window,
-    )
-    if options.seed_offset is not None:
-        offset = options.seed_offset
-    elif settings.seed_offset is not None:
-        offset = settings.seed_offset
-    elif options.shard is not None:
-        offset = shards.seed_offset(os.environ)
-    else:
-        offset = seeds.draw_offset()
-    settings = settings.model_copy(update={"seed_offset": offset})
-    workload = load_workload(
-        options.workload,
-        pipelines=options.pipelines,
-        keys=options.keys,
-        data_size=options.data_size,
-        clients=options.clients,
-    )
-    # A duet plans CPUs for every version it compares (a range: two at least, checked
-    # again once it is resolved).
-    sides = max(2, len(specs)) if len(specs) > 1 or ".." in specs[0].value else 1
-    duet = settings.pairing == "duet" and options.metric != "instructions" and sides > 1
-    if duet:
-        cpus = plan_duet(sides, options.server_cpus, options.client_cpus)
-        side = split_sides(cpus, sides)[0]
-    else:
-        cpus = side = plan_cpus(options.server_cpus, options.client_cpus)
-    workload = with_server_settings(workload, options.server_config, side, options.metric)
-    flags = build.parse_build_flags(options.build_flags)
-    if options.memory and (options.runtime != "docker" or not MEMORY_RE.match(options.memory)):
-        raise BadInput(
-            f"--memory {options.memory!r}: give a container limit like 512m or 4g, "
-            "with --runtime docker"
-        )
-    if options.data_dir and not Path(options.data_dir).is_dir():
-        raise BadInput(f"--data-dir {options.data_dir}: give an existing directory")
-    if options.builder_image and options.runtime != "docker":
-        raise BadInput("--builder-image builds container images: add --runtime docker")
-    client = None
-    if options.runtime == "docker":
-        docker_runtime.check_metric(options.metric)
-        client = docker_engine.engine()  # no engine: one line, before any build
-    elif options.metric != "throughput":
-        callgrind.require()  # before any build: say at once that valgrind is missing
-    tool = choose_tool(options.loadgen, workload)
-    workload = workload_points.with_loadgen_threads(workload, tool, len(side.client))
-    if tool != "redis-benchmark":
-        loadgen.locate(tool, options.loadgen_bin)  # memtier missing: say so before building
-    elif options.loadgen_bin:
-        loadgen.locate(tool, options.loadgen_bin)  # a wrong path fails before any build
-    targets = versions.resolve(
-        specs, options.source_repo, every=options.every, most=options.max_commits
-    )
-    image_specs = [t for t in targets if t.kind == "image"]
-    if image_specs and options.runtime != "docker":
-        raise BadInput(
-            f"version {image_specs[0].spec!r} is a container image: add --runtime docker, or give "
-            "a tag, commit or bin:PATH"
-        )
-    kind = images.decide(targets, options.docker_images, flags) if client is not None else None
-    in_container = (
-        {
-            t.label
-            for t in targets
-            if images.uses_official(t, kind)
-            or images.built_in_docker(t, kind, options.builder_image)
-        }
-        if kind is not None
-        else set()
-    )
-    failed = build.obtain([t for t in targets if t.label not in in_container], flags, on_phase)
-    skipped = [
-        {
-            "label": t.label,
-            "commit": t.commit,
-            "subject": t.details.get("subject"),
-            "reason": f"does not build: {t.details['build_failed']}",
-        }
-        for t in failed
-    ]
-    targets = [t for t in targets if t not in failed]
-    if not targets:
-        raise CannotMeasure(f"no version of {specs[0].text} builds: {skipped[0]['reason']}")
-    if duet and len(targets) > 2:
-        split_sides(cpus, len(targets))  # a range's versions each need CPUs of their own
-    if client is not None and kind is not None:
-        images.assign(client, targets, kind, on_phase, options.builder_image, flags)
-    built_benchmarks = [
-        t.details["build"]["benchmark"]
-        for t in reversed(targets)
-        if t.details.get("build", {}).get("benchmark")
-    ]
-    binary = loadgen.locate(tool, options.loadgen_bin, built_benchmarks)
-    probed = choosing.pending(options.loadgen, options.loadgen_bin, workload, options.metric)
-    return Job(
-        targets=targets,
-        workload=workload,
-        settings=settings,
-        cpus=cpus,
-        loadgen=binary,
-        metric=options.metric,
-        runtime=options.runtime,
-        memory=options.memory,
-        docker=client,
-        docker_images=kind,
-        skipped=skipped,
-        data_dir=options.data_dir,
-        shard=options.shard,
-        loadgen_choice=None
-        if probed
-        else choosing.unprobed(options.loadgen, options.loadgen_bin, workload, tool),
-    )
-
-
-def choose_tool(requested: str | None, workload: Workload) -> str:
-    """redis-benchmark for GET sweeps, unless a probe finds that memtier saturates the
-    server (Job.settle_loadgen); memtier for mixes, or the built-in driver without it.
-
-    redis-benchmark sends one command per run, so it cannot replay a mix.
-    """
-    is_mix = isinstance(workload, MixWorkload)
-    if requested == "redis-benchmark" and is_mix:
-        raise BadInput(
-            f"workload {workload.name} is a command mix; redis-benchmark sends one command "
-            "per run and cannot replay it: use --loadgen memtier or --loadgen builtin"
-        )
-    if requested:
-        return requested
-    if not is_mix:
-        return "redis-benchmark"
-    return "memtier" if memtier.installed() else "builtin"

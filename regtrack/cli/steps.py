@@ -12,8 +12,9 @@ import dataclasses
 import click
 
 from regtrack.bench import shards
-from regtrack.bench.job import Job, RunPurpose, prepare_job
+from regtrack.bench.job import Job, RunPurpose
 from regtrack.bench.loadgen.builtin import THROUGHPUT_CAVEAT
+from regtrack.bench.prepare import prepare_job
 from regtrack.bench.runner import BlockRule
 from regtrack.core.errors import BadInput, RegtrackError
 from regtrack.core.options import Options

@@ -29,11 +29,13 @@ from typing import Any
 
 from regtrack.analysis import attribution, bisection, comparison, run_shift
 from regtrack.bench import seeds
-from regtrack.bench.job import Job, Options, RunPurpose, parse_duration, prepare_job
+from regtrack.bench.job import Job, RunPurpose, parse_duration
 from regtrack.bench.plan import MODES_BY_METRIC
+from regtrack.bench.prepare import prepare_job
 from regtrack.bench.runner import BlockRule
 from regtrack.core import environment
 from regtrack.core.errors import BadInput, Interrupted
+from regtrack.core.options import Options
 from regtrack.core.records import Progress
 from regtrack.core.settings import Thresholds, load_settings
 from regtrack.flows import orchestrate
