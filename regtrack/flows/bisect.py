@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from regtrack.analysis import attribution, bisection, comparison, run_shift
+from regtrack.analysis.records import PooledComparison
 from regtrack.bench import seeds
 from regtrack.bench.job import Job, Options, RunPurpose, parse_duration, prepare_job
 from regtrack.bench.plan import MODES_BY_METRIC
@@ -184,7 +185,7 @@ class Bisector:
                 return int(run["id"])
         return None
 
-    def change(self, base: str, cand: str, cand_run: int | None = None) -> dict[str, Any] | None:
+    def change(self, base: str, cand: str, cand_run: int | None = None) -> PooledComparison | None:
         """The pooled change of ``cand`` against ``base`` on the bisected metric: within
         ``cand``'s run when ``base`` was measured in it too, else seed by seed across runs."""
         crun = cand_run if cand_run is not None else self.run_of[cand]
@@ -202,8 +203,8 @@ class Bisector:
                 loaded.alike(self.store, crun),
                 self.thresholds,
             )
-        for record in result["pooled"]:
-            if record["metric"] == self.column and record["candidate"] == _short(cand):
+        for record in result.pooled:
+            if record.metric == self.column and record.candidate == _short(cand):
                 return record
         return None
 
@@ -225,9 +226,9 @@ class Bisector:
 
     def verdict(self, base: str, cand: str, cand_run: int | None = None) -> str:
         record = self.change(base, cand, cand_run)
-        return record["verdict"] if record else "inconclusive"
+        return record.verdict if record else "inconclusive"
 
-    def ends(self) -> dict[str, Any]:
+    def ends(self) -> PooledComparison:
         """Measure good and bad together; refuse when bad is not worse by the threshold."""
         if self.bad not in self.run_of:
             self.hooks.say(f"bisect: measuring the ends {_short(self.good)}, {_short(self.bad)}")
@@ -240,8 +241,8 @@ class Bisector:
                 self.run_of[commit] = run_id
                 self._log(commit=commit, run_id=run_id, role="end")
         record = self.change(self.good, self.bad)
-        self.ends_pct = _number((record or {}).get("change_pct"), 0.0)
-        if record is None or record["verdict"] != "regression":
+        self.ends_pct = _number(record.change_pct if record else None, 0.0)
+        if record is None or record.verdict != "regression":
             bisections.finish(self.store, self.id, "refused", {"ends": plain(record)})
             raise NothingToBisect(
                 f"bad ({self.request.bad}) is not worse than good ({self.request.good}) by "
@@ -254,12 +255,12 @@ class Bisector:
         """The commit's change against good and against bad, as measured by ``run_id``."""
         out = []
         for end in (self.good, self.bad):
-            record = self.change(end, commit, run_id) or {}
+            record = self.change(end, commit, run_id)
             out.append(
                 bisection.Change(
-                    _number(record.get("change_pct"), 0.0),
-                    _number(record.get("ci_low_pct"), -100.0),
-                    _number(record.get("ci_high_pct"), math.inf),
+                    _number(record.change_pct if record else None, 0.0),
+                    _number(record.ci_low_pct if record else None, -100.0),
+                    _number(record.ci_high_pct if record else None, math.inf),
                 )
             )
         return out[0], out[1]
@@ -406,20 +407,17 @@ def _number(value: Any, missing: float) -> float:
     return float(value) if value is not None and math.isfinite(float(value)) else missing
 
 
-def plain(record: dict[str, Any] | None) -> dict[str, Any] | None:
-    """A pooled record's numbers, as JSON keeps them."""
-    if record is None:
-        return None
-    keys = ("change_pct", "ci_low_pct", "ci_high_pct", "mde_pct", "verdict", "n_blocks")
-    return {k: record.get(k) for k in keys}
+def plain(record: PooledComparison | None) -> dict[str, Any] | None:
+    """A pooled record's numbers, as a bisection stores them (records.ChangeSummary)."""
+    return record.summary().to_json() if record else None
 
 
-def change_text(record: dict[str, Any] | None) -> str:
-    if record is None or record.get("change_pct") is None:
+def change_text(record: PooledComparison | None) -> str:
+    if record is None or record.change_pct is None:
         return "no valid measurement"
     return (
-        f"{record['change_pct']:+.2f}% [{record['ci_low_pct']:+.2f}, "
-        f"{record['ci_high_pct']:+.2f}] ({record['verdict']})"
+        f"{record.change_pct:+.2f}% [{record.ci_low_pct:+.2f}, "
+        f"{record.ci_high_pct:+.2f}] ({record.verdict})"
     )
 
 
@@ -492,7 +490,9 @@ def run(bisector: Bisector) -> dict[str, Any]:
         "skipped": [commits[i] for i in sorted(search.skipped)],
         "measured_commits": [c for c in commits if c in bisector.run_of],
         # What the servers ran with (every run of a bisection runs with the same settings).
-        **comparison.server_facts(loaded.stored_run(bisector.store, bisector.run_of[bisector.bad])),
+        **comparison.server_facts(
+            loaded.stored_run(bisector.store, bisector.run_of[bisector.bad])
+        ).to_json(),
     }
     bisections.finish(bisector.store, bisector.id, "done", result)
     return result

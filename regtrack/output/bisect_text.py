@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from regtrack.analysis.records import SCHEMA_VERSION, ServerFacts
 from regtrack.output.tables import attribution, interval_text, server_caption
 
 SHORT = 7
@@ -83,7 +84,7 @@ def log_lines(bisection: dict[str, Any]) -> list[str]:
 def render(bisection: dict[str, Any], fmt: str = "table") -> str:
     """The answer first, then the explain table of each step found, then the log."""
     if fmt == "json":
-        return json.dumps(bisection, indent=2)
+        return json.dumps({"schema_version": SCHEMA_VERSION, **bisection}, indent=2)
     config, result = bisection["config"], bisection["result"] or {}
     facts, request = config["facts"], config["request"]
     out = [
@@ -95,7 +96,7 @@ def render(bisection: dict[str, Any], fmt: str = "table") -> str:
         f"(including both ends) in {len(bisection.get('runs', []))} runs",
     ]
     if "server_config" in result:  # bisections stored before settings existed lack it
-        out.append(server_caption(result))
+        out.append(server_caption(ServerFacts.from_json(result)))
     if len(result.get("steps", [])) > 1:
         out.append(f"NOTE: the range holds {len(result['steps'])} changes, found in order below")
     if result.get("more_may_be_left"):

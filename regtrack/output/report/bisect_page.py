@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from regtrack.analysis.records import ServerFacts
 from regtrack.output import bisect_text
 from regtrack.output.report.pages import run_file
 from regtrack.output.tables import server_caption
@@ -50,7 +51,9 @@ def page(bisection: dict[str, Any], runs: list[int]) -> dict[str, Any]:
         "by_estimate": result.get("by_estimate", []),
         "skipped": result.get("skipped", []),
         "measured": len(result.get("measured_commits", [])),
-        "server": server_caption(result) if "server_config" in result else "",
+        "server": server_caption(ServerFacts.from_json(result))
+        if "server_config" in result
+        else "",
         "runs": runs,
         "log": log,
     }

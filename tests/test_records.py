@@ -1,0 +1,118 @@
+"""The typed records analysis answers with: construction, JSON both ways, schema_version
+in every results document (no Redis, no database)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import pytest
+
+from regtrack.analysis import gate
+from regtrack.analysis.records import (
+    SCHEMA_VERSION,
+    ChangeSummary,
+    PooledComparison,
+    ServerFacts,
+    plain,
+)
+from regtrack.analysis.run_shift import RunShift
+from regtrack.output import bisect_text, ci_summary, tables
+from tests import answers
+
+
+def test_records_are_frozen_and_keyword_only():
+    record = answers.pooled()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.verdict = "no change"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        PooledComparison("get", "pooled")  # type: ignore[misc]
+    assert record.point == "pooled" and record.n == record.n_blocks == 4
+    assert answers.point().n == 4 and answers.point().blocks_for_no_change is None
+
+
+@pytest.mark.parametrize("make", [answers.point, answers.pooled])
+def test_a_record_goes_through_json_and_back(make):
+    record = make(problems=("a problem",)) if make is answers.point else make()
+    text = json.dumps(record.to_json())
+    back = type(record).from_json(json.loads(text))
+    assert back.to_json() == record.to_json()
+    assert list(record.to_json()) == [f.name for f in dataclasses.fields(record)]
+
+
+def test_json_has_no_infinity_and_older_stored_records_still_load():
+    unbounded = answers.pooled(ci_low_pct=-100.0, ci_high_pct=math.inf, mde_pct=math.inf)
+    data = unbounded.to_json()
+    assert (data["ci_high_pct"], data["mde_pct"]) == (None, None)
+    assert json.loads(json.dumps(data, allow_nan=False))["ci_low_pct"] == -100.0
+    assert plain({"x": (1.0, float("nan"))}) == {"x": [1.0, None]}
+    # A bisection stored before some field existed, and with one no longer known.
+    old = ChangeSummary.from_json({"change_pct": 3.0, "verdict": "regression", "gone": 1})
+    assert (old.change_pct, old.verdict, old.n_blocks) == (3.0, "regression", None)
+
+
+def test_a_pooled_record_summarises_as_a_bisection_stores_it():
+    record = answers.pooled()
+    assert record.summary().to_json() == {
+        "change_pct": -8.0, "ci_low_pct": -11.0, "ci_high_pct": -5.0, "mde_pct": 4.0,
+        "verdict": "regression", "n_blocks": 4,
+    }  # fmt: skip
+
+
+def test_the_gate_decides_from_the_gating_pooled_records():
+    regression = answers.pooled()
+    fine = answers.pooled(metric="instructions_per_op", verdict="no change")
+    undecided = dataclasses.replace(fine, verdict="inconclusive")
+    not_gating = answers.pooled(metric="latency_p99", gating=False)
+    decision = gate.gate(answers.result((regression, fine, not_gating)))
+    assert decision.outcome == "regression" and decision.decided
+    assert decision.gating == (regression, fine)
+    open_ = gate.gate(answers.result((fine, undecided)))
+    assert (open_.outcome, open_.decided) == ("inconclusive", False)
+    assert open_.with_verdict("inconclusive") == [undecided]
+    assert gate.undecided_modes(answers.result((fine, undecided))) == ("instructions",)
+
+
+def test_disagreements_are_records_too():
+    tput = answers.point(change_pct=5.0)
+    instr = answers.point(metric="instructions_per_op", change_pct=4.0)
+    (d,) = gate.disagreements(answers.result(points=(tput, instr)))
+    assert (d.point, d.throughput_change_pct, d.syscalls_change_pct) == ("pipeline=10", 5.0, None)
+
+
+def test_compare_json_carries_schema_version_records_and_pooled():
+    facts = ServerFacts(server_config={"hz": "25"}, server_data={"persistent": False})
+    result = dataclasses.replace(
+        answers.result((answers.pooled(),), (answers.point(),)), server=facts, forced=("x",)
+    )
+    doc = json.loads(tables.render(result, "json"))
+    assert doc["schema_version"] == SCHEMA_VERSION == 2
+    (record,) = doc["records"]
+    assert record["change_pct"] == -8.0 and record["server_config"] == {"hz": "25"}
+    assert record["server_data"] is None and record["forced"] == ["x"]
+    assert doc["pooled"][0]["point"] == "pooled" and doc["baseline_run_id"] is None
+    assert json.loads(tables.render(result, "json", ["latency_p99"]))["records"] == []
+
+
+def test_ci_json_carries_schema_version_and_the_records():
+    shift = RunShift("throughput", 5.0, math.inf, "default")
+    result = dataclasses.replace(
+        answers.result((answers.pooled(),), (answers.point(),)),
+        baseline_run_id=3,
+        run_shifts={"throughput": shift},
+    )
+    decision = gate.gate(result)
+    context = {"repetitions": 4, "stopped": "decided", "seeds": "fixed", "forced": []}
+    doc = json.loads(json.dumps(ci_summary.ci_json(result, decision, context)))
+    assert doc["schema_version"] == SCHEMA_VERSION
+    assert (doc["outcome"], doc["decided"]) == ("regression", True)
+    assert doc["gate"] == doc["pooled"] == [answers.pooled().to_json()]
+    assert doc["records"] == [answers.point().to_json()]
+    assert doc["run_shifts"] == {"throughput": {"sd_pct": 5.0, "df": math.inf, "source": "default"}}
+
+
+def test_bisect_json_carries_schema_version():
+    stored = {"id": 1, "status": "done", "config": {}, "log": [], "result": None, "runs": []}
+    doc = json.loads(bisect_text.render(stored, "json"))
+    assert doc["schema_version"] == SCHEMA_VERSION and doc["id"] == 1
