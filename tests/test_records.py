@@ -116,3 +116,49 @@ def test_bisect_json_carries_schema_version():
     stored = {"id": 1, "status": "done", "config": {}, "log": [], "result": None, "runs": []}
     doc = json.loads(bisect_text.render(stored, "json"))
     assert doc["schema_version"] == SCHEMA_VERSION and doc["id"] == 1
+
+
+GOOD, MID, BAD = "a" * 40, "b" * 40, "c" * 40
+CHANGE = {"change_pct": 3.0, "ci_low_pct": 2.0, "ci_high_pct": 4.0, "mde_pct": 1.0,
+          "verdict": "regression", "n_blocks": 6}  # fmt: skip
+STORED = {
+    "id": 7, "status": "done", "created_at": "today", "runs": [1, 2, 3],
+    "config": {
+        "request": {"good": "v1", "bad": "v2", "metric": "instructions", "threshold": 1.0},
+        "commits": [GOOD, MID, BAD], "facts": {MID: {"subject": "slower get"}},
+    },
+    "log": [
+        {"commit": GOOD, "run_id": 1, "role": "end"},
+        {"commit": BAD, "run_id": 1, "role": "end"},
+        {"commit": MID, "run_id": 2, "judged": "above the cut", "cut": 0.5, "share": 1.0,
+         "decided": True, "vs_good": CHANGE},
+        {"commit": MID, "judged": "skipped", "reason": "does not build: make failed"},
+        {"commit": MID, "parent": GOOD, "confirm_run_id": 3, "change": None},
+    ],
+    "result": {
+        "ends": CHANGE, "measured_commits": [GOOD, MID, BAD],
+        "steps": [{"kind": "step", "last_good": GOOD, "first_bad": MID, "between": [],
+                   "share": 1.0, "interval": [GOOD, BAD], "interval_share": 1.0,
+                   "run_id": 3, "parent_run_id": 3, "change": None, "explain": []}],
+    },
+}  # fmt: skip
+
+
+def test_a_stored_bisection_reads_back_as_records_and_renders():
+    from regtrack.analysis.records import BisectLogEntry, BisectStep
+    from regtrack.output.report import bisect_page
+
+    entries = [BisectLogEntry.from_json(e) for e in STORED["log"]]
+    assert entries[2].vs_good == ChangeSummary.from_json(CHANGE) and entries[2].cut == 0.5
+    assert [e.to_json() for e in entries[:4]] == STORED["log"][:4], "stored as before"
+    step = BisectStep.from_json(STORED["result"]["steps"][0])
+    assert (step.first_bad, step.run_id, step.change) == (MID, 3, None)
+    text = bisect_text.render(STORED)
+    assert "ends: bad vs good +3.00% [+2.00, +4.00] (regression)" in text
+    assert f"First bad commit: {MID} (100% of the ends' change)" in text
+    assert "change against its parent aaaaaaa: no valid measurement (run 3, side by side)" in text
+    assert "step   bbbbbbbbbbbb slower get: run 2, 100% of the way to bad, above the cut" in text
+    assert "confirm aaaaaaa -> bbbbbbbbbbbb slower get: run 3, no valid measurement" in text
+    page = bisect_page.page(STORED, [1, 2, 3])
+    assert page["steps"][0]["heading"].startswith("First bad commit")
+    assert [e["run_file"] for e in page["log"]][-1] == "run-3.html"

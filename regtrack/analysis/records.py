@@ -161,6 +161,62 @@ class ChangeSummary(_Record):
     n_blocks: int | None = None
 
 
+class _Sparse(_Record):
+    """A record stored in a bisection's JSON: only the fields it has are written (an entry's
+    kind is which fields it has), and its changes read back as ChangeSummary."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in super().to_json().items() if v is not None}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        changes = {
+            k: ChangeSummary.from_json(data[k])
+            for k in ("change", "vs_good")
+            if isinstance(data.get(k), dict)
+        }
+        return super().from_json({**data, **changes})
+
+
+@dataclass(frozen=True, kw_only=True)
+class BisectLogEntry(_Sparse):
+    """One line of a bisection's log (flows/bisect.py): an end's run (``role`` "end"), a
+    commit placed against a cut (``cut``, ``share``, ``vs_good``), one that does not build
+    (``reason``), or a step confirmed against its parent (``parent``, ``confirm_run_id``)."""
+
+    commit: str
+    run_id: int | None = None
+    role: str | None = None
+    judged: str | None = None
+    reason: str | None = None
+    cut: float | None = None
+    share: float | None = None
+    decided: bool | None = None
+    vs_good: ChangeSummary | None = None
+    parent: str | None = None
+    confirm_run_id: int | None = None
+    change: ChangeSummary | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class BisectStep(_Sparse):
+    """A change a bisection found: a step (``first_bad`` after ``last_good``) or a spread
+    change half in by ``first_bad``; a step of neighbours is confirmed against its parent
+    (``run_id``, ``parent_run_id``, ``change``, the functions that moved: ``explain``)."""
+
+    kind: str = "step"
+    last_good: str
+    first_bad: str
+    between: tuple[str, ...] = ()
+    share: float | None = None
+    interval: tuple[str, str] | None = None
+    interval_share: float | None = None
+    run_id: int | None = None
+    parent_run_id: int | None = None
+    change: ChangeSummary | None = None
+    explain: list[dict[str, Any]] | None = None  # analysis/attribution.py's tables
+
+
 @dataclass(frozen=True, kw_only=True)
 class ServerFacts(_Record):
     """What every output says of a run's servers: its settings (workloads/server_config.py),

@@ -28,7 +28,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from regtrack.analysis import attribution, bisection, comparison, run_shift
-from regtrack.analysis.records import PooledComparison
+from regtrack.analysis.records import (
+    BisectLogEntry,
+    BisectStep,
+    ChangeSummary,
+    PooledComparison,
+)
 from regtrack.bench import seeds
 from regtrack.bench.job import Job, Options, RunPurpose, parse_duration, prepare_job
 from regtrack.bench.plan import MODES_BY_METRIC
@@ -100,15 +105,15 @@ class Bisector:
         self.ends_pct = 0.0  # bad against good, once measured (ends)
         self.warned_seeds = False  # said once per bisection, at its first run
         self.confirmed: dict[tuple[str, str], int] = {}
-        for entry in stored["log"]:  # a resumed bisection knows these already
-            if entry.get("confirm_run_id"):
-                self.confirmed[(entry["parent"], entry["commit"])] = entry["confirm_run_id"]
-            elif entry.get("run_id"):
-                self.run_of[entry["commit"]] = entry["run_id"]
-            if entry.get("judged") == bisection.SKIPPED:
-                self.unbuilt.add(entry["commit"])
-            if "cut" in entry:
-                self.placed.add((entry["commit"], entry["cut"]))
+        for entry in map(BisectLogEntry.from_json, stored["log"]):  # a resumed bisection
+            if entry.confirm_run_id and entry.parent:
+                self.confirmed[(entry.parent, entry.commit)] = entry.confirm_run_id
+            elif entry.run_id:
+                self.run_of[entry.commit] = entry.run_id
+            if entry.judged == bisection.SKIPPED:
+                self.unbuilt.add(entry.commit)
+            if entry.cut is not None:
+                self.placed.add((entry.commit, entry.cut))
 
     @property
     def good(self) -> str:
@@ -119,7 +124,7 @@ class Bisector:
         return self.commits[-1]
 
     def _log(self, **entry: Any) -> None:
-        bisections.log_step(self.store, self.id, entry)
+        bisections.log_step(self.store, self.id, BisectLogEntry(**entry).to_json())
 
     def _measure(
         self, commits: list[str], undecided: Callable[[int], bool], role: str, reuse: bool = True
@@ -243,7 +248,8 @@ class Bisector:
         record = self.change(self.good, self.bad)
         self.ends_pct = _number(record.change_pct if record else None, 0.0)
         if record is None or record.verdict != "regression":
-            bisections.finish(self.store, self.id, "refused", {"ends": plain(record)})
+            ends = record.summary().to_json() if record else None
+            bisections.finish(self.store, self.id, "refused", {"ends": ends})
             raise NothingToBisect(
                 f"bad ({self.request.bad}) is not worse than good ({self.request.good}) by "
                 f"{self.request.threshold:g}% in {self.column}: measured {change_text(record)}; "
@@ -300,7 +306,7 @@ class Bisector:
                 cut=cut,
                 share=placed.share,
                 decided=placed.decided,
-                vs_good=plain(record),
+                vs_good=summary(record),
             )
             self.hooks.say(
                 f"bisect: {_short(commit)} is {100 * placed.share:.0f}% of the way to bad, "
@@ -393,11 +399,11 @@ class Bisector:
         record = self.change(parent, child, run_id if parent_run == run_id else None)
         if (parent, child) not in self.confirmed:
             self.confirmed[(parent, child)] = run_id
-            self._log(commit=child, parent=parent, confirm_run_id=run_id, change=plain(record))
+            self._log(commit=child, parent=parent, confirm_run_id=run_id, change=summary(record))
         return {
             "run_id": run_id,
             "parent_run_id": parent_run,
-            "change": plain(record),
+            "change": summary(record),
             "explain": explain,
         }
 
@@ -407,9 +413,9 @@ def _number(value: Any, missing: float) -> float:
     return float(value) if value is not None and math.isfinite(float(value)) else missing
 
 
-def plain(record: PooledComparison | None) -> dict[str, Any] | None:
-    """A pooled record's numbers, as a bisection stores them (records.ChangeSummary)."""
-    return record.summary().to_json() if record else None
+def summary(record: PooledComparison | None) -> ChangeSummary | None:
+    """A pooled record's numbers, as a bisection stores them."""
+    return record.summary() if record else None
 
 
 def change_text(record: PooledComparison | None) -> str:
@@ -461,18 +467,20 @@ def run(bisector: Bisector) -> dict[str, Any]:
         search = bisection.locate(n, bisector.place, bisector.request.all_steps)
         steps = []
         for f in search.found:
-            step = {
-                "kind": f.kind,
-                "last_good": commits[f.last_good],
-                "first_bad": commits[f.first_bad],
-                "between": commits[f.last_good + 1 : f.first_bad],
-                "share": f.jump,
-                "interval": [commits[f.interval[0]], commits[f.interval[1]]],
-                "interval_share": f.change,
-            }
+            confirmed: dict[str, Any] = {}
             if f.kind == "step" and f.first_bad == f.last_good + 1:
-                step.update(bisector.confirm(commits[f.last_good], commits[f.first_bad]))
-            steps.append(step)
+                confirmed = bisector.confirm(commits[f.last_good], commits[f.first_bad])
+            step = BisectStep(
+                kind=f.kind,
+                last_good=commits[f.last_good],
+                first_bad=commits[f.first_bad],
+                between=tuple(commits[f.last_good + 1 : f.first_bad]),
+                share=f.jump,
+                interval=(commits[f.interval[0]], commits[f.interval[1]]),
+                interval_share=f.change,
+                **confirmed,
+            )
+            steps.append(step.to_json())
     except NothingToBisect:
         raise
     except BaseException as exc:  # the log so far stays; --resume continues from it
@@ -480,7 +488,7 @@ def run(bisector: Bisector) -> dict[str, Any]:
         bisections.finish(bisector.store, bisector.id, status)
         raise
     result = {
-        "ends": plain(ends),
+        "ends": ends.summary().to_json(),
         "steps": steps,
         "shares": {commits[i]: share for i, share in sorted(search.shares.items())},
         # How much of the ends' change the changes found account for, by estimate.
