@@ -8,6 +8,7 @@ out with the paired-t interval of its block values and the verdict that interval
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 
@@ -17,6 +18,7 @@ from scipy.special import stdtrit
 
 from regtrack.analysis import attribution, comparison, gate, history, pooling, run_shift
 from regtrack.analysis.metrics import METRIC_BY_NAME
+from regtrack.analysis.records import ComparisonResult, PooledComparison
 from regtrack.core.errors import BadInput
 from regtrack.core.records import InvalidReason, TrialReason
 from regtrack.core.settings import Thresholds
@@ -88,8 +90,8 @@ def expected_interval(change: float, reps: int, alpha: float = 0.05) -> tuple[fl
     return tuple(100 * math.expm1(x) for x in (mean, mean - half, mean + half))
 
 
-def pooled_of(result: dict, metric: str = "throughput") -> dict:
-    (record,) = [r for r in result["pooled"] if r["metric"] == metric]
+def pooled_of(result: ComparisonResult, metric: str = "throughput") -> PooledComparison:
+    (record,) = [r for r in result.pooled if r.metric == metric]
     return record
 
 
@@ -97,26 +99,26 @@ def test_a_known_regression_in_seed_matched_blocks_has_the_paired_t_interval():
     result = comparison.compare(paired_run(0.90))
     top = pooled_of(result)
     estimate, low, high = expected_interval(0.90, 8)
-    assert (top["paired_by"], top["method"], top["n_blocks"]) == ("seed", "t", 8)
-    assert top["change_pct"] == pytest.approx(estimate)
-    assert (top["ci_low_pct"], top["ci_high_pct"]) == (pytest.approx(low), pytest.approx(high))
-    assert top["verdict"] == "regression" and top["gating"]
-    assert result["metrics"] == ["throughput"]  # no column of the others holds a value
+    assert (top.paired_by, top.method, top.n_blocks) == ("seed", "t", 8)
+    assert top.change_pct == pytest.approx(estimate)
+    assert (top.ci_low_pct, top.ci_high_pct) == (pytest.approx(low), pytest.approx(high))
+    assert top.verdict == "regression" and top.gating
+    assert result.metrics == ("throughput",)  # no column of the others holds a value
     # Each point: its own paired interval, called only because the pooled answer is.
-    assert {(r["point"], r["verdict"]) for r in result["comparisons"]} == {
+    assert {(r.point, r.verdict) for r in result.comparisons} == {
         ("pipeline=1", "regression"),
         ("pipeline=10", "regression"),
     }
-    assert gate.gate(result)["outcome"] == "regression"
+    assert gate.gate(result).outcome == "regression"
     assert gate.undecided_modes(result) == ()
 
 
 def test_an_equal_candidate_is_no_change_and_passes_the_gate():
     result = comparison.compare(paired_run(1.0))
     top = pooled_of(result)
-    assert top["verdict"] == "no change"
-    assert -5.0 < top["ci_low_pct"] < 0 < top["ci_high_pct"] < 5.0
-    assert gate.gate(result)["outcome"] == "no regression"
+    assert top.verdict == "no change"
+    assert -5.0 < top.ci_low_pct < 0 < top.ci_high_pct < 5.0
+    assert gate.gate(result).outcome == "no regression"
 
 
 def test_two_noisy_blocks_are_inconclusive_and_ask_for_more_throughput_trials():
@@ -124,22 +126,24 @@ def test_two_noisy_blocks_are_inconclusive_and_ask_for_more_throughput_trials():
     noisy = run.trials.copy()
     noisy.loc[(noisy["target"] == "b") & (noisy["repetition"] == 1), "ops_per_sec"] *= 1.2
     result = comparison.compare(LoadedRun(run.run, noisy))
-    assert pooled_of(result)["verdict"] == "inconclusive"
-    assert gate.gate(result)["outcome"] == "inconclusive"
+    assert pooled_of(result).verdict == "inconclusive"
+    assert gate.gate(result).outcome == "inconclusive"
     assert gate.undecided_modes(result) == ("throughput",)
 
 
 def test_a_gate_without_valid_blocks_is_not_measured():
-    result = {"pooled": [{"gating": True, "verdict": "inconclusive", "n_blocks": 0}]}
-    assert gate.gate(result)["outcome"] == "not measured"
+    unmeasured = pooled_of(comparison.compare(paired_run(0.90)))
+    unmeasured = dataclasses.replace(unmeasured, verdict="inconclusive", n_blocks=0)
+    result = dataclasses.replace(comparison.compare(paired_run(0.90)), pooled=(unmeasured,))
+    assert gate.gate(result).outcome == "not measured"
 
 
 def test_a_sequential_run_is_judged_with_t_spending():
     fixed = pooled_of(comparison.compare(paired_run(0.90)))
     spent = pooled_of(comparison.compare(paired_run(0.90, design="sequential")))
-    assert spent["method"] == "t-spending"
-    assert spent["change_pct"] == pytest.approx(fixed["change_pct"])
-    assert spent["ci_high_pct"] - spent["ci_low_pct"] > fixed["ci_high_pct"] - fixed["ci_low_pct"]
+    assert spent.method == "t-spending"
+    assert spent.change_pct == pytest.approx(fixed.change_pct)
+    assert spent.ci_high_pct - spent.ci_low_pct > fixed.ci_high_pct - fixed.ci_low_pct
 
 
 def test_a_baseline_that_is_not_a_version_of_the_run_is_refused():
@@ -157,11 +161,12 @@ def test_pooling_pairs_blocks_valid_on_both_sides_and_averages_the_points():
     assert all(sorted(by_block) == [1000, 1001, 1002] for by_block in ratios.values())
     assert ratios["pipeline=10"][1001] == pytest.approx(math.log(0.90) + NOISE[1])
     top = pooling.pooled(
-        THROUGHPUT, "get", "a", "b", frame, ratios, list(POINTS), "seed", 0.05, "t", None
-    )
+        THROUGHPUT, "get", "a", "b", frame, ratios, list(POINTS), "seed", 0.05, "t", None,
+        threshold_pct=5.0,
+    )  # fmt: skip
     estimate, low, high = expected_interval(0.90, 3)
-    assert top["n_blocks"] == 3 and top["change_pct"] == pytest.approx(estimate)
-    assert (top["ci_low_pct"], top["ci_high_pct"]) == (pytest.approx(low), pytest.approx(high))
+    assert top.n_blocks == 3 and top.change_pct == pytest.approx(estimate)
+    assert (top.ci_low_pct, top.ci_high_pct) == (pytest.approx(low), pytest.approx(high))
 
 
 def test_a_client_bound_point_does_not_gate():
@@ -172,7 +177,7 @@ def test_a_client_bound_point_does_not_gate():
     frame.at[first, "reasons"] = bound
     frame.at[first, "valid"] = False
     top = pooled_of(comparison.compare(LoadedRun(run.run, frame)))
-    assert top["points"] == ["pipeline=10"] and list(top["excluded"]) == ["pipeline=1"]
+    assert top.points == ("pipeline=10",) and list(top.excluded) == ["pipeline=1"]
 
 
 def test_across_runs_the_interval_carries_the_runs_shift():
@@ -184,12 +189,12 @@ def test_across_runs_the_interval_carries_the_runs_shift():
     cand = LoadedRun(stored(2, ("a",)), cand_frame)
     result = comparison.compare_runs(base, "a", cand, "a", AlikeRuns("k"))
     top = pooled_of(result)
-    assert result["targets"] == ["a (stored)", "a"] and result["baseline_run_id"] == 1
-    assert top["paired_by"] == "seed"
-    assert result["run_shifts"]["throughput"]["source"].startswith("default")
+    assert result.targets == ("a (stored)", "a") and result.baseline_run_id == 1
+    assert top.paired_by == "seed"
+    assert result.run_shifts and result.run_shifts["throughput"].source.startswith("default")
     inside = pooled_of(comparison.compare(within))
-    assert top["change_pct"] == pytest.approx(inside["change_pct"])
-    assert top["ci_high_pct"] - top["ci_low_pct"] > inside["ci_high_pct"] - inside["ci_low_pct"]
+    assert top.change_pct == pytest.approx(inside.change_pct)
+    assert top.ci_high_pct - top.ci_low_pct > inside.ci_high_pct - inside.ci_low_pct
 
 
 def one_code_run(run_id: int, value: float, comparability: str = "k") -> LoadedRun:
@@ -254,8 +259,8 @@ def test_the_threshold_decides_the_verdict_not_the_interval():
     interval lies inside the band): the interval is the same."""
     strict = pooled_of(comparison.compare(paired_run(0.90), thresholds=Thresholds(throughput=5)))
     wide = pooled_of(comparison.compare(paired_run(0.90), thresholds=Thresholds(throughput=12)))
-    assert (strict["verdict"], wide["verdict"]) == ("regression", "no change")
-    assert (wide["ci_low_pct"], wide["ci_high_pct"]) == (
-        strict["ci_low_pct"],
-        strict["ci_high_pct"],
+    assert (strict.verdict, wide.verdict) == ("regression", "no change")
+    assert (wide.ci_low_pct, wide.ci_high_pct) == (
+        strict.ci_low_pct,
+        strict.ci_high_pct,
     )

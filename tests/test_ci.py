@@ -4,6 +4,7 @@ baselines) are test_ci_flow.py, on modelled trials in seconds."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -13,6 +14,7 @@ from regtrack.analysis.gate import gate
 from regtrack.output.ci_summary import ci_headline
 from regtrack.output.tables import change_text
 from regtrack.results.store import Store
+from tests import answers
 from tests.conftest import BUILD_FLAGS, cli_in_process, run_cli
 
 INSTR = [
@@ -75,31 +77,30 @@ def test_a_gate_without_an_estimate_says_why():
     """One contended trial of two repetitions leaves one complete block: no estimate at
     all. The headline says so and why, not a bare "-" (the record as pooling made it on
     a fresh clone)."""
-    record = {
-        "metric": "throughput", "verdict": "inconclusive", "gating": True, "n_blocks": 1,
-        "change_pct": None, "ci_low_pct": None, "ci_high_pct": None, "mde_pct": None,
-    }  # fmt: skip
-    decision = gate({"pooled": [record]})
-    assert decision["outcome"] == "inconclusive"
+    record = answers.pooled(
+        verdict="inconclusive", n_blocks=1, change_pct=None, ci_low_pct=None, ci_high_pct=None,
+        mde_pct=None,
+    )  # fmt: skip
+    decision = gate(answers.result((record,)))
+    assert decision.outcome == "inconclusive"
     line = ci_headline(decision, {"repetitions": 2, "stopped": "max-repetitions"})
     assert line.endswith("(--max-repetitions): throughput n/a (1 complete block, 2 needed)"), line
-    decision = gate({"pooled": [{**record, "n_blocks": 0}]})
-    assert decision["outcome"] == "not measured"
+    decision = gate(answers.result((dataclasses.replace(record, n_blocks=0),)))
+    assert decision.outcome == "not measured"
     assert "n/a (0 complete blocks, 2 needed)" in ci_headline(decision, {"repetitions": 2})
 
 
 def test_an_interval_too_wide_to_read_is_not_printed_as_figures():
     """Two blocks under a fixed t interval (a t quantile of 12.7) or a look that spends
     nothing give ends like +285035887888.7%: printed as too wide, without an MDE."""
-    record = {
-        "metric": "throughput", "verdict": "inconclusive", "gating": True, "n_blocks": 2,
-        "change_pct": -1.0, "ci_low_pct": -100.0, "ci_high_pct": 285035887888.7,
-        "mde_pct": 256153300040.1,
-    }  # fmt: skip
+    record = answers.pooled(
+        verdict="inconclusive", n_blocks=2, change_pct=-1.0, ci_low_pct=-100.0,
+        ci_high_pct=285035887888.7, mde_pct=256153300040.1,
+    )  # fmt: skip
     text = change_text(record)
     assert text == "-1.0% [too wide to read] inconclusive", text
-    assert change_text({**record, "ci_high_pct": math.inf}) == text
-    readable = {**record, "ci_low_pct": -40.0, "ci_high_pct": 60.0, "mde_pct": 130.0}
+    assert change_text(dataclasses.replace(record, ci_high_pct=math.inf)) == text
+    readable = dataclasses.replace(record, ci_low_pct=-40.0, ci_high_pct=60.0, mde_pct=130.0)
     assert change_text(readable) == ("-1.0% [-40.0, +60.0] inconclusive (detectable: over ±100%)")
 
 

@@ -133,7 +133,7 @@ def test_stored_baseline_needs_a_matching_machine(tmp_path, monkeypatch, redis_s
                               "shipped", "--candidate", "again", "--db", str(db),
                               "--format", "json")  # fmt: skip
     assert unpaired.returncode == 0, unpaired.stderr
-    assert {r["method"] for r in json.loads(unpaired.stdout)} == {"welch-t"}
+    assert {r["method"] for r in json.loads(unpaired.stdout)["records"]} == {"welch-t"}
 
     # Fault: the stored run says it was measured on a different kernel.
     conn = sqlite3.connect(db)
@@ -191,7 +191,7 @@ def test_a_baseline_measured_with_other_settings_is_refused_unless_forced(
         shown = cli_in_process(*compare, "--force", "--format", fmt)
         assert shown.returncode == 0, shown.stderr
         assert "clients 10 != 50" in shown.stdout.splitlines()[0], (fmt, shown.stdout)
-    records = json.loads(cli_in_process(*compare, "--force", "--format", "json").stdout)
+    records = json.loads(cli_in_process(*compare, "--force", "--format", "json").stdout)["records"]
     assert records and all(r["forced"] == ["clients 10 != 50"] for r in records)
 
     # Server settings are part of what must match: the same clients, another hz.
@@ -206,7 +206,9 @@ def test_compare_json_carries_intervals_and_verdicts(tmp_path, monkeypatch, redi
     proc = cli_in_process("run", "--versions", f"a=bin:{redis_server},b=bin:{redis_server}",
                           *TPUT, "--repetitions", "3", "--db", str(db))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    rows = json.loads(cli_in_process("compare", "--db", str(db), "--format", "json").stdout)
+    rows = json.loads(cli_in_process("compare", "--db", str(db), "--format", "json").stdout)[
+        "records"
+    ]
     (rec,) = [r for r in rows if r["metric"] == "throughput"]
     assert rec["verdict"] in ("no change", "inconclusive")
     assert rec["n_valid"] == 3 and rec["method"] == "t"  # one look: a t interval
@@ -239,7 +241,7 @@ def test_runs_without_controlled_seeds_compare_and_gate_across_runs(
     shown = cli_in_process("compare", "--run", "2", "--baseline-run", "1", "--db", str(db),
                            "--format", "json")  # fmt: skip
     assert shown.returncode == 0, shown.stderr
-    (rec,) = [r for r in json.loads(shown.stdout) if r["metric"] == "throughput"]
+    (rec,) = [r for r in json.loads(shown.stdout)["records"] if r["metric"] == "throughput"]
     assert rec["method"] == "welch-t" and rec["ci_low_pct"] < rec["change_pct"] < rec["ci_high_pct"]
 
     out = tmp_path / "ci.json"
@@ -257,15 +259,19 @@ def test_runs_without_controlled_seeds_compare_and_gate_across_runs(
 
 
 def test_a_no_change_on_too_few_seeds_waits_and_says_why():
-    from regtrack.analysis.comparison import _seeds_enough
     from regtrack.analysis.metrics import METRIC_BY_NAME
+    from regtrack.analysis.pooling import seeds_enough
     from regtrack.output.tables import change_text
+    from tests import answers
 
     instructions, throughput = METRIC_BY_NAME["instructions_per_op"], METRIC_BY_NAME["throughput"]
-    waiting = _seeds_enough(instructions, "no change", 4)
-    assert waiting == {"verdict": "inconclusive", "blocks_for_no_change": 8}
-    assert _seeds_enough(instructions, "no change", 8) == {}
-    assert _seeds_enough(instructions, "regression", 4) == {}, "a regression need not wait"
-    assert _seeds_enough(throughput, "no change", 2) == {}
-    rec = {"change_pct": 0.01, "ci_low_pct": -0.2, "ci_high_pct": 0.2, "n_blocks": 4, **waiting}
+    verdict, waits = seeds_enough(instructions, "no change", 4)
+    assert (verdict, waits) == ("inconclusive", 8)
+    assert seeds_enough(instructions, "no change", 8) == ("no change", None)
+    assert seeds_enough(instructions, "regression", 4) == ("regression", None), "need not wait"
+    assert seeds_enough(throughput, "no change", 2) == ("no change", None)
+    rec = answers.pooled(
+        change_pct=0.01, ci_low_pct=-0.2, ci_high_pct=0.2, n_blocks=4, verdict=verdict,
+        blocks_for_no_change=waits,
+    )  # fmt: skip
     assert change_text(rec).endswith("inconclusive (no change needs 8 seeds, 4 so far)")

@@ -56,7 +56,9 @@ def test_two_labels_on_one_binary_end_to_end(tmp_path, redis_server):
     assert "% change b vs a" in proc.stdout
     assert f"Results: {db} (run 1)" in proc.stdout
 
-    rows = json.loads(cli_in_process("compare", "--db", str(db), "--format", "json").stdout)
+    rows = json.loads(cli_in_process("compare", "--db", str(db), "--format", "json").stdout)[
+        "records"
+    ]
     throughput = [r for r in rows if r["metric"] == "throughput"]
     assert sorted((r["point"], r["candidate"]) for r in throughput) == [
         ("pipeline=1", "b"),

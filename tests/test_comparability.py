@@ -263,7 +263,7 @@ def test_counts_made_with_other_tools_are_refused_unless_forced(tmp_path, candid
     assert f"FORCED comparison, not like with like: {difference}" in forced.stdout
     records = json.loads(
         cli_in_process(*COMPARE, "--db", str(db), "--force", "--format", "json").stdout
-    )
+    )["records"]
     assert records and all(r["forced"] == [difference] for r in records)
 
 

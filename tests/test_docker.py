@@ -281,7 +281,7 @@ def test_native_and_docker_runs_of_one_binary_agree(
     assert refused.returncode == 2 and "runtime native != docker" in refused.stderr
     compared = cli_in_process(*compare, "--force")
     assert compared.returncode == 0, compared.stderr
-    (record,) = json.loads(compared.stdout)
+    (record,) = json.loads(compared.stdout)["records"]
     assert record["baseline"] == "native" and record["candidate"] == "docker"
     assert record["verdict"] in ("no change", "inconclusive"), record
     assert "runtime native != docker" in record["forced"]

@@ -69,7 +69,7 @@ def test_instructions_per_op_function_costs_and_syscalls_are_stored(tmp_path, re
         cli_in_process(
             "compare", "--db", str(db), "--format", "json", "--show", "instructions_per_op"
         ).stdout
-    )
+    )["records"]
     (record,) = records
     assert record["metric"] == "instructions_per_op" and record["higher_is_better"] is False
     assert record["spread_pct_baseline"] is not None
@@ -211,7 +211,7 @@ def test_windows_that_disagree_make_the_trial_not_repeatable(tmp_path, redis_ser
     assert all(pct is not None and pct > 0 for _, pct in rows)
     store = Store.open(db, create=False)
     result = comparisons.compare(loaded.run(store, 1), "a")
-    (record,) = [r for r in result["comparisons"] if r["metric"] == "instructions_per_op"]
-    assert record["trusted"] is False
-    assert any("not repeatable" in p for p in record["problems"])
+    (record,) = result.points_of("instructions_per_op")
+    assert record.trusted is False
+    assert any("not repeatable" in p for p in record.problems)
     assert "not repeatable" in proc.stdout and " !" in proc.stdout

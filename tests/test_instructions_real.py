@@ -63,7 +63,7 @@ def test_real_versions_differ_and_each_trial_is_reproduced(tmp_path, offline_red
     (rec,) = json.loads(
         cli_in_process("compare", "--db", str(db), "--run", "1", "--format", "json",
                        "--show", "instructions_per_op").stdout
-    )  # fmt: skip
+    )["records"]  # fmt: skip
     # 7.0.15 executes more instructions per GET than 6.2.14 (with jemalloc ~11%,
     # docs/methodology.md; built with libc's malloc, as here, ~15%); their command tables
     # differ, so the seed moves them differently: a few tenths of a % per block.

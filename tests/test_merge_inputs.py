@@ -197,4 +197,4 @@ def test_shards_without_controlled_seeds_merge_and_compare(
         assert conn.execute("SELECT COUNT(*) FROM trials WHERE seed IS NOT NULL").fetchone() == (0,)
     shown = cli_in_process("compare", "--db", str(out), "--format", "json")
     assert shown.returncode == 0, shown.stderr
-    assert json.loads(shown.stdout) and "internal error" not in shown.stderr
+    assert json.loads(shown.stdout)["records"] and "internal error" not in shown.stderr

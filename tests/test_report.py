@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from regtrack.analysis.records import PointComparison
 from regtrack.output import tables
 from tests import fakebench
 from tests.conftest import ARTIFACTS, SHORT_RUN, cli_in_process, quiet_configs, run_cli
@@ -131,7 +132,7 @@ def test_the_run_page_draws_every_chart_and_shows_compare_numbers(measured, brow
     assert page.page.locator(".chart .main-svg").count() >= charts.count()
     records = json.loads(
         cli_in_process("compare", "--db", str(db), "--run", "2", "--format", "json", env=env).stdout
-    )
+    )["records"]
     rows = page.page.locator("#comparisons tr.cmp")
     assert rows.count() == len(records)
     shown = {(r.get_attribute("data-metric"), r.get_attribute("data-point")): r for r in rows.all()}
@@ -140,7 +141,9 @@ def test_the_run_page_draws_every_chart_and_shows_compare_numbers(measured, brow
         assert row.get_attribute("data-verdict") == rec["verdict"]
         if rec["change_pct"] is not None:
             assert float(row.get_attribute("data-change")) == pytest.approx(rec["change_pct"])
-        assert row.locator("td.change").inner_text() == tables.change_text(rec)
+        assert row.locator("td.change").inner_text() == tables.change_text(
+            PointComparison.from_json(rec)
+        )
     # The pooled answer per metric, and the seed every repetition's servers started with.
     pooled = page.page.locator("#pooled li")
     assert pooled.count() >= 1
@@ -240,8 +243,8 @@ def test_the_run_page_shows_the_verdicts_the_terminal_printed(tmp_path, browser,
     asked = ["compare", "--db", str(db), "--run", "1", "--format", "json"]
     terminal = json.loads(
         cli_in_process(*asked, "--threshold", "20", "--baseline", "b", env=env).stdout
-    )
-    assert json.loads(cli_in_process(*asked, env=env).stdout) == terminal
+    )["records"]
+    assert json.loads(cli_in_process(*asked, env=env).stdout)["records"] == terminal
     assert {r["baseline"] for r in terminal} == {"b"}
     page = Page(browser, tmp_path / "run-1.html")
     rows = {
@@ -253,7 +256,9 @@ def test_the_run_page_shows_the_verdicts_the_terminal_printed(tmp_path, browser,
         row = rows[(rec["metric"], rec["point"])]
         assert row.get_attribute("data-verdict") == rec["verdict"]
         assert row.get_attribute("data-candidate") == rec["candidate"] == "a"
-        assert row.locator("td.change").inner_text() == tables.change_text(rec)
+        assert row.locator("td.change").inner_text() == tables.change_text(
+            PointComparison.from_json(rec)
+        )
     page.clean()
 
 

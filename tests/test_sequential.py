@@ -18,7 +18,8 @@ import pytest
 from scipy import stats as scipy_stats
 
 from regtrack.analysis import sequential
-from regtrack.analysis.sequential import Sequential, block_values, decide, interval
+from regtrack.analysis.sequential import block_values, decide, interval
+from regtrack.analysis.stats import Change
 from regtrack.bench import plan
 from regtrack.workloads.points import Point
 
@@ -336,8 +337,8 @@ def test_no_gate_calls_a_slowdown_an_improvement() -> None:
 
 
 def test_decide_follows_stats_verdict() -> None:
-    def seq(est: float, lo: float, hi: float) -> Sequential:
-        return Sequential(est, lo, hi, 6, "t-spending", 1.0, ALPHA)
+    def seq(est: float, lo: float, hi: float) -> Change:
+        return Change(est, lo, hi, 6, "t-spending", 1.0, ALPHA)
 
     assert decide(None, 5.0, True) == "inconclusive"
     assert decide(seq(-8.0, -10.0, -6.0), 5.0, True) == "regression"

@@ -142,7 +142,7 @@ def test_an_aof_run_records_its_settings_costs_writes_and_stays_apart(
     assert "appendfsync everysec, appendonly yes; data on" in shown.stdout, shown.stdout
     records = json.loads(cli_in_process("compare", "--db", str(db), "--run", "2", "--baseline-run",
                                  "2", "--candidate", "a", "--baseline", "a", "--format",
-                                 "json").stdout)  # fmt: skip
+                                 "json").stdout)["records"]  # fmt: skip
     assert records and all(r["server_config"]["appendonly"] == "yes" for r in records)
     assert all(r["server_data"]["dir"] == str(data.resolve()) for r in records)
     assert all(r["server_without"] == {} for r in records)

@@ -121,7 +121,7 @@ ENGINES = [
 def _compare(db) -> list[dict]:
     proc = cli_in_process("compare", "--db", str(db), "--format", "json")
     assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    return json.loads(proc.stdout)["records"]
 
 
 def _shape(records: list[dict]) -> list[tuple]:

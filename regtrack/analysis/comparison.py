@@ -6,6 +6,7 @@ Within a run, versions are compared block by block (seed-matched pairs); across 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -14,6 +15,12 @@ import pandas as pd
 from regtrack.analysis import pooling, run_shift, sequential, stats
 from regtrack.analysis.cells import cells, rows_for
 from regtrack.analysis.metrics import ALPHA, GATING, METRICS, Metric
+from regtrack.analysis.records import (
+    ComparisonResult,
+    PointComparison,
+    PooledComparison,
+    ServerFacts,
+)
 from regtrack.core.errors import BadInput
 from regtrack.core.records import InvalidReason
 from regtrack.core.settings import Thresholds
@@ -44,7 +51,7 @@ def compare(
     baseline: str | None = None,
     thresholds: Thresholds | None = None,
     metrics: tuple[Metric, ...] = METRICS,
-) -> dict[str, Any]:
+) -> ComparisonResult:
     """Every other target of a run against ``baseline`` (default: the first target).
 
     Trials of one run were interleaved, so repetition r of the baseline and of a
@@ -71,11 +78,9 @@ def compare(
         metrics=metrics,
         rounds=run.run.rounds,
     )
-    result["run_id"] = run.id
     # A run merged from shards (regtrack merge): the hosts its blocks were measured on.
-    result["hosts"] = sorted(frame["host"].dropna().unique()) if "host" in frame else []
-    result.update(server_facts(run.run))
-    return result
+    hosts = tuple(sorted(frame["host"].dropna().unique())) if "host" in frame else ()
+    return dataclasses.replace(result, run_id=run.id, hosts=hosts, server=server_facts(run.run))
 
 
 def compare_runs(
@@ -86,7 +91,7 @@ def compare_runs(
     alike: AlikeRuns,
     thresholds: Thresholds | None = None,
     metrics: tuple[Metric, ...] = METRICS,
-) -> dict[str, Any]:
+) -> ComparisonResult:
     """A candidate of one run against a stored baseline of another. Blocks pair by seed
     where the two runs share seeds (one took the other's seed offset: `ci --baseline-run`,
     a bisection's steps), else intervals are unpaired; every interval carries the two
@@ -118,26 +123,26 @@ def compare_runs(
         metrics=metrics,
         shifts=shifts,
     )
-    result["run_shifts"] = {name: shift.as_dict() for name, shift in shifts.items()}
-    result["run_id"] = candidate_run.id
-    result["baseline_run_id"] = baseline_run.id
-    result.update(server_facts(candidate_run.run))
-    result["server_without"] = {
-        k: v for k, v in result["server_without"].items() if k == candidate_label
-    }
-    return result
+    facts = server_facts(candidate_run.run)
+    without = {k: v for k, v in facts.server_without.items() if k == candidate_label}
+    return dataclasses.replace(
+        result,
+        run_shifts=shifts,
+        run_id=candidate_run.id,
+        baseline_run_id=baseline_run.id,
+        server=dataclasses.replace(facts, server_without=without),
+    )
 
 
-def server_facts(run: StoredRun) -> dict[str, Any]:
-    """What every output says of a run's servers: its settings (workloads/server_config.py),
-    the versions that ran without an optional one, where persistent servers kept files."""
+def server_facts(run: StoredRun) -> ServerFacts:
+    """What every output says of a run's servers (records.ServerFacts)."""
     table = dict(run.server)
     without = {t.label: server_config.skipped(table, t.server_config) for t in run.targets}
-    return {
-        "server_config": table,
-        "server_without": {label: names for label, names in without.items() if names},
-        "server_data": run.server_data,
-    }
+    return ServerFacts(
+        server_config=table,
+        server_without={label: names for label, names in without.items() if names},
+        server_data=run.server_data,
+    )
 
 
 def _method(run: StoredRun) -> str:
@@ -157,7 +162,7 @@ def _compare(
     metrics: tuple[Metric, ...],
     rounds: tuple[int, ...] = (),
     shifts: dict[str, run_shift.RunShift] | None = None,
-) -> dict[str, Any]:
+) -> ComparisonResult:
     """Per metric and candidate: one pooled answer over the sweep (what gates), and one
     record per point (where a change lives), both from seed-matched blocks.
 
@@ -174,8 +179,8 @@ def _compare(
         raise BadInput("no measured values to compare")
     gating_metrics = [name for name in tables if name in GATING]
     key = _block_key(frame) if paired else None
-    records: list[dict[str, Any]] = []
-    pooled: list[dict[str, Any]] = []
+    records: list[PointComparison] = []
+    pooled: list[PooledComparison] = []
     for metric in metrics:
         table = tables.get(metric.name)
         if table is None:
@@ -213,16 +218,9 @@ def _compare(
                     method,
                     look,
                     offset,
-                )
-                top.update(
-                    excluded=excluded,
                     threshold_pct=threshold,
-                    verdict=sequential.decide(
-                        top.pop("interval"), threshold, metric.higher_is_better
-                    ),
-                    gating=metric.name in GATING,
+                    excluded=excluded,
                 )
-                top.update(_seeds_enough(metric, top["verdict"], top["n_blocks"]))
                 pooled.append(top)
                 for p in wpoints.itertuples():
                     base = indexed.get((workload, p.point, baseline))
@@ -247,25 +245,17 @@ def _compare(
                         )
                     )
     cell_frame = pd.concat(tables.values(), ignore_index=True)
-    return {
-        "baseline": baseline,
-        "targets": targets,
-        "metrics": list(tables),
-        "cells": cell_frame,
-        "comparisons": records,
-        "pooled": pooled,
-        "method": method if key else "welch-t",
-        "alpha": ALPHA,
-    }
-
-
-def _seeds_enough(metric: Metric, verdict: str, n_blocks: int | None) -> dict[str, Any]:
-    """`no change` on too few seed-matched blocks is not said yet: it stays inconclusive,
-    and the record says how many blocks it waits for (Metric.min_blocks_no_change)."""
-    needed = metric.min_blocks_no_change
-    if verdict == "no change" and (n_blocks or 0) < needed:
-        return {"verdict": "inconclusive", "blocks_for_no_change": needed}
-    return {}
+    return ComparisonResult(
+        baseline=baseline,
+        targets=tuple(targets),
+        metrics=tuple(tables),
+        cells=cell_frame,
+        comparisons=tuple(records),
+        pooled=tuple(pooled),
+        method=method if key else "welch-t",
+        alpha=ALPHA,
+        thresholds=thresholds,
+    )
 
 
 def _block_key(frame: pd.DataFrame) -> str:
@@ -311,12 +301,12 @@ def _record(
     ratios: dict[Any, float] | None,
     alpha: float,
     threshold: float,
-    pooled: dict[str, Any],
+    pooled: PooledComparison,
     method: str,
     look: sequential.Look | None = None,
     shift: sequential.Shift | None = None,
-) -> dict[str, Any]:
-    change: Any
+) -> PointComparison:
+    change: stats.Change | None
     if ratios is not None:
         change = sequential.interval(
             list(ratios.values()), alpha, method=method, look=look, shift=shift
@@ -332,45 +322,45 @@ def _record(
     else:
         estimate = None
     verdict = sequential.decide(change, threshold, metric.higher_is_better)
-    verdict = _seeds_enough(metric, verdict, change.n if change else 0).get("verdict", verdict)
+    verdict, _ = pooling.seeds_enough(metric, verdict, change.n if change else 0)
     problems = sorted(set(base.problems) | set(cand.problems))
     if change is None:
         problems.append("fewer than 2 valid repetitions on each side: no interval")
-    if verdict in ("regression", "improvement") and pooled["verdict"] != verdict:
-        problems.append(f"not called at one point: the pooled change is {pooled['verdict']}")
+    if verdict in ("regression", "improvement") and pooled.verdict != verdict:
+        problems.append(f"not called at one point: the pooled change is {pooled.verdict}")
         verdict = "inconclusive"
-    return {
-        "workload": p.workload,
-        "point": p.point,
-        "baseline": baseline,
-        "candidate": candidate,
-        "metric": metric.name,
-        "unit": metric.unit,
-        "higher_is_better": metric.higher_is_better,
-        "baseline_value": base.value,
-        "candidate_value": cand.value,
-        "server_busy_pct_baseline": _none_if_nan(base.server_busy_pct),
-        "server_busy_pct_candidate": _none_if_nan(cand.server_busy_pct),
-        "change_pct": estimate,
+    return PointComparison(
+        workload=p.workload,
+        point=p.point,
+        baseline=baseline,
+        candidate=candidate,
+        metric=metric.name,
+        unit=metric.unit,
+        higher_is_better=metric.higher_is_better,
+        baseline_value=base.value,
+        candidate_value=cand.value,
+        server_busy_pct_baseline=_none_if_nan(base.server_busy_pct),
+        server_busy_pct_candidate=_none_if_nan(cand.server_busy_pct),
+        change_pct=estimate,
         **pooling.bounds(change),
-        "confidence": 1 - alpha,
-        "threshold_pct": threshold,
-        "verdict": verdict,
-        "extra_repetitions": (
+        confidence=1 - alpha,
+        threshold_pct=threshold,
+        verdict=verdict,
+        extra_repetitions=(
             stats.extra_repetitions(change, threshold) if verdict == "inconclusive" else None
         ),
-        "n_valid": change.n if change else 0,
-        "method": change.method if change else None,
-        "gating": p.point in pooled["points"] and pooled["gating"],
-        "n_valid_baseline": base.n_valid,
-        "n_valid_candidate": cand.n_valid,
-        "n_invalid_baseline": base.n_invalid,
-        "n_invalid_candidate": cand.n_invalid,
-        "spread_pct_baseline": _none_if_nan(base.spread_pct),
-        "spread_pct_candidate": _none_if_nan(cand.spread_pct),
-        "trusted": bool(base.trusted and cand.trusted),
-        "problems": problems,
-    }
+        n_valid=change.n if change else 0,
+        method=change.method if change else None,
+        gating=p.point in pooled.points and pooled.gating,
+        n_valid_baseline=base.n_valid,
+        n_valid_candidate=cand.n_valid,
+        n_invalid_baseline=base.n_invalid,
+        n_invalid_candidate=cand.n_invalid,
+        spread_pct_baseline=_none_if_nan(base.spread_pct),
+        spread_pct_candidate=_none_if_nan(cand.spread_pct),
+        trusted=bool(base.trusted and cand.trusted),
+        problems=tuple(problems),
+    )
 
 
 def _none_if_nan(value: Any) -> float | None:

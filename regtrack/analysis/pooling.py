@@ -13,7 +13,8 @@ from typing import Any
 import pandas as pd
 
 from regtrack.analysis import sequential, stats
-from regtrack.analysis.metrics import Metric
+from regtrack.analysis.metrics import GATING, Metric
+from regtrack.analysis.records import PooledComparison
 
 
 def values(rows: pd.DataFrame, metric: Metric, label: str, key: str) -> dict[Any, dict]:
@@ -53,9 +54,13 @@ def pooled(
     method: str,
     look: sequential.Look | None,
     shift: sequential.Shift | None = None,
-) -> dict[str, Any]:
-    """One change over the sweep's gating points, from blocks (sequential.block_values)."""
-    interval: Any
+    *,
+    threshold_pct: float,
+    excluded: dict[str, str] | None = None,
+) -> PooledComparison:
+    """One change over the sweep's gating points, from blocks (sequential.block_values),
+    and its verdict at ``threshold_pct`` (``excluded``: the points left out, and why)."""
+    interval: stats.Change | None
     if key is not None:
         by_block: dict[Any, dict[str, float]] = {}
         for point in points:
@@ -88,31 +93,47 @@ def pooled(
             )
         interval = stats.unpaired(sides[0], sides[1], 1 - alpha, shift)
         n = min(len(sides[0]), len(sides[1]))
-    return {
-        "workload": workload,
-        "point": "pooled",
-        "baseline": baseline,
-        "candidate": candidate,
-        "metric": metric.name,
-        "unit": metric.unit,
-        "higher_is_better": metric.higher_is_better,
-        "change_pct": interval.estimate_pct if interval else None,
+    verdict, waits = seeds_enough(
+        metric, sequential.decide(interval, threshold_pct, metric.higher_is_better), n
+    )
+    return PooledComparison(
+        workload=workload,
+        baseline=baseline,
+        candidate=candidate,
+        metric=metric.name,
+        unit=metric.unit,
+        higher_is_better=metric.higher_is_better,
+        change_pct=interval.estimate_pct if interval else None,
         **bounds(interval),
-        "confidence": 1 - alpha,
-        "n_blocks": n,
-        "points": points,
-        "method": interval.method if interval else None,
-        "paired_by": key,
-        "interval": interval,
-    }
+        confidence=1 - alpha,
+        n_blocks=n,
+        points=tuple(points),
+        method=interval.method if interval else None,
+        paired_by=key,
+        excluded=excluded or {},
+        threshold_pct=threshold_pct,
+        verdict=verdict,
+        gating=metric.name in GATING,
+        blocks_for_no_change=waits,
+    )
 
 
-def bounds(change: Any) -> dict[str, float | None]:
-    """The interval's ends and minimum detectable effect (a Welch interval has none)."""
+def seeds_enough(metric: Metric, verdict: str, n_blocks: int | None) -> tuple[str, int | None]:
+    """`no change` on too few seed-matched blocks is not said yet: it stays inconclusive,
+    with the number of blocks it waits for (Metric.min_blocks_no_change), else None."""
+    needed = metric.min_blocks_no_change
+    if verdict == "no change" and (n_blocks or 0) < needed:
+        return "inconclusive", needed
+    return verdict, None
+
+
+def bounds(change: stats.Change | None) -> dict[str, float | None]:
+    """The interval's ends and minimum detectable effect (a Welch interval has none), as
+    the records' fields."""
     return {
         "ci_low_pct": change.low_pct if change else None,
         "ci_high_pct": change.high_pct if change else None,
-        "mde_pct": getattr(change, "mde_pct", None) if change else None,
+        "mde_pct": change.mde_pct if change else None,
     }
 
 

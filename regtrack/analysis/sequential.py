@@ -46,7 +46,6 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from scipy.special import ndtri, stdtrit
@@ -73,23 +72,6 @@ class Look(NamedTuple):
 
     k: int
     every: int = 2
-
-
-@dataclass(frozen=True)
-class Sequential:
-    """A pooled change in percent with an interval valid under repeated looks.
-
-    ``low_pct`` / ``high_pct`` are ``-100.0`` / ``math.inf`` when the look cannot bound the
-    change yet. ``mde_pct``: see ``interval``.
-    """
-
-    estimate_pct: float
-    low_pct: float
-    high_pct: float
-    n: int
-    method: str
-    mde_pct: float
-    alpha: float
 
 
 def _pct(log_ratio: float) -> float:
@@ -198,7 +180,7 @@ def interval(
     look: int | Look | None = None,
     hosts: Sequence[str] | None = None,
     shift: Shift | None = None,
-) -> Sequential | None:
+) -> stats.Change | None:
     """The interval of this look for the mean of i.i.d. block values (log ratios).
 
     Valid jointly over all looks: the chance that any look's interval, at n = look_every,
@@ -239,10 +221,11 @@ def interval(
     else:
         r, n_eff = radius(n, alpha, look_every, method, look, df), n
     if math.isinf(r):
-        return Sequential(_pct(mean), -100.0, math.inf, n, method, math.inf, alpha)
+        return stats.Change(_pct(mean), -100.0, math.inf, n, method, math.inf, alpha)
     half = r * sd
     mde = half + Z_POWER * sd / math.sqrt(n_eff)
-    return Sequential(_pct(mean), _pct(mean - half), _pct(mean + half), n, method, _pct(mde), alpha)
+    low, high = _pct(mean - half), _pct(mean + half)
+    return stats.Change(_pct(mean), low, high, n, method, _pct(mde), alpha)
 
 
 class Shift(NamedTuple):
@@ -282,13 +265,10 @@ def _within_hosts(xs: Sequence[float], hosts: Sequence[str]) -> tuple[float, int
     return math.sqrt(ss / df), df
 
 
-def decide(seq: Sequential | None, threshold_pct: float, higher_is_better: bool) -> str:
+def decide(seq: stats.Change | None, threshold_pct: float, higher_is_better: bool) -> str:
     """regression / improvement / no change / inconclusive, by ``stats.verdict``'s rules.
 
     The rules only need an interval that covers the truth; the sequential one covers it at
     every look at once, so the gate may stop at the first decided look.
     """
-    if seq is None:
-        return "inconclusive"
-    change = stats.Change(seq.estimate_pct, seq.low_pct, seq.high_pct, seq.n, seq.method)
-    return stats.verdict(change, threshold_pct, higher_is_better)
+    return stats.verdict(seq, threshold_pct, higher_is_better)

@@ -29,13 +29,21 @@ MAX_EXTRA_REPETITIONS = 50
 
 @dataclass(frozen=True)
 class Change:
-    """A relative change in percent with its interval, from ``n`` observations."""
+    """A relative change in percent with its interval, from ``n`` observations.
+
+    One record for every interval: a sequential one (analysis/sequential.py) also says its
+    minimum detectable effect and the alpha it was computed at; a Welch or bootstrap
+    interval has neither (None). ``low_pct`` / ``high_pct`` are ``-100.0`` / ``math.inf``
+    when a look cannot bound the change yet.
+    """
 
     estimate_pct: float
     low_pct: float
     high_pct: float
     n: int
     method: str
+    mde_pct: float | None = None
+    alpha: float | None = None
 
 
 def _pct(log_ratio: float) -> float:

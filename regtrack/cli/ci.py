@@ -213,11 +213,11 @@ def _present(
         Path(json_out).write_text(json.dumps(records, indent=2))
     if report:
         auto_report(gate.store, gate.run_id)
-    if decision["outcome"] != "regression":
+    if decision.outcome != "regression":
         orchestrate.fail_if_incomplete(gate.store, gate.run_id, gate.status)
-    if decision["outcome"] == "not measured":
+    if decision.outcome == "not measured":
         raise CannotMeasure("no gating metric had valid trials on both sides; see the summary")
-    if decision["outcome"] == "regression" or (
-        fail_on_inconclusive and decision["outcome"] == "inconclusive"
+    if decision.outcome == "regression" or (
+        fail_on_inconclusive and decision.outcome == "inconclusive"
     ):
         sys.exit(EXIT_REGRESSION)

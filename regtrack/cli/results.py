@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import click
@@ -143,7 +144,7 @@ def compare(
             loaded.alike(store, run_id),
             load_thresholds(threshold),
         )
-        result["forced"] = forced
+        result = dataclasses.replace(result, forced=tuple(forced))
     else:
         baseline, thresholds = comparisons.comparison_settings(
             store.run(run_id),

@@ -28,6 +28,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from regtrack.analysis import attribution, bisection, comparison, run_shift
+from regtrack.analysis.records import (
+    BisectLogEntry,
+    BisectStep,
+    ChangeSummary,
+    PooledComparison,
+)
 from regtrack.bench import seeds
 from regtrack.bench.job import Job, RunPurpose, parse_duration
 from regtrack.bench.plan import MODES_BY_METRIC
@@ -101,15 +107,15 @@ class Bisector:
         self.ends_pct = 0.0  # bad against good, once measured (ends)
         self.warned_seeds = False  # said once per bisection, at its first run
         self.confirmed: dict[tuple[str, str], int] = {}
-        for entry in stored["log"]:  # a resumed bisection knows these already
-            if entry.get("confirm_run_id"):
-                self.confirmed[(entry["parent"], entry["commit"])] = entry["confirm_run_id"]
-            elif entry.get("run_id"):
-                self.run_of[entry["commit"]] = entry["run_id"]
-            if entry.get("judged") == bisection.SKIPPED:
-                self.unbuilt.add(entry["commit"])
-            if "cut" in entry:
-                self.placed.add((entry["commit"], entry["cut"]))
+        for entry in map(BisectLogEntry.from_json, stored["log"]):  # a resumed bisection
+            if entry.confirm_run_id and entry.parent:
+                self.confirmed[(entry.parent, entry.commit)] = entry.confirm_run_id
+            elif entry.run_id:
+                self.run_of[entry.commit] = entry.run_id
+            if entry.judged == bisection.SKIPPED:
+                self.unbuilt.add(entry.commit)
+            if entry.cut is not None:
+                self.placed.add((entry.commit, entry.cut))
 
     @property
     def good(self) -> str:
@@ -120,7 +126,7 @@ class Bisector:
         return self.commits[-1]
 
     def _log(self, **entry: Any) -> None:
-        bisections.log_step(self.store, self.id, entry)
+        bisections.log_step(self.store, self.id, BisectLogEntry(**entry).to_json())
 
     def _measure(
         self, commits: list[str], undecided: Callable[[int], bool], role: str, reuse: bool = True
@@ -186,7 +192,7 @@ class Bisector:
                 return int(run["id"])
         return None
 
-    def change(self, base: str, cand: str, cand_run: int | None = None) -> dict[str, Any] | None:
+    def change(self, base: str, cand: str, cand_run: int | None = None) -> PooledComparison | None:
         """The pooled change of ``cand`` against ``base`` on the bisected metric: within
         ``cand``'s run when ``base`` was measured in it too, else seed by seed across runs."""
         crun = cand_run if cand_run is not None else self.run_of[cand]
@@ -204,8 +210,8 @@ class Bisector:
                 loaded.alike(self.store, crun),
                 self.thresholds,
             )
-        for record in result["pooled"]:
-            if record["metric"] == self.column and record["candidate"] == _short(cand):
+        for record in result.pooled:
+            if record.metric == self.column and record.candidate == _short(cand):
                 return record
         return None
 
@@ -227,9 +233,9 @@ class Bisector:
 
     def verdict(self, base: str, cand: str, cand_run: int | None = None) -> str:
         record = self.change(base, cand, cand_run)
-        return record["verdict"] if record else "inconclusive"
+        return record.verdict if record else "inconclusive"
 
-    def ends(self) -> dict[str, Any]:
+    def ends(self) -> PooledComparison:
         """Measure good and bad together; refuse when bad is not worse by the threshold."""
         if self.bad not in self.run_of:
             self.hooks.say(f"bisect: measuring the ends {_short(self.good)}, {_short(self.bad)}")
@@ -242,9 +248,10 @@ class Bisector:
                 self.run_of[commit] = run_id
                 self._log(commit=commit, run_id=run_id, role="end")
         record = self.change(self.good, self.bad)
-        self.ends_pct = _number((record or {}).get("change_pct"), 0.0)
-        if record is None or record["verdict"] != "regression":
-            bisections.finish(self.store, self.id, "refused", {"ends": plain(record)})
+        self.ends_pct = _number(record.change_pct if record else None, 0.0)
+        if record is None or record.verdict != "regression":
+            ends = record.summary().to_json() if record else None
+            bisections.finish(self.store, self.id, "refused", {"ends": ends})
             raise NothingToBisect(
                 f"bad ({self.request.bad}) is not worse than good ({self.request.good}) by "
                 f"{self.request.threshold:g}% in {self.column}: measured {change_text(record)}; "
@@ -256,12 +263,12 @@ class Bisector:
         """The commit's change against good and against bad, as measured by ``run_id``."""
         out = []
         for end in (self.good, self.bad):
-            record = self.change(end, commit, run_id) or {}
+            record = self.change(end, commit, run_id)
             out.append(
                 bisection.Change(
-                    _number(record.get("change_pct"), 0.0),
-                    _number(record.get("ci_low_pct"), -100.0),
-                    _number(record.get("ci_high_pct"), math.inf),
+                    _number(record.change_pct if record else None, 0.0),
+                    _number(record.ci_low_pct if record else None, -100.0),
+                    _number(record.ci_high_pct if record else None, math.inf),
                 )
             )
         return out[0], out[1]
@@ -301,7 +308,7 @@ class Bisector:
                 cut=cut,
                 share=placed.share,
                 decided=placed.decided,
-                vs_good=plain(record),
+                vs_good=summary(record),
             )
             self.hooks.say(
                 f"bisect: {_short(commit)} is {100 * placed.share:.0f}% of the way to bad, "
@@ -394,11 +401,11 @@ class Bisector:
         record = self.change(parent, child, run_id if parent_run == run_id else None)
         if (parent, child) not in self.confirmed:
             self.confirmed[(parent, child)] = run_id
-            self._log(commit=child, parent=parent, confirm_run_id=run_id, change=plain(record))
+            self._log(commit=child, parent=parent, confirm_run_id=run_id, change=summary(record))
         return {
             "run_id": run_id,
             "parent_run_id": parent_run,
-            "change": plain(record),
+            "change": summary(record),
             "explain": explain,
         }
 
@@ -408,20 +415,17 @@ def _number(value: Any, missing: float) -> float:
     return float(value) if value is not None and math.isfinite(float(value)) else missing
 
 
-def plain(record: dict[str, Any] | None) -> dict[str, Any] | None:
-    """A pooled record's numbers, as JSON keeps them."""
-    if record is None:
-        return None
-    keys = ("change_pct", "ci_low_pct", "ci_high_pct", "mde_pct", "verdict", "n_blocks")
-    return {k: record.get(k) for k in keys}
+def summary(record: PooledComparison | None) -> ChangeSummary | None:
+    """A pooled record's numbers, as a bisection stores them."""
+    return record.summary() if record else None
 
 
-def change_text(record: dict[str, Any] | None) -> str:
-    if record is None or record.get("change_pct") is None:
+def change_text(record: PooledComparison | None) -> str:
+    if record is None or record.change_pct is None:
         return "no valid measurement"
     return (
-        f"{record['change_pct']:+.2f}% [{record['ci_low_pct']:+.2f}, "
-        f"{record['ci_high_pct']:+.2f}] ({record['verdict']})"
+        f"{record.change_pct:+.2f}% [{record.ci_low_pct:+.2f}, "
+        f"{record.ci_high_pct:+.2f}] ({record.verdict})"
     )
 
 
@@ -465,18 +469,20 @@ def run(bisector: Bisector) -> dict[str, Any]:
         search = bisection.locate(n, bisector.place, bisector.request.all_steps)
         steps = []
         for f in search.found:
-            step = {
-                "kind": f.kind,
-                "last_good": commits[f.last_good],
-                "first_bad": commits[f.first_bad],
-                "between": commits[f.last_good + 1 : f.first_bad],
-                "share": f.jump,
-                "interval": [commits[f.interval[0]], commits[f.interval[1]]],
-                "interval_share": f.change,
-            }
+            confirmed: dict[str, Any] = {}
             if f.kind == "step" and f.first_bad == f.last_good + 1:
-                step.update(bisector.confirm(commits[f.last_good], commits[f.first_bad]))
-            steps.append(step)
+                confirmed = bisector.confirm(commits[f.last_good], commits[f.first_bad])
+            step = BisectStep(
+                kind=f.kind,
+                last_good=commits[f.last_good],
+                first_bad=commits[f.first_bad],
+                between=tuple(commits[f.last_good + 1 : f.first_bad]),
+                share=f.jump,
+                interval=(commits[f.interval[0]], commits[f.interval[1]]),
+                interval_share=f.change,
+                **confirmed,
+            )
+            steps.append(step.to_json())
     except NothingToBisect:
         raise
     except BaseException as exc:  # the log so far stays; --resume continues from it
@@ -484,7 +490,7 @@ def run(bisector: Bisector) -> dict[str, Any]:
         bisections.finish(bisector.store, bisector.id, status)
         raise
     result = {
-        "ends": plain(ends),
+        "ends": ends.summary().to_json(),
         "steps": steps,
         "shares": {commits[i]: share for i, share in sorted(search.shares.items())},
         # How much of the ends' change the changes found account for, by estimate.
@@ -494,7 +500,9 @@ def run(bisector: Bisector) -> dict[str, Any]:
         "skipped": [commits[i] for i in sorted(search.skipped)],
         "measured_commits": [c for c in commits if c in bisector.run_of],
         # What the servers ran with (every run of a bisection runs with the same settings).
-        **comparison.server_facts(loaded.stored_run(bisector.store, bisector.run_of[bisector.bad])),
+        **comparison.server_facts(
+            loaded.stored_run(bisector.store, bisector.run_of[bisector.bad])
+        ).to_json(),
     }
     bisections.finish(bisector.store, bisector.id, "done", result)
     return result

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from regtrack.analysis import comparison, gate
+from regtrack.analysis.records import ComparisonResult, GateDecision
 from regtrack.bench import seeds
 from regtrack.bench.job import Job, RunPurpose
 from regtrack.core import environment
@@ -47,8 +48,8 @@ class GateRun:
     store: Store
     run_id: int
     status: str
-    result: dict[str, Any]
-    decision: dict[str, Any]
+    result: ComparisonResult
+    decision: GateDecision
     context: dict[str, Any]
 
 
@@ -104,7 +105,7 @@ def run(
         {"baseline": job.targets[0].label, "thresholds": thresholds.model_dump(), "forced": forced},
     )
 
-    def compare(st: Store, rid: int) -> dict[str, Any]:
+    def compare(st: Store, rid: int) -> ComparisonResult:
         if stored is None:
             return comparison.compare(loaded.run(st, rid), job.targets[0].label, thresholds)
         return comparison.compare_runs(

@@ -10,9 +10,9 @@ import contextlib
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager as ContextManager
-from typing import Any
 
 from regtrack.analysis import gate
+from regtrack.analysis.records import ComparisonResult
 from regtrack.bench import server_settings
 from regtrack.bench.job import Job, RunPurpose, parse_duration
 from regtrack.bench.plan import MODES_BY_METRIC
@@ -132,7 +132,7 @@ def sequential_rule(
     job: Job,
     budget: str,
     max_repetitions: int,
-    comparison: Callable[[Store, int], dict[str, Any]],
+    comparison: Callable[[Store, int], ComparisonResult],
 ) -> BlockRule:
     """Blocks of two repetitions (A B, B A) while ``comparison``'s gate is undecided."""
     if job.shard is not None:

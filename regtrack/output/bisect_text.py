@@ -5,26 +5,36 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from regtrack.analysis.records import (
+    SCHEMA_VERSION,
+    BisectLogEntry,
+    BisectStep,
+    ChangeSummary,
+    ServerFacts,
+)
 from regtrack.output.tables import attribution, interval_text, server_caption
 
 SHORT = 7
 
 
-def _change(record: dict[str, Any] | None) -> str:
-    if not record or record.get("change_pct") is None:
+def _change(record: ChangeSummary | None) -> str:
+    if record is None or record.change_pct is None:
         return "no valid measurement"
     return (
-        f"{record['change_pct']:+.2f}% "
-        f"{interval_text(record['ci_low_pct'], record['ci_high_pct'], digits=2)}"
-        f" ({record['verdict']})"
+        f"{record.change_pct:+.2f}% "
+        f"{interval_text(record.ci_low_pct, record.ci_high_pct, digits=2)}"
+        f" ({record.verdict})"
     )
 
 
-def _runs(step: dict[str, Any]) -> str:
-    both = [step.get("parent_run_id"), step.get("run_id")]
-    if both[0] == both[1] or both[0] is None:
-        return f"run {step['run_id']}, side by side"
-    return f"runs {both[0]} and {both[1]}, seed by seed"
+def _stored_change(data: dict[str, Any] | None) -> str:
+    return _change(ChangeSummary.from_json(data) if data else None)
+
+
+def _runs(step: BisectStep) -> str:
+    if step.parent_run_id == step.run_id or step.parent_run_id is None:
+        return f"run {step.run_id}, side by side"
+    return f"runs {step.parent_run_id} and {step.run_id}, seed by seed"
 
 
 def _commit(sha: str, facts: dict[str, dict[str, str]]) -> str:
@@ -36,17 +46,17 @@ def _shas(commits: list[str]) -> str:
     return ", ".join(c[:SHORT] for c in commits)
 
 
-def heading(step: dict[str, Any]) -> str:
+def heading(step: BisectStep) -> str:
     """A found change's first line: a step's first bad commit, or where a spread change
     (a drift, or many small steps) is half in."""
-    share = step.get("share")
+    share = step.share
     carries = f" ({100 * abs(share):.0f}% of the ends' change)" if share is not None else ""
-    if step.get("kind", "step") == "step":
-        return f"First bad commit: {step['first_bad']}{carries}"
-    start, end = step["interval"]
+    if step.kind == "step" or step.interval is None:
+        return f"First bad commit: {step.first_bad}{carries}"
+    start, end = step.interval
     return (
         f"Spread change from {start[:SHORT]} to {end[:SHORT]} (a drift or many small steps, "
-        f"no one step carries it): half of it is in by {step['first_bad']}{carries}"
+        f"no one step carries it): half of it is in by {step.first_bad}{carries}"
     )
 
 
@@ -54,48 +64,47 @@ def log_lines(bisection: dict[str, Any]) -> list[str]:
     """Every step of the search, in order: what was measured (which run) and the verdict."""
     facts = bisection["config"]["facts"]
     lines = []
-    for n, entry in enumerate(bisection["log"], start=1):
-        what = _commit(entry["commit"], facts)
-        if entry.get("role") == "end":
-            lines.append(f"{n:>3}. end    {what}: run {entry['run_id']}")
-        elif "confirm_run_id" in entry:
+    for n, entry in enumerate(map(BisectLogEntry.from_json, bisection["log"]), start=1):
+        what = _commit(entry.commit, facts)
+        if entry.role == "end":
+            lines.append(f"{n:>3}. end    {what}: run {entry.run_id}")
+        elif entry.confirm_run_id is not None and entry.parent:
             lines.append(
-                f"{n:>3}. confirm {entry['parent'][:SHORT]} -> {what}: run "
-                f"{entry['confirm_run_id']}, {_change(entry.get('change'))}"
+                f"{n:>3}. confirm {entry.parent[:SHORT]} -> {what}: run "
+                f"{entry.confirm_run_id}, {_change(entry.change)}"
             )
-        elif entry.get("reason"):
-            lines.append(f"{n:>3}. skip   {what}: {entry['reason']}")
-        elif "cut" in entry:
-            how = "decided" if entry.get("decided") else "by its estimate"
+        elif entry.reason:
+            lines.append(f"{n:>3}. skip   {what}: {entry.reason}")
+        elif entry.cut is not None:
+            how = "decided" if entry.decided else "by its estimate"
             lines.append(
-                f"{n:>3}. step   {what}: run {entry['run_id']}, {100 * entry['share']:.0f}% of "
-                f"the way to bad, {entry['judged']} at {100 * entry['cut']:.0f}% ({how}), "
-                f"{_change(entry.get('vs_good'))} vs good"
+                f"{n:>3}. step   {what}: run {entry.run_id}, {100 * (entry.share or 0):.0f}% "
+                f"of the way to bad, {entry.judged} at {100 * entry.cut:.0f}% ({how}), "
+                f"{_change(entry.vs_good)} vs good"
             )
         else:
-            run = f"run {entry['run_id']}, " if entry.get("run_id") else ""
-            judged = entry.get("judged") or "undecided, measured again"
-            change = _change(entry.get("vs_good"))
-            lines.append(f"{n:>3}. step   {what}: {run}{judged}, {change} vs good")
+            run = f"run {entry.run_id}, " if entry.run_id else ""
+            judged = entry.judged or "undecided, measured again"
+            lines.append(f"{n:>3}. step   {what}: {run}{judged}, {_change(entry.vs_good)} vs good")
     return lines
 
 
 def render(bisection: dict[str, Any], fmt: str = "table") -> str:
     """The answer first, then the explain table of each step found, then the log."""
     if fmt == "json":
-        return json.dumps(bisection, indent=2)
+        return json.dumps({"schema_version": SCHEMA_VERSION, **bisection}, indent=2)
     config, result = bisection["config"], bisection["result"] or {}
     facts, request = config["facts"], config["request"]
     out = [
         f"bisect {bisection['id']}: {request['good']}..{request['bad']} "
         f"({len(config['commits'])} commits on the first-parent line), metric "
         f"{request['metric']}, threshold {request['threshold']:g}%",
-        f"ends: bad vs good {_change(result.get('ends'))}",
+        f"ends: bad vs good {_stored_change(result.get('ends'))}",
         f"measured {len(result.get('measured_commits', []))} commits "
         f"(including both ends) in {len(bisection.get('runs', []))} runs",
     ]
     if "server_config" in result:  # bisections stored before settings existed lack it
-        out.append(server_caption(result))
+        out.append(server_caption(ServerFacts.from_json(result)))
     if len(result.get("steps", [])) > 1:
         out.append(f"NOTE: the range holds {len(result['steps'])} changes, found in order below")
     if result.get("more_may_be_left"):
@@ -116,22 +125,21 @@ def render(bisection: dict[str, Any], fmt: str = "table") -> str:
         )
     if result.get("skipped"):
         out.append(f"skipped (no build): {_shas(result['skipped'])}")
-    for step in result.get("steps", []):
-        bad = step["first_bad"]
-        f = facts.get(bad, {})
+    for step in map(BisectStep.from_json, result.get("steps", [])):
+        f = facts.get(step.first_bad, {})
         out += ["", heading(step), f"  {f.get('subject', '')}"]
         out.append(f"  author {f.get('author', '?')}, date {f.get('commit_date', '?')}")
-        if step.get("between"):
+        if step.between:
             out.append(
                 "  or one of the commits before it that do not build: "
-                + ", ".join(c[:SHORT] for c in step["between"])
+                + ", ".join(c[:SHORT] for c in step.between)
             )
-        if "change" in step:
+        if step.run_id is not None:
             out.append(
-                f"  change against its parent {step['last_good'][:SHORT]}: "
-                f"{_change(step['change'])} ({_runs(step)})"
+                f"  change against its parent {step.last_good[:SHORT]}: "
+                f"{_change(step.change)} ({_runs(step)})"
             )
-        if step.get("explain"):
-            out += ["", attribution(step["explain"], "table").rstrip()]
+        if step.explain:
+            out += ["", attribution(step.explain, "table").rstrip()]
     out += ["", "Log:", *log_lines(bisection)]
     return "\n".join(out) + "\n"

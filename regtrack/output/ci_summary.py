@@ -4,14 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from regtrack.analysis.records import (
+    SCHEMA_VERSION,
+    ComparisonResult,
+    GateDecision,
+    PooledComparison,
+    server_fields,
+    shifts_json,
+)
 from regtrack.output.tables import (
     change_text,
     forced_line,
     mde_text,
-    plain,
     render,
     server_caption,
-    server_fields,
     shift_text,
 )
 
@@ -24,30 +30,30 @@ OUTCOME_HEADLINE = {
 METRIC_TITLE = {"instructions_per_op": "instructions per op", "throughput": "throughput"}
 
 
-def _answer(r: dict[str, Any]) -> str:
+def _answer(r: PooledComparison) -> str:
     """ "instructions per op +0.01% [-0.03, +0.05] no change (detectable ±0.1%)" """
-    title = METRIC_TITLE.get(r["metric"], r["metric"])
-    if r["change_pct"] is None and (r.get("n_blocks") or 0) >= 2:
+    title = METRIC_TITLE.get(r.metric, r.metric)
+    if r.change_pct is None and r.n_blocks >= 2:
         return f"{title} - (no estimate)"
     # Invalid trials (contended, client-bound, ...) can leave too few complete blocks:
     # change_text says how many there are ("n/a (1 complete block, 2 needed)").
-    text = f"{title} {change_text({**r, 'n_blocks': r.get('n_blocks') or 0})}"
-    if r["change_pct"] is None:
+    text = f"{title} {change_text(r)}"
+    if r.change_pct is None:
         return text
-    if r["verdict"] != "inconclusive" and r.get("mde_pct") is not None:
-        text += f" (detectable: {mde_text(r['mde_pct'])})"
+    if r.verdict != "inconclusive" and r.mde_pct is not None:
+        text += f" (detectable: {mde_text(r.mde_pct)})"
     return text
 
 
-def ci_headline(decision: dict[str, Any], context: dict[str, Any]) -> str:
+def ci_headline(decision: GateDecision, context: dict[str, Any]) -> str:
     """The first line: the outcome, each gating answer, and for an undecided gate the
     smallest change this budget could have detected."""
-    answers = "; ".join(_answer(r) for r in decision["cells"])
-    head = OUTCOME_HEADLINE[decision["outcome"]]
+    answers = "; ".join(_answer(r) for r in decision.gating)
+    head = OUTCOME_HEADLINE[decision.outcome]
     if context.get("forced"):
         head = f"{head} (FORCED: not like with like)"
     reps = f"{context['repetitions']} repetitions"
-    if decision["outcome"] == "inconclusive":
+    if decision.outcome == "inconclusive":
         why = {
             "budget": "the time budget ran out",
             "max-repetitions": "--max-repetitions",
@@ -58,11 +64,11 @@ def ci_headline(decision: dict[str, Any], context: dict[str, Any]) -> str:
     return f"{head} after {reps}: {answers}"
 
 
-def ci_annotations(decision: dict[str, Any], forced: list[str] | None = None) -> list[str]:
+def ci_annotations(decision: GateDecision, forced: list[str] | None = None) -> list[str]:
     """GitHub Actions workflow commands, so an undecided or forced gate is never silently
     green."""
-    outcome = decision["outcome"]
-    answers = "; ".join(_answer(r) for r in decision["cells"])
+    outcome = decision.outcome
+    answers = "; ".join(_answer(r) for r in decision.gating)
     lines = [f"::warning title=regtrack: forced::{forced_line(forced)}"] if forced else []
     if outcome == "regression":
         lines.append(f"::error title=regtrack: regression::{answers}")
@@ -72,57 +78,59 @@ def ci_annotations(decision: dict[str, Any], forced: list[str] | None = None) ->
 
 
 def ci_json(
-    result: dict[str, Any], decision: dict[str, Any], context: dict[str, Any]
+    result: ComparisonResult, decision: GateDecision, context: dict[str, Any]
 ) -> dict[str, Any]:
-    """What a machine reads: the outcome, whether it was decided, each gating answer."""
+    """What a machine reads (docs/ci.md, "JSON"): the outcome, whether it was decided, each
+    gating answer, then every pooled and point record."""
     return {
-        "outcome": decision["outcome"],
-        "decided": decision["outcome"] in ("regression", "no regression"),
+        "schema_version": SCHEMA_VERSION,
+        "outcome": decision.outcome,
+        "decided": decision.decided,
         "headline": ci_headline(decision, context),
         "repetitions": context["repetitions"],
         "stopped": context.get("stopped"),
         "seeds": context.get("seeds"),
         "forced": context.get("forced") or [],
-        **server_fields(result),
-        "run_shifts": result.get("run_shifts"),  # across runs: each run's shift (sd, source)
-        "gate": [plain(r) for r in decision["cells"]],
-        "pooled": [plain(r) for r in result.get("pooled", [])],
-        "records": [plain(r) for r in result["comparisons"]],
+        **server_fields(result.server),
+        "run_shifts": shifts_json(result.run_shifts),  # across runs: each run's shift
+        "gate": [r.to_json() for r in decision.gating],
+        "pooled": [r.to_json() for r in result.pooled],
+        "records": [r.to_json() for r in result.comparisons],
     }
 
 
-def ci_summary(result: dict[str, Any], decision: dict[str, Any], context: dict[str, Any]) -> str:
+def ci_summary(result: ComparisonResult, decision: GateDecision, context: dict[str, Any]) -> str:
     """The Markdown a CI job shows: the verdict first, then why, then the tables."""
     lines = [
         f"## regtrack: {ci_headline(decision, context)}",
         "",
         f"Candidate `{context['candidate']}` vs baseline `{context['baseline']}` · workload "
         f"`{context['workload']}` · {context['repetitions']} interleaved, seed-matched "
-        f"repetitions · run {result['run_id']} · seeds: {context.get('seeds') or 'unknown'} · "
-        f"{server_caption(result)}",
+        f"repetitions · run {result.run_id} · seeds: {context.get('seeds') or 'unknown'} · "
+        f"{server_caption(result.server)}",
         "",
     ]
     if context.get("forced"):
         lines += [f"**{forced_line(context['forced'])}**", ""]
-    for metric, shift in (result.get("run_shifts") or {}).items():
-        if any(r["metric"] == metric for r in decision["cells"]):
+    for metric, shift in (result.run_shifts or {}).items():
+        if any(r.metric == metric for r in decision.gating) and result.baseline_run_id:
             title = METRIC_TITLE.get(metric, metric)
-            lines += [f"{title}: {shift_text(result['baseline_run_id'], shift)}", ""]
-    if not decision["cells"]:
+            lines += [f"{title}: {shift_text(result.baseline_run_id, shift)}", ""]
+    if not decision.gating:
         lines.append("- no gating metric was measured")
-    for r in decision["cells"]:
-        points = ", ".join(r["points"]) or "no point"
+    for r in decision.gating:
+        points = ", ".join(r.points) or "no point"
         lines.append(
-            f"- **{METRIC_TITLE.get(r['metric'], r['metric'])}** over {points} "
-            f"({r['n_blocks']} blocks): {change_text(r)}"
+            f"- **{METRIC_TITLE.get(r.metric, r.metric)}** over {points} "
+            f"({r.n_blocks} blocks): {change_text(r)}"
         )
-        for point, why in r["excluded"].items():
+        for point, why in r.excluded.items():
             lines.append(f"  - {point} does not gate: {why}")
     lines += ["", render(result, "markdown")]
     lines.append(
         f"Method: one pooled change per metric over the gating points (the mean of each "
-        f"seed-matched block's log ratios), with a {result['method']} interval that stays "
-        f"valid however often the gate looks; family-wise error {100 * result['alpha']:g}% "
+        f"seed-matched block's log ratios), with a {result.method} interval that stays "
+        f"valid however often the gate looks; family-wise error {100 * result.alpha:g}% "
         "split over the gating metrics; a point is called only when the pooled change is. "
         "A regression needs the whole interval on the worse side and the estimate beyond "
         "the threshold (docs/methodology.md)."
@@ -134,7 +142,7 @@ def ci_summary(result: dict[str, Any], decision: dict[str, Any], context: dict[s
             f"{env.get('kernel')}, {env.get('loadgen_version')}, server CPU "
             f"{env.get('server_cpus')}, client CPU {env.get('client_cpus')}."
         )
-    hosts = result.get("hosts") or []
+    hosts = result.hosts
     if len(hosts) > 1:
         lines.append(
             f"Merged from {len(hosts)} hosts ({', '.join(hosts)}): every block was compared "

@@ -6,14 +6,24 @@ import csv
 import io
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
 from regtrack.analysis.gate import disagreements
 from regtrack.analysis.metrics import METRIC_BY_NAME
+from regtrack.analysis.records import (
+    Answer,
+    ComparisonResult,
+    PointComparison,
+    PooledComparison,
+    ServerFacts,
+)
 from regtrack.workloads import server_config
+
+if TYPE_CHECKING:
+    from regtrack.analysis.run_shift import RunShift
 
 FORMATS = ("table", "markdown", "csv", "json")
 UNTRUSTED = "!"
@@ -32,26 +42,26 @@ def format_value(value: float | None, unit: str, server_busy_pct: float | None =
     return f"{value:.3f}"
 
 
-def change_text(rec: dict[str, Any]) -> str:
+def change_text(rec: Answer) -> str:
     """ "-3.2% [-5.1, -1.2] regression": the estimate, its interval and the verdict; "n/a
     (1 complete block, 2 needed)" where there is nothing to estimate from."""
-    n = rec.get("n_blocks", rec.get("n_valid"))
+    n = rec.n
     if n is not None and n < 2:
         return f"n/a ({n} complete block{'' if n == 1 else 's'}, 2 needed)"
-    if rec["change_pct"] is None:
+    if rec.change_pct is None:
         return "-"
-    text = f"{rec['change_pct']:+.1f}%"
-    bounds = interval_text(rec["ci_low_pct"], rec["ci_high_pct"])
+    text = f"{rec.change_pct:+.1f}%"
+    bounds = interval_text(rec.ci_low_pct, rec.ci_high_pct)
     if bounds:
         text += f" {bounds}"
-    text += f" {rec['verdict']}"
-    if rec.get("blocks_for_no_change"):
-        text += f" (no change needs {rec['blocks_for_no_change']} seeds, {n} so far)"
-    elif rec["verdict"] == "inconclusive" and rec.get("mde_pct") is not None:
+    text += f" {rec.verdict}"
+    if rec.blocks_for_no_change:
+        text += f" (no change needs {rec.blocks_for_no_change} seeds, {n} so far)"
+    elif rec.verdict == "inconclusive" and rec.mde_pct is not None:
         if bounds != TOO_WIDE:
-            text += f" (detectable: {mde_text(rec['mde_pct'])})"
-    elif rec.get("extra_repetitions"):
-        text += f" (~{rec['extra_repetitions']} more reps)"
+            text += f" (detectable: {mde_text(rec.mde_pct)})"
+    elif rec.extra_repetitions:
+        text += f" (~{rec.extra_repetitions} more reps)"
     return text
 
 
@@ -77,29 +87,27 @@ def mde_text(pct: float) -> str:
     return "over ±100%" if pct > 100.0 else f"±{pct:.1f}%"
 
 
-def _grid(result: dict[str, Any], metric: str) -> tuple[list[str], list[list[str]], list[str]]:
+def _grid(result: ComparisonResult, metric: str) -> tuple[list[str], list[list[str]], list[str]]:
     """Header, rows and footnotes of one metric's table: one row per workload point."""
     unit = METRIC_BY_NAME[metric].unit
-    baseline = result["baseline"]
-    candidates = [t for t in result["targets"] if t != baseline]
-    cells = result["cells"]
+    baseline = result.baseline
+    candidates = [t for t in result.targets if t != baseline]
+    cells = result.cells
     cells = cells[cells["metric"] == metric]
     by_key = {(c.workload, c.point, c.target): c for c in cells.itertuples()}
-    changes = {
-        (r["workload"], r["point"], r["candidate"]): r
-        for r in result["comparisons"]
-        if r["metric"] == metric
+    changes: dict[tuple[str, str, str], PointComparison] = {
+        (r.workload, r.point, r.candidate): r for r in result.points_of(metric)
     }
     workloads = list(dict.fromkeys(cells["workload"]))
     header = (["workload"] if len(workloads) > 1 else []) + ["point"]
-    header += [f"{t} {unit}" for t in result["targets"]]
+    header += [f"{t} {unit}" for t in result.targets]
     header += [f"% change {c} vs {baseline}" for c in candidates]
     rows: list[list[str]] = []
     notes: dict[str, None] = {}
     points = cells[["workload", "point", "point_order"]].drop_duplicates()
     for p in points.sort_values(["workload", "point_order"]).itertuples():
         row = ([p.workload] if len(workloads) > 1 else []) + [p.point]
-        for target in result["targets"]:
+        for target in result.targets:
             cell = by_key.get((p.workload, p.point, target))
             if cell is None:
                 row.append("-")
@@ -113,25 +121,23 @@ def _grid(result: dict[str, Any], metric: str) -> tuple[list[str], list[list[str
         for candidate in candidates:
             rec = changes.get((p.workload, p.point, candidate))
             text = change_text(rec) if rec else "-"
-            if rec and not rec["trusted"]:
+            if rec and not rec.trusted:
                 text += f" {UNTRUSTED}"
             row.append(text)
         rows.append(row)
     for workload in workloads:
-        pooled = {
-            r["candidate"]: r
-            for r in result.get("pooled", [])
-            if r["metric"] == metric and r["workload"] == workload
+        pooled: dict[str, PooledComparison] = {
+            r.candidate: r for r in result.pooled if r.metric == metric and r.workload == workload
         }
         if not pooled:
             continue
         first = next(iter(pooled.values()))
-        label = f"pooled ({', '.join(first['points']) or 'no point'})"
+        label = f"pooled ({', '.join(first.points) or 'no point'})"
         row = ([workload] if len(workloads) > 1 else []) + [label]
-        row += ["" for _ in result["targets"]]
+        row += ["" for _ in result.targets]
         row += [change_text(pooled[c]) if c in pooled else "-" for c in candidates]
         rows.append(row)
-        for point, why in first["excluded"].items():
+        for point, why in first.excluded.items():
             notes[f"{point} does not gate: {why}"] = None
     return header, rows, list(notes)
 
@@ -141,52 +147,51 @@ def _busy(cell: Any) -> float | None:
     return None if busy is None or math.isnan(busy) else float(busy)
 
 
-def _caption(result: dict[str, Any], metric: str) -> str:
+def _caption(result: ComparisonResult, metric: str) -> str:
     m = METRIC_BY_NAME[metric]
     better = "higher is better" if m.higher_is_better else "lower is better"
     text = (
-        f"run {result['run_id']} · {metric} ({m.unit}, {better}) · median of valid trials · "
-        f"baseline {result['baseline']}"
+        f"run {result.run_id} · {metric} ({m.unit}, {better}) · median of valid trials · "
+        f"baseline {result.baseline}"
     )
     if m.unit == "ops/s":
         text += " · (server N%): the server's median busy share"
-    text += f" · {server_caption(result)}"
-    recs = [r for r in result["comparisons"] if r["metric"] == metric]
+    text += f" · {server_caption(result.server)}"
+    recs = result.points_of(metric)
     if recs:
         r = recs[0]
         text += (
-            f" · change [{100 * r['confidence']:.1f}% interval, {result['method']}] "
-            f"and verdict at a {r['threshold_pct']:g}% threshold"
+            f" · change [{100 * r.confidence:.1f}% interval, {result.method}] "
+            f"and verdict at a {r.threshold_pct:g}% threshold"
         )
-    shift = (result.get("run_shifts") or {}).get(metric)
-    if shift:
-        text += " · " + shift_text(result["baseline_run_id"], shift)
-    hosts = result.get("hosts") or []
-    if len(hosts) > 1:
+    shift = (result.run_shifts or {}).get(metric)
+    if shift and result.baseline_run_id is not None:
+        text += " · " + shift_text(result.baseline_run_id, shift)
+    if len(result.hosts) > 1:
         text += (
-            f" · merged from {len(hosts)} hosts: each block compared on its own host, "
+            f" · merged from {len(result.hosts)} hosts: each block compared on its own host, "
             "hosts a level of the model"
         )
     if m.deterministic:
-        cells = result["cells"]
+        cells = result.cells
         spreads = cells.loc[cells["metric"] == metric, "spread_pct"].dropna()
         if not spreads.empty:
             text += f" · largest spread between server processes {spreads.max():.2f}%"
     return text
 
 
-def _disagreement_lines(result: dict[str, Any]) -> list[str]:
+def _disagreement_lines(result: ComparisonResult) -> list[str]:
     lines = []
     for d in disagreements(result):
         sys_text = (
-            f", syscalls/op {d['syscalls_change_pct']:+.1f}%"
-            if d["syscalls_change_pct"] is not None
+            f", syscalls/op {d.syscalls_change_pct:+.1f}%"
+            if d.syscalls_change_pct is not None
             else ""
         )
         lines.append(
-            f"throughput and instructions disagree for {d['candidate']} at {d['point']}: "
-            f"throughput {d['throughput_change_pct']:+.1f}% but instructions/op "
-            f"{d['instructions_change_pct']:+.1f}%{sys_text}; callgrind does not see kernel "
+            f"throughput and instructions disagree for {d.candidate} at {d.point}: "
+            f"throughput {d.throughput_change_pct:+.1f}% but instructions/op "
+            f"{d.instructions_change_pct:+.1f}%{sys_text}; callgrind does not see kernel "
             "work (syscalls) or memory stalls"
         )
     return lines
@@ -202,31 +207,18 @@ def _footer(notes: list[str]) -> list[str]:
     ]
 
 
-def shift_text(baseline_run: int, shift: dict[str, Any]) -> str:
+def shift_text(baseline_run: int, shift: RunShift) -> str:
     """What an interval across runs carries: "across runs (baseline from run 3): each
     run's shift, sd 5.0% (default ...), is in the interval"."""
     return (
         f"across runs (baseline from run {baseline_run}): each run's shift as a whole, sd "
-        f"{shift['sd_pct']:.2f}% ({shift['source']}), is in the interval"
+        f"{shift.sd_pct:.2f}% ({shift.source}), is in the interval"
     )
 
 
-def server_caption(result: dict[str, Any]) -> str:
+def server_caption(facts: ServerFacts) -> str:
     """The line every output carries about the servers (workloads/server_config.caption)."""
-    return server_config.caption(
-        result.get("server_config"), result.get("server_data"), result.get("server_without")
-    )
-
-
-def server_fields(result: dict[str, Any]) -> dict[str, Any]:
-    """The same facts for JSON: the settings, the versions that ran without an optional
-    one, and where persistent servers kept their files (null without persistence)."""
-    data = result.get("server_data") or {}
-    return {
-        "server_config": result.get("server_config") or {},
-        "server_without": result.get("server_without") or {},
-        "server_data": data if data.get("persistent") else None,
-    }
+    return server_config.caption(facts.server_config, facts.server_data, facts.server_without)
 
 
 def forced_line(differences: list[str] | None) -> str | None:
@@ -236,23 +228,17 @@ def forced_line(differences: list[str] | None) -> str | None:
     return f"FORCED comparison, not like with like: {'; '.join(differences)}"
 
 
-def render(result: dict[str, Any], fmt: str, metrics: list[str] | None = None) -> str:
+def render(result: ComparisonResult, fmt: str, metrics: list[str] | None = None) -> str:
     """Tables of the requested metrics that the run measured (default: all it measured)."""
-    metrics = [m for m in (metrics or result["metrics"]) if m in result["metrics"]]
-    forced = forced_line(result.get("forced"))
+    metrics = [m for m in (metrics or result.metrics) if m in result.metrics]
+    forced = forced_line(list(result.forced))
     if fmt == "json":
-        settings = server_fields(result)
-        records = [
-            {**plain(r), **settings} for r in result["comparisons"] if r["metric"] in metrics
-        ]
-        if forced:
-            records = [{**r, "forced": result["forced"]} for r in records]
-        return json.dumps(records, indent=2)
+        return json.dumps(result.to_json(metrics), indent=2)
     if fmt == "csv":
         out = io.StringIO()
         writer = csv.writer(out)
         if forced:
-            writer.writerow(["forced", "; ".join(result["forced"])])
+            writer.writerow(["forced", "; ".join(result.forced)])
         for i, metric in enumerate(metrics):
             header, rows, _ = _grid(result, metric)
             if i:
@@ -366,8 +352,3 @@ def versions_table(rows: list[dict[str, str]]) -> str:
     for repo in repos:
         console.print(f"source repository: {repo}", highlight=False)
     return console.file.getvalue()  # type: ignore[attr-defined]
-
-
-def plain(r: dict[str, Any]) -> dict[str, Any]:
-    """JSON has no infinity: an unbounded interval end or effect is null."""
-    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from regtrack.analysis.records import BisectLogEntry, BisectStep, ServerFacts
 from regtrack.output import bisect_text
 from regtrack.output.report.pages import run_file
 from regtrack.output.tables import server_caption
@@ -19,23 +20,21 @@ def page(bisection: dict[str, Any], runs: list[int]) -> dict[str, Any]:
     config, result = bisection["config"], bisection["result"] or {}
     facts = config["facts"]
     steps = []
-    for step in result.get("steps", []):
-        bad = step["first_bad"]
+    for step in map(BisectStep.from_json, result.get("steps", [])):
         steps.append(
             {
-                **step,
+                **step.to_json(),
                 "heading": bisect_text.heading(step),
-                "facts": facts.get(bad, {}),
-                "parent_facts": facts.get(step["last_good"], {}),
-                "run_file": run_file(step["run_id"]) if step.get("run_id") else None,
-                "parent_run_file": run_file(step["parent_run_id"])
-                if step.get("parent_run_id")
-                else None,
+                "facts": facts.get(step.first_bad, {}),
+                "parent_facts": facts.get(step.last_good, {}),
+                "run_file": run_file(step.run_id) if step.run_id else None,
+                "parent_run_file": run_file(step.parent_run_id) if step.parent_run_id else None,
             }
         )
     log = []
-    for entry, line in zip(bisection["log"], bisect_text.log_lines(bisection), strict=True):
-        run_id = entry.get("run_id") or entry.get("confirm_run_id")
+    entries = map(BisectLogEntry.from_json, bisection["log"])
+    for entry, line in zip(entries, bisect_text.log_lines(bisection), strict=True):
+        run_id = entry.run_id or entry.confirm_run_id
         log.append({"text": line.strip(), "run_file": run_file(run_id) if run_id else None})
     return {
         "id": bisection["id"],
@@ -50,7 +49,9 @@ def page(bisection: dict[str, Any], runs: list[int]) -> dict[str, Any]:
         "by_estimate": result.get("by_estimate", []),
         "skipped": result.get("skipped", []),
         "measured": len(result.get("measured_commits", [])),
-        "server": server_caption(result) if "server_config" in result else "",
+        "server": server_caption(ServerFacts.from_json(result))
+        if "server_config" in result
+        else "",
         "runs": runs,
         "log": log,
     }

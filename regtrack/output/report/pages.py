@@ -16,6 +16,7 @@ import pandas as pd
 from regtrack.analysis import attribution, commit_history, metrics
 from regtrack.analysis import comparison as comparisons
 from regtrack.analysis import gate as gating
+from regtrack.analysis.records import ComparisonResult
 from regtrack.core.errors import BadInput
 from regtrack.core.records import reasons_text
 from regtrack.core.settings import Thresholds
@@ -48,16 +49,15 @@ def history_file(workload: str, point: str, metric: str) -> str:
     return f"history-{slug}-{key}.html"
 
 
-def _verdict_counts(result: dict[str, Any] | None) -> dict[str, int]:
+def _verdict_counts(result: ComparisonResult | None) -> dict[str, int]:
     if result is None:
         return {}
-    gating = [r for r in result["comparisons"] if r["metric"] in metrics.GATING]
-    return dict(Counter(r["verdict"] for r in gating))
+    return dict(Counter(r.verdict for r in result.comparisons if r.metric in metrics.GATING))
 
 
 def safe_compare(
     run: LoadedRun, baseline: str | None, thresholds: Thresholds
-) -> dict[str, Any] | None:
+) -> ComparisonResult | None:
     """The run's comparison as its command printed it (comparisons.comparison_settings)."""
     try:
         return comparisons.compare(run, baseline, thresholds)
@@ -66,7 +66,7 @@ def safe_compare(
 
 
 def run_summary(
-    store: Store, run: dict[str, Any], result: dict[str, Any] | None, trials: list[dict]
+    store: Store, run: dict[str, Any], result: ComparisonResult | None, trials: list[dict]
 ) -> dict:
     """One row of the index; ``trials`` are the run's stored trials (read once by the caller)."""
     targets = store.targets(run["id"])
@@ -101,32 +101,30 @@ def run_summary(
     }
 
 
-def _comparison_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+def _comparison_rows(result: ComparisonResult) -> list[dict[str, Any]]:
     order = {m.name: i for i, m in enumerate(metrics.METRICS)}
     records = sorted(
-        result["comparisons"],
-        key=lambda r: (order.get(r["metric"], 99), r["workload"], r["candidate"]),
+        result.comparisons, key=lambda r: (order.get(r.metric, 99), r.workload, r.candidate)
     )
-    rows = []
-    for r in records:
-        rows.append(
-            {
-                **r,
-                "baseline_text": text_tables.format_value(
-                    r["baseline_value"], r["unit"], r.get("server_busy_pct_baseline")
-                ),
-                "candidate_text": text_tables.format_value(
-                    r["candidate_value"], r["unit"], r.get("server_busy_pct_candidate")
-                ),
-                "change_text": text_tables.change_text(r),
-                "verdict_class": "v-" + r["verdict"].replace(" ", "-"),
-            }
-        )
-    return rows
+    return [
+        {
+            **r.to_json(),
+            "baseline_text": text_tables.format_value(
+                r.baseline_value, r.unit, r.server_busy_pct_baseline
+            ),
+            "candidate_text": text_tables.format_value(
+                r.candidate_value, r.unit, r.server_busy_pct_candidate
+            ),
+            "change_text": text_tables.change_text(r),
+            "verdict_class": "v-" + r.verdict.replace(" ", "-"),
+        }
+        for r in records
+    ]
 
 
-def _charts(result: dict[str, Any]) -> list[dict[str, Any]]:
-    cells = result["cells"]
+def _charts(result: ComparisonResult) -> list[dict[str, Any]]:
+    cells = result.cells
+    targets = list(result.targets)
     out = []
     for workload in dict.fromkeys(cells["workload"]):
         mine = cells[cells["workload"] == workload]
@@ -136,11 +134,11 @@ def _charts(result: dict[str, Any]) -> list[dict[str, Any]]:
             if data.empty:
                 continue
             title = f"{workload}: {name.replace('_', ' ')} ({metric.unit})"
-            out.append(figures.by_point(data, title, metric.unit, result["targets"]))
+            out.append(figures.by_point(data, title, metric.unit, targets))
         p50 = mine[(mine["metric"] == "latency_p50") & mine["value"].notna()]
         p99 = mine[(mine["metric"] == "latency_p99") & mine["value"].notna()]
         if not p50.empty or not p99.empty:
-            out.append(figures.latency(p50, p99, result["targets"]))
+            out.append(figures.latency(p50, p99, targets))
     return out
 
 
@@ -215,17 +213,17 @@ def _commands(store: Store, run_id: int) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (r["workload"], r["point_order"], r["target"], -r["calls"]))
 
 
-def _attribution(store: Store, run_id: int, result: dict[str, Any]) -> list[dict[str, Any]]:
+def _attribution(store: Store, run_id: int, result: ComparisonResult) -> list[dict[str, Any]]:
     costs = loaded.costs(store, run_id)
     if costs.costs.empty:
         return []
     tables = []
-    for candidate in result["targets"]:
-        if candidate == result["baseline"]:
+    for candidate in result.targets:
+        if candidate == result.baseline:
             continue
         try:
             tables += attribution.attribute(
-                costs, result["baseline"], candidate, None, ATTRIBUTION_TOP
+                costs, result.baseline, candidate, None, ATTRIBUTION_TOP
             )
         except BadInput:
             continue  # a side without valid instruction trials: the table says why
@@ -289,7 +287,7 @@ def _seeds(run: dict[str, Any], trials: list[dict[str, Any]]) -> dict[str, Any]:
 def run_page(
     store: Store,
     run: dict[str, Any],
-    result: dict[str, Any] | None,
+    result: ComparisonResult | None,
     history_links: dict,
     summary: dict[str, Any],
     trials: list[dict[str, Any]],
@@ -320,19 +318,19 @@ def run_page(
         comparisons=_comparison_rows(result),
         pooled=[
             {
-                **p,
+                **p.to_json(),
                 "change_text": text_tables.change_text(p),
-                "verdict_class": "v-" + p["verdict"].replace(" ", "-"),
+                "verdict_class": "v-" + p.verdict.replace(" ", "-"),
             }
-            for p in result.get("pooled", [])
+            for p in result.pooled
         ],
-        baseline=result["baseline"],
+        baseline=result.baseline,
         markdown=text_tables.render(result, "markdown"),
         disagreements=gating.disagreements(result),
         attribution=_attribution(store, run_id, result),
         commands=_commands(store, run_id),
     )
-    cells = result["cells"]
+    cells = result.cells
     page["history"] = sorted(
         {
             (c.workload, c.point, c.metric, history_links[(c.workload, c.point, c.metric)])

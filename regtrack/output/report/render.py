@@ -21,6 +21,7 @@ import jinja2
 from regtrack import __version__
 from regtrack.analysis import comparison as comparisons
 from regtrack.analysis import history
+from regtrack.analysis.records import ComparisonResult
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import load_thresholds
 from regtrack.output import tables as text_tables
@@ -113,7 +114,7 @@ def write_report(store: Store, folder: str | Path, run_ids: list[int] | None = N
     # run whose trials and settings did not change since the last report is read back
     # from the store (results.analysis_cache) instead of being compared again.
     cached, marks = analysis_cache.load(store), analysis_cache.trial_marks(store)
-    fresh: dict[int, tuple[dict[str, Any] | None, list[dict], dict[str, Any]]] = {}
+    fresh: dict[int, tuple[ComparisonResult | None, list[dict], dict[str, Any]]] = {}
     summaries, rows = [], []
     for run in runs:
         settings = comparisons.comparison_settings(run, None, None, thresholds)
@@ -125,7 +126,7 @@ def write_report(store: Store, folder: str | Path, run_ids: list[int] | None = N
             result = pages.safe_compare(measured, *settings)
             trials = store.trials(run["id"])
             summary = pages.run_summary(store, run, result, trials)
-            known = result["cells"] if result is not None else None
+            known = result.cells if result is not None else None
             points = history.run_points(measured, known=known)
             analysis_cache.save(store, run["id"], key, summary, points)
             fresh[run["id"]] = (result, trials, summary)

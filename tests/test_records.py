@@ -1,0 +1,164 @@
+"""The typed records analysis answers with: construction, JSON both ways, schema_version
+in every results document (no Redis, no database)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import pytest
+
+from regtrack.analysis import gate
+from regtrack.analysis.records import (
+    SCHEMA_VERSION,
+    ChangeSummary,
+    PooledComparison,
+    ServerFacts,
+    plain,
+)
+from regtrack.analysis.run_shift import RunShift
+from regtrack.output import bisect_text, ci_summary, tables
+from tests import answers
+
+
+def test_records_are_frozen_and_keyword_only():
+    record = answers.pooled()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.verdict = "no change"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        PooledComparison("get", "pooled")  # type: ignore[misc]
+    assert record.point == "pooled" and record.n == record.n_blocks == 4
+    assert answers.point().n == 4 and answers.point().blocks_for_no_change is None
+
+
+@pytest.mark.parametrize("make", [answers.point, answers.pooled])
+def test_a_record_goes_through_json_and_back(make):
+    record = make(problems=("a problem",)) if make is answers.point else make()
+    text = json.dumps(record.to_json())
+    back = type(record).from_json(json.loads(text))
+    assert back.to_json() == record.to_json()
+    assert list(record.to_json()) == [f.name for f in dataclasses.fields(record)]
+
+
+def test_json_has_no_infinity_and_older_stored_records_still_load():
+    unbounded = answers.pooled(ci_low_pct=-100.0, ci_high_pct=math.inf, mde_pct=math.inf)
+    data = unbounded.to_json()
+    assert (data["ci_high_pct"], data["mde_pct"]) == (None, None)
+    assert json.loads(json.dumps(data, allow_nan=False))["ci_low_pct"] == -100.0
+    assert plain({"x": (1.0, float("nan"))}) == {"x": [1.0, None]}
+    # A bisection stored before some field existed, and with one no longer known.
+    old = ChangeSummary.from_json({"change_pct": 3.0, "verdict": "regression", "gone": 1})
+    assert (old.change_pct, old.verdict, old.n_blocks) == (3.0, "regression", None)
+
+
+def test_a_pooled_record_summarises_as_a_bisection_stores_it():
+    record = answers.pooled()
+    assert record.summary().to_json() == {
+        "change_pct": -8.0, "ci_low_pct": -11.0, "ci_high_pct": -5.0, "mde_pct": 4.0,
+        "verdict": "regression", "n_blocks": 4,
+    }  # fmt: skip
+
+
+def test_the_gate_decides_from_the_gating_pooled_records():
+    regression = answers.pooled()
+    fine = answers.pooled(metric="instructions_per_op", verdict="no change")
+    undecided = dataclasses.replace(fine, verdict="inconclusive")
+    not_gating = answers.pooled(metric="latency_p99", gating=False)
+    decision = gate.gate(answers.result((regression, fine, not_gating)))
+    assert decision.outcome == "regression" and decision.decided
+    assert decision.gating == (regression, fine)
+    open_ = gate.gate(answers.result((fine, undecided)))
+    assert (open_.outcome, open_.decided) == ("inconclusive", False)
+    assert open_.with_verdict("inconclusive") == [undecided]
+    assert gate.undecided_modes(answers.result((fine, undecided))) == ("instructions",)
+
+
+def test_disagreements_are_records_too():
+    tput = answers.point(change_pct=5.0)
+    instr = answers.point(metric="instructions_per_op", change_pct=4.0)
+    (d,) = gate.disagreements(answers.result(points=(tput, instr)))
+    assert (d.point, d.throughput_change_pct, d.syscalls_change_pct) == ("pipeline=10", 5.0, None)
+
+
+def test_compare_json_carries_schema_version_records_and_pooled():
+    facts = ServerFacts(server_config={"hz": "25"}, server_data={"persistent": False})
+    result = dataclasses.replace(
+        answers.result((answers.pooled(),), (answers.point(),)), server=facts, forced=("x",)
+    )
+    doc = json.loads(tables.render(result, "json"))
+    assert doc["schema_version"] == SCHEMA_VERSION == 2
+    (record,) = doc["records"]
+    assert record["change_pct"] == -8.0 and record["server_config"] == {"hz": "25"}
+    assert record["server_data"] is None and record["forced"] == ["x"]
+    assert doc["pooled"][0]["point"] == "pooled" and doc["baseline_run_id"] is None
+    assert json.loads(tables.render(result, "json", ["latency_p99"]))["records"] == []
+
+
+def test_ci_json_carries_schema_version_and_the_records():
+    shift = RunShift("throughput", 5.0, math.inf, "default")
+    result = dataclasses.replace(
+        answers.result((answers.pooled(),), (answers.point(),)),
+        baseline_run_id=3,
+        run_shifts={"throughput": shift},
+    )
+    decision = gate.gate(result)
+    context = {"repetitions": 4, "stopped": "decided", "seeds": "fixed", "forced": []}
+    doc = json.loads(json.dumps(ci_summary.ci_json(result, decision, context)))
+    assert doc["schema_version"] == SCHEMA_VERSION
+    assert (doc["outcome"], doc["decided"]) == ("regression", True)
+    assert doc["gate"] == doc["pooled"] == [answers.pooled().to_json()]
+    assert doc["records"] == [answers.point().to_json()]
+    assert doc["run_shifts"] == {"throughput": {"sd_pct": 5.0, "df": math.inf, "source": "default"}}
+
+
+def test_bisect_json_carries_schema_version():
+    stored = {"id": 1, "status": "done", "config": {}, "log": [], "result": None, "runs": []}
+    doc = json.loads(bisect_text.render(stored, "json"))
+    assert doc["schema_version"] == SCHEMA_VERSION and doc["id"] == 1
+
+
+GOOD, MID, BAD = "a" * 40, "b" * 40, "c" * 40
+CHANGE = {"change_pct": 3.0, "ci_low_pct": 2.0, "ci_high_pct": 4.0, "mde_pct": 1.0,
+          "verdict": "regression", "n_blocks": 6}  # fmt: skip
+STORED = {
+    "id": 7, "status": "done", "created_at": "today", "runs": [1, 2, 3],
+    "config": {
+        "request": {"good": "v1", "bad": "v2", "metric": "instructions", "threshold": 1.0},
+        "commits": [GOOD, MID, BAD], "facts": {MID: {"subject": "slower get"}},
+    },
+    "log": [
+        {"commit": GOOD, "run_id": 1, "role": "end"},
+        {"commit": BAD, "run_id": 1, "role": "end"},
+        {"commit": MID, "run_id": 2, "judged": "above the cut", "cut": 0.5, "share": 1.0,
+         "decided": True, "vs_good": CHANGE},
+        {"commit": MID, "judged": "skipped", "reason": "does not build: make failed"},
+        {"commit": MID, "parent": GOOD, "confirm_run_id": 3, "change": None},
+    ],
+    "result": {
+        "ends": CHANGE, "measured_commits": [GOOD, MID, BAD],
+        "steps": [{"kind": "step", "last_good": GOOD, "first_bad": MID, "between": [],
+                   "share": 1.0, "interval": [GOOD, BAD], "interval_share": 1.0,
+                   "run_id": 3, "parent_run_id": 3, "change": None, "explain": []}],
+    },
+}  # fmt: skip
+
+
+def test_a_stored_bisection_reads_back_as_records_and_renders():
+    from regtrack.analysis.records import BisectLogEntry, BisectStep
+    from regtrack.output.report import bisect_page
+
+    entries = [BisectLogEntry.from_json(e) for e in STORED["log"]]
+    assert entries[2].vs_good == ChangeSummary.from_json(CHANGE) and entries[2].cut == 0.5
+    assert [e.to_json() for e in entries[:4]] == STORED["log"][:4], "stored as before"
+    step = BisectStep.from_json(STORED["result"]["steps"][0])
+    assert (step.first_bad, step.run_id, step.change) == (MID, 3, None)
+    text = bisect_text.render(STORED)
+    assert "ends: bad vs good +3.00% [+2.00, +4.00] (regression)" in text
+    assert f"First bad commit: {MID} (100% of the ends' change)" in text
+    assert "change against its parent aaaaaaa: no valid measurement (run 3, side by side)" in text
+    assert "step   bbbbbbbbbbbb slower get: run 2, 100% of the way to bad, above the cut" in text
+    assert "confirm aaaaaaa -> bbbbbbbbbbbb slower get: run 3, no valid measurement" in text
+    page = bisect_page.page(STORED, [1, 2, 3])
+    assert page["steps"][0]["heading"].startswith("First bad commit")
+    assert [e["run_file"] for e in page["log"]][-1] == "run-3.html"
