@@ -61,19 +61,17 @@ class GateAnswer:
     verdict: str
     blocks_for_no_change: int | None = None
 
+    @property
+    def n(self) -> int:
+        return self.n_blocks
+
+    @property
+    def extra_repetitions(self) -> None:
+        return None
+
     def change(self) -> str:
         """The summary's words: "-12.9% [-15.4, -10.3] regression (detectable ...)"."""
-        return change_text(
-            {
-                "n_blocks": self.n_blocks,
-                "change_pct": self.change_pct,
-                "ci_low_pct": self.ci_low_pct,
-                "ci_high_pct": self.ci_high_pct,
-                "mde_pct": self.mde_pct,
-                "verdict": self.verdict,
-                "blocks_for_no_change": self.blocks_for_no_change,
-            }
-        )
+        return change_text(self)
 
 
 @dataclass(frozen=True)
@@ -92,6 +90,24 @@ class PointRecord:
     n_valid: int | None
     gating: bool
     trusted: bool
+
+    # What tables.change_text reads of an answer: a point's line has its pairs, and no
+    # detectable effect, seeds to wait for or repetitions to add.
+    @property
+    def n(self) -> int | None:
+        return self.n_valid
+
+    @property
+    def mde_pct(self) -> None:
+        return None
+
+    @property
+    def blocks_for_no_change(self) -> None:
+        return None
+
+    @property
+    def extra_repetitions(self) -> None:
+        return None
 
 
 @dataclass(frozen=True)
@@ -259,15 +275,7 @@ def _details(verdict: CiVerdict, room: int) -> list[str]:
 
 def _row(r: PointRecord) -> str:
     mark = "" if r.trusted else f" {UNTRUSTED}"
-    change = change_text(
-        {
-            "n_valid": r.n_valid,
-            "change_pct": r.change_pct,
-            "ci_low_pct": r.ci_low_pct,
-            "ci_high_pct": r.ci_high_pct,
-            "verdict": r.verdict,
-        }
-    )
+    change = change_text(r)
     return (
         f"| {METRIC_TITLE.get(r.metric, r.metric)}{f' ({r.unit})' if r.unit else ''} | "
         f"{_cell(r.point)} | "
