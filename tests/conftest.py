@@ -244,6 +244,15 @@ def run_cli(
     return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
 
 
+def settings_dir(tmp_path: Path, toml: str) -> Path:
+    """A settings directory holding this regtrack.toml (for REGTRACK_CONFIG_DIR or
+    --config): a test's own verdict thresholds, limits or seeds."""
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "regtrack.toml").write_text(toml)
+    return configs
+
+
 def cli_in_process(
     *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:

@@ -33,6 +33,7 @@ from regtrack.output.github_comment import (
     comment_body,
     marker,
 )
+from regtrack.output.tables import change_text
 from tests import fakegithub
 from tests.actionrun import ActionRun, job_env, run_action
 from tests.conftest import ARTIFACTS, FIXTURES, cli_in_process
@@ -318,8 +319,8 @@ def test_the_body_says_what_the_step_summary_says(ci_outputs):
     text = summary.read_text()
     assert lines[1] == text.splitlines()[0], "the summary's first line, word for word"
     (answer,) = verdict.gate
-    assert f"- **throughput** over pipeline=10 (4 blocks): {answer.change()}" in text
-    assert f"| ❌ | throughput | pipeline=10 | 4 | {answer.change()} | ±5% |" in body
+    assert f"- **throughput** over pipeline=10 (4 blocks): {change_text(answer)}" in text
+    assert f"| ❌ | throughput | pipeline=10 | 4 | {change_text(answer)} | ±5% |" in body
     assert "<details><summary>Every metric and point (4 records)</summary>" in body
     assert "| throughput (ops/s) | pipeline=10 |" in body
     assert "measured at abababababab" in body and "artifact `regtrack`" in body

@@ -11,7 +11,7 @@ import sqlite3
 import pytest
 
 from tests import fakebench
-from tests.conftest import cli_in_process
+from tests.conftest import cli_in_process, settings_dir
 from tests.fakerepo import make_history
 from tests.test_report import Page
 from tests.test_report import browser as browser  # the Chromium fixture
@@ -121,9 +121,7 @@ def test_a_bisection_without_controlled_seeds_says_so_and_keeps_the_step_in_its_
     pairs (Welch, one look): the model's 1% seed effect can keep a commit's position
     undecided, and its point estimate places it then; the answer must hold the step, the
     bisection says why once, and ends without an internal error."""
-    configs = tmp_path / "configs"
-    configs.mkdir()
-    (configs / "regtrack.toml").write_text('[run]\nseeds = "random"\n')
+    configs = settings_dir(tmp_path, '[run]\nseeds = "random"\n')
     monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(configs))
     commits = make_history(tmp_path / "repo", ["ok"] * 4)
     _model(monkeypatch, commits, {2: 3675.0})

@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 
 from tests import fakebench
-from tests.conftest import cli_in_process
+from tests.conftest import cli_in_process, settings_dir
 
 TPUT = ["--pipelines", "10", "--repetitions", "2", "--no-report"]
 
@@ -71,9 +71,7 @@ def test_blocks_are_added_until_decided_and_a_decided_metric_stops(tmp_path, mon
     pairs agree) and are never measured again; throughput, 3% noisy against a 0.001%
     threshold, asks for more blocks, and then only throughput is measured in them, until
     --max-repetitions."""
-    configs = tmp_path / "configs"
-    configs.mkdir()
-    (configs / "regtrack.toml").write_text("[verdict]\nthroughput_pct = 0.001\n")
+    configs = settings_dir(tmp_path, "[verdict]\nthroughput_pct = 0.001\n")
     monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(configs))
     model = fakebench.install(monkeypatch, fakebench.Model())
     db, out = tmp_path / "r.db", tmp_path / "r.json"
@@ -222,9 +220,7 @@ def test_runs_without_controlled_seeds_compare_and_gate_across_runs(
     restricted CI runners; here seeds = "random"), trials carry no seed: a comparison
     with a stored run is unpaired (Welch, one look), and says so; it used to end
     "internal error: UnboundLocalError" (exit 3)."""
-    configs = tmp_path / "configs"
-    configs.mkdir()
-    (configs / "regtrack.toml").write_text('[run]\nseeds = "random"\n')
+    configs = settings_dir(tmp_path, '[run]\nseeds = "random"\n')
     monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(configs))
     fakebench.install(monkeypatch, fakebench.Model())
     db = tmp_path / "r.db"

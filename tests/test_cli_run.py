@@ -19,6 +19,7 @@ from tests.conftest import (
     our_processes,
     quiet_configs,
     run_cli,
+    settings_dir,
     wait_for_trials,
 )
 from tests.reasons import codes, stored_reasons
@@ -140,9 +141,7 @@ def test_compare_formats(tmp_path, redis_server):
 
 
 def test_client_bound_trials_are_flagged_and_marked_in_the_table(tmp_path, redis_server):
-    configs = tmp_path / "configs"
-    configs.mkdir()
-    (configs / "regtrack.toml").write_text("[run]\nclient_bound_cpu_pct = 1\n")
+    configs = settings_dir(tmp_path, "[run]\nclient_bound_cpu_pct = 1\n")
     db = tmp_path / "r.db"
     proc = run_cli(
         "run",

@@ -18,7 +18,14 @@ from pathlib import Path
 import pytest
 
 from regtrack.core.records import InvalidReason, reasons_text
-from tests.conftest import SHORT_RUN, cli_in_process, our_processes, run_cli, wait_for_trials
+from tests.conftest import (
+    SHORT_RUN,
+    cli_in_process,
+    our_processes,
+    run_cli,
+    settings_dir,
+    wait_for_trials,
+)
 from tests.reasons import has_code, stored_reasons
 
 pytestmark = pytest.mark.usefixtures("redis_benchmark_bin")
@@ -31,10 +38,9 @@ FAST = [*SHORT_RUN, "--duration", "0.5", "--warmup", "0.1", "--loadgen", "redis-
 @pytest.fixture(autouse=True)
 def quiet_machine_rules(tmp_path, monkeypatch):
     """About faults, not noise: trials on a busy machine must stay valid; own CPU locks."""
-    configs = tmp_path / "configs"
-    configs.mkdir()
-    (configs / "regtrack.toml").write_text(
-        "[run]\ncontention_limit_pct = 100\nclient_bound_cpu_pct = 100\nserver_bound_cpu_pct = 0\n"
+    configs = settings_dir(
+        tmp_path,
+        "[run]\ncontention_limit_pct = 100\nclient_bound_cpu_pct = 100\nserver_bound_cpu_pct = 0\n",
     )
     monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(configs))
     monkeypatch.setenv("REGTRACK_LOCK_DIR", str(tmp_path / "locks"))

@@ -16,7 +16,14 @@ from regtrack.analysis import comparison as comparisons
 from regtrack.core.records import InvalidReason
 from regtrack.results import loaded
 from regtrack.results.store import Store
-from tests.conftest import cli_in_process, finish, our_processes, run_cli, wait_for_trials
+from tests.conftest import (
+    cli_in_process,
+    finish,
+    our_processes,
+    run_cli,
+    settings_dir,
+    wait_for_trials,
+)
 from tests.reasons import codes, has_code, stored_reasons
 
 pytestmark = pytest.mark.usefixtures("redis_benchmark_bin")
@@ -90,23 +97,9 @@ def test_instructions_per_op_function_costs_and_syscalls_are_stored(tmp_path, re
 
 def test_throughput_trials_record_syscalls_too(tmp_path, redis_server):
     db = tmp_path / "r.db"
-    proc = run_cli(
-        "run",
-        "--versions",
-        f"bin:{redis_server}",
-        "--pipelines",
-        "1",
-        "--repetitions",
-        "1",
-        "--duration",
-        "0.5",
-        "--warmup",
-        "0.2",
-        "--keys",
-        "1000",
-        "--db",
-        str(db),
-    )
+    proc = run_cli("run", "--versions", f"bin:{redis_server}", "--pipelines", "1",
+                   "--repetitions", "1", "--duration", "0.5", "--warmup", "0.2", "--keys", "1000",
+                   "--db", str(db))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     sysr, sysw, calls = (
         sqlite3.connect(db)
@@ -184,9 +177,7 @@ def test_a_server_killed_under_callgrind_ends_its_visit_and_keeps_trials(tmp_pat
 
 def test_windows_that_disagree_make_the_trial_not_repeatable(tmp_path, redis_server):
     """With a limit no real measurement meets, every trial is flagged, none is compared."""
-    configs = tmp_path / "configs"
-    configs.mkdir()
-    (configs / "regtrack.toml").write_text("[run]\nrepeatability_pct = 0.000001\n")
+    configs = settings_dir(tmp_path, "[run]\nrepeatability_pct = 0.000001\n")
     db = tmp_path / "r.db"
     proc = run_cli(
         "run",

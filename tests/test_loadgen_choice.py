@@ -16,7 +16,7 @@ from regtrack.core.options import Options
 from regtrack.core.records import InvalidReason, TrialRecord
 from regtrack.core.settings import load_settings
 from regtrack.targets import versions
-from tests.conftest import run_cli
+from tests.conftest import run_cli, settings_dir
 from tests.fakebench import probe_trial
 
 
@@ -150,10 +150,8 @@ def test_a_run_that_relaxes_its_limits_does_not_relax_the_probe(
 ):
     """Quiet rules (nothing client-bound) would pass any probe: the probe keeps the
     defaults, so memtier at 99% of its CPU still does not saturate the server."""
-    configs = tmp_path / "configs"
-    configs.mkdir()
-    (configs / "regtrack.toml").write_text(
-        "[run]\nclient_bound_cpu_pct = 100\nserver_bound_cpu_pct = 0\n"
+    configs = settings_dir(
+        tmp_path, "[run]\nclient_bound_cpu_pct = 100\nserver_bound_cpu_pct = 0\n"
     )
     monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(configs))
     calls: list[int] = []

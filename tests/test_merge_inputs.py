@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from regtrack.core.errors import BadInput, RegtrackError
 from regtrack.flows import shard_merge as merging
 from tests import fakebench
-from tests.conftest import cli_in_process
+from tests.conftest import cli_in_process, settings_dir
 
 PLAN = ["--metric", "both", "--pipelines", "10", "--repetitions", "4", "--no-report"]
 
@@ -177,9 +177,7 @@ def test_shards_without_controlled_seeds_merge_and_compare(
 ):
     """Trials without seeds (unshare refused) merge like any other and the merged run
     compares (its blocks pair by repetition within the run)."""
-    configs = tmp_path / "configs"
-    configs.mkdir()
-    (configs / "regtrack.toml").write_text('[run]\nseeds = "random"\n')
+    configs = settings_dir(tmp_path, '[run]\nseeds = "random"\n')
     monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(configs))
     fakebench.install(monkeypatch, fakebench.Model())
     versions = f"a=bin:{redis_server_path},b=bin:{redis_server_path}"

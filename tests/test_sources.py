@@ -302,25 +302,9 @@ def test_run_with_built_versions_records_the_build(tmp_path, repo, cache, monkey
     fakebench.install(monkeypatch, fakebench.Model())
     path, commits = repo
     db = tmp_path / "r.db"
-    args = [
-        "run",
-        "--versions",
-        "1.0,unstable",
-        "--source-repo",
-        str(path),
-        "--db",
-        str(db),
-        "--pipelines",
-        "10",
-        "--repetitions",
-        "1",
-        "--duration",
-        "0.5",
-        "--warmup",
-        "0.2",
-        "--keys",
-        "1000",
-    ]
+    args = ["run", "--versions", "1.0,unstable", "--source-repo", str(path), "--db", str(db),
+            "--pipelines", "10", "--repetitions", "1", "--duration", "0.5", "--warmup", "0.2",
+            "--keys", "1000"]  # fmt: skip
     first = cli_in_process(*args, env={"REGTRACK_CACHE": str(cache)})
     assert first.returncode == 0, first.stderr
     assert first.stderr.count("built in") == 2

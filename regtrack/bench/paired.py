@@ -25,13 +25,13 @@ from dataclasses import dataclass
 
 import redis
 
-from regtrack.bench import serverstats, setup, windows
+from regtrack.bench import serverstats, windows
 from regtrack.bench import trial as measure
 from regtrack.bench.job import Job
 from regtrack.bench.loadgen.held import HeldLoad
 from regtrack.bench.plan import PlannedTrial, Visit
 from regtrack.bench.runtimes.base import RunningServer
-from regtrack.bench.servers import ServerDied, plain_server
+from regtrack.bench.servers import ServerDied, plain_server, set_up
 from regtrack.core import interrupts
 from regtrack.core.cpus import CpuPlan
 from regtrack.core.errors import CannotMeasure
@@ -74,7 +74,9 @@ def run_visit(
             cpus = job.side_cpus()[label].server
             server = stack.enter_context(plain_server(job, target, run_id, seed, cpus))
             progress.phase(f"{rep} · setting up {label}")
-            sides.append(Side(target, server, _prepare(job, target, server)))
+            sides.append(
+                Side(target, server, set_up(job, server, f"redis-server of {target.label}"))
+            )
         points: dict[str, list[PlannedTrial]] = {}
         for planned in visit.trials:
             points.setdefault(planned.point.label, []).append(planned)
@@ -96,18 +98,6 @@ def run_visit(
             dead = [s.target.label for s in sides if not s.server.alive()]
             if dead:
                 raise ServerDied(f"redis-server of {dead[0]} exited during {label} (paired)")
-
-
-def _prepare(job: Job, target: Target, server: RunningServer) -> dict[str, str]:
-    client = server.client(timeout=600)
-    try:
-        return setup.prepare_server(client, job.workload, job.loadgen.name)
-    except (redis.RedisError, OSError):
-        if server.alive():
-            raise
-        raise ServerDied(f"redis-server of {target.label} exited while setting up") from None
-    finally:
-        client.close()
 
 
 def _lanes(

@@ -14,14 +14,14 @@ from dataclasses import dataclass
 
 import redis
 
-from regtrack.bench import paired, setup
+from regtrack.bench import paired
 from regtrack.bench import trial as measure
 from regtrack.bench.callgrind import protocol
 from regtrack.bench.callgrind.protocol import Callgrind
 from regtrack.bench.job import Job
 from regtrack.bench.plan import PlannedTrial, Visit, trial_count
 from regtrack.bench.runtimes.base import RunningServer
-from regtrack.bench.servers import ServerDied, plain_server, serve
+from regtrack.bench.servers import ServerDied, plain_server, serve, set_up
 from regtrack.core import interrupts
 from regtrack.core.errors import CannotMeasure
 from regtrack.core.records import FunctionCost, InvalidReason, LoadSpec, Progress, TrialRecord
@@ -185,20 +185,6 @@ def _another_block(
     return True
 
 
-def _set_up(job: Job, server: RunningServer, what: str, under: str) -> dict[str, str]:
-    """The workload's keys or setup on the live server; a server that died doing it ends
-    its visit (ServerDied), any other failure is the environment's."""
-    client = server.client(timeout=600)
-    try:
-        return setup.prepare_server(client, job.workload, job.loadgen.name)
-    except (redis.RedisError, OSError):
-        if server.alive():
-            raise
-        raise ServerDied(f"{what} exited while setting up{under}") from None
-    finally:
-        client.close()
-
-
 def _trial(
     job: Job,
     server: RunningServer,
@@ -243,7 +229,7 @@ def run_visit(
     seed = job.seed(visit.repetition)
     with serve(job, target, visit.mode, run_id, seed) as (server, session):
         progress.phase(f"{rep} · setting up {target.label}{under}")
-        saved = _set_up(job, server, f"redis-server of {target.label}", under)
+        saved = set_up(job, server, f"redis-server of {target.label}{under}")
         for planned in visit.trials:
             progress.phase(f"{rep} · {target.label} · {planned.point.label}{under}")
             specs = workload_points.load_specs(job.workload, planned.point, job.loadgen.name, saved)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
+from regtrack.bench import setup
 from regtrack.bench.callgrind import control as callgrind
 from regtrack.bench.callgrind import protocol
 from regtrack.bench.runtimes import docker as docker_runtime
@@ -107,5 +108,20 @@ def _slow_cron(server: RunningServer, target: Target) -> None:
         if server.alive():
             raise CannotMeasure(f"CONFIG SET hz failed: {exc}") from None
         raise ServerDied(f"redis-server of {target.label} exited under callgrind") from None
+    finally:
+        client.close()
+
+
+def set_up(job: Job, server: RunningServer, what: str) -> dict[str, str]:
+    """The workload's keys or setup on the live server (what its load specs need); a
+    server that died doing it ends its visit (ServerDied: ``what`` exited while setting
+    up), any other failure is the environment's."""
+    client = server.client(timeout=600)
+    try:
+        return setup.prepare_server(client, job.workload, job.loadgen.name)
+    except (redis.RedisError, OSError):
+        if server.alive():
+            raise
+        raise ServerDied(f"{what} exited while setting up") from None
     finally:
         client.close()

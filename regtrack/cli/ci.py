@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from regtrack.cli.group import EXIT_CODES_HELP, cli
-from regtrack.cli.options import measuring, staged
+from regtrack.cli.options import THRESHOLD, measuring, staged
 from regtrack.core.errors import EXIT_REGRESSION, EXIT_SHARD_ONLY, BadInput, CannotMeasure
 from regtrack.core.options import Options
 
@@ -51,13 +51,7 @@ if TYPE_CHECKING:
     is_flag=True,
     help="Compare with a stored baseline measured differently.",
 )
-@staged(
-    "statistics",
-    "--threshold",
-    type=float,
-    help="Verdict threshold in percent, for every metric.",
-    unset="regtrack.toml [verdict], per metric",
-)
+@THRESHOLD
 @staged(
     "statistics",
     "--fail-on-inconclusive",

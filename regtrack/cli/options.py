@@ -163,3 +163,14 @@ db_option = model_option("db")
 def range_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """--every / --max-commits: how many commits of a range A..B are measured."""
     return model_option("every")(model_option("max_commits")(f))
+
+
+# One verdict threshold for every metric, as run and ci take it (bisect's is the smallest
+# change that counts, in its own words).
+THRESHOLD = staged(
+    "statistics",
+    "--threshold",
+    type=float,
+    help="Verdict threshold in percent, for every metric.",
+    unset="regtrack.toml [verdict], per metric",
+)

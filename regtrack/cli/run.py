@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from regtrack.cli.group import EXIT_CODES_HELP, cli
-from regtrack.cli.options import measuring, staged
+from regtrack.cli.options import THRESHOLD, measuring, staged
 from regtrack.core.errors import BadInput
 from regtrack.core.options import Options
 
@@ -34,13 +34,7 @@ from regtrack.core.options import Options
     help="Label the table compares against.",
     unset="the first version",
 )
-@staged(
-    "statistics",
-    "--threshold",
-    type=float,
-    help="Verdict threshold in percent, for every metric.",
-    unset="regtrack.toml [verdict], per metric",
-)
+@THRESHOLD
 @staged(
     "statistics",
     "--until-decided",

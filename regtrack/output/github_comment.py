@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from regtrack.analysis.records import PointComparison, PooledComparison
 from regtrack.core.errors import BadInput
 from regtrack.output.ci_summary import METRIC_TITLE
 from regtrack.output.tables import UNTRUSTED, change_text, format_value
@@ -47,70 +48,6 @@ def marker(comment_id: str = "") -> str:
 
 
 @dataclass(frozen=True)
-class GateAnswer:
-    """One gating metric's pooled answer (the JSON's "gate" list)."""
-
-    metric: str
-    points: tuple[str, ...]
-    n_blocks: int
-    change_pct: float | None
-    ci_low_pct: float | None
-    ci_high_pct: float | None
-    mde_pct: float | None
-    threshold_pct: float | None
-    verdict: str
-    blocks_for_no_change: int | None = None
-
-    @property
-    def n(self) -> int:
-        return self.n_blocks
-
-    @property
-    def extra_repetitions(self) -> None:
-        return None
-
-    def change(self) -> str:
-        """The summary's words: "-12.9% [-15.4, -10.3] regression (detectable ...)"."""
-        return change_text(self)
-
-
-@dataclass(frozen=True)
-class PointRecord:
-    """One metric at one point (the JSON's "records" list)."""
-
-    metric: str
-    point: str
-    unit: str
-    baseline_value: float | None
-    candidate_value: float | None
-    change_pct: float | None
-    ci_low_pct: float | None
-    ci_high_pct: float | None
-    verdict: str
-    n_valid: int | None
-    gating: bool
-    trusted: bool
-
-    # What tables.change_text reads of an answer: a point's line has its pairs, and no
-    # detectable effect, seeds to wait for or repetitions to add.
-    @property
-    def n(self) -> int | None:
-        return self.n_valid
-
-    @property
-    def mde_pct(self) -> None:
-        return None
-
-    @property
-    def blocks_for_no_change(self) -> None:
-        return None
-
-    @property
-    def extra_repetitions(self) -> None:
-        return None
-
-
-@dataclass(frozen=True)
 class CiVerdict:
     """What a `regtrack ci --json` file says, read strictly: a file of another shape is
     refused rather than posted half-empty."""
@@ -121,8 +58,8 @@ class CiVerdict:
     baseline: str
     candidate: str
     workload: str
-    gate: tuple[GateAnswer, ...]
-    records: tuple[PointRecord, ...]
+    gate: tuple[PooledComparison, ...]
+    records: tuple[PointComparison, ...]
     forced: tuple[str, ...]
 
     @classmethod
@@ -139,7 +76,7 @@ class CiVerdict:
     @classmethod
     def from_json(cls, data: Any, where: str = "the ci JSON") -> CiVerdict:
         try:
-            records = [_record(r) for r in data["records"]]
+            records = [PointComparison.from_json(r) for r in data["records"]]
             first = data["records"][0] if data["records"] else {}
             return cls(
                 outcome=str(data["outcome"]),
@@ -148,44 +85,12 @@ class CiVerdict:
                 baseline=str(first.get("baseline", "?")),
                 candidate=str(first.get("candidate", "?")),
                 workload=str(first.get("workload", "?")),
-                gate=tuple(_answer(r) for r in data["gate"]),
+                gate=tuple(PooledComparison.from_json(r) for r in data["gate"]),
                 records=tuple(records),
                 forced=tuple(str(f) for f in data.get("forced") or []),
             )
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise BadInput(f"{where}: not regtrack ci JSON (missing or bad {exc})") from None
-
-
-def _answer(r: dict[str, Any]) -> GateAnswer:
-    return GateAnswer(
-        metric=str(r["metric"]),
-        points=tuple(str(p) for p in r.get("points") or ()),
-        n_blocks=int(r.get("n_blocks") or 0),
-        change_pct=r["change_pct"],
-        ci_low_pct=r["ci_low_pct"],
-        ci_high_pct=r["ci_high_pct"],
-        mde_pct=r.get("mde_pct"),
-        threshold_pct=r.get("threshold_pct"),
-        verdict=str(r["verdict"]),
-        blocks_for_no_change=r.get("blocks_for_no_change"),
-    )
-
-
-def _record(r: dict[str, Any]) -> PointRecord:
-    return PointRecord(
-        metric=str(r["metric"]),
-        point=str(r["point"]),
-        unit=str(r.get("unit") or ""),
-        baseline_value=r.get("baseline_value"),
-        candidate_value=r.get("candidate_value"),
-        change_pct=r["change_pct"],
-        ci_low_pct=r.get("ci_low_pct"),
-        ci_high_pct=r.get("ci_high_pct"),
-        verdict=str(r["verdict"]),
-        n_valid=r.get("n_valid"),
-        gating=bool(r.get("gating")),
-        trusted=bool(r.get("trusted", True)),
-    )
 
 
 @dataclass(frozen=True)
@@ -238,7 +143,7 @@ def _gate_table(verdict: CiVerdict) -> list[str]:
         threshold = "-" if a.threshold_pct is None else f"±{a.threshold_pct:g}%"
         lines.append(
             f"| {VERDICT_ICON.get(a.verdict, '')} | {METRIC_TITLE.get(a.metric, a.metric)} | "
-            f"{_cell(', '.join(a.points)) or '-'} | {a.n_blocks} | {a.change()} | {threshold} |"
+            f"{_cell(', '.join(a.points)) or '-'} | {a.n_blocks} | {change_text(a)} | {threshold} |"
         )
     return lines
 
@@ -273,7 +178,7 @@ def _details(verdict: CiVerdict, room: int) -> list[str]:
     return [*open_, *rows, *note, *close]
 
 
-def _row(r: PointRecord) -> str:
+def _row(r: PointComparison) -> str:
     mark = "" if r.trusted else f" {UNTRUSTED}"
     change = change_text(r)
     return (
