@@ -37,11 +37,17 @@ def _run(argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float) -> 
 
 
 def _constraints(folder: Path) -> Path:
-    """Every package of uv.lock at its locked version, as pip constraints."""
+    """Every package of uv.lock at its locked version, as pip constraints; one locked per
+    Python version (numpy, scipy) is constrained under the markers the lock gives it."""
     lock = tomllib.loads((ROOT / "uv.lock").read_text())
-    pins = [
-        f"{p['name']}=={p['version']}" for p in lock["package"] if "registry" in p.get("source", {})
-    ]
+    pins = []
+    for package in lock["package"]:
+        if "registry" not in package.get("source", {}):
+            continue  # regtrack itself
+        pin = f"{package['name']}=={package['version']}"
+        if markers := package.get("resolution-markers"):
+            pin += " ; " + " or ".join(f"({m})" for m in markers)
+        pins.append(pin)
     path = folder / "constraints.txt"
     path.write_text("\n".join(pins) + "\n")
     return path
@@ -62,6 +68,7 @@ def _outside_env(home: Path) -> dict[str, str]:
         PIPX_HOME=str(home / "pipx"),
         PIPX_BIN_DIR=str(home / "bin"),
         PIPX_MAN_DIR=str(home / "man"),
+        PIPX_DEFAULT_BACKEND="pip",  # not uv, even where one is on PATH: the default install
         REGTRACK_CACHE=str(TEST_CACHE),
     )
     return env
@@ -86,7 +93,9 @@ def test_a_pipx_installed_wheel_makes_the_offline_sources_and_measures(tmp_path,
     (wheel,) = (tmp_path / "dist").glob("regtrack-*.whl")
     pip_args = f"{' '.join(PIP_QUIET)} --constraint {_constraints(tmp_path)}"
     pipx = str(tools / "bin" / "pipx")
-    _run([pipx, "install", "--pip-args", pip_args, str(wheel)], cwd=elsewhere, env=env, timeout=600)
+    _run(
+        [pipx, "install", f"--pip-args={pip_args}", str(wheel)], cwd=elsewhere, env=env, timeout=600
+    )
 
     regtrack = str(tmp_path / "bin" / "regtrack")
     assert _run([regtrack, "--version"], cwd=elsewhere, env=env, timeout=60).startswith(
