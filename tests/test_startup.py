@@ -16,6 +16,7 @@ COMMANDS = [
     ["compare", "--help"], ["report", "--help"], ["versions", "--help"], ["explain", "--help"],
     ["history", "--help"], ["doctor", "--help"], ["merge", "--help"], ["mix", "capture", "--help"],
     ["baseline", "save", "--help"], ["baseline", "list", "--help"],
+    ["sources", "offline", "--help"],
 ]  # fmt: skip
 
 # Runs the commands of argv[1] (JSON) in a fresh interpreter, after importing the modules

@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from regtrack.cli import admin, bisect, ci, github, merge, results, run  # noqa: F401  (registers the commands)
+from regtrack.cli import admin, bisect, ci, github, merge, results, run, sources  # noqa: F401  (registers the commands)
 from regtrack.cli.group import cli
 from regtrack.core import interrupts, redact
 from regtrack.core.errors import (

@@ -180,8 +180,8 @@ class SourceRepo:
     def _unreachable(self, stderr: str) -> str:
         last = redact.scrub((stderr.strip().splitlines() or ["no answer"])[-1])
         hint = (
-            "; without internet access, build an offline mirror with "
-            "scripts/offline_source_repo.py and pass --source-repo PATH"
+            "; without internet access, make a repository of real releases with "
+            "`regtrack sources offline redis DIR` and pass --source-repo DIR"
             if not self.is_local
             else ""
         )
