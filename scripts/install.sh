@@ -5,6 +5,9 @@
 #
 #   scripts/install.sh           regtrack, for measuring
 #   scripts/install.sh --test    also what only the tests use (scripts/test.sh runs this)
+#   scripts/install.sh --no-project
+#                                everything but regtrack itself (the Dockerfile's layer that
+#                                a change to regtrack's code does not rebuild)
 #
 # memtier_benchmark is built from its pinned upstream release (a shallow clone of tag 2.3.0,
 # whose commit is checked), unless one is on PATH. Where GitHub cannot be reached, give that
@@ -13,13 +16,15 @@
 set -euo pipefail
 
 TEST=0
+PROJECT=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --test) TEST=1 ;;
+        --no-project) PROJECT=0 ;;
         --memtier-archive)
             [ $# -ge 2 ] || { echo "regtrack install: --memtier-archive needs a PATH" >&2; exit 2; }
             REGTRACK_MEMTIER_ARCHIVE=$2; shift ;;
-        *) echo "regtrack install: unknown option $1 (--test, --memtier-archive PATH)" >&2
+        *) echo "regtrack install: unknown option $1 (--test, --no-project, --memtier-archive PATH)" >&2
            exit 2 ;;
     esac
     shift
@@ -98,9 +103,12 @@ UV_GROUP=()
 if [ "$TEST" -eq 1 ]; then UV_GROUP=(--group test); else UV_GROUP=(--inexact); fi
 # Bytecode compiled once here: where PYTHONDONTWRITEBYTECODE is set (as on CI machines), every
 # command would otherwise compile scipy, pandas and regtrack again (2.6 s instead of 0.7 s).
+if [ "$PROJECT" -eq 0 ]; then UV_GROUP+=(--no-install-project); fi
 UV_PYTHON_DOWNLOADS=never "$UV" sync --quiet --locked --compile-bytecode --python python3 \
     "${UV_GROUP[@]}" || fail "uv sync could not install uv.lock into .venv (see above)"
-.venv/bin/python -m compileall -q -j 0 regtrack || fail "compiling regtrack failed (see above)"
+if [ "$PROJECT" -eq 1 ]; then
+    .venv/bin/python -m compileall -q -j 0 regtrack || fail "compiling regtrack failed (see above)"
+fi
 
 if memtier_wanted; then
     apt_install "${MEMTIER_BUILD_PACKAGES[@]}"  # .venv was made anew: the build needs them
@@ -149,4 +157,5 @@ every run (remove it from PATH to use the pinned build)"
 else
     memtier="$MEMTIER_BIN"
 fi
-say "done ($(.venv/bin/regtrack --version); $memtier: $("${memtier%% *}" --version | head -n 1))"
+if [ "$PROJECT" -eq 1 ]; then installed=$(.venv/bin/regtrack --version); else installed="without regtrack"; fi
+say "done ($installed; $memtier: $("${memtier%% *}" --version | head -n 1))"

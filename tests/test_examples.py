@@ -1,14 +1,20 @@
 """The scale-out examples in examples/ are usable as they are: they parse, every regtrack
 command line in them uses only options regtrack has, and the shard variables they set are
-the ones regtrack reads, with counts that agree."""
+the ones regtrack reads, with counts that agree. The Kubernetes manifest is valid for every
+Kubernetes version it claims (kubernetes-validate's strict schemas), runs the image as
+its user with what seed control needs, and its run script stops on a failed Job."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import subprocess
 from pathlib import Path
 
 import click
+import kubernetes_validate
+import pytest
 import yaml
 
 from regtrack.bench import shards
@@ -17,6 +23,9 @@ from regtrack.cli import cli
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 WORKFLOW = EXAMPLES / "github-actions-shards.yml"
 MANIFEST = EXAMPLES / "kubernetes-indexed-job.yaml"
+RUN_SCRIPT = EXAMPLES / "kubernetes-run.sh"
+# The oldest Kubernetes the manifest claims (pod securityContext.appArmorProfile: 1.30).
+OLDEST = (1, 30)
 
 
 def _commands(script: str) -> list[list[str]]:
@@ -91,3 +100,96 @@ def test_the_indexed_job_sets_what_regtrack_reads():
                 _check(argv)
     merged = [a for c in merge_job["spec"]["template"]["spec"]["containers"] for a in c["args"]]
     assert any("regtrack merge" in a for a in merged)
+
+
+def _claimed_versions() -> list[str]:
+    """Every Kubernetes minor version from OLDEST to the newest the validator has."""
+    newest = tuple(int(n) for n in kubernetes_validate.latest_version().split("."))
+    assert newest >= OLDEST
+    return [f"1.{minor}" for minor in range(OLDEST[1], newest[1] + 1)]
+
+
+@pytest.mark.parametrize("version", _claimed_versions())
+def test_the_manifest_is_valid_for_each_kubernetes_it_claims(version):
+    for doc in yaml.safe_load_all(MANIFEST.read_text()):
+        kubernetes_validate.validate(doc, version, strict=True)  # raises on an unknown field
+
+
+def test_the_manifest_says_which_kubernetes_it_needs():
+    """The version before OLDEST rejects it: the claim is the real minimum."""
+    older = f"{OLDEST[0]}.{OLDEST[1] - 1}"
+    with pytest.raises(kubernetes_validate.ValidationError, match="appArmorProfile"):
+        for doc in yaml.safe_load_all(MANIFEST.read_text()):
+            kubernetes_validate.validate(doc, older, strict=True)
+    assert f"Kubernetes {OLDEST[0]}.{OLDEST[1]} or newer" in MANIFEST.read_text()
+
+
+def test_the_pods_run_the_image_as_its_user_with_what_seeds_need():
+    shard_job, merge_job = list(yaml.safe_load_all(MANIFEST.read_text()))
+    dockerfile = (EXAMPLES.parent / "Dockerfile").read_text()
+    uid = int(re.search(r"useradd .*--uid (\d+)", dockerfile).group(1))
+    for doc in (shard_job, merge_job):
+        pod = doc["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["runAsUser"] == uid
+        assert pod["securityContext"]["fsGroup"] == uid, "the results volume is writable"
+        for container in pod["containers"]:
+            assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
+            assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    # Seeds: unshare(2) and a mount in a user namespace, which the default profiles refuse.
+    measuring = shard_job["spec"]["template"]["spec"]["securityContext"]
+    assert measuring["seccompProfile"] == {"type": "Unconfined"}
+    assert measuring["appArmorProfile"] == {"type": "Unconfined"}
+    merging = merge_job["spec"]["template"]["spec"]["securityContext"]
+    assert merging["seccompProfile"] == {"type": "RuntimeDefault"}, "no servers in the merge"
+
+
+FAKE_KUBECTL = """#!/bin/sh
+# kubectl as the run script sees it: each Job reports no condition once, then $OUTCOME.
+echo "$*" >> "$FAKE/calls"
+case "$1" in
+    get) job=${2#job/}; n=$(cat "$FAKE/$job.n" 2>/dev/null || echo 0)
+         echo $((n + 1)) > "$FAKE/$job.n"
+         if [ "$n" -ge 1 ]; then cat "$FAKE/$job.outcome"; fi ;;
+    logs) echo "## regtrack merged" ;;
+esac
+"""
+
+
+def _run_script(
+    tmp_path: Path, shards: str, merge: str
+) -> tuple[subprocess.CompletedProcess, list[str]]:
+    fake = tmp_path / "fake"
+    (fake / "bin").mkdir(parents=True)
+    kubectl = fake / "bin" / "kubectl"
+    kubectl.write_text(FAKE_KUBECTL)
+    kubectl.chmod(0o755)
+    (fake / "regtrack-shards.outcome").write_text(shards)
+    (fake / "regtrack-merge.outcome").write_text(merge)
+    env = {**os.environ, "PATH": f"{fake / 'bin'}:{os.environ['PATH']}", "FAKE": str(fake),
+           "REGTRACK_K8S_POLL": "0", "REGTRACK_K8S_TIMEOUT": "60"}  # fmt: skip
+    proc = subprocess.run(
+        ["sh", str(RUN_SCRIPT)], env=env, capture_output=True, text=True, timeout=60
+    )
+    return proc, (fake / "calls").read_text().splitlines()
+
+
+def test_the_run_script_stops_waiting_when_an_index_fails(tmp_path):
+    # Kubernetes 1.31+ sets FailureTarget before Failed; Complete never comes.
+    proc, calls = _run_script(tmp_path, "FailureTarget Failed", "SuccessCriteriaMet Complete")
+    assert proc.returncode == 1, proc.stderr
+    assert "job/regtrack-shards Failed" in proc.stderr
+    assert "## regtrack merged" in proc.stdout, "a failed Job is still merged"
+    applied = [c for c in calls if c.startswith("apply")]
+    labels = {d["metadata"]["name"]: d["metadata"]["labels"]["regtrack/step"]
+              for d in yaml.safe_load_all(MANIFEST.read_text())}  # fmt: skip
+    assert applied == [
+        f"apply -f {MANIFEST} -l regtrack/step={labels['regtrack-shards']}",
+        f"apply -f {MANIFEST} -l regtrack/step={labels['regtrack-merge']}",
+    ]
+
+
+def test_the_run_script_exits_0_when_both_jobs_complete(tmp_path):
+    proc, _ = _run_script(tmp_path, "SuccessCriteriaMet Complete", "Complete")
+    assert proc.returncode == 0, proc.stderr
+    assert "job/regtrack-merge Complete" in proc.stderr
