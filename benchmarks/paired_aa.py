@@ -87,7 +87,7 @@ def server_binary(spec: str, source_repo: str | None) -> str:
     from regtrack.targets import build, versions
 
     targets = versions.resolve([versions.parse_spec(spec)], source_repo)
-    build.obtain(targets, build.parse_build_flags(None), lambda text: None)
+    build.obtain(targets, [], lambda text: None)
     return str(targets[0].binary)
 
 

@@ -41,7 +41,7 @@ def no_user_config(tmp_path, monkeypatch):
 def captured(monkeypatch) -> dict[str, Any]:
     """What run and ci hand to prepare, and bisect to bisect.start, instead of measuring."""
     from regtrack.cli import steps
-    from regtrack.flows import bisect as bisecting
+    from regtrack.flows import bisect_request
 
     seen: dict[str, Any] = {}
 
@@ -54,7 +54,7 @@ def captured(monkeypatch) -> dict[str, Any]:
         raise SystemExit(0)
 
     monkeypatch.setattr(steps, "prepare", prepare)
-    monkeypatch.setattr(bisecting, "start", start)
+    monkeypatch.setattr(bisect_request, "start", start)
     return seen
 
 

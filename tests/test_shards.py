@@ -250,20 +250,20 @@ def test_the_plan_id_names_what_is_measured_not_where():
 
 
 def test_instruction_counts_pool_across_hosts_only_when_what_moves_them_agrees(tmp_path):
-    from regtrack.results import merge as merging
+    from regtrack.results import shard_runs, shard_union
 
-    def shard_run(host: str, hwcaps: str, sha: str) -> merging.ShardRun:
+    def shard_run(host: str, hwcaps: str, sha: str) -> shard_runs.ShardRun:
         env = {"hostname": host, "fingerprint": "f" * 16, "valgrind": "Valgrind-3.19.0",
                "valgrind_hwcaps": hwcaps, "glibc": "2.36", "cpu_model": host}  # fmt: skip
         config = {"targets": [{"label": "a", "binary_sha256": sha, "details": {}}]}
-        return merging.ShardRun(tmp_path, 1, "p", None, merging.host_label(env), "complete",
+        return shard_runs.ShardRun(tmp_path, 1, "p", None, shard_runs.host_label(env), "complete",
                                 config, env, {}, [])  # fmt: skip
 
     avx2 = "amd64-sse3-ssse3-avx-avx2"
     one, two = shard_run("epyc", avx2, "s1"), shard_run("xeon", avx2, "s1")
     assert one.host != two.host, "two machines with one fingerprint are two hosts"
-    assert merging.instruction_differences([one, two]) == [], "the CPU model alone does not"
-    apart = merging.instruction_differences([one, shard_run("old", "amd64-sse3-ssse3", "s2")])
+    assert shard_union.instruction_differences([one, two]) == [], "the CPU model alone does not"
+    apart = shard_union.instruction_differences([one, shard_run("old", "amd64-sse3-ssse3", "s2")])
     assert len(apart) == 2
     assert apart[0].startswith("valgrind_hwcaps") and apart[1].startswith("a's binary")
 

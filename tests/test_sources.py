@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from regtrack.core.errors import BadInput, CannotMeasure
-from regtrack.targets import build
+from regtrack.targets import build, make_flags
 from regtrack.targets.sources import SourceRepo
 from regtrack.targets.versions import parse_specs, resolve
 from tests import fakebench
@@ -158,7 +158,7 @@ def test_make_variables_from_the_environment_are_recorded_and_keyed(repo, cache,
     """make reads CFLAGS and the like from the environment: such a build is another build,
     and says so (its details, the comparability key's build flags)."""
     path, _ = repo
-    for name in build.MAKE_ENVIRONMENT:
+    for name in make_flags.MAKE_ENVIRONMENT:
         monkeypatch.delenv(name, raising=False)
     (a,) = resolve(parse_specs("1.0.0"), str(path))
     build.obtain([a], [])
@@ -173,7 +173,7 @@ def test_make_variables_from_the_environment_are_recorded_and_keyed(repo, cache,
     assert not b.details["build"]["cached"], "not the build made without CFLAGS"
     assert b.details["build"]["directory"] != a.details["build"]["directory"]
     assert b.details["build"]["environment"] == {"CFLAGS": "-O1"}
-    assert build.flags_text(b.details["build"]) == "MALLOC=libc (environment CFLAGS=-O1)"
+    assert make_flags.flags_text(b.details["build"]) == "MALLOC=libc (environment CFLAGS=-O1)"
     (again,) = resolve(parse_specs("1.0.0"), str(path))
     build.obtain([again], ["MALLOC=libc"])
     assert again.details["build"]["cached"]
@@ -191,21 +191,21 @@ def test_the_compiler_recorded_is_the_one_make_runs(tmp_path, monkeypatch):
 
     monkeypatch.setenv("CC", str(fake))
     monkeypatch.setattr(build.shutil, "which", which(None))
-    assert build.compiler_version([]) == "fakecc 9.9", "make takes CC from the environment"
-    assert build.compiler_version([f"CC={fake}"]) == "fakecc 9.9"
+    assert make_flags.compiler_version([]) == "fakecc 9.9", "make takes CC from the environment"
+    assert make_flags.compiler_version([f"CC={fake}"]) == "fakecc 9.9"
     # With ccache, make's command line says CC="ccache cc" (_ccache): cc it is.
     monkeypatch.setattr(build.shutil, "which", which("/usr/bin/ccache"))
     monkeypatch.delenv("CC")
-    cc = build.compiler_version([])
+    cc = make_flags.compiler_version([])
     monkeypatch.setenv("CC", str(fake))
-    assert build.compiler_version([]) == cc != "fakecc 9.9"
-    assert build.compiler_version([f"CC={fake}"]) == "fakecc 9.9"
+    assert make_flags.compiler_version([]) == cc != "fakecc 9.9"
+    assert make_flags.compiler_version([f"CC={fake}"]) == "fakecc 9.9"
 
 
 @pytest.mark.parametrize("flags", ["rm -rf /", "MALLOC=libc; reboot", "'unterminated", "-j99"])
 def test_build_flags_must_be_make_variables(flags):
     with pytest.raises(BadInput, match="--build-flags"):
-        build.parse_build_flags(flags)
+        make_flags.parse_build_flags(flags)
 
 
 def test_a_failing_build_raises_with_the_log_tail(tmp_path, cache, redis_server):

@@ -24,7 +24,7 @@ from regtrack.core.cpus import CpuPlan, Topology, plan_cpus, plan_duet, split_si
 from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.core.options import Options
 from regtrack.core.settings import RunSettings, load_settings
-from regtrack.targets import build, images, versions
+from regtrack.targets import build, images, make_flags, versions
 from regtrack.targets.versions import Target
 from regtrack.workloads import points as workload_points
 from regtrack.workloads import server_config
@@ -189,7 +189,7 @@ def prepare_job(
     )
     duet, cpus, side = _cpus(specs, settings, options)
     workload = with_server_settings(workload, options.server_config, side, options.metric)
-    flags = build.parse_build_flags(options.build_flags)
+    flags = make_flags.parse_build_flags(options.build_flags)
     client = _runtime(options)
     tool = choose_tool(options.loadgen, workload)
     workload = workload_points.with_loadgen_threads(workload, tool, len(side.client))

@@ -85,7 +85,7 @@ def baseline() -> None:
 def baseline_save(name: str, run_id: int, label: str | None, db: str | None) -> None:
     """Save version LABEL of run ID as baseline NAME."""
     from regtrack.core.settings import load_settings
-    from regtrack.results import comparability
+    from regtrack.results import baselines, comparability
     from regtrack.results.store import Store
     from regtrack.targets import versions
 
@@ -96,7 +96,7 @@ def baseline_save(name: str, run_id: int, label: str | None, db: str | None) -> 
     if not targets:
         raise BadInput(f"run {run_id} is not in {store.path} or has no versions")
     label = label or targets[0]["label"]
-    store.save_baseline(name, run_id, label)
+    baselines.save(store, name, run_id, label)
     setup = comparability.digest(comparability.of_run(store.run(run_id)))
     click.echo(
         f"baseline {name!r} = {label} of run {run_id} (setup {setup}: later candidates "
@@ -109,11 +109,11 @@ def baseline_save(name: str, run_id: int, label: str | None, db: str | None) -> 
 def baseline_list(db: str | None) -> None:
     """List the saved baselines."""
     from regtrack.core.settings import load_settings
-    from regtrack.results import comparability
+    from regtrack.results import baselines, comparability
     from regtrack.results.store import Store
 
     store = Store.open(db or load_settings().database, create=False)
-    rows = store.baselines()
+    rows = baselines.listed(store)
     if not rows:
         click.echo("no baselines saved (regtrack baseline save NAME --run ID)")
     for b in rows:

@@ -106,6 +106,7 @@ def bisect(
     from regtrack.cli.steps import say
     from regtrack.core.settings import load_settings, load_thresholds
     from regtrack.flows import bisect as bisecting
+    from regtrack.flows import bisect_request, bisect_search
     from regtrack.output import bisect_text
     from regtrack.output.console import run_progress
     from regtrack.results import bisections
@@ -127,7 +128,7 @@ def bisect(
         if pipeline:
             options = dataclasses.replace(options, pipelines=[pipeline])
         column = "instructions" if options.metric == "instructions" else "throughput"
-        request = bisecting.Request(
+        request = bisect_request.Request(
             good=good,
             bad=bad,
             metric=options.metric,
@@ -137,11 +138,11 @@ def bisect(
             max_repetitions=options.max_repetitions,
             options=options,
         )
-        store, bisection_id = bisecting.start(request, db)
+        store, bisection_id = bisect_request.start(request, db)
         say(f"bisection {bisection_id}: {good}..{bad}")
     hooks = bisecting.Hooks(say=say, progress=run_progress)
     bisector = bisecting.Bisector(store, bisection_id, hooks, db, wait=not options.no_wait)
-    bisecting.run(bisector)
+    bisect_search.run(bisector)
     runs = bisections.runs(store, bisection_id)
     record = {**bisections.get(store, bisection_id), "runs": runs}
     click.echo(bisect_text.render(record))

@@ -1,6 +1,6 @@
 """Errors that end a command with one clear line and a documented exit code.
 
-Exit codes (also in the README):
+Exit codes (also in docs/usage.md, "Exit codes"):
   0  success / no regression
   1  regression found (``regtrack ci``)
   2  bad usage or input: the user can fix the command line, a spec or a file

@@ -27,10 +27,9 @@ from contextlib import AbstractContextManager as ContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from regtrack.analysis import attribution, bisection, comparison, run_shift
+from regtrack.analysis import bisection, comparison, run_shift
 from regtrack.analysis.records import (
     BisectLogEntry,
-    BisectStep,
     ChangeSummary,
     PooledComparison,
 )
@@ -40,32 +39,18 @@ from regtrack.bench.plan import MODES_BY_METRIC
 from regtrack.bench.prepare import prepare_job
 from regtrack.bench.runner import BlockRule
 from regtrack.core import environment
-from regtrack.core.errors import BadInput, Interrupted
-from regtrack.core.options import Options
+from regtrack.core.errors import BadInput
 from regtrack.core.records import Progress
-from regtrack.core.settings import Thresholds, load_settings
+from regtrack.core.settings import Thresholds
 from regtrack.flows import orchestrate
+from regtrack.flows.bisect_request import request_of
 from regtrack.results import bisections, comparability, loaded
 from regtrack.results.store import Store
 from regtrack.targets.build import MakeFailed
-from regtrack.targets.sources import SourceRepo, is_commit
+from regtrack.targets.sources import is_commit
 from regtrack.targets.versions import SHORT_SHA, VersionSpec
 
 METRIC_COLUMN = {"instructions": "instructions_per_op", "throughput": "throughput"}
-
-
-@dataclass
-class Request:
-    """What `regtrack bisect` was asked; stored with the bisection, so --resume has it."""
-
-    good: str
-    bad: str
-    metric: str  # instructions | throughput
-    threshold: float
-    all_steps: bool
-    budget: str  # per measurement (the ends, each step)
-    max_repetitions: int
-    options: Options
 
 
 @dataclass
@@ -81,7 +66,7 @@ class NothingToBisect(BadInput):
     """Bad is not worse than good by the threshold (exit 2, with what was measured)."""
 
 
-def _short(commit: str) -> str:
+def short(commit: str) -> str:
     return commit[:SHORT_SHA]
 
 
@@ -125,15 +110,15 @@ class Bisector:
     def bad(self) -> str:
         return self.commits[-1]
 
-    def _log(self, **entry: Any) -> None:
+    def log(self, **entry: Any) -> None:
         bisections.log_step(self.store, self.id, BisectLogEntry(**entry).to_json())
 
-    def _measure(
+    def measure(
         self, commits: list[str], undecided: Callable[[int], bool], role: str, reuse: bool = True
     ) -> int:
         """One run of ``commits`` (short-SHA labels), adding blocks while ``undecided``;
         ``reuse``: a complete run that measured them alike answers instead."""
-        specs = [VersionSpec(_short(c), "git", c, c) for c in commits]
+        specs = [VersionSpec(short(c), "git", c, c) for c in commits]
         options = self.request.options
         if role != "ends":  # the ends' seeds: a step pairs with the ends' run seed by seed
             options = dataclasses.replace(options, seed_offset=self._ends_offset())
@@ -147,7 +132,7 @@ class Bisector:
             )
         reused = self._reusable(job, role) if reuse else None
         if reused is not None:
-            self.hooks.say(f"bisect: run {reused} measured {', '.join(map(_short, commits))} alike")
+            self.hooks.say(f"bisect: run {reused} measured {', '.join(map(short, commits))} alike")
             return reused
         cap = self.request.max_repetitions
         if role == "step" and self.request.metric == "instructions":
@@ -197,21 +182,21 @@ class Bisector:
         ``cand``'s run when ``base`` was measured in it too, else seed by seed across runs."""
         crun = cand_run if cand_run is not None else self.run_of[cand]
         labels = {t["label"] for t in self.store.targets(crun)}
-        if _short(base) in labels:
-            result = comparison.compare(loaded.run(self.store, crun), _short(base), self.thresholds)
+        if short(base) in labels:
+            result = comparison.compare(loaded.run(self.store, crun), short(base), self.thresholds)
         else:
             brun = self.run_of[base]
             self._check_alike(brun, crun)
             result = comparison.compare_runs(
                 loaded.run(self.store, brun),
-                _short(base),
+                short(base),
                 loaded.run(self.store, crun),
-                _short(cand),
+                short(cand),
                 loaded.alike(self.store, crun),
                 self.thresholds,
             )
         for record in result.pooled:
-            if record.metric == self.column and record.candidate == _short(cand):
+            if record.metric == self.column and record.candidate == short(cand):
                 return record
         return None
 
@@ -238,15 +223,15 @@ class Bisector:
     def ends(self) -> PooledComparison:
         """Measure good and bad together; refuse when bad is not worse by the threshold."""
         if self.bad not in self.run_of:
-            self.hooks.say(f"bisect: measuring the ends {_short(self.good)}, {_short(self.bad)}")
-            run_id = self._measure(
+            self.hooks.say(f"bisect: measuring the ends {short(self.good)}, {short(self.bad)}")
+            run_id = self.measure(
                 [self.good, self.bad],
                 lambda rid: self.verdict(self.good, self.bad, rid) == "inconclusive",
                 "ends",
             )
             for commit in (self.good, self.bad):
                 self.run_of[commit] = run_id
-                self._log(commit=commit, run_id=run_id, role="end")
+                self.log(commit=commit, run_id=run_id, role="end")
         record = self.change(self.good, self.bad)
         self.ends_pct = _number(record.change_pct if record else None, 0.0)
         if record is None or record.verdict != "regression":
@@ -290,8 +275,8 @@ class Bisector:
             except MakeFailed as exc:
                 if exc.passing:  # the machine's trouble: stop here, --resume builds it again
                     raise
-                self._log(commit=commit, judged=bisection.SKIPPED, reason=f"does not build: {exc}")
-                self.hooks.say(f"bisect: skipped {_short(commit)}: it does not build")
+                self.log(commit=commit, judged=bisection.SKIPPED, reason=f"does not build: {exc}")
+                self.hooks.say(f"bisect: skipped {short(commit)}: it does not build")
                 self.unbuilt.add(commit)
                 return None
             self.run_of[commit] = run_id
@@ -301,7 +286,7 @@ class Bisector:
             record = self.change(self.good, commit, run_id)
             side = "above" if placed.above else "below"
             how = "decided" if placed.decided else "by its estimate: undecided"
-            self._log(
+            self.log(
                 commit=commit,
                 run_id=run_id,
                 judged=f"{side} the cut",
@@ -311,7 +296,7 @@ class Bisector:
                 vs_good=summary(record),
             )
             self.hooks.say(
-                f"bisect: {_short(commit)} is {100 * placed.share:.0f}% of the way to bad, "
+                f"bisect: {short(commit)} is {100 * placed.share:.0f}% of the way to bad, "
                 f"{side} the cut at {100 * cut:.0f}% ({how}): {change_text(record)} vs good"
             )
         return placed
@@ -322,7 +307,7 @@ class Bisector:
         started = time.monotonic()
         together = [commit] if self.request.metric == "instructions" else [self.good, commit]
         together += [] if self.request.metric == "instructions" else [self.bad]
-        run_id = self._measure(
+        run_id = self.measure(
             together, lambda rid: not self._placement(commit, rid, cut).decided, "step"
         )
         if self.request.metric == "instructions":
@@ -354,7 +339,7 @@ class Bisector:
                 return
             more = have + 2
             self.hooks.say(
-                f"bisect: {_short(commit)} needs more seed pairs than the ends' run has: "
+                f"bisect: {short(commit)} needs more seed pairs than the ends' run has: "
                 f"both measure repetitions {have + 1} and {more}"
             )
             for rid in (ends, run_id):
@@ -365,49 +350,6 @@ class Bisector:
 
     def _repetitions(self, run_id: int) -> int:
         return int(self.store.run(run_id)["config"]["settings"]["repetitions"])
-
-    def confirm(self, parent: str, child: str) -> dict[str, Any]:
-        """A step's change against its parent, with the functions that moved (explain).
-
-        Instructions per op: from the search's own runs of the two commits, seed by seed
-        (counts do not drift between runs). Throughput: the two measured again side by
-        side, since throughput measured in different runs is not comparable."""
-        if self.request.metric == "instructions":
-            parent_run, run_id = self.run_of[parent], self.run_of[child]
-        else:
-            run_id = self.confirmed.get((parent, child))
-            if run_id is None:
-                self.hooks.say(f"bisect: measuring {_short(parent)} and {_short(child)} together")
-                run_id = self._measure(
-                    [parent, child],
-                    lambda rid: self.verdict(parent, child, rid) == "inconclusive",
-                    "confirm",
-                )
-            parent_run = run_id
-        explain: list[dict[str, Any]] = []
-        if self.request.metric == "instructions":
-            point = self.request.options.pipelines
-            costs = loaded.costs(self.store, run_id)
-            explain = attribution.attribute(
-                costs,
-                _short(parent),
-                _short(child),
-                f"pipeline={point[0]}" if point and len(point) == 1 else None,
-                15,
-                baseline_run=costs
-                if parent_run == run_id
-                else loaded.costs(self.store, parent_run),
-            )
-        record = self.change(parent, child, run_id if parent_run == run_id else None)
-        if (parent, child) not in self.confirmed:
-            self.confirmed[(parent, child)] = run_id
-            self._log(commit=child, parent=parent, confirm_run_id=run_id, change=summary(record))
-        return {
-            "run_id": run_id,
-            "parent_run_id": parent_run,
-            "change": summary(record),
-            "explain": explain,
-        }
 
 
 def _number(value: Any, missing: float) -> float:
@@ -427,82 +369,3 @@ def change_text(record: PooledComparison | None) -> str:
         f"{record.change_pct:+.2f}% [{record.ci_low_pct:+.2f}, "
         f"{record.ci_high_pct:+.2f}] ({record.verdict})"
     )
-
-
-def start(request: Request, db: str | None) -> tuple[Store, int]:
-    """Resolve the ends, list the first-parent commits between them, record the bisection."""
-    repo = SourceRepo(request.options.source_repo)
-    good, bad = repo.resolve(request.good), repo.resolve(request.bad)
-    commits = [good.commit, *repo.first_parent(good.commit, bad.commit)]
-    if len(commits) < 2 or commits[-1] != bad.commit:
-        raise BadInput(
-            f"--bad {request.bad} does not descend from --good {request.good} along the first "
-            "parent: give an older good and a newer bad of one branch"
-        )
-    store = Store.open(db or load_settings().database)
-    config = {
-        # Stored without the URL's credentials: every commit is in the cached mirror by now.
-        "request": {
-            **dataclasses.asdict(request),
-            "options": {**dataclasses.asdict(request.options), "source_repo": repo.location},
-        },
-        "commits": commits,
-        "facts": {c: repo.describe(c) for c in commits},
-        "source_repo": repo.location,
-    }
-    return store, bisections.create(store, config)
-
-
-def request_of(config: dict[str, Any]) -> Request:
-    """The request a stored bisection was started with (for --resume)."""
-    asked = dict(config["request"])
-    asked["options"] = Options(**asked["options"])
-    return Request(**asked)
-
-
-def run(bisector: Bisector) -> dict[str, Any]:
-    """The whole search (resumable): ends, the changes found, each step measured side by
-    side with its parent."""
-    try:
-        ends = bisector.ends()
-        commits, n = bisector.commits, len(bisector.commits)
-        search = bisection.locate(n, bisector.place, bisector.request.all_steps)
-        steps = []
-        for f in search.found:
-            confirmed: dict[str, Any] = {}
-            if f.kind == "step" and f.first_bad == f.last_good + 1:
-                confirmed = bisector.confirm(commits[f.last_good], commits[f.first_bad])
-            step = BisectStep(
-                kind=f.kind,
-                last_good=commits[f.last_good],
-                first_bad=commits[f.first_bad],
-                between=tuple(commits[f.last_good + 1 : f.first_bad]),
-                share=f.jump,
-                interval=(commits[f.interval[0]], commits[f.interval[1]]),
-                interval_share=f.change,
-                **confirmed,
-            )
-            steps.append(step.to_json())
-    except NothingToBisect:
-        raise
-    except BaseException as exc:  # the log so far stays; --resume continues from it
-        status = "interrupted" if isinstance(exc, Interrupted | KeyboardInterrupt) else "failed"
-        bisections.finish(bisector.store, bisector.id, status)
-        raise
-    result = {
-        "ends": ends.summary().to_json(),
-        "steps": steps,
-        "shares": {commits[i]: share for i, share in sorted(search.shares.items())},
-        # How much of the ends' change the changes found account for, by estimate.
-        "carried": bisection.covered(search.found),
-        "more_may_be_left": bisection.covered(search.found) < 1 - bisection.MIN_SHARE,
-        "by_estimate": [commits[i] for i in sorted(search.by_estimate)],
-        "skipped": [commits[i] for i in sorted(search.skipped)],
-        "measured_commits": [c for c in commits if c in bisector.run_of],
-        # What the servers ran with (every run of a bisection runs with the same settings).
-        **comparison.server_facts(
-            loaded.stored_run(bisector.store, bisector.run_of[bisector.bad])
-        ).to_json(),
-    }
-    bisections.finish(bisector.store, bisector.id, "done", result)
-    return result

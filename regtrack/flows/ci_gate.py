@@ -21,7 +21,7 @@ from regtrack.core import environment
 from regtrack.core.records import Progress
 from regtrack.core.settings import Thresholds, load_settings
 from regtrack.flows import orchestrate
-from regtrack.results import comparability, loaded
+from regtrack.results import baselines, comparability, loaded
 from regtrack.results.store import Store
 from regtrack.targets.versions import VersionSpec, parse_spec
 
@@ -69,7 +69,7 @@ def stored_baseline(db: str | None, name: str) -> StoredBaseline:
     """The saved baseline NAME, read before anything is built (an unknown name fails fast)."""
     probe = Store.open(db or load_settings().database, create=False)
     try:
-        row = probe.baseline(name)
+        row = baselines.named(probe, name)
         return StoredBaseline(name, row["run_id"], row["label"], probe.run(row["run_id"]))
     finally:
         probe.close()

@@ -1,6 +1,6 @@
 """`regtrack merge`: the shards of a plan, measured on several hosts, as one run.
 
-results/merge.py copies trials; this module knows the plan, so it can say which planned
+results/shard_union.py copies trials; this module knows the plan, so it can say which planned
 blocks no shard measured yet, and which shard should have.
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 from regtrack.bench import shards
 from regtrack.bench.plan import MODES_BY_METRIC, Visit, interleave
 from regtrack.core.errors import BadInput
-from regtrack.results import merge as merging
-from regtrack.results.merge import Missing, PlanMerge
+from regtrack.results import shard_runs, shard_union
+from regtrack.results.shard_union import Missing, PlanMerge
 from regtrack.results.store import Store
 from regtrack.workloads import points as workload_points
 from regtrack.workloads.model import GetPipelineWorkload, MixWorkload
@@ -60,22 +60,22 @@ def merge(out: Path, inputs: list[Path], allow_mixed: bool = False) -> list[Plan
         if out.exists() and path.resolve() == out.resolve():
             raise BadInput(f"{path} is the output database: merge into another file")
     with tempfile.TemporaryDirectory(prefix="regtrack-merge-") as tmp:
-        copies = [merging.private_copy(path, Path(tmp)) for path in inputs]
+        copies = [shard_runs.private_copy(path, Path(tmp)) for path in inputs]
         found = [
             run
             for path, copy in zip(inputs, copies, strict=True)
-            for run in merging.shard_runs(path, copy)
+            for run in shard_runs.shard_runs(path, copy)
         ]
         return _merge_found(out, found, allow_mixed)
 
 
-def _merge_found(out: Path, found: list[merging.ShardRun], allow_mixed: bool) -> list[PlanMerge]:
+def _merge_found(out: Path, found: list[shard_runs.ShardRun], allow_mixed: bool) -> list[PlanMerge]:
     if not found:
         raise BadInput(
             "none of these databases holds a run that names its plan (made by regtrack run "
             "or ci with this regtrack): nothing to merge"
         )
-    merging.check_one_plan(found, allow_mixed)
+    shard_union.check_one_plan(found, allow_mixed)
     dest = Store.open(out)
     results = []
     try:
@@ -87,7 +87,7 @@ def _merge_found(out: Path, found: list[merging.ShardRun], allow_mixed: bool) ->
     return results
 
 
-def _merge_plan(dest: Store, runs: list[merging.ShardRun]) -> PlanMerge:
+def _merge_plan(dest: Store, runs: list[shard_runs.ShardRun]) -> PlanMerge:
     """One plan's shards into its merged run (made by the first merge of the plan)."""
     plan_id, config = runs[0].plan_id, runs[0].config
     try:
@@ -97,17 +97,17 @@ def _merge_plan(dest: Store, runs: list[merging.ShardRun]) -> PlanMerge:
             f"{runs[0].path}: run {runs[0].run_id}'s plan cannot be read ({type(exc).__name__}); "
             "merge the databases regtrack's runs produced"
         ) from None
-    run_id = merging.merged_run(dest, plan_id) or merging.create_merged_run(dest, runs[0])
+    run_id = shard_union.merged_run(dest, plan_id) or shard_union.create_merged_run(dest, runs[0])
     result = PlanMerge(plan_id=plan_id, run_id=run_id, planned=planned)
     for run in runs:
-        added, already = merging.add_shard(dest, run_id, run, planned)
+        added, already = shard_union.add_shard(dest, run_id, run, planned)
         result.added += added
         result.already += already
         result.sources.append(
             f"{run.path} run {run.run_id} ({run.name}, host {run.host}, "
             f"{run.status}): {added} trials added, {already} already merged"
         )
-    result.apart = merging.instruction_differences(runs)
+    result.apart = shard_union.instruction_differences(runs)
     if result.added:
         _new_round(dest, run_id, result.apart)
     count = max((r.shard or {"count": 1})["count"] for r in runs)

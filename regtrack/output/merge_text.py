@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from regtrack.results.merge import PlanMerge
+from regtrack.results.shard_union import PlanMerge
 
 
 def render(results: list[PlanMerge], out: Path) -> str:

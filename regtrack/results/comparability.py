@@ -25,7 +25,7 @@ import json
 from typing import Any
 
 from regtrack.core.errors import BadInput
-from regtrack.targets.build import flags_text
+from regtrack.targets.make_flags import flags_text
 
 # Machine facts that change throughput for reasons other than Redis (environment.py).
 MACHINE = ("cpu_model", "cpu_count", "physical_cores", "kernel")

@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from regtrack.core.errors import BadInput, CannotMeasure
-from regtrack.core.records import LATENCY_KEYS, FunctionCost, TrialReason, TrialRecord
-from regtrack.results import comparability
+from regtrack.core.records import FunctionCost, TrialReason, TrialRecord
+from regtrack.results import comparability, trial_rows
 from regtrack.results.migrations import schema_version, upgrade
+from regtrack.results.trial_rows import as_json
 from regtrack.targets.versions import Target
 
 BUSY_TIMEOUT_MS = 30_000  # how long a write waits for another writer; $REGTRACK_DB_TIMEOUT_S
@@ -31,10 +32,6 @@ def busy_timeout_ms() -> int:
 
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, default=str)
 
 
 class Store:
@@ -149,12 +146,12 @@ class Store:
                 " loadgen, comparability) VALUES (?, 'running', ?, ?, ?, ?, ?, ?)",
                 (
                     now(),
-                    _json(command),
-                    _json(config),
-                    _json(environment),
+                    as_json(command),
+                    as_json(config),
+                    as_json(environment),
                     environment.get("fingerprint"),
-                    _json(loadgen),
-                    _json(comparability.key(config, environment, loadgen)),
+                    as_json(loadgen),
+                    as_json(comparability.key(config, environment, loadgen)),
                 ),
             )
             return int(cur.lastrowid)
@@ -166,7 +163,7 @@ class Store:
         with self.transaction() as conn:
             row = conn.execute("SELECT config FROM runs WHERE id = ?", (run_id,)).fetchone()
             merged = {**(json.loads(row[0]) if row and row[0] else {}), **config}
-            conn.execute("UPDATE runs SET config = ? WHERE id = ?", (_json(merged), run_id))
+            conn.execute("UPDATE runs SET config = ? WHERE id = ?", (as_json(merged), run_id))
 
     def add_target(
         self, run_id: int, position: int, target: Target, server_info: dict[str, Any]
@@ -189,8 +186,8 @@ class Store:
                     target.source_repo,
                     target.image,
                     server_info.get("version") or server_info.get("redis_version"),
-                    _json(server_info),
-                    _json(target.details),
+                    as_json(server_info),
+                    as_json(target.details),
                 ),
             )
             return int(cur.lastrowid)
@@ -203,41 +200,7 @@ class Store:
         functions: list[FunctionCost] | None = None,
     ) -> int:
         """Store a trial (and its per-function costs) in one transaction."""
-        row: dict[str, Any] = {
-            "run_id": run_id,
-            "target_id": target_id,
-            "seq": t.seq,
-            "repetition": t.repetition,
-            "workload": t.workload,
-            "point": t.point,
-            "params": _json(t.params),
-            "started_at": t.started_at,
-            "wall_s": t.wall_s,
-            "warmup_s": t.warmup_s,
-            "requests": t.requests,
-            "ops_per_sec": t.ops_per_sec,
-            **{f"lat_{k}_ms": t.latency_ms.get(k) for k in LATENCY_KEYS},
-            "client_cpu_pct": t.client_cpu_pct,
-            "server_cpu_pct": t.server_cpu_pct,
-            "steal_pct": t.steal_pct,
-            "contention_pct": t.contention_pct,
-            "keyspace_hits": t.keyspace_hits,
-            "keyspace_misses": t.keyspace_misses,
-            "error_replies": t.error_replies,
-            "server_calls": t.server_calls,
-            "mode": t.mode,
-            "syscalls_read": t.syscalls_read,
-            "syscalls_write": t.syscalls_write,
-            "instructions": t.instructions,
-            "instructions_per_op": t.instructions_per_op,
-            "instructions_repeat_pct": t.instructions_repeat_pct,
-            "seed": t.seed,
-            "exit_code": t.exit_code,
-            "valid": int(t.valid),
-            "argv": _json(t.argv),
-            "raw_output": t.raw_output,
-            "server_stats": _json(t.server_stats),
-        }
+        row = trial_rows.trial(run_id, target_id, t)
         columns = ", ".join(row)
         marks = ", ".join("?" * len(row))
         with self.transaction() as conn:
@@ -252,7 +215,7 @@ class Store:
             conn.executemany(
                 "INSERT INTO command_stats (trial_id, source, command, calls, usec,"
                 " failed_calls, ops_per_sec, p50_ms, p99_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                _command_rows(trial_id, t),
+                trial_rows.commands(trial_id, t),
             )
             conn.executemany(
                 "INSERT INTO function_costs (trial_id, function, file, object, exclusive,"
@@ -382,65 +345,12 @@ class Store:
         ).fetchall()
         return [{**_with_point_order(row), "valid": bool(row["valid"])} for row in rows]
 
-    # --- baselines ---------------------------------------------------------------------
-
-    def save_baseline(self, name: str, run_id: int, label: str) -> None:
-        """Name a version of a run as a baseline; an existing name is moved to it."""
-        run = self.run(run_id)
-        labels = [t["label"] for t in self.targets(run_id)]
-        if label not in labels:
-            raise BadInput(
-                f"{label!r} is not a version of run {run_id}: its versions are {', '.join(labels)}"
-            )
-        if run["status"] != "complete":
-            raise BadInput(
-                f"run {run_id} is {run['status']}: only a complete run can be a baseline"
-            )
-        with self.transaction() as conn:
-            conn.execute(
-                "INSERT INTO baselines (name, run_id, label, created_at) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT(name) DO UPDATE SET run_id = excluded.run_id,"
-                " label = excluded.label, created_at = excluded.created_at",
-                (name, run_id, label, now()),
-            )
-
-    def baseline(self, name: str) -> dict[str, Any]:
-        row = self.conn.execute("SELECT * FROM baselines WHERE name = ?", (name,)).fetchone()
-        if row is None:
-            known = [b["name"] for b in self.baselines()]
-            raise BadInput(
-                f"no baseline named {name!r} in {self.path}; known: {', '.join(known) or 'none'}"
-                " (regtrack baseline save NAME --run ID)"
-            )
-        return dict(row)
-
-    def baselines(self) -> list[dict[str, Any]]:
-        rows = self.conn.execute(
-            "SELECT b.*, r.fingerprint, r.created_at AS run_created_at FROM baselines b"
-            " JOIN runs r ON r.id = b.run_id ORDER BY b.name"
-        ).fetchall()
-        return [dict(r) for r in rows]
-
 
 def _with_point_order(row: sqlite3.Row) -> dict[str, Any]:
     """A joined row with the trial's params reduced to the point's sort key."""
     item = dict(row)
     item["point_order"] = json.loads(item.pop("params")).get("pipeline", 0)
     return item
-
-
-def _command_rows(trial_id: int, t: TrialRecord) -> list[tuple]:
-    rows = [
-        (trial_id, "server", name, c.get("calls"), c.get("usec"), c.get("failed_calls"),
-         None, None, None)
-        for name, c in t.server_stats.get("commands", {}).items()
-    ]  # fmt: skip
-    rows += [
-        (trial_id, "loadgen", name, c.get("count"), None, None, c.get("ops_per_sec"),
-         c.get("p50"), c.get("p99"))
-        for name, c in t.per_command.items()
-    ]  # fmt: skip
-    return rows
 
 
 def _decode_run(row: sqlite3.Row) -> dict[str, Any]:

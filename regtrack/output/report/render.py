@@ -25,7 +25,7 @@ from regtrack.analysis.records import ComparisonResult
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import load_thresholds
 from regtrack.output import tables as text_tables
-from regtrack.output.report import bisect_page, pages
+from regtrack.output.report import bisect_page, history_page, pages
 from regtrack.results import analysis_cache, bisections, comparability, loaded
 from regtrack.results.store import Store
 
@@ -132,7 +132,7 @@ def write_report(store: Store, folder: str | Path, run_ids: list[int] | None = N
             fresh[run["id"]] = (result, trials, summary)
         summaries.append(summary)
         rows += points
-    histories = pages.history_pages(store, history.with_changes(rows))
+    histories = history_page.history_pages(store, history.with_changes(rows))
     links = {(h["workload"], h["point"], h["metric"]): h["file"] for h in histories}
     files = ReportFiles(folder=out, index=out / "index.html")
     for run in runs:
@@ -142,9 +142,9 @@ def write_report(store: Store, folder: str | Path, run_ids: list[int] | None = N
             path = out / pages.run_file(run["id"])
             _write(path, env.get_template("run.html.j2").render(page=page, **common))
             files.runs[run["id"]] = path
-    for history_page in histories:
-        path = out / history_page["file"]
-        _write(path, env.get_template("history.html.j2").render(page=history_page, **common))
+    for shown in histories:
+        path = out / shown["file"]
+        _write(path, env.get_template("history.html.j2").render(page=shown, **common))
         files.histories.append(path)
     bisects = [
         bisect_page.page(b, bisections.runs(store, b["id"])) for b in bisections.all_of(store)

@@ -1,0 +1,47 @@
+"""Named baselines: a version of a complete run that later candidates are compared with
+(`regtrack baseline save NAME`, `ci --baseline-name NAME`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from regtrack.core.errors import BadInput
+from regtrack.results.store import Store, now
+
+
+def save(store: Store, name: str, run_id: int, label: str) -> None:
+    """Name a version of a run as a baseline; an existing name is moved to it."""
+    run = store.run(run_id)
+    labels = [t["label"] for t in store.targets(run_id)]
+    if label not in labels:
+        raise BadInput(
+            f"{label!r} is not a version of run {run_id}: its versions are {', '.join(labels)}"
+        )
+    if run["status"] != "complete":
+        raise BadInput(f"run {run_id} is {run['status']}: only a complete run can be a baseline")
+    with store.transaction() as conn:
+        conn.execute(
+            "INSERT INTO baselines (name, run_id, label, created_at) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT(name) DO UPDATE SET run_id = excluded.run_id,"
+            " label = excluded.label, created_at = excluded.created_at",
+            (name, run_id, label, now()),
+        )
+
+
+def named(store: Store, name: str) -> dict[str, Any]:
+    row = store.conn.execute("SELECT * FROM baselines WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        known = [b["name"] for b in listed(store)]
+        raise BadInput(
+            f"no baseline named {name!r} in {store.path}; known: {', '.join(known) or 'none'}"
+            " (regtrack baseline save NAME --run ID)"
+        )
+    return dict(row)
+
+
+def listed(store: Store) -> list[dict[str, Any]]:
+    rows = store.conn.execute(
+        "SELECT b.*, r.fingerprint, r.created_at AS run_created_at FROM baselines b"
+        " JOIN runs r ON r.id = b.run_id ORDER BY b.name"
+    ).fetchall()
+    return [dict(r) for r in rows]

@@ -1,0 +1,66 @@
+"""A trial record as the rows the store inserts: its trials row and its command stats."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from regtrack.core.records import LATENCY_KEYS, TrialRecord
+
+
+def as_json(value: Any) -> str:
+    """A stored JSON column: keys sorted, so equal values are equal text."""
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def trial(run_id: int, target_id: int, t: TrialRecord) -> dict[str, Any]:
+    """A trial's columns in the trials table, as stored."""
+    return {
+        "run_id": run_id,
+        "target_id": target_id,
+        "seq": t.seq,
+        "repetition": t.repetition,
+        "workload": t.workload,
+        "point": t.point,
+        "params": as_json(t.params),
+        "started_at": t.started_at,
+        "wall_s": t.wall_s,
+        "warmup_s": t.warmup_s,
+        "requests": t.requests,
+        "ops_per_sec": t.ops_per_sec,
+        **{f"lat_{k}_ms": t.latency_ms.get(k) for k in LATENCY_KEYS},
+        "client_cpu_pct": t.client_cpu_pct,
+        "server_cpu_pct": t.server_cpu_pct,
+        "steal_pct": t.steal_pct,
+        "contention_pct": t.contention_pct,
+        "keyspace_hits": t.keyspace_hits,
+        "keyspace_misses": t.keyspace_misses,
+        "error_replies": t.error_replies,
+        "server_calls": t.server_calls,
+        "mode": t.mode,
+        "syscalls_read": t.syscalls_read,
+        "syscalls_write": t.syscalls_write,
+        "instructions": t.instructions,
+        "instructions_per_op": t.instructions_per_op,
+        "instructions_repeat_pct": t.instructions_repeat_pct,
+        "seed": t.seed,
+        "exit_code": t.exit_code,
+        "valid": int(t.valid),
+        "argv": as_json(t.argv),
+        "raw_output": t.raw_output,
+        "server_stats": as_json(t.server_stats),
+    }
+
+
+def commands(trial_id: int, t: TrialRecord) -> list[tuple]:
+    rows = [
+        (trial_id, "server", name, c.get("calls"), c.get("usec"), c.get("failed_calls"),
+         None, None, None)
+        for name, c in t.server_stats.get("commands", {}).items()
+    ]  # fmt: skip
+    rows += [
+        (trial_id, "loadgen", name, c.get("count"), None, None, c.get("ops_per_sec"),
+         c.get("p50"), c.get("p99"))
+        for name, c in t.per_command.items()
+    ]  # fmt: skip
+    return rows
