@@ -99,57 +99,81 @@ def bisect(
        quarter, by estimate).
 
     \b
-    Commits measured besides the ends, for N commits (simulated with exact answers,
-    benchmarks/bisect_scale.py): one step, log2 N (10 for 1,024); two steps, about
-    2 log2 N (19); a drift, log2 N. A commit that does not build costs one try more.
+    Commits measured besides the ends, for N commits (benchmarks/bisect_scale.py): one
+    step, log2 N (10 for 1,024); two steps, 2 log2 N (19); a drift, log2 N; +1 per
+    commit that does not build.
     """
     from regtrack.cli.steps import say
-    from regtrack.core.settings import load_settings, load_thresholds
-    from regtrack.flows import bisect as bisecting
-    from regtrack.flows import bisect_request, bisect_search
+    from regtrack.flows import bisect_search
+    from regtrack.flows.bisect import Bisector, Hooks
     from regtrack.output import bisect_text
     from regtrack.output.console import run_progress
     from regtrack.results import bisections
-    from regtrack.results.store import Store
 
-    db = options.db
-    if resume_id is not None:
-        if good or bad:
-            raise BadInput("--resume continues a bisection with its own --good and --bad")
-        store = Store.open(db or load_settings().database, create=False)
-        bisection_id = resume_id or bisections.latest_unfinished(store)
-        if bisections.get(store, bisection_id)["status"] in bisections.FINISHED:
-            raise BadInput(f"bisection {bisection_id} has finished: nothing to resume")
-        say(f"resuming bisection {bisection_id}")
-    else:
-        if not good or not bad:
-            raise BadInput("give --good COMMIT and --bad COMMIT (or --resume)")
-        pipeline = _point(point)
-        if pipeline:
-            options = dataclasses.replace(options, pipelines=[pipeline])
-        column = "instructions" if options.metric == "instructions" else "throughput"
-        request = bisect_request.Request(
-            good=good,
-            bad=bad,
-            metric=options.metric,
-            threshold=threshold or getattr(load_thresholds(None), column),
-            all_steps=all_steps,
-            budget=options.budget,
-            max_repetitions=options.max_repetitions,
-            options=options,
-        )
-        store, bisection_id = bisect_request.start(request, db)
-        say(f"bisection {bisection_id}: {good}..{bad}")
-    hooks = bisecting.Hooks(say=say, progress=run_progress)
-    bisector = bisecting.Bisector(store, bisection_id, hooks, db, wait=not options.no_wait)
-    bisect_search.run(bisector)
-    runs = bisections.runs(store, bisection_id)
-    record = {**bisections.get(store, bisection_id), "runs": runs}
+    if resume_id is not None and (good or bad):
+        raise BadInput("--resume continues a bisection with its own --good and --bad")
+    if resume_id is None and not (good and bad):
+        raise BadInput("give --good COMMIT and --bad COMMIT (or --resume)")
+    store, bisection_id = (
+        _resumed(options.db, resume_id)
+        if resume_id is not None
+        else _started(good or "", bad or "", point, threshold, all_steps, options)
+    )
+    hooks = Hooks(say=say, progress=run_progress)  # the search itself never prints
+    bisect_search.run(Bisector(store, bisection_id, hooks, options.db, not options.no_wait))
+    record = {**bisections.get(store, bisection_id), "runs": bisections.runs(store, bisection_id)}
     click.echo(bisect_text.render(record))
     if json_out:
         Path(json_out).write_text(bisect_text.render(record, "json"))
     if options.report:
-        _report(store, runs, bisection_id)
+        _report(store, record["runs"], bisection_id)
+
+
+def _resumed(db: str | None, resume_id: int) -> tuple[Store, int]:
+    """The stored bisection --resume names (0: the latest unfinished), if unfinished."""
+    from regtrack.cli.steps import say
+    from regtrack.core.settings import load_settings
+    from regtrack.results import bisections
+    from regtrack.results.store import Store
+
+    store = Store.open(db or load_settings().database, create=False)
+    bisection_id = resume_id or bisections.latest_unfinished(store)
+    if bisections.get(store, bisection_id)["status"] in bisections.FINISHED:
+        raise BadInput(f"bisection {bisection_id} has finished: nothing to resume")
+    say(f"resuming bisection {bisection_id}")
+    return store, bisection_id
+
+
+def _started(
+    good: str,
+    bad: str,
+    point: str | None,
+    threshold: float | None,
+    all_steps: bool,
+    options: Options,
+) -> tuple[Store, int]:
+    """A new bisection of good..bad, recorded with what it was asked."""
+    from regtrack.cli.steps import say
+    from regtrack.core.settings import load_thresholds
+    from regtrack.flows import bisect_request
+
+    pipeline = _point(point)
+    if pipeline:
+        options = dataclasses.replace(options, pipelines=[pipeline])
+    column = "instructions" if options.metric == "instructions" else "throughput"
+    request = bisect_request.Request(
+        good=good,
+        bad=bad,
+        metric=options.metric,
+        threshold=threshold or getattr(load_thresholds(None), column),
+        all_steps=all_steps,
+        budget=options.budget,
+        max_repetitions=options.max_repetitions,
+        options=options,
+    )
+    store, bisection_id = bisect_request.start(request, options.db)
+    say(f"bisection {bisection_id}: {good}..{bad}")
+    return store, bisection_id
 
 
 def _report(store: Store, runs: list[int], bisection_id: int) -> None:

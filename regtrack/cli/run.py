@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from regtrack.cli.group import EXIT_CODES_HELP, cli
 from regtrack.cli.options import THRESHOLD, measuring, staged
 from regtrack.core.errors import BadInput
 from regtrack.core.options import Options
+
+if TYPE_CHECKING:
+    from regtrack.core.settings import Thresholds
+    from regtrack.results.store import Store
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
@@ -53,16 +59,12 @@ def run(
 ) -> None:
     """Measure every version at every workload point, interleaved, and store each trial."""
     from regtrack.analysis import comparison as comparisons
-    from regtrack.bench.job import RunPurpose
-    from regtrack.cli.steps import auto_report, measure, prepare
-    from regtrack.core.settings import load_settings, load_thresholds
-    from regtrack.flows import orchestrate, resume
+    from regtrack.cli.steps import auto_report
+    from regtrack.core.settings import load_thresholds
+    from regtrack.flows import orchestrate
     from regtrack.output import tables as text_tables
     from regtrack.results import loaded
-    from regtrack.results.store import Store
-    from regtrack.targets import versions
 
-    wait = not options.no_wait
     if resume_id is not None:
         if version_specs:
             raise BadInput("--resume measures the run's own versions: leave out --versions")
@@ -71,33 +73,14 @@ def run(
                 "--resume keeps the run's own --baseline and --threshold (its report says what "
                 "it printed): see it otherwise with regtrack compare --baseline/--threshold"
             )
-        resumed = Store.open(options.db or load_settings().database, create=False)
-        job = resume.load_job(resumed, resume_id)
-        baseline, thresholds = comparisons.comparison_settings(
-            resumed.run(resume_id), None, None, load_thresholds(None)
-        )
-        store, run_id, status = measure(job, options.db, wait, (resumed, resume_id))
+        store, run_id, status, baseline, thresholds = _resumed(resume_id, options)
     else:
         if not version_specs:
             raise BadInput("give --versions SPECS (or --resume RUN_ID)")
-        specs = versions.parse_specs(version_specs)
-        if baseline and baseline not in [s.label for s in specs]:
-            raise BadInput(f"--baseline {baseline!r} is not one of the labels of --versions")
         thresholds = load_thresholds(threshold)
-        job = prepare(specs, options)
-        purpose = RunPurpose(
-            "sequential" if until_decided else "fixed",
-            {"baseline": baseline or job.targets[0].label, "thresholds": thresholds.model_dump()},
+        store, run_id, status = _measured(
+            version_specs, baseline, thresholds, until_decided, options
         )
-        rule = None
-        if until_decided:
-            rule = orchestrate.sequential_rule(
-                job,
-                options.budget,
-                options.max_repetitions,
-                lambda st, rid: comparisons.compare(loaded.run(st, rid), baseline, thresholds),
-            )
-        store, run_id, status = measure(job, options.db, wait, sequential=rule, purpose=purpose)
     try:
         result = comparisons.compare(loaded.run(store, run_id), baseline, thresholds)
     except BadInput:  # nothing valid to compare: a measuring failure, said as such (exit 3)
@@ -112,3 +95,54 @@ def run(
     if options.report:
         auto_report(store, run_id)
     orchestrate.fail_if_incomplete(store, run_id, status)
+
+
+def _resumed(resume_id: int, options: Options) -> tuple[Store, int, str, str, Thresholds]:
+    """The rest of run ``resume_id`` measured, with the baseline and thresholds it printed."""
+    from regtrack.analysis import comparison as comparisons
+    from regtrack.cli.steps import measure
+    from regtrack.core.settings import load_settings, load_thresholds
+    from regtrack.flows import resume
+    from regtrack.results.store import Store
+
+    resumed = Store.open(options.db or load_settings().database, create=False)
+    job = resume.load_job(resumed, resume_id)
+    baseline, thresholds = comparisons.comparison_settings(
+        resumed.run(resume_id), None, None, load_thresholds(None)
+    )
+    store, run_id, status = measure(job, options.db, not options.no_wait, (resumed, resume_id))
+    return store, run_id, status, baseline, thresholds
+
+
+def _measured(
+    version_specs: str,
+    baseline: str | None,
+    thresholds: Thresholds,
+    until_decided: bool,
+    options: Options,
+) -> tuple[Store, int, str]:
+    """A new run of the versions, adding blocks until decided if asked."""
+    from regtrack.analysis import comparison as comparisons
+    from regtrack.bench.job import RunPurpose
+    from regtrack.cli.steps import measure, prepare
+    from regtrack.flows import orchestrate
+    from regtrack.results import loaded
+    from regtrack.targets import versions
+
+    specs = versions.parse_specs(version_specs)
+    if baseline and baseline not in [s.label for s in specs]:
+        raise BadInput(f"--baseline {baseline!r} is not one of the labels of --versions")
+    job = prepare(specs, options)
+    purpose = RunPurpose(
+        "sequential" if until_decided else "fixed",
+        {"baseline": baseline or job.targets[0].label, "thresholds": thresholds.model_dump()},
+    )
+    rule = None
+    if until_decided:
+        rule = orchestrate.sequential_rule(
+            job,
+            options.budget,
+            options.max_repetitions,
+            lambda st, rid: comparisons.compare(loaded.run(st, rid), baseline, thresholds),
+        )
+    return measure(job, options.db, not options.no_wait, sequential=rule, purpose=purpose)

@@ -88,16 +88,7 @@ def run(
     wait: bool = True,
 ) -> GateRun:
     """Measure until decided (or the budget is spent) and decide."""
-    forced: list[str] = []
-    if stored is not None:
-        here = environment.capture(job.cpus, job.loadgen.as_dict())
-        forced = comparability.refuse_unless_forced(
-            f"baseline {stored.name!r}",
-            comparability.of_run(stored.run),
-            comparability.key(job.config(), here, job.loadgen.as_dict()),
-            force,
-            "Measure both here (--baseline-version SPEC)",
-        )
+    forced = _forced(job, stored, force)
     # Sequential on a shard too: `ci --merge` decides on every shard's blocks, with
     # intervals valid at every look (a later round may add blocks).
     purpose = RunPurpose(
@@ -135,13 +126,36 @@ def run(
         else f"{stored.label} (stored baseline {stored.name!r}, run {stored.run_id})",
         "candidate": job.targets[-1].spec,
         "workload": job.workload.name,
-        "repetitions": run_row["config"]["settings"]["repetitions"],
         "stopped": (rule.stopped or "budget") if rule else f"shard {job.shard.label}",
-        "seeds": run_row["config"].get("seeds"),
+        **_measured(run_row, forced),
+    }
+    return GateRun(store, run_id, status, result, gate.gate(result), context)
+
+
+def _forced(job: Job, stored: StoredBaseline | None, force: bool) -> list[str]:
+    """How the stored baseline was measured otherwise than this job ([]: alike); refused
+    unless ``force``."""
+    if stored is None:
+        return []
+    here = environment.capture(job.cpus, job.loadgen.as_dict())
+    return comparability.refuse_unless_forced(
+        f"baseline {stored.name!r}",
+        comparability.of_run(stored.run),
+        comparability.key(job.config(), here, job.loadgen.as_dict()),
+        force,
+        "Measure both here (--baseline-version SPEC)",
+    )
+
+
+def _measured(run_row: dict[str, Any], forced: list[str]) -> dict[str, Any]:
+    """What the gate's context says of its run: repetitions, seeds, environment."""
+    config = run_row["config"]
+    return {
+        "repetitions": config["settings"]["repetitions"],
+        "seeds": config.get("seeds"),
         "environment": run_row["environment"],
         "forced": forced,
     }
-    return GateRun(store, run_id, status, result, gate.gate(result), context)
 
 
 def decide_merged(store: Store, run_id: int, thresholds: Thresholds) -> GateRun:
@@ -155,10 +169,7 @@ def decide_merged(store: Store, run_id: int, thresholds: Thresholds) -> GateRun:
         "baseline": specs[labels[0]],
         "candidate": specs[labels[-1]],
         "workload": config["workload"]["name"],
-        "repetitions": config["settings"]["repetitions"],
         "stopped": "merged",
-        "seeds": config.get("seeds"),
-        "environment": run_row["environment"],
-        "forced": [],
+        **_measured(run_row, []),
     }
     return GateRun(store, run_id, run_row["status"], result, gate.gate(result), context)

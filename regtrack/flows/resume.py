@@ -51,6 +51,22 @@ def check_resumable(store: Store, run_id: int) -> dict[str, Any]:
     return run
 
 
+def _check_target(run_id: int, target: Target, client: Any) -> None:
+    """The version's server is still what the run measured: the same image (``client``:
+    the Docker runtime's engine) or the same binary."""
+    if client is None:
+        _check_file(run_id, f"{target.label}'s server", target.binary, target.binary_sha256)
+        return
+    wanted = target.details.get("docker", {}).get("image_id")
+    have = (
+        engine_images.image_digest(client, target.image)["image_id"]
+        if (target.image and engine_images.has_image(client, target.image))
+        else None
+    )
+    if wanted and have != wanted:
+        raise _refuse(run_id, f"image {target.image} of {target.label} changed or is gone")
+
+
 def load_job(store: Store, run_id: int, extending: bool = False) -> Job:
     """The run's own job, checked against what is on this machine now. ``extending``: a
     run that is to measure more repetitions (flows/orchestrate.extend), complete or not
@@ -79,17 +95,7 @@ def load_job(store: Store, run_id: int, extending: bool = False) -> Job:
     runtime = config.get("runtime", "native")
     client = docker_engine.engine() if runtime == "docker" else None
     for target in targets:
-        if runtime == "docker":
-            wanted = target.details.get("docker", {}).get("image_id")
-            have = (
-                engine_images.image_digest(client, target.image)["image_id"]
-                if (target.image and engine_images.has_image(client, target.image))
-                else None
-            )
-            if wanted and have != wanted:
-                raise _refuse(run_id, f"image {target.image} of {target.label} changed or is gone")
-        else:
-            _check_file(run_id, f"{target.label}'s server", target.binary, target.binary_sha256)
+        _check_target(run_id, target, client)
     data = config.get("server_data") or {}
     data_dir = data.get("dir") if runtime == "native" or data.get("persistent") else None
     if data_dir and not Path(data_dir).is_dir():

@@ -230,6 +230,27 @@ def workload_text(capture: Capture, name: str) -> str:
     floor = max(
         (commands.version_tuple(commands.since([c]) or "2.8") for c in ratios), default=(2, 8)
     )
+    lines = _header(capture, total, shares, skipped)
+    lines += [
+        f"name = {_toml_str(name)}",
+        'kind = "mix"',
+        f"description = {_toml_str('Captured from ' + capture.url)}",
+        f'min_redis = "{".".join(str(p) for p in floor)}"',
+        "data_size = 128",
+        "keys = 100000",
+        "clients = 50",
+        "pipelines = [1, 10]",
+        "",
+        *_server_table(capture),
+    ]
+    lines += _commands(ratios)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _header(
+    capture: Capture, total: int, shares: dict[str, float], skipped: list[str]
+) -> list[str]:
+    """Where the mix comes from, what to fill in, and what was left out."""
     lines = [
         f"# Captured by `regtrack mix capture` from {_comment(capture.url)} "
         f"(Redis {_comment(capture.version)}) over",
@@ -243,18 +264,13 @@ def workload_text(capture: Capture, name: str) -> str:
         lines += [
             f"#   {_comment(c)}: {capture.calls[c]} calls ({100 * shares[c]:.1f}%)" for c in skipped
         ]
-    lines += [
-        f"name = {_toml_str(name)}",
-        'kind = "mix"',
-        f"description = {_toml_str('Captured from ' + capture.url)}",
-        f'min_redis = "{".".join(str(p) for p in floor)}"',
-        "data_size = 128",
-        "keys = 100000",
-        "clients = 50",
-        "pipelines = [1, 10]",
-        "",
-        *_server_table(capture),
-    ]
+    return lines
+
+
+def _commands(ratios: dict[str, int]) -> list[str]:
+    """The setup the stream commands need, then the commands: blocking ones in a process
+    of their own, so they do not stall the others."""
+    lines = []
     if NEEDS_GROUP & set(ratios):
         lines += [
             "[[setup]]   # consumer group for the stream commands",
@@ -265,11 +281,10 @@ def workload_text(capture: Capture, name: str) -> str:
     others = [c for c in ratios if c not in blocking]
     order = sorted(others, key=lambda c: -ratios[c])
     if blocking and others:
-        lines += _process("main", order, ratios) + _process("blocking", blocking, ratios)
-    else:
-        for cmd in order or blocking:
-            lines += _command("[[commands]]", cmd, ratios[cmd])
-    return "\n".join(lines).rstrip() + "\n"
+        return lines + _process("main", order, ratios) + _process("blocking", blocking, ratios)
+    for cmd in order or blocking:
+        lines += _command("[[commands]]", cmd, ratios[cmd])
+    return lines
 
 
 def _server_table(capture: Capture) -> list[str]:

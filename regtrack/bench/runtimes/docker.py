@@ -274,6 +274,30 @@ def _start(
     raise ServerStartError(str(last))
 
 
+def _answers(container: Any, client: redis.Redis, port: int, image: str, token_dir: str) -> bool:
+    """Whether the container's server answers PING as regtrack's own (its token); an
+    exited container or another server on the port ends the wait."""
+    container.reload()
+    if container.status in ("exited", "dead"):
+        logs = container.logs(tail=5).decode(errors="replace").strip().replace("\n", " | ")
+        lost = "Address already in use" in logs  # the host network: a port race
+        raise (PortRace if lost else ServerStartError)(f"container of {image} exited: {logs}")
+    try:
+        if client.ping():
+            check_token(client, port, token_dir)
+            return True
+    except redis.AuthenticationError as exc:
+        raise ImpostorError(
+            f"port {port} refused regtrack's password ({exc}): another server"
+        ) from None
+    except (redis.ConnectionError, redis.TimeoutError):
+        pass
+    except redis.ResponseError as exc:  # LOADING, or a password-protected impostor
+        if "LOADING" not in str(exc):
+            raise ImpostorError(f"port {port} answered PING with an error: {exc}") from None
+    return False
+
+
 def _wait_ready(
     container: Any,
     port: int,
@@ -286,32 +310,12 @@ def _wait_ready(
     deadline = time.monotonic() + timeout
     client = connect(HOST, port, timeout=2.0, access=rights)
     try:
-        while time.monotonic() < deadline:
-            container.reload()
-            if container.status in ("exited", "dead"):
-                logs = container.logs(tail=5).decode(errors="replace").strip().replace("\n", " | ")
-                lost = "Address already in use" in logs  # the host network: a port race
-                raise (PortRace if lost else ServerStartError)(
-                    f"container of {image} exited: {logs}"
+        while not _answers(container, client, port, image, token_dir):
+            if time.monotonic() >= deadline:
+                raise ServerStartError(
+                    f"container of {image} did not answer PING within {timeout:.0f} s"
                 )
-            try:
-                if client.ping():
-                    check_token(client, port, token_dir)
-                    break
-            except redis.AuthenticationError as exc:
-                raise ImpostorError(
-                    f"port {port} refused regtrack's password ({exc}): another server"
-                ) from None
-            except (redis.ConnectionError, redis.TimeoutError):
-                pass
-            except redis.ResponseError as exc:  # LOADING, or a password-protected impostor
-                if "LOADING" not in str(exc):
-                    raise ImpostorError(f"port {port} answered PING with an error: {exc}") from None
             time.sleep(0.05)
-        else:
-            raise ServerStartError(
-                f"container of {image} did not answer PING within {timeout:.0f} s"
-            )
         info = client.info("server")
     finally:
         client.close()
