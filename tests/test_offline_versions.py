@@ -59,7 +59,8 @@ def test_three_real_versions_are_built_measured_and_compared_then_reused(
         .fetchall()
     )
     assert versions == [("6.2", "6.2.14"), ("7.0", "7.0.15"), ("unstable", "8.0.6")]
-    records = json.loads(cli_in_process("compare", "--db", str(db), "--format", "json").stdout)
+    compared = cli_in_process("compare", "--db", str(db), "--format", "json").stdout
+    records = json.loads(compared)["records"]
     pairs = {(r["candidate"], r["point"]) for r in records if r["metric"] == "throughput"}
     assert pairs == {("7.0", "pipeline=10"), ("unstable", "pipeline=10")}
 

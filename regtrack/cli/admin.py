@@ -105,15 +105,22 @@ def baseline_save(name: str, run_id: int, label: str | None, db: str | None) -> 
 
 
 @baseline.command("list")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
 @db_option
-def baseline_list(db: str | None) -> None:
+def baseline_list(fmt: str, db: str | None) -> None:
     """List the saved baselines."""
     from regtrack.core.settings import load_settings
+    from regtrack.output import listings
     from regtrack.results import baselines, comparability
     from regtrack.results.store import Store
 
     store = Store.open(db or load_settings().database, create=False)
     rows = baselines.listed(store)
+    if fmt == "json":
+        for b in rows:
+            b["setup"] = comparability.digest(comparability.of_run(store.run(b["run_id"])))
+        click.echo(listings.document("baselines", rows))
+        return
     if not rows:
         click.echo("no baselines saved (regtrack baseline save NAME --run ID)")
     for b in rows:

@@ -66,7 +66,13 @@ if TYPE_CHECKING:
     help="Decide on shards measured elsewhere (ci --shard K/N): merge the SHARD_DBS into "
     "--db and decide once on all their blocks; measures nothing.",
 )
-@staged("output", "--summary", type=click.Path(dir_okay=False), help="Write the Markdown summary.")
+@staged(
+    "output",
+    "--summary",
+    type=click.Path(dir_okay=False),
+    help="Write the Markdown summary to this file (replacing it; --append adds to it).",
+)
+@staged("output", "--append", is_flag=True, help="--summary adds to the file instead.")
 @staged("output", "--json", "json_out", type=click.Path(dir_okay=False), help="Write JSON records.")
 @click.argument("shard_dbs", nargs=-1, type=click.Path(path_type=Path))
 @measuring("ci")
@@ -79,6 +85,7 @@ def ci(
     fail_on_inconclusive: bool,
     merge_shards: bool,
     summary: str | None,
+    append: bool,
     json_out: str | None,
     shard_dbs: tuple[Path, ...],
     options: Options,
@@ -101,7 +108,7 @@ def ci(
         gate = _measured_gate(
             baseline_spec, candidate_spec, baseline_name, force, thresholds, options
         )
-    _present(gate, summary, json_out, fail_on_inconclusive, options.report)
+    _present(gate, (summary, append), json_out, fail_on_inconclusive, options.report)
 
 
 def _merged_gate(
@@ -183,7 +190,7 @@ def _measured_gate(
 
 def _present(
     gate: GateRun,
-    summary: str | None,
+    summary: tuple[str | None, bool],
     json_out: str | None,
     fail_on_inconclusive: bool,
     report: bool,
@@ -199,8 +206,14 @@ def _present(
         for line in ci_summary.ci_annotations(decision, gate.context["forced"]):
             click.echo(line)
     click.echo(text)
-    for path in filter(None, [summary, os.environ.get("GITHUB_STEP_SUMMARY")]):
-        with open(path, "a") as f:
+    # --summary replaces its file unless --append; GitHub's step summary is one file per
+    # step, which other steps may have written to: always added to.
+    path, append = summary
+    if path:
+        with open(path, "a" if append else "w") as f:
+            f.write(text)
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as f:
             f.write(text)
     if json_out:
         records = ci_summary.ci_json(gate.result, decision, gate.context)

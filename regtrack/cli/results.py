@@ -113,16 +113,24 @@ def compare(
     """Print % change tables of every version against a baseline."""
     from regtrack.analysis import comparison as comparisons
     from regtrack.core.settings import load_settings, load_thresholds
+    from regtrack.output import listings
     from regtrack.results import comparability, loaded
     from regtrack.results.store import Store
 
     store = Store.open(db or load_settings().database, create=False)
     if list_runs:
-        for r in store.runs():
-            labels = ", ".join(t["label"] for t in store.targets(r["id"]))
+        runs = [
+            {**{k: r[k] for k in ("id", "created_at", "status", "n_trials")},
+             "labels": [t["label"] for t in store.targets(r["id"])]}
+            for r in store.runs()
+        ]  # fmt: skip
+        if fmt == "json":
+            click.echo(listings.document("runs", runs))
+            return
+        for r in runs:
             click.echo(
                 f"run {r['id']}  {r['created_at']}  {r['status']:<11}  {r['n_trials']:>4} trials  "
-                f"{labels}"
+                f"{', '.join(r['labels'])}"
             )
         return
     run_id = run_id or store.latest_run_id()
@@ -204,14 +212,15 @@ def explain(
     show_default=True,
     help="Along commits in topological order, or along runs in time.",
 )
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
 @db_option
 def history_command(
-    workload: str | None, point: str | None, metric: str, by: str, db: str | None
+    workload: str | None, point: str | None, metric: str, by: str, fmt: str, db: str | None
 ) -> None:
     """One point's values over commits (or runs), with the steps found and where they are."""
     from regtrack.analysis import commit_history, history
     from regtrack.core.settings import load_settings
-    from regtrack.output import history_text
+    from regtrack.output import history_text, listings
     from regtrack.results import loaded
     from regtrack.results.store import Store
 
@@ -224,9 +233,16 @@ def history_command(
         raise BadInput(f"no trusted {metric} values in {store.path} for that workload and point")
     unit = METRIC_BY_NAME[metric].unit
     if by == "run":
-        click.echo(history_text.by_run(frame, unit))
+        if fmt == "json":
+            click.echo(listings.document("history", listings.history_items(frame)))
+        else:
+            click.echo(history_text.by_run(frame, unit))
         return
     rows = commit_history.series(frame)
     if rows.empty:
         raise BadInput("no measured commits (tags, branches, commits, ranges): try --by run")
-    click.echo(history_text.by_commit(rows, commit_history.steps(rows), unit))
+    steps = commit_history.steps(rows)
+    if fmt == "json":
+        click.echo(listings.document("history", listings.history_items(rows), steps=steps))
+        return
+    click.echo(history_text.by_commit(rows, steps, unit))

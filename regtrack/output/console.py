@@ -6,6 +6,7 @@ cannot redraw and people read it afterwards.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -26,6 +27,20 @@ from regtrack.core.records import TrialRecord
 
 # markup off: labels and error messages are user text, never rich markup.
 err = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
+
+
+# Tables written to a pipe or a log (no terminal to fit) are not wrapped at all.
+UNWRAPPED = 200
+
+
+def table_width() -> int:
+    """The width tables are drawn at: $COLUMNS when set, else the terminal's (rich's own
+    reading of it), else UNWRAPPED for a pipe or a CI log, where wrapping only hurts."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    stdout = Console(file=sys.stdout)
+    return stdout.width if stdout.is_terminal else UNWRAPPED
 
 
 def _trial_line(record: TrialRecord) -> str:

@@ -20,6 +20,7 @@ from regtrack.analysis.records import (
     PooledComparison,
     ServerFacts,
 )
+from regtrack.output.console import UNWRAPPED, table_width
 from regtrack.workloads import server_config
 
 if TYPE_CHECKING:
@@ -235,17 +236,7 @@ def render(result: ComparisonResult, fmt: str, metrics: list[str] | None = None)
     if fmt == "json":
         return json.dumps(result.to_json(metrics), indent=2)
     if fmt == "csv":
-        out = io.StringIO()
-        writer = csv.writer(out)
-        if forced:
-            writer.writerow(["forced", "; ".join(result.forced)])
-        for i, metric in enumerate(metrics):
-            header, rows, _ = _grid(result, metric)
-            if i:
-                writer.writerow([])
-            writer.writerow(["metric", *header])
-            writer.writerows([[metric, *row] for row in rows])
-        return out.getvalue()
+        return _csv(result, metrics)
     if fmt == "markdown":
         parts = [f"> **{forced}**\n"] if forced else []
         for metric in metrics:
@@ -257,12 +248,12 @@ def render(result: ComparisonResult, fmt: str, metrics: list[str] | None = None)
             parts.extend(["", *[f"- {line.strip()}" for line in _footer(notes)], ""])
         parts.extend(f"> {line}" for line in _disagreement_lines(result))
         return "\n".join(parts)
-    console = Console(file=io.StringIO(), width=200, force_terminal=False, color_system=None)
+    console = _canvas()
     if forced:
-        console.print(forced, highlight=False, soft_wrap=True)
+        _prose(console, forced)
     for metric in metrics:
         header, rows, notes = _grid(result, metric)
-        console.print(_caption(result, metric), highlight=False, soft_wrap=True)
+        _prose(console, _caption(result, metric))
         table = Table()
         for i, column in enumerate(header):
             table.add_column(column, justify="left" if i == 0 else "right")
@@ -270,10 +261,10 @@ def render(result: ComparisonResult, fmt: str, metrics: list[str] | None = None)
             table.add_row(*row)
         console.print(table)
         for line in _footer(notes):
-            console.print(line, highlight=False, soft_wrap=True)
+            _prose(console, line)
         console.print()
     for line in _disagreement_lines(result):
-        console.print(f"note: {line}", highlight=False, soft_wrap=True)
+        _prose(console, f"note: {line}")
     return console.file.getvalue()  # type: ignore[attr-defined]
 
 
@@ -322,7 +313,7 @@ def attribution(tables: list[dict[str, Any]], fmt: str) -> str:
             out.extend("| " + " | ".join(r) + " |" for r in rows)
             out.append("")
             continue
-        console = Console(file=io.StringIO(), width=200, force_terminal=False, color_system=None)
+        console = _canvas()
         console.print(caption, highlight=False)
         table = Table()
         for i, column in enumerate(header):
@@ -336,7 +327,7 @@ def attribution(tables: list[dict[str, Any]], fmt: str) -> str:
 
 def versions_table(rows: list[dict[str, str]]) -> str:
     """How each spec resolved, one row per version."""
-    console = Console(file=io.StringIO(), width=200, force_terminal=False, color_system=None)
+    console = _canvas()
     table = Table()
     subjects = any(r.get("subject") for r in rows)
     for column in ("label", "kind", "ref", "commit", "version", "date / path"):
@@ -352,3 +343,41 @@ def versions_table(rows: list[dict[str, str]]) -> str:
     for repo in repos:
         console.print(f"source repository: {repo}", highlight=False)
     return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def _prose(console: Console, text: str) -> None:
+    """A caption or note: wrapped at a terminal's width, whole on one line in a log."""
+    console.print(text, highlight=False, soft_wrap=console.width >= UNWRAPPED)
+
+
+def _canvas() -> Console:
+    """A console that draws a table into text, as wide as the terminal (console.table_width)."""
+    return Console(file=io.StringIO(), width=table_width(), force_terminal=False, color_system=None)
+
+
+CSV_COLUMNS = (
+    "workload", "point", "metric", "unit", "baseline", "candidate", "baseline_value",
+    "candidate_value", "change_pct", "ci_low_pct", "ci_high_pct", "mde_pct", "threshold_pct",
+    "verdict", "n", "gating", "trusted", "forced",
+)  # fmt: skip
+
+
+def _csv(result: ComparisonResult, metrics: list[str]) -> str:
+    """One row per point record and per pooled answer (point "pooled"), numbers as numbers
+    (empty where there is none) and the verdict in a field of its own, for scripts."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(CSV_COLUMNS)
+    forced = "; ".join(result.forced)
+    for r in (*result.comparisons, *result.pooled):
+        if r.metric not in metrics:
+            continue
+        point = isinstance(r, PointComparison)
+        row = [
+            r.workload, r.point, r.metric, r.unit, r.baseline, r.candidate,
+            r.baseline_value if point else None, r.candidate_value if point else None,
+            r.change_pct, r.ci_low_pct, r.ci_high_pct, r.mde_pct, r.threshold_pct, r.verdict,
+            r.n, int(r.gating), int(r.trusted if point else True), forced,
+        ]  # fmt: skip
+        writer.writerow(["" if v is None else v for v in row])
+    return out.getvalue()
