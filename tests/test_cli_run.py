@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 import signal
@@ -130,9 +132,9 @@ def test_compare_formats(tmp_path, redis_server):
     assert "| pipeline=5 |" in md.stdout
     assert re.search(r"\| pipeline=5 \| [\d,]+ \(server \d+%\)", md.stdout), md.stdout
     csv_out = cli_in_process("compare", "--db", str(db), "--format", "csv", "--baseline", "new")
-    assert csv_out.stdout.splitlines()[0] == (
-        "metric,point,old ops/s,new ops/s,% change old vs new"
-    )
+    rows = list(csv.DictReader(io.StringIO(csv_out.stdout)))
+    assert {(r["baseline"], r["candidate"]) for r in rows} == {("new", "old")}
+    assert {r["point"] for r in rows} >= {"pooled"} and float(rows[0]["candidate_value"]) > 0
     bad = cli_in_process("compare", "--db", str(db), "--baseline", "nope")
     assert bad.returncode == 2
     assert "is not a version of run 1" in _one_line_error(bad)

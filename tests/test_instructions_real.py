@@ -46,7 +46,11 @@ def test_real_versions_differ_and_each_trial_is_reproduced(tmp_path, offline_red
     )
     invalid = (
         sqlite3.connect(db)
-        .execute("SELECT run_id, repetition, seq FROM trials WHERE valid = 0")
+        .execute(
+            "SELECT t.run_id, t.repetition, t.seq, group_concat(r.code || ': ' || r.detail)"
+            " FROM trials t LEFT JOIN trial_reasons r ON r.trial_id = t.id WHERE t.valid = 0"
+            " GROUP BY t.id"
+        )
         .fetchall()
     )
     assert len(rows) == 8 and not invalid, f"every trial valid: {invalid}"

@@ -215,3 +215,25 @@ def test_a_server_killed_while_traced_is_seen_dead_at_once():
         tracer.kill()
         tracer.wait(5)
         procs.stop(server)
+
+
+def test_a_descriptor_closed_while_counted_leaves_a_count(monkeypatch):
+    """A connection the server frees between the listing of /proc/PID/fd and the reading
+    of its link is no longer held: the count goes on (it used to give None, and the window
+    then fell back to CLIENT LIST, a command run inside an instruction count)."""
+    held = socket.socketpair()
+    real, missed = os.readlink, []
+
+    def closing(path: str) -> str:
+        if not missed:
+            missed.append(path)
+            raise FileNotFoundError(path)
+        return real(path)
+
+    monkeypatch.setattr(procs.os, "readlink", closing)
+    try:
+        count = procs.socket_count(os.getpid())
+    finally:
+        for end in held:
+            end.close()
+    assert missed and count is not None and count >= 1

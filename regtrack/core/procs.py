@@ -203,10 +203,18 @@ def socket_count(pid: int) -> int | None:
     the process, unlike asking a server for its client list."""
     try:
         with os.scandir(f"/proc/{pid}/fd") as entries:
-            links = [os.readlink(entry.path) for entry in entries]
+            paths = [entry.path for entry in entries]
     except OSError:
         return None
-    return sum(link.startswith("socket:") for link in links)
+    count = 0
+    for path in paths:
+        try:
+            count += os.readlink(path).startswith("socket:")
+        except FileNotFoundError:
+            continue  # closed since the listing: no longer held (the count is falling)
+        except OSError:
+            return None
+    return count
 
 
 TICK_S = 0.1  # how often on_tick runs while waiting for a child
