@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -189,8 +190,23 @@ def schema_version(conn: sqlite3.Connection, *, create: bool) -> int:
     upgraded is switched to WAL mode first."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version < SCHEMA_VERSION and create:
-        conn.execute("PRAGMA journal_mode = WAL")
+        _wal(conn)
     return version
+
+
+def _wal(conn: sqlite3.Connection) -> None:
+    """Switch to WAL mode, waiting as long as the busy timeout while another process that
+    opened the same old database holds it (switching can report "locked" at once instead
+    of waiting; seen with four openers while one ran a long step)."""
+    deadline = time.monotonic() + conn.execute("PRAGMA busy_timeout").fetchone()[0] / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def upgrade(store: Store, version: int, *, create: bool) -> None:
