@@ -317,10 +317,15 @@ def test_a_server_that_refuses_connections_invalidates_trials_and_the_run_goes_o
         while len(held) < slots - 4 and time.monotonic() < deadline:
             try:
                 conn = socket.create_connection(("127.0.0.1", port), timeout=5)
-            except ConnectionRefusedError:
+            except (ConnectionRefusedError, ConnectionResetError):
+                break  # the run stopped this server (a reset: while it was closing)
+            try:
+                conn.sendall(b"PING\r\n")
+                refused = b"max number of clients" in conn.recv(200)
+            except (ConnectionResetError, BrokenPipeError):
+                conn.close()
                 break
-            conn.sendall(b"PING\r\n")
-            if b"max number of clients" in conn.recv(200):
+            if refused:
                 conn.close()
                 time.sleep(0.02)
             else:
