@@ -9,7 +9,6 @@ rules are frozen here: they describe what older regtracks wrote, not today's lab
 from __future__ import annotations
 
 import re
-import sqlite3
 
 from regtrack.core.records import InvalidReason, TrialReason, stored_text
 
@@ -65,29 +64,10 @@ def _one(part: str) -> TrialReason:
     return TrialReason(InvalidReason.OTHER, part)
 
 
-def migrate(conn: sqlite3.Connection) -> None:
-    """Schema 9: each trial's reasons become rows of trial_reasons, and the text column
-    they were parsed from goes (every part of it is kept, as a code or as OTHER)."""
-    conn.execute(
-        """
-        CREATE TABLE trial_reasons (
-            trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
-            position INTEGER NOT NULL,
-            code TEXT NOT NULL,
-            detail TEXT NOT NULL,
-            PRIMARY KEY (trial_id, position)
-        )
-        """
-    )
-    rows = conn.execute(
-        "SELECT id, invalid_reason FROM trials WHERE invalid_reason IS NOT NULL"
-    ).fetchall()
-    conn.executemany(
-        "INSERT INTO trial_reasons (trial_id, position, code, detail) VALUES (?, ?, ?, ?)",
-        [
-            (trial_id, position, reason.code.value, reason.detail)
-            for trial_id, text in rows
-            for position, reason in enumerate(parse(text))
-        ],
-    )
-    conn.execute("ALTER TABLE trials DROP COLUMN invalid_reason")
+def rows(texts: list[tuple[int, object]]) -> list[tuple[int, int, str, str]]:
+    """trial_reasons rows (trial id, position, code, detail) for (trial id, stored text)."""
+    return [
+        (trial_id, position, reason.code.value, reason.detail)
+        for trial_id, text in texts
+        for position, reason in enumerate(parse(text))
+    ]

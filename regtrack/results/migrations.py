@@ -19,6 +19,33 @@ from regtrack.results import legacy_reasons
 if TYPE_CHECKING:
     from regtrack.results.store import Store
 
+
+def _reasons_as_codes(conn: sqlite3.Connection) -> None:
+    """Schema 9: each trial's reasons become rows of trial_reasons and the text column
+    goes; every part of a text is kept, as a code or as OTHER (results/legacy_reasons.py
+    reads the old wording, only when a database holds some)."""
+    conn.execute(
+        """
+        CREATE TABLE trial_reasons (
+            trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            code TEXT NOT NULL,
+            detail TEXT NOT NULL,
+            PRIMARY KEY (trial_id, position)
+        )
+        """
+    )
+    texts = conn.execute(
+        "SELECT id, invalid_reason FROM trials WHERE invalid_reason IS NOT NULL"
+    ).fetchall()
+    if texts:
+        conn.executemany(
+            "INSERT INTO trial_reasons (trial_id, position, code, detail) VALUES (?, ?, ?, ?)",
+            legacy_reasons.rows(texts),
+        )
+    conn.execute("ALTER TABLE trials DROP COLUMN invalid_reason")
+
+
 # A step is SQL statements, or a function for one that must read what it converts.
 MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
     # v1: runs, their targets and trials.
@@ -180,7 +207,7 @@ MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
     """,
     # v9: why a trial is invalid, as codes with their details (trial_reasons), parsed from
     # the free text of trials.invalid_reason, which goes.
-    legacy_reasons.migrate,
+    _reasons_as_codes,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
