@@ -36,6 +36,8 @@ VOLATILE = [
     (re.compile(r"/\S*/(redis-server|r\.db|ci\.db|r\.json)"), r"<path>/\1"),
     (re.compile(r"\b\d+(\.\d+)? ?(s|ms|min)\b(?! \[)"), "<duration>"),
     (re.compile(r"\b[0-9a-f]{12,40}\b"), "<hash>"),
+    (re.compile(r"\bsetup [0-9a-f]{8}\b"), "setup <hash>"),  # the environment's digest
+    (re.compile(r"\bkernel \S+"), "kernel <kernel>"),
 ]
 VERDICTS = re.compile(r"no change|regression|improvement|inconclusive|undecided|decided")
 NUMBER = re.compile(r"[+-]?\d[\d,]*(?:\.\d+)?%?")
