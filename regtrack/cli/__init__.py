@@ -1,7 +1,8 @@
 """Command line: each command parses options, calls a flow or analysis, presents, exits.
 
-One module per command or group of them (run.py, ci.py, bisect.py, merge.py, results.py,
-admin.py); main maps every expected failure to one line and a documented exit code.
+One module per command or group of them, each imported below so that it registers its
+commands on the group (group.py); main maps every expected failure to one line and a
+documented exit code.
 """
 
 from __future__ import annotations
