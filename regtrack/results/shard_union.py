@@ -19,13 +19,10 @@ from dataclasses import dataclass, field
 from regtrack.core.errors import BadInput
 from regtrack.results.shard_runs import MAX_TARGETS, ShardRun, refuse
 from regtrack.results.store import Store, now
+from regtrack.results.trial_rows import JSON_COLUMNS
 
 # Columns of a trial that are not copied as they are (ids are renumbered, the host is set).
 _RENUMBERED = {"id", "run_id", "target_id", "host"}
-
-
-# Trial columns that hold JSON (written by Store.add_trial) and must parse as JSON.
-JSON_COLUMNS = {"params", "argv", "server_stats"}
 
 
 @dataclass(frozen=True)

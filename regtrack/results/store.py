@@ -17,10 +17,14 @@ from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.core.records import FunctionCost, TrialReason, TrialRecord
 from regtrack.results import comparability, trial_rows
 from regtrack.results.migrations import schema_version, upgrade
-from regtrack.results.trial_rows import as_json
 from regtrack.targets.versions import Target
 
 BUSY_TIMEOUT_MS = 30_000  # how long a write waits for another writer; $REGTRACK_DB_TIMEOUT_S
+
+
+def as_json(value: Any) -> str:
+    """A stored JSON column: keys sorted, so equal values are equal text."""
+    return json.dumps(value, sort_keys=True, default=str)
 
 
 def busy_timeout_ms() -> int:
@@ -201,6 +205,7 @@ class Store:
     ) -> int:
         """Store a trial (and its per-function costs) in one transaction."""
         row = trial_rows.trial(run_id, target_id, t)
+        row.update({name: as_json(row[name]) for name in trial_rows.JSON_COLUMNS})
         columns = ", ".join(row)
         marks = ", ".join("?" * len(row))
         with self.transaction() as conn:

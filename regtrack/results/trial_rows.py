@@ -1,20 +1,19 @@
-"""A trial record as the rows the store inserts: its trials row and its command stats."""
+"""A trial record as the rows the store inserts: its trials row and its command stats.
+
+JSON_COLUMNS hold structures; the store encodes them (Store.add_trial), and a merge checks
+that a shard's hold JSON (results/shard_union.py)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from regtrack.core.records import LATENCY_KEYS, TrialRecord
 
-
-def as_json(value: Any) -> str:
-    """A stored JSON column: keys sorted, so equal values are equal text."""
-    return json.dumps(value, sort_keys=True, default=str)
+JSON_COLUMNS = ("params", "argv", "server_stats")
 
 
 def trial(run_id: int, target_id: int, t: TrialRecord) -> dict[str, Any]:
-    """A trial's columns in the trials table, as stored."""
+    """A trial's columns in the trials table (JSON_COLUMNS still to be encoded)."""
     return {
         "run_id": run_id,
         "target_id": target_id,
@@ -22,7 +21,7 @@ def trial(run_id: int, target_id: int, t: TrialRecord) -> dict[str, Any]:
         "repetition": t.repetition,
         "workload": t.workload,
         "point": t.point,
-        "params": as_json(t.params),
+        "params": t.params,
         "started_at": t.started_at,
         "wall_s": t.wall_s,
         "warmup_s": t.warmup_s,
@@ -46,9 +45,9 @@ def trial(run_id: int, target_id: int, t: TrialRecord) -> dict[str, Any]:
         "seed": t.seed,
         "exit_code": t.exit_code,
         "valid": int(t.valid),
-        "argv": as_json(t.argv),
+        "argv": t.argv,
         "raw_output": t.raw_output,
-        "server_stats": as_json(t.server_stats),
+        "server_stats": t.server_stats,
     }
 
 
