@@ -77,7 +77,7 @@ def test_the_gate_decides_from_the_gating_pooled_records():
 def test_disagreements_are_records_too():
     tput = answers.point(change_pct=5.0)
     instr = answers.point(metric="instructions_per_op", change_pct=4.0)
-    (d,) = gate.disagreements(answers.result(points=(tput, instr)))
+    (d,) = gate.disagreements((tput, instr))
     assert (d.point, d.throughput_change_pct, d.syscalls_change_pct) == ("pipeline=10", 5.0, None)
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 
 from regtrack.analysis import pooling, run_shift, sequential, stats
 from regtrack.analysis.cells import cells, rows_for
+from regtrack.analysis.gate import disagreements
 from regtrack.analysis.metrics import ALPHA, GATING, METRICS, Metric
 from regtrack.analysis.records import (
     ComparisonResult,
@@ -252,6 +253,7 @@ def _compare(
         cells=cell_frame,
         comparisons=tuple(records),
         pooled=tuple(pooled),
+        disagreements=tuple(disagreements(records)),
         method=method if key else "welch-t",
         alpha=ALPHA,
         thresholds=thresholds,

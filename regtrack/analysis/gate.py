@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from regtrack.analysis.metrics import METRIC_BY_NAME
 from regtrack.analysis.records import ComparisonResult, Disagreement, GateDecision, PointComparison
 
 DISAGREEMENT_PCT = 2.0
 
 
-def disagreements(result: ComparisonResult) -> list[Disagreement]:
+def disagreements(comparisons: Iterable[PointComparison]) -> list[Disagreement]:
     """Points where throughput and instructions per op tell different stories.
 
     Fewer instructions should mean more throughput; when a candidate is faster while
@@ -16,7 +18,7 @@ def disagreements(result: ComparisonResult) -> list[Disagreement]:
     see is at work, typically syscalls or memory behaviour, and the user must know.
     """
     by_key: dict[tuple[str, str, str], dict[str, PointComparison]] = {}
-    for r in result.comparisons:
+    for r in comparisons:
         by_key.setdefault((r.workload, r.point, r.candidate), {})[r.metric] = r
     out = []
     for (workload, point, candidate), metrics in by_key.items():

@@ -248,6 +248,7 @@ class ComparisonResult:
     server: ServerFacts = field(default_factory=ServerFacts)
     run_shifts: dict[str, RunShift] | None = None  # across runs: each metric's run shift
     forced: tuple[str, ...] = ()  # compared with --force: how the runs differ
+    disagreements: tuple[Disagreement, ...] = ()  # analysis/gate.py
 
     def points_of(self, metric: str) -> list[PointComparison]:
         return [r for r in self.comparisons if r.metric == metric]

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from regtrack.analysis.gate import disagreements
 from regtrack.analysis.metrics import METRIC_BY_NAME
 from regtrack.analysis.records import (
     Answer,
@@ -183,7 +182,7 @@ def _caption(result: ComparisonResult, metric: str) -> str:
 
 def _disagreement_lines(result: ComparisonResult) -> list[str]:
     lines = []
-    for d in disagreements(result):
+    for d in result.disagreements:
         sys_text = (
             f", syscalls/op {d.syscalls_change_pct:+.1f}%"
             if d.syscalls_change_pct is not None

@@ -14,7 +14,6 @@ import pandas as pd
 
 from regtrack.analysis import attribution, metrics
 from regtrack.analysis import comparison as comparisons
-from regtrack.analysis import gate as gating
 from regtrack.analysis.records import ComparisonResult
 from regtrack.core.errors import BadInput
 from regtrack.core.records import reasons_text
@@ -319,7 +318,7 @@ def run_page(
         ],
         baseline=result.baseline,
         markdown=text_tables.render(result, "markdown"),
-        disagreements=gating.disagreements(result),
+        disagreements=list(result.disagreements),
         attribution=_attribution(store, run_id, result),
         commands=_commands(store, run_id),
     )
