@@ -50,15 +50,17 @@ def test_memtier_only_where_it_saturates_the_server_and_the_answer_is_kept(
 ):
     calls: list[int] = []
     monkeypatch.setattr(loadgen_choice, "_probe", _probed(server, client, calls))
-    job = _job(redis_server)
-    assert job.loadgen_choice is None and job.loadgen.name == "redis-benchmark", "undecided"
-    choice = job.settle_loadgen()
+    built = _job(redis_server)
+    assert built.loadgen_choice is None and built.loadgen.name == "redis-benchmark", "undecided"
+    job = built.settled()
+    choice = job.loadgen_choice
     assert choice.tool == tool and calls == [1]
+    assert built.loadgen_choice is None, "the job as built is not changed"
     assert job.loadgen.name == {"memtier": "memtier_benchmark"}.get(tool, tool)
     assert f"at pipeline 10: server {server:.0f}% busy, client {client:.0f}%" in choice.why
     assert ("saturates the server" in choice.why) == (tool == "memtier")
     assert job.config()["loadgen_choice"]["probe"]["server_cpu_pct"] == server
-    again = _job(redis_server).settle_loadgen()
+    again = _job(redis_server).settled().loadgen_choice
     assert (again.tool, again.why, calls) == (tool, choice.why, [1]), "kept, not probed again"
     assert again.cached and again.cached.startswith(str(cache))
 
@@ -68,11 +70,11 @@ def test_a_kept_answer_that_is_not_regtracks_is_ignored(
 ):
     calls: list[int] = []
     monkeypatch.setattr(loadgen_choice, "_probe", _probed(83.0, 99.0, calls))
-    first = _job(redis_server).settle_loadgen()
+    first = _job(redis_server).settled().loadgen_choice
     kept = next((cache / "loadgen-choice").glob("*.json"))
     for text in ('{"tool": "rm -rf /", "why": "x"}', "not json", '{"tool": "memtier"}'):
         kept.write_text(text)
-        assert _job(redis_server).settle_loadgen().tool == first.tool
+        assert _job(redis_server).settled().loadgen_choice.tool == first.tool
     assert len(calls) == 4, "each crafted answer was probed anew"
 
 
@@ -82,7 +84,7 @@ def test_a_probe_that_says_nothing_of_the_machine_is_not_kept(
     """Contended, or failed outright: redis-benchmark this time, and the next run probes."""
     calls: list[int] = []
     monkeypatch.setattr(loadgen_choice, "_probe", _probed(99.0, 60.0, calls, contended=40.0))
-    first = _job(redis_server).settle_loadgen()
+    first = _job(redis_server).settled().loadgen_choice
     assert first.tool == "redis-benchmark" and "the probe was not usable (contended" in first.why
 
     def fails(job, binary):
@@ -90,7 +92,7 @@ def test_a_probe_that_says_nothing_of_the_machine_is_not_kept(
         raise ConnectionError("Connection reset by peer")
 
     monkeypatch.setattr(loadgen_choice, "_probe", fails)
-    second = _job(redis_server).settle_loadgen()
+    second = _job(redis_server).settled().loadgen_choice
     assert second.tool == "redis-benchmark"
     assert "could not be probed: Connection reset" in second.why
     assert calls == [1, 1] and not (cache / "loadgen-choice").exists()
@@ -156,4 +158,4 @@ def test_a_run_that_relaxes_its_limits_does_not_relax_the_probe(
     monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(configs))
     calls: list[int] = []
     monkeypatch.setattr(loadgen_choice, "_probe", _probed(83.0, 99.0, calls))
-    assert _job(redis_server).settle_loadgen().tool == "redis-benchmark"
+    assert _job(redis_server).settled().loadgen_choice.tool == "redis-benchmark"

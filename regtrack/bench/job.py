@@ -3,6 +3,7 @@ options become one: bench/prepare.py), and the purpose a run is measured for."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import tempfile
 from collections.abc import Mapping
@@ -49,9 +50,10 @@ class RunPurpose:
         }
 
 
-@dataclass
+@dataclass(frozen=True)
 class Job:
-    """Everything one run needs, decided before the first server starts."""
+    """Everything one run needs, decided before the first server starts; never changed
+    afterwards (a grown plan or a decided load generator is a new Job)."""
 
     targets: list[Target]
     workload: Workload
@@ -66,7 +68,7 @@ class Job:
     docker_images: str | None = None
     points: list[workload_points.Point] = field(init=False)
     # Modes still measured in later repetitions, once a sequential gate decided a metric:
-    # the plan as it grows while it runs (extend), recorded with the run (update_config).
+    # the plan as it grows while it runs (extended), recorded with the run (update_config).
     narrowed: dict[int, tuple[str, ...]] = field(default_factory=dict)
     # Why the servers' hash seeds are not regtrack's (None: they are; regtrack.bench.seeds).
     seed_problem: str | None = field(init=False)
@@ -79,19 +81,21 @@ class Job:
     # containers only when they persist; files_dir()).
     data_dir: str | None = None
     # Which load generator and why (bench/loadgen_choice.py); None until a GET sweep's
-    # probe has decided between memtier and redis-benchmark (settle_loadgen).
+    # probe has decided between memtier and redis-benchmark (settled).
     loadgen_choice: Choice | None = None
 
     def __post_init__(self) -> None:
-        self.points = workload_points.points(self.workload)
         if self.metric != "throughput" and self.runtime == "native":
             callgrind.require()
         if self.settings.seeds == "random":
-            self.seed_problem = 'random seeds were asked for (seeds = "random")'
+            problem: str | None = 'random seeds were asked for (seeds = "random")'
         elif self.runtime == "native":
-            self.seed_problem = seeds.native_problem()
+            problem = seeds.native_problem()
         else:
-            self.seed_problem = None
+            problem = None
+        # Derived from the fields above, once: frozen, so set as dataclasses do themselves.
+        object.__setattr__(self, "points", workload_points.points(self.workload))
+        object.__setattr__(self, "seed_problem", problem)
 
     def seed(self, repetition: int) -> str | None:
         """The seed every server of ``repetition`` starts with, or None (Redis's own)."""
@@ -99,18 +103,21 @@ class Job:
             return None
         return seeds.for_repetition(repetition, self.settings.seed_offset or 0)
 
-    def settle_loadgen(self) -> Choice:
-        """Decide a GET sweep's load generator if it is not yet (a probe, or the answer
-        kept for this machine and setup), switching to memtier when it saturates."""
-        if self.loadgen_choice is None:
-            self.loadgen_choice = choosing.decide(self)
-            if self.loadgen_choice.tool == "memtier":
-                self.loadgen = loadgen.locate("memtier")
-                self.workload = workload_points.with_loadgen_threads(
-                    self.workload, "memtier", self.load_cpus
-                )
-                self.points = workload_points.points(self.workload)
-        return self.loadgen_choice
+    def settled(self) -> Job:
+        """This job with a GET sweep's load generator decided (a probe, or the answer kept
+        for this machine and setup), on memtier when it saturates; a job is not changed
+        once built, so a decision is a new job."""
+        if self.loadgen_choice is not None:
+            return self
+        choice = choosing.decide(self)
+        if choice.tool != "memtier":
+            return dataclasses.replace(self, loadgen_choice=choice)
+        return dataclasses.replace(
+            self,
+            loadgen_choice=choice,
+            loadgen=loadgen.locate("memtier"),
+            workload=workload_points.with_loadgen_threads(self.workload, "memtier", self.load_cpus),
+        )
 
     @property
     def context(self) -> measure.Context:
@@ -175,12 +182,13 @@ class Job:
             paired=self.pairs_in_time,
         )
 
-    def extend(self, repetitions: int, modes: tuple[str, ...]) -> None:
-        """Grow the plan to ``repetitions``; the new ones measure only ``modes``."""
-        first = self.settings.repetitions
-        self.settings = self.settings.model_copy(update={"repetitions": repetitions})
+    def extended(self, repetitions: int, modes: tuple[str, ...]) -> Job:
+        """The plan grown to ``repetitions``, the new ones measuring only ``modes``."""
+        narrowed = dict(self.narrowed)
         if set(modes) != set(MODES_BY_METRIC[self.metric]):
-            self.narrowed.update({rep: modes for rep in range(first, repetitions)})
+            narrowed.update({rep: modes for rep in range(self.settings.repetitions, repetitions)})
+        settings = self.settings.model_copy(update={"repetitions": repetitions})
+        return dataclasses.replace(self, settings=settings, narrowed=narrowed)
 
     def server_data(self) -> dict[str, Any]:
         """Where the servers' files go and on which filesystem (core/filesystems.py), and

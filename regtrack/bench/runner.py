@@ -125,7 +125,7 @@ def execute(
             ):
                 break
             first = job.settings.repetitions
-            job.extend(first + sequential.step, sequential.modes)
+            job = job.extended(first + sequential.step, sequential.modes)
             store.update_config(run_id, job.config())
             visits = job.visits(first)
             total += trial_count(visits)

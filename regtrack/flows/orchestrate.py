@@ -53,7 +53,7 @@ def measure(
             say(f"resuming run {run_id}")
         else:
             server_settings.check(job, say)  # each version knows and keeps them, or exit 2
-            _settle_loadgen(job, say)
+            job = _settled(job, say)
             _say_method(job, say)
             env = environment.capture(job.cpus, job.loadgen.as_dict())
             env["runtime"] = job.runtime
@@ -93,13 +93,17 @@ def _holding(job: Job, say: Say, wait: bool) -> Iterator[None]:
         yield
 
 
-def _settle_loadgen(job: Job, say: Say) -> None:
-    """A GET sweep's load generator, decided before the run is recorded, and why."""
-    decided_here = job.loadgen_choice is None  # not chosen by the user, nor a resumed run's
-    choice = job.settle_loadgen()
-    if decided_here:
-        kept = f"; probed before, kept in {choice.cached}" if choice.cached else ""
-        say(f"load generator: {choice.tool} ({choice.why}{kept})")
+def _settled(job: Job, say: Say) -> Job:
+    """The job with a GET sweep's load generator decided before the run is recorded, and
+    why it was chosen."""
+    if job.loadgen_choice is not None:  # chosen by the user, or a resumed run's
+        return job
+    job = job.settled()
+    choice = job.loadgen_choice
+    assert choice is not None
+    kept = f"; probed before, kept in {choice.cached}" if choice.cached else ""
+    say(f"load generator: {choice.tool} ({choice.why}{kept})")
+    return job
 
 
 def _say_method(job: Job, say: Say) -> None:
@@ -172,7 +176,7 @@ def extend(
         return "complete"
     with _holding(job, say, wait):
         if repetitions > first:
-            job.extend(repetitions, MODES_BY_METRIC[job.metric])
+            job = job.extended(repetitions, MODES_BY_METRIC[job.metric])
             say(f"run {run_id}: repetitions {first + 1} to {repetitions} added")
         store.reopen_run(run_id)
         store.update_config(run_id, job.config())
