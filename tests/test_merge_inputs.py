@@ -72,7 +72,7 @@ TRIAL_COLUMNS = ["seq", "repetition", "point", "params", "ops_per_sec", "valid",
                  "mode", "argv", "server_stats", "started_at"]  # fmt: skip
 CONFIG_PATHS = ["$.settings.repetitions", "$.targets", "$.targets[0].label", "$.workload.kind",
                 "$.workload.pipelines", "$.shard", "$.shard.index", "$.plan_id",
-                "$.metric", "$.workload"]  # fmt: skip
+                "$.metric", "$.workload", "$.planned_trials"]  # fmt: skip
 
 
 @st.composite
@@ -157,6 +157,21 @@ def test_the_same_trial_twice_is_merged_once_and_two_different_ones_are_refused(
         merging.merge(fresh, [shard, rerun])
     with closing(sqlite3.connect(fresh)) as conn:
         assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0, "one transaction"
+
+
+def test_a_shard_that_stored_no_plan_size_is_planned_again_and_its_gap_named(shard, tmp_path):
+    """A run stores how many trials its whole plan holds, so a merge that has them all
+    needs no planning; a run of an older regtrack (no planned_trials) is planned again,
+    and either way the missing shard is named with the same blocks."""
+    older = tmp_path / "older.db"
+    shutil.copy(shard, older)
+    with closing(sqlite3.connect(older)) as conn:
+        conn.execute("UPDATE runs SET config = json_remove(config, '$.planned_trials')")
+        conn.commit()
+    (stored,) = merging.merge(tmp_path / "a.db", [shard])
+    (planned,) = merging.merge(tmp_path / "b.db", [older])
+    assert stored.planned == planned.planned > len(_trials(shard)), "a share of the plan is here"
+    assert stored.missing == planned.missing and [m.index for m in stored.missing] == [2]
 
 
 def test_an_old_input_is_read_not_upgraded_in_place(tmp_path):

@@ -17,7 +17,7 @@ from regtrack.bench.callgrind import control as callgrind
 from regtrack.bench.loadgen import held
 from regtrack.bench.loadgen.base import LoadgenBinary
 from regtrack.bench.loadgen_choice import Choice
-from regtrack.bench.plan import MODES_BY_METRIC, Visit, interleave
+from regtrack.bench.plan import MODES_BY_METRIC, Visit, interleave, trial_count
 from regtrack.core import filesystems
 from regtrack.core.cpus import CpuPlan, split_sides
 from regtrack.core.errors import BadInput
@@ -236,6 +236,7 @@ class Job:
             "targets": [t.as_dict() for t in self.targets],
             "points": [p.label for p in self.points],
             "narrowed": {str(rep): list(modes) for rep, modes in self.narrowed.items()},
+            "planned_trials": trial_count(self.planned()),
             "callgrind_hz": callgrind.CALLGRIND_HZ if self.metric != "throughput" else None,
             "seeds": f"not controlled: {self.seed_problem}" if self.seed_problem else "fixed",
             "loadgen_choice": self.loadgen_choice.as_dict() if self.loadgen_choice else None,

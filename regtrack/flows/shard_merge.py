@@ -90,13 +90,7 @@ def _merge_found(out: Path, found: list[shard_runs.ShardRun], allow_mixed: bool)
 def _merge_plan(dest: Store, runs: list[shard_runs.ShardRun]) -> PlanMerge:
     """One plan's shards into its merged run (made by the first merge of the plan)."""
     plan_id, config = runs[0].plan_id, runs[0].config
-    try:
-        planned = sum(len(v.trials) for v in planned_visits(config))
-    except (ValueError, TypeError, KeyError) as exc:  # pydantic's errors are ValueErrors
-        raise BadInput(
-            f"{runs[0].path}: run {runs[0].run_id}'s plan cannot be read ({type(exc).__name__}); "
-            "merge the databases regtrack's runs produced"
-        ) from None
+    planned = _planned_trials(runs[0])
     run_id = shard_union.merged_run(dest, plan_id) or shard_union.create_merged_run(dest, runs[0])
     result = PlanMerge(plan_id=plan_id, run_id=run_id, planned=planned)
     for run in runs:
@@ -110,14 +104,32 @@ def _merge_plan(dest: Store, runs: list[shard_runs.ShardRun]) -> PlanMerge:
     result.apart = shard_union.instruction_differences(runs)
     if result.added:
         _new_round(dest, run_id, result.apart)
-    count = max((r.shard or {"count": 1})["count"] for r in runs)
-    result.missing = missing_blocks(config, count, dest.trial_seqs(run_id))
+    have = dest.trial_seqs(run_id)
+    if len(have) < planned:  # which shard left what out: the plan itself tells
+        count = max((r.shard or {"count": 1})["count"] for r in runs)
+        result.missing = missing_blocks(config, count, have)
     detail = "; ".join(
         f"shard {m.index}/{m.count} missing: {m.blocks} blocks ({m.trials} trials) not measured"
         for m in result.missing
     )
     dest.finish_run(run_id, "incomplete" if result.missing else "complete", detail or None)
     return result
+
+
+def _planned_trials(run: shard_runs.ShardRun) -> int:
+    """How many trials the whole plan holds: as the run stored it, else (a run of an older
+    regtrack) counted by planning it again. Every stored trial's seq is checked against it
+    (results/shard_union.py), so a crafted count cannot make a merged run look complete."""
+    stored = run.config.get("planned_trials")
+    if isinstance(stored, int) and 1 <= stored <= shard_runs.MAX_TRIALS:
+        return stored
+    try:
+        return sum(len(v.trials) for v in planned_visits(run.config))
+    except (ValueError, TypeError, KeyError) as exc:  # pydantic's errors are ValueErrors
+        raise BadInput(
+            f"{run.path}: run {run.run_id}'s plan cannot be read ({type(exc).__name__}); "
+            "merge the databases regtrack's runs produced"
+        ) from None
 
 
 def _new_round(dest: Store, run_id: int, apart: list[str]) -> None:

@@ -17,6 +17,7 @@ from regtrack.results.store import Store
 MAX_REPETITIONS = 10_000
 MAX_TARGETS = 500
 MAX_PIPELINES = 1_000
+MAX_TRIALS = 100_000_000  # a plan's trials, as a run stores their count
 WORKLOAD_KINDS = ("get-pipeline", "mix")
 
 
