@@ -19,7 +19,8 @@ import pytest
 import redis
 
 from regtrack.bench.runtimes.base import connect
-from regtrack.core import procs
+from regtrack.core import docker_engine, procs
+from regtrack.core.errors import CannotMeasure
 from regtrack.targets.sources import cache_root
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -209,6 +210,25 @@ def redis_benchmark_bin() -> str:
     if not path:
         pytest.skip("redis-benchmark is not installed (apt-get install redis-tools)")
     return path
+
+
+@pytest.fixture(scope="module")
+def engine() -> Any:
+    """The Docker engine (one client a module); the test is skipped where none answers."""
+    try:
+        return docker_engine.engine()
+    except CannotMeasure as exc:
+        pytest.skip(f"no Docker engine here: {exc}")
+
+
+def labelled_containers(label: str) -> list[str]:
+    """Names of the containers carrying ``label``, running or not; none can exist where
+    no engine answers."""
+    try:
+        client = docker_engine.engine()
+    except CannotMeasure:
+        return []
+    return [c.name for c in client.containers.list(all=True, filters={"label": label})]
 
 
 def run_cli(

@@ -15,28 +15,20 @@ import pytest
 import redis
 
 from regtrack.bench.runtimes import docker as docker_runtime
-from regtrack.core import docker_engine, filesystems
-from regtrack.core.errors import CannotMeasure
+from regtrack.core import filesystems
 from regtrack.targets import engine_images
 from tests import host_image
 from tests.conftest import (
     BUILD_FLAGS,
     cli_in_process,
     decoy_server,
+    labelled_containers,
     quiet_configs,
     run_cli,
     wait_for_trials,
 )
 
 SHORT = ["--pipelines", "10", "--duration", "1", "--warmup", "0.3", "--keys", "2000"]
-
-
-@pytest.fixture(scope="module")
-def engine():
-    try:
-        return docker_engine.engine()
-    except CannotMeasure as exc:
-        pytest.skip(f"no Docker engine here: {exc}")
 
 
 @pytest.fixture(scope="module")
@@ -59,23 +51,11 @@ def builder_image(engine) -> str:
     return BUILDER
 
 
-def _our_containers() -> list[str]:
-    """Names of regtrack's containers; none can exist where no engine answers."""
-    try:
-        client = docker_engine.engine()
-    except CannotMeasure:
-        return []
-    return [
-        c.name
-        for c in client.containers.list(all=True, filters={"label": docker_runtime.RUN_LABEL})
-    ]
-
-
 @pytest.fixture(autouse=True)
 def no_containers_left():
     """Every test leaves no container behind; tests that need no engine still run."""
     yield
-    left = _our_containers()
+    left = labelled_containers(docker_runtime.RUN_LABEL)
     assert not left, f"containers left behind: {left}"
 
 
