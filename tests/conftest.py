@@ -264,6 +264,19 @@ def run_cli(
     return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
 
 
+def start_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """The real command line started in the background (this process's environment plus
+    ``env``), its output read as text: for tests that stop or kill it midway (``finish``
+    reads what it said)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "regtrack", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
 def settings_dir(tmp_path: Path, toml: str) -> Path:
     """A settings directory holding this regtrack.toml (for REGTRACK_CONFIG_DIR or
     --config): a test's own verdict thresholds, limits or seeds."""
