@@ -182,12 +182,22 @@ def quiet_configs(folder: Path, **settings: float) -> dict[str, str]:
     return {"REGTRACK_CONFIG_DIR": str(configs)}
 
 
+def installed(tool: str, package: str) -> str:
+    """The path of ``tool`` on PATH; the test is skipped where it is not installed."""
+    path = shutil.which(tool)
+    if not path:
+        pytest.skip(f"{tool} is not installed (apt-get install {package})")
+    return path
+
+
+def redis_server_path() -> str:
+    """The installed redis-server, for helpers and fixtures wider than a test."""
+    return installed("redis-server", "redis-server")
+
+
 @pytest.fixture
 def redis_server() -> str:
-    path = shutil.which("redis-server")
-    if not path:
-        pytest.skip("redis-server is not installed (apt-get install redis-server)")
-    return path
+    return redis_server_path()
 
 
 MEMTIER_MISSING = "memtier_benchmark is not installed (scripts/install.sh builds it)"
@@ -206,10 +216,7 @@ def memtier_bin() -> str:
 
 @pytest.fixture
 def redis_benchmark_bin() -> str:
-    path = shutil.which("redis-benchmark")
-    if not path:
-        pytest.skip("redis-benchmark is not installed (apt-get install redis-tools)")
-    return path
+    return installed("redis-benchmark", "redis-tools")
 
 
 @pytest.fixture(scope="module")
