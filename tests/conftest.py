@@ -19,7 +19,8 @@ import pytest
 import redis
 
 from regtrack.bench.runtimes.base import connect
-from regtrack.core import procs
+from regtrack.core import docker_engine, procs
+from regtrack.core.errors import CannotMeasure
 from regtrack.targets.sources import cache_root
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -181,12 +182,22 @@ def quiet_configs(folder: Path, **settings: float) -> dict[str, str]:
     return {"REGTRACK_CONFIG_DIR": str(configs)}
 
 
+def installed(tool: str, package: str) -> str:
+    """The path of ``tool`` on PATH; the test is skipped where it is not installed."""
+    path = shutil.which(tool)
+    if not path:
+        pytest.skip(f"{tool} is not installed (apt-get install {package})")
+    return path
+
+
+def redis_server_path() -> str:
+    """The installed redis-server, for helpers and fixtures wider than a test."""
+    return installed("redis-server", "redis-server")
+
+
 @pytest.fixture
 def redis_server() -> str:
-    path = shutil.which("redis-server")
-    if not path:
-        pytest.skip("redis-server is not installed (apt-get install redis-server)")
-    return path
+    return redis_server_path()
 
 
 MEMTIER_MISSING = "memtier_benchmark is not installed (scripts/install.sh builds it)"
@@ -205,10 +216,26 @@ def memtier_bin() -> str:
 
 @pytest.fixture
 def redis_benchmark_bin() -> str:
-    path = shutil.which("redis-benchmark")
-    if not path:
-        pytest.skip("redis-benchmark is not installed (apt-get install redis-tools)")
-    return path
+    return installed("redis-benchmark", "redis-tools")
+
+
+@pytest.fixture(scope="module")
+def engine() -> Any:
+    """The Docker engine (one client a module); the test is skipped where none answers."""
+    try:
+        return docker_engine.engine()
+    except CannotMeasure as exc:
+        pytest.skip(f"no Docker engine here: {exc}")
+
+
+def labelled_containers(label: str) -> list[str]:
+    """Names of the containers carrying ``label``, running or not; none can exist where
+    no engine answers."""
+    try:
+        client = docker_engine.engine()
+    except CannotMeasure:
+        return []
+    return [c.name for c in client.containers.list(all=True, filters={"label": label})]
 
 
 def run_cli(
@@ -242,6 +269,19 @@ def run_cli(
             proc.communicate()
         raise
     return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+
+
+def start_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """The real command line started in the background (this process's environment plus
+    ``env``), its output read as text: for tests that stop or kill it midway (``finish``
+    reads what it said)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "regtrack", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def settings_dir(tmp_path: Path, toml: str) -> Path:

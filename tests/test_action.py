@@ -36,7 +36,7 @@ from regtrack.output.github_comment import (
 from regtrack.output.tables import change_text
 from tests import fakegithub
 from tests.actionrun import ActionRun, job_env, run_action
-from tests.conftest import ARTIFACTS, FIXTURES, cli_in_process
+from tests.conftest import ARTIFACTS, FIXTURES, cli_in_process, redis_server_path
 
 ROOT = Path(__file__).resolve().parent.parent
 ACTION = ROOT / "action.yml"
@@ -98,18 +98,10 @@ class Job:
             "REGTRACK_CACHE": str(self.tmp / "cache"),
             "GITHUB_STEP_SUMMARY": str(home / "step-summary.md"),
         })  # fmt: skip
-        given = {
-            "baseline": f"a=bin:{_redis()}", "candidate": f"b=bin:{_redis()}", **INPUTS, **inputs,
-        }  # fmt: skip
+        server = redis_server_path()
+        given = {"baseline": f"a=bin:{server}", "candidate": f"b=bin:{server}", **INPUTS, **inputs}
         return run_action(self.action, given, github, runner, env, home / "steps",
                           stop_after=stop_after)  # fmt: skip
-
-
-def _redis() -> str:
-    path = shutil.which("redis-server")
-    if not path:
-        pytest.skip("redis-server is not installed (apt-get install redis-server)")
-    return path
 
 
 def shim(folder: Path) -> Path:
@@ -298,9 +290,10 @@ def ci_outputs(tmp_path_factory) -> tuple[Path, Path]:
     out, summary = folder / "ci.json", folder / "summary.md"
     with pytest.MonkeyPatch.context() as monkeypatch:
         fakebench.install(monkeypatch, fakebench.Model(**SLOWER))
+        server = redis_server_path()
         proc = cli_in_process(
-            "ci", "--baseline-version", f"a=bin:{_redis()}", "--candidate-version",
-            f"b=bin:{_redis()}", "--metric", "throughput", "--pipelines", "10",
+            "ci", "--baseline-version", f"a=bin:{server}", "--candidate-version",
+            f"b=bin:{server}", "--metric", "throughput", "--pipelines", "10",
             "--db", str(folder / "r.db"), "--json", str(out), "--summary", str(summary),
             "--no-report",
         )  # fmt: skip

@@ -22,6 +22,7 @@ from tests.conftest import (
     quiet_configs,
     run_cli,
     settings_dir,
+    start_cli,
     wait_for_trials,
 )
 from tests.reasons import codes, stored_reasons
@@ -258,26 +259,10 @@ def test_a_server_that_will_not_start_is_exit_3_and_recorded(tmp_path):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_keeps_measured_trials_and_leaves_nothing(tmp_path, redis_server, sig):
     db = tmp_path / "r.db"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "regtrack",
-            "run",
-            "--versions",
-            f"a=bin:{redis_server},b=bin:{redis_server}",
-            "--pipelines",
-            "1,5,10",
-            "--repetitions",
-            "3",
-            "--db",
-            str(db),
-            *SHORT_RUN,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_cli(
+        "run", "--versions", f"a=bin:{redis_server},b=bin:{redis_server}",
+        "--pipelines", "1,5,10", "--repetitions", "3", "--db", str(db), *SHORT_RUN,
+    )  # fmt: skip
     measured = wait_for_trials(db, 2, timeout=60)
     assert measured >= 2, "the run never stored a trial"
     proc.send_signal(sig)

@@ -6,8 +6,6 @@ import json
 import shutil
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,28 +13,21 @@ import pytest
 import redis
 
 from regtrack.bench.runtimes import docker as docker_runtime
-from regtrack.core import docker_engine, filesystems
-from regtrack.core.errors import CannotMeasure
+from regtrack.core import filesystems
 from regtrack.targets import engine_images
 from tests import host_image
 from tests.conftest import (
     BUILD_FLAGS,
     cli_in_process,
     decoy_server,
+    labelled_containers,
     quiet_configs,
     run_cli,
+    start_cli,
     wait_for_trials,
 )
 
 SHORT = ["--pipelines", "10", "--duration", "1", "--warmup", "0.3", "--keys", "2000"]
-
-
-@pytest.fixture(scope="module")
-def engine():
-    try:
-        return docker_engine.engine()
-    except CannotMeasure as exc:
-        pytest.skip(f"no Docker engine here: {exc}")
 
 
 @pytest.fixture(scope="module")
@@ -59,23 +50,11 @@ def builder_image(engine) -> str:
     return BUILDER
 
 
-def _our_containers() -> list[str]:
-    """Names of regtrack's containers; none can exist where no engine answers."""
-    try:
-        client = docker_engine.engine()
-    except CannotMeasure:
-        return []
-    return [
-        c.name
-        for c in client.containers.list(all=True, filters={"label": docker_runtime.RUN_LABEL})
-    ]
-
-
 @pytest.fixture(autouse=True)
 def no_containers_left():
     """Every test leaves no container behind; tests that need no engine still run."""
     yield
-    left = _our_containers()
+    left = labelled_containers(docker_runtime.RUN_LABEL)
     assert not left, f"containers left behind: {left}"
 
 
@@ -217,12 +196,11 @@ def test_a_server_that_cannot_start_leaves_no_container(tmp_path, engine):
 
 def test_sigint_removes_the_container_and_keeps_trials(tmp_path, engine, server_image):
     db = tmp_path / "r.db"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "regtrack", "run", "--runtime", "docker", "--versions",
-         f"a=image:{server_image},b=image:{server_image}", "--pipelines", "1,5,10",
-         "--duration", "1", "--warmup", "0.3", "--keys", "2000", "--repetitions", "3",
-         "--db", str(db)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    proc = start_cli(
+        "run", "--runtime", "docker", "--versions",
+        f"a=image:{server_image},b=image:{server_image}", "--pipelines", "1,5,10",
+        "--duration", "1", "--warmup", "0.3", "--keys", "2000", "--repetitions", "3",
+        "--db", str(db),
     )  # fmt: skip
     assert wait_for_trials(db, 2, timeout=120) >= 2
     proc.send_signal(signal.SIGINT)
@@ -343,11 +321,10 @@ def test_a_killed_regtracks_container_is_removed_by_the_next_run(tmp_path, engin
     it (the engine owns it), labelled with the dead regtrack's pid; the next docker run
     removes it and says so."""
     db = tmp_path / "r.db"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "regtrack", "run", "--runtime", "docker", "--versions",
-         f"image:{server_image}", "--pipelines", "1,10", "--repetitions", "3", "--duration",
-         "3", "--warmup", "0.3", "--keys", "2000", "--db", str(db), "--no-report"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    proc = start_cli(
+        "run", "--runtime", "docker", "--versions", f"image:{server_image}",
+        "--pipelines", "1,10", "--repetitions", "3", "--duration", "3", "--warmup", "0.3",
+        "--keys", "2000", "--db", str(db), "--no-report",
     )  # fmt: skip
     try:
         assert wait_for_trials(db, 1, timeout=120) >= 1

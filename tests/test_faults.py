@@ -24,6 +24,7 @@ from tests.conftest import (
     our_processes,
     run_cli,
     settings_dir,
+    start_cli,
     wait_for_trials,
 )
 from tests.reasons import has_code, stored_reasons
@@ -47,13 +48,7 @@ def quiet_machine_rules(tmp_path, monkeypatch):
 
 
 def start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "regtrack", "run", *args, "--no-report"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **(env or {})},
-    )
+    return start_cli("run", *args, "--no-report", env=env)
 
 
 def children(parent: int, name: str) -> list[int]:

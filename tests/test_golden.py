@@ -15,14 +15,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests import fakebench
-from tests.conftest import cli_in_process
+from tests.conftest import cli_in_process, redis_server_path
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("REGTRACK_UPDATE_GOLDEN") == "1"
@@ -86,9 +85,7 @@ def leaves(data: Any, path: str = "") -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory) -> Path:
     """One database: a modelled `run` of a and b, then a `ci` of b against a."""
-    redis_server = shutil.which("redis-server")
-    if not redis_server:
-        pytest.skip("redis-server is not installed (apt-get install redis-server)")
+    redis_server = redis_server_path()
     root = tmp_path_factory.mktemp("golden")
     configs = root / "configs"
     configs.mkdir()

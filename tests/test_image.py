@@ -14,10 +14,8 @@ from typing import Any
 
 import pytest
 
-from regtrack.core import docker_engine
-from regtrack.core.errors import CannotMeasure
 from tests import image_build
-from tests.conftest import MAKE_FLAGS, quiet_configs
+from tests.conftest import MAKE_FLAGS, labelled_containers, quiet_configs
 
 LABEL = "regtrack-test.image"
 # What the Kubernetes example's securityContext gives the pod (docs/scale-out.md).
@@ -43,14 +41,6 @@ def test_the_image_installs_what_install_sh_installs():
 
 
 @pytest.fixture(scope="module")
-def engine():
-    try:
-        return docker_engine.engine()
-    except CannotMeasure as exc:
-        pytest.skip(f"no Docker engine here: {exc}")
-
-
-@pytest.fixture(scope="module")
 def image(engine) -> str:
     base = image_build.base_image(engine)
     image_id, _ = image_build.build(base)
@@ -60,11 +50,7 @@ def image(engine) -> str:
 @pytest.fixture(autouse=True)
 def no_containers_left():
     yield
-    try:
-        client = docker_engine.engine()
-    except CannotMeasure:
-        return
-    left = [c.name for c in client.containers.list(all=True, filters={"label": LABEL})]
+    left = labelled_containers(LABEL)
     assert not left, f"containers left behind: {left}"
 
 

@@ -7,8 +7,6 @@ import os
 import shutil
 import signal
 import sqlite3
-import subprocess
-import sys
 
 import pytest
 
@@ -22,6 +20,7 @@ from tests.conftest import (
     our_processes,
     run_cli,
     settings_dir,
+    start_cli,
     wait_for_trials,
 )
 from tests.reasons import codes, has_code, stored_reasons
@@ -130,34 +129,12 @@ def test_missing_valgrind_is_one_line_and_exit_3(tmp_path, redis_server):
 
 def test_a_server_killed_under_callgrind_ends_its_visit_and_keeps_trials(tmp_path, redis_server):
     db = tmp_path / "r.db"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "regtrack",
-            "run",
-            "--versions",
-            f"bin:{redis_server}",
-            "--metric",
-            "instructions",
-            "--pipelines",
-            "1,5,10,15",
-            "--repetitions",
-            "1",
-            "--instruction-requests",
-            "20000",
-            "--warmup",
-            "0.2",
-            "--keys",
-            "1000",
-            "--db",
-            str(db),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
-    )
+    proc = start_cli(
+        "run", "--versions", f"bin:{redis_server}", "--metric", "instructions",
+        "--pipelines", "1,5,10,15", "--repetitions", "1", "--instruction-requests", "20000",
+        "--warmup", "0.2", "--keys", "1000", "--db", str(db),
+        env={"PYTHONFAULTHANDLER": "1"},
+    )  # fmt: skip
     measured = wait_for_trials(db, 1)
     assert measured >= 1
     victims = [p.split(":")[0] for p in our_processes() if "valgrind" in p or "callgrind" in p]

@@ -13,7 +13,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,7 +20,7 @@ import redis
 
 from regtrack.bench.runtimes.base import connect
 from regtrack.core import procs
-from tests.conftest import our_processes, wait_for_trials
+from tests.conftest import our_processes, start_cli, wait_for_trials
 
 
 def _gone(pid: int) -> bool:
@@ -64,12 +63,7 @@ def test_the_guard_sees_a_leaked_daemonized_server(redis_server, tmp_path):
 
 
 def _start_run(db: Path, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "regtrack", "run", *extra, "--db", str(db), "--no-report"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return start_cli("run", *extra, "--db", str(db), "--no-report")
 
 
 def test_what_regtrack_started_dies_with_it_on_kill_9(tmp_path, redis_server):

@@ -21,32 +21,25 @@ from hypothesis import strategies as st
 from regtrack.core.errors import BadInput, RegtrackError
 from regtrack.flows import shard_merge as merging
 from tests import fakebench
-from tests.conftest import cli_in_process, settings_dir
+from tests.conftest import cli_in_process, redis_server_path, settings_dir
 
 PLAN = ["--metric", "both", "--pipelines", "10", "--repetitions", "4", "--no-report"]
 
 
 @pytest.fixture(scope="module")
-def shard(tmp_path_factory, redis_server_path) -> Iterator[Path]:
+def shard(tmp_path_factory) -> Iterator[Path]:
     """A real shard database (1 of 2), its trials modelled (tests/fakebench.py)."""
+    server = redis_server_path()
     folder = tmp_path_factory.mktemp("shard")
     db = folder / "shard-1.db"
     with pytest.MonkeyPatch.context() as mp:
         fakebench.install(mp, fakebench.Model())
         proc = cli_in_process(
-            "run", "--versions", f"a=bin:{redis_server_path},b=bin:{redis_server_path}",
+            "run", "--versions", f"a=bin:{server},b=bin:{server}",
             *PLAN, "--shard", "1/2", "--db", str(db),
         )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     yield db
-
-
-@pytest.fixture(scope="module")
-def redis_server_path() -> str:
-    path = shutil.which("redis-server")
-    if not path:
-        pytest.skip("redis-server is not installed (apt-get install redis-server)")
-    return path
 
 
 def _digest(path: Path) -> str:
@@ -187,15 +180,13 @@ def test_an_old_input_is_read_not_upgraded_in_place(tmp_path):
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
 
 
-def test_shards_without_controlled_seeds_merge_and_compare(
-    tmp_path, monkeypatch, redis_server_path
-):
+def test_shards_without_controlled_seeds_merge_and_compare(tmp_path, monkeypatch, redis_server):
     """Trials without seeds (unshare refused) merge like any other and the merged run
     compares (its blocks pair by repetition within the run)."""
     configs = settings_dir(tmp_path, '[run]\nseeds = "random"\n')
     monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(configs))
     fakebench.install(monkeypatch, fakebench.Model())
-    versions = f"a=bin:{redis_server_path},b=bin:{redis_server_path}"
+    versions = f"a=bin:{redis_server},b=bin:{redis_server}"
     dbs = []
     for k in (1, 2):
         db = tmp_path / f"shard-{k}.db"

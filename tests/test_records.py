@@ -144,6 +144,19 @@ STORED = {
 }  # fmt: skip
 
 
+def test_a_bisections_change_reads_the_same_in_its_search_lines_and_its_log():
+    """flows/bisect.py says a change through the hook the command line gives it, this
+    text: an interval too wide to read is said to be, as everywhere else."""
+    assert bisect_text.change_text(None) == "no valid measurement"
+    assert bisect_text.change_text(ChangeSummary.from_json(CHANGE)) == (
+        "+3.00% [+2.00, +4.00] (regression)"
+    )
+    wide = {**CHANGE, "ci_low_pct": -250.0, "ci_high_pct": math.inf, "verdict": "inconclusive"}
+    assert bisect_text.change_text(ChangeSummary.from_json(wide)) == (
+        "+3.00% [too wide to read] (inconclusive)"
+    )
+
+
 def test_a_stored_bisection_reads_back_as_records_and_renders():
     from regtrack.analysis.records import BisectLogEntry, BisectStep
     from regtrack.output.report import bisect_page

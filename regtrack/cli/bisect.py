@@ -119,7 +119,8 @@ def bisect(
         if resume_id is not None
         else _started(good or "", bad or "", point, threshold, all_steps, options)
     )
-    hooks = Hooks(say=say, progress=run_progress)  # the search itself never prints
+    # The search itself never prints: what it says reaches the command line through these.
+    hooks = Hooks(say=say, progress=run_progress, change_text=bisect_text.change_text)
     bisect_search.run(Bisector(store, bisection_id, hooks, options.db, not options.no_wait))
     record = {**bisections.get(store, bisection_id), "runs": bisections.runs(store, bisection_id)}
     click.echo(bisect_text.render(record))

@@ -55,10 +55,12 @@ METRIC_COLUMN = {"instructions": "instructions_per_op", "throughput": "throughpu
 
 @dataclass
 class Hooks:
-    """How the command line hears about progress; bisect itself never prints."""
+    """How the command line hears about progress; bisect itself never prints. A change it
+    reports reads as the bisection's log shows it (``change_text``: output.bisect_text)."""
 
     say: orchestrate.Say
     progress: Callable[[], ContextManager[Progress]]
+    change_text: Callable[[ChangeSummary | None], str]
     phase: Callable[[str], None] = lambda text: None
 
 
@@ -237,9 +239,10 @@ class Bisector:
         if record is None or record.verdict != "regression":
             ends = record.summary().to_json() if record else None
             bisections.finish(self.store, self.id, "refused", {"ends": ends})
+            measured = self.hooks.change_text(summary(record))
             raise NothingToBisect(
                 f"bad ({self.request.bad}) is not worse than good ({self.request.good}) by "
-                f"{self.request.threshold:g}% in {self.column}: measured {change_text(record)}; "
+                f"{self.request.threshold:g}% in {self.column}: measured {measured}; "
                 "nothing to bisect (another --threshold, --point or --metric?)"
             )
         return record
@@ -286,6 +289,7 @@ class Bisector:
             record = self.change(self.good, commit, run_id)
             side = "above" if placed.above else "below"
             how = "decided" if placed.decided else "by its estimate: undecided"
+            vs_good = summary(record)
             self.log(
                 commit=commit,
                 run_id=run_id,
@@ -293,11 +297,12 @@ class Bisector:
                 cut=cut,
                 share=placed.share,
                 decided=placed.decided,
-                vs_good=summary(record),
+                vs_good=vs_good,
             )
             self.hooks.say(
                 f"bisect: {short(commit)} is {100 * placed.share:.0f}% of the way to bad, "
-                f"{side} the cut at {100 * cut:.0f}% ({how}): {change_text(record)} vs good"
+                f"{side} the cut at {100 * cut:.0f}% ({how}): "
+                f"{self.hooks.change_text(vs_good)} vs good"
             )
         return placed
 
@@ -360,12 +365,3 @@ def _number(value: Any, missing: float) -> float:
 def summary(record: PooledComparison | None) -> ChangeSummary | None:
     """A pooled record's numbers, as a bisection stores them."""
     return record.summary() if record else None
-
-
-def change_text(record: PooledComparison | None) -> str:
-    if record is None or record.change_pct is None:
-        return "no valid measurement"
-    return (
-        f"{record.change_pct:+.2f}% [{record.ci_low_pct:+.2f}, "
-        f"{record.ci_high_pct:+.2f}] ({record.verdict})"
-    )

@@ -17,7 +17,9 @@ from regtrack.output.tables import attribution, interval_text, server_caption
 SHORT = 7
 
 
-def _change(record: ChangeSummary | None) -> str:
+def change_text(record: ChangeSummary | None) -> str:
+    """ "+3.10% [+2.05, +4.12] (regression)": a bisection's change, its interval readable
+    or said to be too wide (tables.interval_text), as the log and the search's lines say it."""
     if record is None or record.change_pct is None:
         return "no valid measurement"
     return (
@@ -28,7 +30,7 @@ def _change(record: ChangeSummary | None) -> str:
 
 
 def _stored_change(data: dict[str, Any] | None) -> str:
-    return _change(ChangeSummary.from_json(data) if data else None)
+    return change_text(ChangeSummary.from_json(data) if data else None)
 
 
 def _runs(step: BisectStep) -> str:
@@ -71,7 +73,7 @@ def log_lines(bisection: dict[str, Any]) -> list[str]:
         elif entry.confirm_run_id is not None and entry.parent:
             lines.append(
                 f"{n:>3}. confirm {entry.parent[:SHORT]} -> {what}: run "
-                f"{entry.confirm_run_id}, {_change(entry.change)}"
+                f"{entry.confirm_run_id}, {change_text(entry.change)}"
             )
         elif entry.reason:
             lines.append(f"{n:>3}. skip   {what}: {entry.reason}")
@@ -80,12 +82,13 @@ def log_lines(bisection: dict[str, Any]) -> list[str]:
             lines.append(
                 f"{n:>3}. step   {what}: run {entry.run_id}, {100 * (entry.share or 0):.0f}% "
                 f"of the way to bad, {entry.judged} at {100 * entry.cut:.0f}% ({how}), "
-                f"{_change(entry.vs_good)} vs good"
+                f"{change_text(entry.vs_good)} vs good"
             )
         else:
             run = f"run {entry.run_id}, " if entry.run_id else ""
             judged = entry.judged or "undecided, measured again"
-            lines.append(f"{n:>3}. step   {what}: {run}{judged}, {_change(entry.vs_good)} vs good")
+            vs_good = change_text(entry.vs_good)
+            lines.append(f"{n:>3}. step   {what}: {run}{judged}, {vs_good} vs good")
     return lines
 
 
@@ -137,7 +140,7 @@ def render(bisection: dict[str, Any], fmt: str = "table") -> str:
         if step.run_id is not None:
             out.append(
                 f"  change against its parent {step.last_good[:SHORT]}: "
-                f"{_change(step.change)} ({_runs(step)})"
+                f"{change_text(step.change)} ({_runs(step)})"
             )
         if step.explain:
             out += ["", attribution(step.explain, "table").rstrip()]

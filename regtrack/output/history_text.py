@@ -20,15 +20,21 @@ def _server(group: pd.DataFrame) -> str:
     return f" · server: {group['server'].dropna().iloc[0]}"
 
 
+def _heading(key: tuple[Any, ...], unit: str, group: pd.DataFrame) -> str:
+    """A series' first line: workload, point, metric, the series (a source repository or a
+    version line), its setup and its servers' settings."""
+    workload, point, metric, series, setup = key
+    return (
+        f"{workload} · {point} · {metric} ({unit}) · {series} · setup {setup[:8]}{_server(group)}"
+    )
+
+
 def by_commit(rows: pd.DataFrame, steps: list[dict[str, Any]], unit: str) -> str:
     """One line per commit, oldest first: every run's value, % against the first commit."""
     out: list[str] = []
     keys = ["workload", "point", "metric", "source_repo", "comparability"]
     for key, group in rows.groupby(keys, sort=False):
-        workload, point, metric, repo, setup = key
-        out.append(
-            f"{workload} · {point} · {metric} ({unit}) · {repo} · setup {setup[:8]}{_server(group)}"
-        )
+        out.append(_heading(key, unit, group))
         out.append(
             f"  {'#':>3}  {'commit':<12}  {'subject':<40}  {'value':>12}  {'vs first':>9}  runs"
         )
@@ -58,11 +64,7 @@ def by_run(rows: pd.DataFrame, unit: str) -> str:
     out: list[str] = []
     keys = ["workload", "point", "metric", "series", "comparability"]
     for key, group in rows.groupby(keys, sort=False):
-        workload, point, metric, series, setup = key
-        out.append(
-            f"{workload} · {point} · {metric} ({unit}) · {series} · setup {setup[:8]}"
-            f"{_server(group)}"
-        )
+        out.append(_heading(key, unit, group))
         for r in group.itertuples():
             mark = f"  <- change point {r.change_pct:+.2f}%" if pd.notna(r.change_pct) else ""
             out.append(

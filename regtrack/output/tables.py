@@ -241,9 +241,7 @@ def render(result: ComparisonResult, fmt: str, metrics: list[str] | None = None)
         for metric in metrics:
             header, rows, notes = _grid(result, metric)
             parts.append(f"**{_caption(result, metric)}**\n")
-            parts.append("| " + " | ".join(header) + " |")
-            parts.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
-            parts.extend("| " + " | ".join(row) + " |" for row in rows)
+            parts.extend(_markdown_table(header, rows))
             parts.extend(["", *[f"- {line.strip()}" for line in _footer(notes)], ""])
         parts.extend(f"> {line}" for line in _disagreement_lines(result))
         return "\n".join(parts)
@@ -253,12 +251,7 @@ def render(result: ComparisonResult, fmt: str, metrics: list[str] | None = None)
     for metric in metrics:
         header, rows, notes = _grid(result, metric)
         _prose(console, _caption(result, metric))
-        table = Table()
-        for i, column in enumerate(header):
-            table.add_column(column, justify="left" if i == 0 else "right")
-        for row in rows:
-            table.add_row(*row)
-        console.print(table)
+        console.print(_numbers_table(header, rows))
         for line in _footer(notes):
             _prose(console, line)
         console.print()
@@ -307,19 +300,12 @@ def attribution(tables: list[dict[str, Any]], fmt: str) -> str:
         )
         if fmt == "markdown":
             out.append(f"**{caption}**\n")
-            out.append("| " + " | ".join(header) + " |")
-            out.append("|---|" + "---:|" * (len(header) - 1))
-            out.extend("| " + " | ".join(r) + " |" for r in rows)
+            out.extend(_markdown_table(header, rows))
             out.append("")
             continue
         console = _canvas()
         console.print(caption, highlight=False)
-        table = Table()
-        for i, column in enumerate(header):
-            table.add_column(column, justify="left" if i == 0 else "right")
-        for r in rows:
-            table.add_row(*r)
-        console.print(table)
+        console.print(_numbers_table(header, rows))
         out.append(console.file.getvalue())  # type: ignore[attr-defined]
     return "\n".join(out)
 
@@ -342,6 +328,25 @@ def versions_table(rows: list[dict[str, str]]) -> str:
     for repo in repos:
         console.print(f"source repository: {repo}", highlight=False)
     return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def _markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """A Markdown table's lines: the first column a name, the others numbers (right)."""
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|",
+        *("| " + " | ".join(row) + " |" for row in rows),
+    ]
+
+
+def _numbers_table(header: list[str], rows: list[list[str]]) -> Table:
+    """The terminal's table: the first column a name, the others numbers (right)."""
+    table = Table()
+    for i, column in enumerate(header):
+        table.add_column(column, justify="left" if i == 0 else "right")
+    for row in rows:
+        table.add_row(*row)
+    return table
 
 
 def _prose(console: Console, text: str) -> None:
