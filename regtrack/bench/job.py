@@ -22,9 +22,9 @@ from regtrack.core.cpus import CpuPlan, split_sides
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import RunSettings, settings_source
 from regtrack.targets.versions import Target
-from regtrack.workloads import points as workload_points
-from regtrack.workloads import server_config
+from regtrack.workloads import points, server_config
 from regtrack.workloads.model import Workload
+from regtrack.workloads.points import Point
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class Job:
     docker: Any = None  # the Docker engine client, for --runtime docker
     # --runtime docker: the one kind of build every version runs, official | build (images.py)
     docker_images: str | None = None
-    points: list[workload_points.Point] = field(init=False)
+    points: list[Point] = field(init=False)
     # Modes still measured in later repetitions, once a sequential gate decided a metric:
     # the plan as it grows while it runs (extend), recorded with the run (update_config).
     narrowed: dict[int, tuple[str, ...]] = field(default_factory=dict)
@@ -83,7 +83,7 @@ class Job:
     loadgen_choice: Choice | None = None
 
     def __post_init__(self) -> None:
-        self.points = workload_points.points(self.workload)
+        self.points = points.points(self.workload)
         if self.metric != "throughput" and self.runtime == "native":
             callgrind.require()
         if self.settings.seeds == "random":
@@ -106,10 +106,10 @@ class Job:
             self.loadgen_choice = choosing.decide(self)
             if self.loadgen_choice.tool == "memtier":
                 self.loadgen = loadgen.locate("memtier")
-                self.workload = workload_points.with_loadgen_threads(
+                self.workload = points.with_loadgen_threads(
                     self.workload, "memtier", self.load_cpus
                 )
-                self.points = workload_points.points(self.workload)
+                self.points = points.points(self.workload)
         return self.loadgen_choice
 
     @property

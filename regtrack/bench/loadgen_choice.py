@@ -38,7 +38,7 @@ from regtrack.core.errors import CannotMeasure
 from regtrack.core.records import InvalidReason
 from regtrack.core.settings import RunSettings
 from regtrack.targets.sources import cache_root
-from regtrack.workloads import points as workload_points
+from regtrack.workloads import points
 from regtrack.workloads.model import GetPipelineWorkload
 
 if TYPE_CHECKING:
@@ -145,8 +145,8 @@ def _probe(job: Job, binary: Any) -> Any:
     """One short memtier trial at the deepest pipeline against the first version."""
     target = job.targets[0]
     cpus = job.side_cpus()[target.label]  # a duet's side: its own server and client CPUs
-    workload = workload_points.with_loadgen_threads(job.workload, "memtier", len(cpus.client))
-    point = max(workload_points.points(workload), key=lambda p: p.params["pipeline"])
+    workload = points.with_loadgen_threads(job.workload, "memtier", len(cpus.client))
+    point = max(points.points(workload), key=lambda p: p.params["pipeline"])
     settings = probe_settings(job.settings)
     ctx = measure.Context(settings=settings, cpus=cpus, loadgen=binary, workload=workload)
     planned = PlannedTrial(seq=0, repetition=0, target=target.label, point=point)
@@ -156,7 +156,7 @@ def _probe(job: Job, binary: Any) -> Any:
             saved = setup.prepare_server(client, workload, memtier.NAME)
         finally:
             client.close()
-        specs = workload_points.load_specs(workload, point, memtier.NAME, saved)
+        specs = points.load_specs(workload, point, memtier.NAME, saved)
         return measure.throughput_trial(ctx, server, planned, specs)
 
 

@@ -39,7 +39,7 @@ from regtrack.core.procs import CpuTimes, contention_pct
 from regtrack.core.records import InvalidReason, LoadSpec, Progress, TrialRecord
 from regtrack.results.store import Store
 from regtrack.targets.versions import Target
-from regtrack.workloads import points as workload_points
+from regtrack.workloads import points
 
 METHOD = "paired in time"
 
@@ -77,10 +77,10 @@ def run_visit(
             sides.append(
                 Side(target, server, set_up(job, server, f"redis-server of {target.label}"))
             )
-        points: dict[str, list[PlannedTrial]] = {}
+        by_point: dict[str, list[PlannedTrial]] = {}
         for planned in visit.trials:
-            points.setdefault(planned.point.label, []).append(planned)
-        for label, planned in points.items():
+            by_point.setdefault(planned.point.label, []).append(planned)
+        for label, planned in by_point.items():
             progress.phase(f"{rep} · {label} · {' ⇄ '.join(visit.together)}")
             mine = [s for s in sides if s.target.label in {p.target for p in planned}]
             records = measure_point(job, mine, planned)
@@ -105,7 +105,7 @@ def _lanes(
 ) -> list[windows.Lane]:
     """Each side's load, held and flowing, with a client of its server (closed by
     ``stack``); a load that never flows ends the point."""
-    counted = workload_points.counted_commands(job.workload)
+    counted = points.counted_commands(job.workload)
     side_cpus = job.side_cpus()
     lanes = []
     for side in order:
@@ -161,7 +161,7 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
     method = "duet" if job.duet else METHOD
     run_windows = windows.together if job.duet else windows.alternate
     specs_of = {
-        s.target.label: workload_points.load_specs(
+        s.target.label: points.load_specs(
             job.workload, planned[0].point, job.loadgen.name, s.saved
         )
         for s in order
@@ -209,7 +209,7 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
             record,
             threads=sum(s.threads for s in specs_of[label]),
             client_cpus=len(side_cpus[label].client),
-            saturates=workload_points.saturates(job.workload),
+            saturates=points.saturates(job.workload),
         )
     return [records[p.target] for p in planned]
 
@@ -230,10 +230,10 @@ def _counters(
     record.server_calls = int(sum(c.get("calls", 0) for c in calls.values()))
     if ctx.counts_gets:
         record.server_calls = int(calls.get("get", {}).get("calls", 0))
-        for problem in workload_points.reply_problems(delta):
+        for problem in points.reply_problems(delta):
             record.mark_invalid(problem.code, problem.detail)
     else:
-        for problem in workload_points.error_problems(delta):
+        for problem in points.error_problems(delta):
             record.mark_invalid(problem.code, problem.detail)
     if delta["background_persistence"]:
         record.mark_invalid(

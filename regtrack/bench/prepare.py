@@ -26,8 +26,7 @@ from regtrack.core.options import Options
 from regtrack.core.settings import RunSettings, load_settings
 from regtrack.targets import build, images, make_flags, versions
 from regtrack.targets.versions import Target
-from regtrack.workloads import points as workload_points
-from regtrack.workloads import server_config
+from regtrack.workloads import points, server_config
 from regtrack.workloads.files import load_workload
 from regtrack.workloads.model import MixWorkload, Workload
 
@@ -192,7 +191,7 @@ def prepare_job(
     flags = make_flags.parse_build_flags(options.build_flags)
     client = _runtime(options)
     tool = choose_tool(options.loadgen, workload)
-    workload = workload_points.with_loadgen_threads(workload, tool, len(side.client))
+    workload = points.with_loadgen_threads(workload, tool, len(side.client))
     if tool != "redis-benchmark" or options.loadgen_bin:
         # memtier missing, or a wrong path: say so before building
         loadgen.locate(tool, options.loadgen_bin)

@@ -27,7 +27,7 @@ from regtrack.core.errors import CannotMeasure
 from regtrack.core.records import FunctionCost, InvalidReason, LoadSpec, Progress, TrialRecord
 from regtrack.results.store import Store
 from regtrack.targets.versions import Target
-from regtrack.workloads import points as workload_points
+from regtrack.workloads import points
 
 
 def preflight(job: Job, store: Store, run_id: int, progress: Progress) -> dict[str, int]:
@@ -43,7 +43,7 @@ def preflight(job: Job, store: Store, run_id: int, progress: Progress) -> dict[s
                 "while it runs any local user can CONFIG SET it; measure it only on a "
                 "machine nobody else uses"
             )
-        workload_points.check_version(job.workload, target.label, server.version)
+        points.check_version(job.workload, target.label, server.version)
         ids[target.label] = store.add_target(run_id, position, target, identity)
     return ids
 
@@ -232,7 +232,7 @@ def run_visit(
         saved = set_up(job, server, f"redis-server of {target.label}{under}")
         for planned in visit.trials:
             progress.phase(f"{rep} · {target.label} · {planned.point.label}{under}")
-            specs = workload_points.load_specs(job.workload, planned.point, job.loadgen.name, saved)
+            specs = points.load_specs(job.workload, planned.point, job.loadgen.name, saved)
             record, functions = _trial(job, server, session, planned, specs, visit.mode)
             record.seed = seed
             died = not server.alive()
