@@ -111,7 +111,7 @@ def compare(
     db: str | None,
 ) -> None:
     """Print % change tables of every version against a baseline."""
-    from regtrack.analysis import comparison as comparisons
+    from regtrack.analysis import comparison
     from regtrack.core.settings import load_settings, load_thresholds
     from regtrack.output import listings
     from regtrack.results import comparability, loaded
@@ -144,7 +144,7 @@ def compare(
         )
         base_label = baseline or store.targets(baseline_run)[0]["label"]
         cand_label = candidate or store.targets(run_id)[0]["label"]
-        result = comparisons.compare_runs(
+        result = comparison.compare_runs(
             loaded.run(store, baseline_run),
             base_label,
             loaded.run(store, run_id),
@@ -154,13 +154,13 @@ def compare(
         )
         result = dataclasses.replace(result, forced=tuple(forced))
     else:
-        baseline, thresholds = comparisons.comparison_settings(
+        baseline, thresholds = comparison.comparison_settings(
             store.run(run_id),
             baseline,
             load_thresholds(threshold) if threshold is not None else None,
             load_thresholds(None),
         )
-        result = comparisons.compare(loaded.run(store, run_id), baseline, thresholds)
+        result = comparison.compare(loaded.run(store, run_id), baseline, thresholds)
     click.echo(text_tables.render(result, fmt, list(metrics) or None))
 
 

@@ -1,6 +1,6 @@
 """What each page shows, gathered from the store through analysis: plain dicts for templates.
 
-The comparison table of a run page is ``comparisons.compare`` of that run with the default
+The comparison table of a run page is ``comparison.compare`` of that run with the default
 baseline and thresholds, the very records ``regtrack compare --format json`` prints.
 """
 
@@ -12,8 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from regtrack.analysis import attribution, metrics
-from regtrack.analysis import comparison as comparisons
+from regtrack.analysis import attribution, comparison, metrics
 from regtrack.analysis import gate as gating
 from regtrack.analysis.records import ComparisonResult
 from regtrack.core.errors import BadInput
@@ -51,9 +50,9 @@ def _verdict_counts(result: ComparisonResult | None) -> dict[str, int]:
 def safe_compare(
     run: LoadedRun, baseline: str | None, thresholds: Thresholds
 ) -> ComparisonResult | None:
-    """The run's comparison as its command printed it (comparisons.comparison_settings)."""
+    """The run's comparison as its command printed it (comparison.comparison_settings)."""
     try:
-        return comparisons.compare(run, baseline, thresholds)
+        return comparison.compare(run, baseline, thresholds)
     except BadInput:
         return None  # a run without trials (failed before measuring)
 
@@ -89,7 +88,7 @@ def run_summary(
         "verdicts": _verdict_counts(result),
         "warnings": warnings,
         "server": text_tables.server_caption(
-            comparisons.server_facts(loaded.stored_run(store, run["id"]))
+            comparison.server_facts(loaded.stored_run(store, run["id"]))
         ),
     }
 

@@ -19,8 +19,7 @@ from typing import Any
 import jinja2
 
 from regtrack import __version__
-from regtrack.analysis import comparison as comparisons
-from regtrack.analysis import history
+from regtrack.analysis import comparison, history
 from regtrack.analysis.records import ComparisonResult
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import load_thresholds
@@ -117,7 +116,7 @@ def write_report(store: Store, folder: str | Path, run_ids: list[int] | None = N
     fresh: dict[int, tuple[ComparisonResult | None, list[dict], dict[str, Any]]] = {}
     summaries, rows = [], []
     for run in runs:
-        settings = comparisons.comparison_settings(run, None, None, thresholds)
+        settings = comparison.comparison_settings(run, None, None, thresholds)
         key = _cache_key(run, marks.get(run["id"]), settings)
         if run["id"] in cached and cached[run["id"]][0] == key and run["id"] not in wanted:
             _, summary, points = cached[run["id"]]
