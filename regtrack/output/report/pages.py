@@ -12,8 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from regtrack.analysis import attribution, comparison, metrics
-from regtrack.analysis import gate as gating
+from regtrack.analysis import attribution, comparison, gate, metrics
 from regtrack.analysis.records import ComparisonResult
 from regtrack.core.errors import BadInput
 from regtrack.core.records import reasons_text
@@ -318,7 +317,7 @@ def run_page(
         ],
         baseline=result.baseline,
         markdown=text_tables.render(result, "markdown"),
-        disagreements=gating.disagreements(result),
+        disagreements=gate.disagreements(result),
         attribution=_attribution(store, run_id, result),
         commands=_commands(store, run_id),
     )
