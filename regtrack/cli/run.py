@@ -62,7 +62,7 @@ def run(
     from regtrack.cli.steps import auto_report
     from regtrack.core.settings import load_thresholds
     from regtrack.flows import orchestrate
-    from regtrack.output import tables as text_tables
+    from regtrack.output import tables
     from regtrack.results import loaded
 
     if resume_id is not None:
@@ -87,7 +87,7 @@ def run(
         orchestrate.fail_if_incomplete(store, run_id, status)
         raise
     shown = ["throughput", "instructions_per_op", "syscalls_per_op"]
-    click.echo(text_tables.render(result, "table", shown))
+    click.echo(tables.render(result, "table", shown))
     click.echo(
         f"Results: {store.path} (run {run_id}). More: regtrack compare --db {store.path} "
         f"--run {run_id} --format markdown|csv|json"

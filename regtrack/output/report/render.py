@@ -23,7 +23,7 @@ from regtrack.analysis import comparison, history
 from regtrack.analysis.records import ComparisonResult
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import load_thresholds
-from regtrack.output import tables as text_tables
+from regtrack.output import tables
 from regtrack.output.report import bisect_page, history_page, pages
 from regtrack.results import analysis_cache, bisections, comparability, loaded
 from regtrack.results.store import Store
@@ -50,7 +50,7 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["num"] = _num
     env.filters["pct"] = lambda v: "-" if v is None else f"{float(v):+.1f}%"
-    env.filters["interval"] = lambda rec: text_tables.interval_text(
+    env.filters["interval"] = lambda rec: tables.interval_text(
         rec.get("ci_low_pct"), rec.get("ci_high_pct")
     )
     return env
