@@ -18,7 +18,7 @@ from regtrack.bench import loadgen_choice as choosing
 from regtrack.bench.callgrind import control as callgrind
 from regtrack.bench.job import Job
 from regtrack.bench.loadgen import memtier
-from regtrack.bench.runtimes import docker as docker_runtime
+from regtrack.bench.runtimes import docker
 from regtrack.core import docker_engine
 from regtrack.core.cpus import CpuPlan, Topology, plan_cpus, plan_duet, split_sides
 from regtrack.core.errors import BadInput, CannotMeasure
@@ -101,7 +101,7 @@ def _runtime(options: Options) -> Any:
     if options.builder_image and options.runtime != "docker":
         raise BadInput("--builder-image builds container images: add --runtime docker")
     if options.runtime == "docker":
-        docker_runtime.check_metric(options.metric)
+        docker.check_metric(options.metric)
         return docker_engine.engine()  # no engine: one line, before any build
     if options.metric != "throughput":
         callgrind.require()  # before any build: say at once that valgrind is missing

@@ -14,7 +14,7 @@ import redis
 from regtrack.bench import setup
 from regtrack.bench.callgrind import control as callgrind
 from regtrack.bench.callgrind import protocol
-from regtrack.bench.runtimes import docker as docker_runtime
+from regtrack.bench.runtimes import docker
 from regtrack.bench.runtimes.base import RunningServer
 from regtrack.bench.runtimes.native import native_server
 from regtrack.core.errors import CannotMeasure
@@ -48,7 +48,7 @@ def plain_server(
     cpus = cpus or job.cpus.server
     if job.runtime == "docker":
         assert target.image, f"{target.label} has no image"
-        return docker_runtime.docker_server(
+        return docker.docker_server(
             job.docker,
             target.image,
             cpus,

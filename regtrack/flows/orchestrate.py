@@ -17,7 +17,7 @@ from regtrack.bench import server_settings
 from regtrack.bench.job import Job, RunPurpose, parse_duration
 from regtrack.bench.plan import MODES_BY_METRIC
 from regtrack.bench.runner import BlockRule, execute
-from regtrack.bench.runtimes import docker as docker_runtime
+from regtrack.bench.runtimes import docker
 from regtrack.core import cpulock, environment, redact
 from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.core.records import Progress
@@ -88,7 +88,7 @@ def _holding(job: Job, say: Say, wait: bool) -> Iterator[None]:
         on_wait=lambda text: say(f"{text} (--no-wait to fail instead)"),
     ):
         if job.docker is not None:
-            for name in docker_runtime.remove_leftovers(job.docker):
+            for name in docker.remove_leftovers(job.docker):
                 say(f"removed container {name}, left by a regtrack that was killed")
         yield
 
