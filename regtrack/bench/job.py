@@ -12,7 +12,7 @@ from typing import Any
 from regtrack.bench import loadgen, seeds, shards
 from regtrack.bench import loadgen_choice as choosing
 from regtrack.bench import trial as measure
-from regtrack.bench.callgrind import control as callgrind
+from regtrack.bench.callgrind import control
 from regtrack.bench.loadgen import held
 from regtrack.bench.loadgen.base import LoadgenBinary
 from regtrack.bench.loadgen_choice import Choice
@@ -85,7 +85,7 @@ class Job:
     def __post_init__(self) -> None:
         self.points = points.points(self.workload)
         if self.metric != "throughput" and self.runtime == "native":
-            callgrind.require()
+            control.require()
         if self.settings.seeds == "random":
             self.seed_problem = 'random seeds were asked for (seeds = "random")'
         elif self.runtime == "native":
@@ -228,7 +228,7 @@ class Job:
             "targets": [t.as_dict() for t in self.targets],
             "points": [p.label for p in self.points],
             "narrowed": {str(rep): list(modes) for rep, modes in self.narrowed.items()},
-            "callgrind_hz": callgrind.CALLGRIND_HZ if self.metric != "throughput" else None,
+            "callgrind_hz": control.CALLGRIND_HZ if self.metric != "throughput" else None,
             "seeds": f"not controlled: {self.seed_problem}" if self.seed_problem else "fixed",
             "loadgen_choice": self.loadgen_choice.as_dict() if self.loadgen_choice else None,
             "throughput_method": self.throughput_method,

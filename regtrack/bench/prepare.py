@@ -15,7 +15,7 @@ from typing import Any
 
 from regtrack.bench import loadgen, seeds, shards
 from regtrack.bench import loadgen_choice as choosing
-from regtrack.bench.callgrind import control as callgrind
+from regtrack.bench.callgrind import control
 from regtrack.bench.job import Job
 from regtrack.bench.loadgen import memtier
 from regtrack.bench.runtimes import docker
@@ -104,7 +104,7 @@ def _runtime(options: Options) -> Any:
         docker.check_metric(options.metric)
         return docker_engine.engine()  # no engine: one line, before any build
     if options.metric != "throughput":
-        callgrind.require()  # before any build: say at once that valgrind is missing
+        control.require()  # before any build: say at once that valgrind is missing
     return None
 
 
