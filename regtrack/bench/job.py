@@ -9,9 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from regtrack.bench import loadgen, seeds, shards
+from regtrack.bench import loadgen, seeds, shards, trial
 from regtrack.bench import loadgen_choice as choosing
-from regtrack.bench import trial as measure
 from regtrack.bench.callgrind import control
 from regtrack.bench.loadgen import held
 from regtrack.bench.loadgen.base import LoadgenBinary
@@ -113,8 +112,8 @@ class Job:
         return self.loadgen_choice
 
     @property
-    def context(self) -> measure.Context:
-        return measure.Context(
+    def context(self) -> trial.Context:
+        return trial.Context(
             settings=self.settings, cpus=self.cpus, loadgen=self.loadgen, workload=self.workload
         )
 

@@ -29,8 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from regtrack.bench import loadgen, servers, setup
-from regtrack.bench import trial as measure
+from regtrack.bench import loadgen, servers, setup, trial
 from regtrack.bench.loadgen import memtier, redis_benchmark
 from regtrack.bench.plan import PlannedTrial
 from regtrack.core import environment
@@ -148,7 +147,7 @@ def _probe(job: Job, binary: Any) -> Any:
     workload = points.with_loadgen_threads(job.workload, "memtier", len(cpus.client))
     point = max(points.points(workload), key=lambda p: p.params["pipeline"])
     settings = probe_settings(job.settings)
-    ctx = measure.Context(settings=settings, cpus=cpus, loadgen=binary, workload=workload)
+    ctx = trial.Context(settings=settings, cpus=cpus, loadgen=binary, workload=workload)
     planned = PlannedTrial(seq=0, repetition=0, target=target.label, point=point)
     with servers.plain_server(job, target, run_id=0, cpus=cpus.server) as server:
         client = server.client(timeout=600)
@@ -157,7 +156,7 @@ def _probe(job: Job, binary: Any) -> Any:
         finally:
             client.close()
         specs = points.load_specs(workload, point, memtier.NAME, saved)
-        return measure.throughput_trial(ctx, server, planned, specs)
+        return trial.throughput_trial(ctx, server, planned, specs)
 
 
 def probe_settings(settings: RunSettings) -> RunSettings:

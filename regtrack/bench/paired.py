@@ -25,8 +25,7 @@ from dataclasses import dataclass
 
 import redis
 
-from regtrack.bench import serverstats, windows
-from regtrack.bench import trial as measure
+from regtrack.bench import serverstats, trial, windows
 from regtrack.bench.job import Job
 from regtrack.bench.loadgen.held import HeldLoad
 from regtrack.bench.plan import PlannedTrial, Visit
@@ -87,7 +86,7 @@ def run_visit(
             for side in mine:
                 if not side.server.alive():  # died after its windows: not to be trusted
                     record = next(r for r in records if r.target_label == side.target.label)
-                    measure.mark_died(
+                    trial.mark_died(
                         record, f"redis-server of {side.target.label} exited during the point"
                     )
             for record in records:
@@ -154,7 +153,7 @@ def _shared_cpus(
 
 def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> list[TrialRecord]:
     """One point of every side, paired in time; a record per side, valid or not."""
-    records = {p.target: measure.new_record(p, "throughput") for p in planned}
+    records = {p.target: trial.new_record(p, "throughput") for p in planned}
     order = [s for s in sides if s.target.label in records]
     ctx, settings = job.context, job.context.settings
     side_cpus = job.side_cpus()
@@ -173,7 +172,7 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
             warm = windows.groups_for(settings.warmup, window)
             run_windows(lanes, warm, window, interrupts.check, first_group=-warm)
             before = {lane.label: serverstats.snapshot(lane.client) for lane in lanes}
-            io_before = {s.target.label: measure.syscalls(s.server.pid) for s in order}
+            io_before = {s.target.label: trial.syscalls(s.server.pid) for s in order}
             load_cpu = sum(lane.load.cpu_seconds() for lane in lanes)
             server_cpus = CpuTimes.read(ctx.cpus.server)
             client_cpus = CpuTimes.read(ctx.cpus.client)
@@ -183,7 +182,7 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
             client_cpus_after = CpuTimes.read(ctx.cpus.client)
             load_cpu = sum(lane.load.cpu_seconds() for lane in lanes) - load_cpu
             after = {lane.label: serverstats.snapshot(lane.client) for lane in lanes}
-            io_after = {s.target.label: measure.syscalls(s.server.pid) for s in order}
+            io_after = {s.target.label: trial.syscalls(s.server.pid) for s in order}
         except (windows.LoadLost, redis.RedisError, OSError, CannotMeasure) as exc:
             return _failed(records, order, exc)
     first = lanes[0].label
@@ -204,7 +203,7 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
         _from_windows(record, total, settings.warmup)
         record.steal_pct, record.contention_pct = steal, contended
         _counters(ctx, record, deltas[label], io_before[label], io_after[label])
-        measure.judge_load(
+        trial.judge_load(
             settings,
             record,
             threads=sum(s.threads for s in specs_of[label]),
@@ -215,7 +214,7 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
 
 
 def _counters(
-    ctx: measure.Context,
+    ctx: trial.Context,
     record: TrialRecord,
     delta: dict,
     io_before: tuple[int, int] | None,

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 
 import redis
 
-from regtrack.bench import paired
-from regtrack.bench import trial as measure
+from regtrack.bench import paired, trial
 from regtrack.bench.callgrind import protocol
 from regtrack.bench.callgrind.protocol import Callgrind
 from regtrack.bench.job import Job
@@ -198,7 +197,7 @@ def _trial(
     trial that says why; other failures are the environment's."""
     try:
         if session is None:
-            return measure.throughput_trial(job.context, server, planned, specs), None
+            return trial.throughput_trial(job.context, server, planned, specs), None
         record, profile = protocol.instruction_trial(job.context, server, planned, specs, session)
         return record, list(profile.by_key().values()) if profile else None
     except (redis.RedisError, CannotMeasure, OSError) as exc:
@@ -206,7 +205,7 @@ def _trial(
         if alive and not isinstance(exc, redis.RedisError):
             raise
         code = InvalidReason.SERVER_DIED if not alive else InvalidReason.SERVER_REFUSED
-        record = measure.new_record(planned, mode)
+        record = trial.new_record(planned, mode)
         record.mark_invalid(code, " ".join(str(exc).split())[:200])
         return record, None
 
@@ -237,7 +236,7 @@ def run_visit(
             record.seed = seed
             died = not server.alive()
             if died:
-                measure.mark_died(record, f"redis-server of {target.label} exited during the trial")
+                trial.mark_died(record, f"redis-server of {target.label} exited during the trial")
             store.add_trial(run_id, target_ids[target.label], record, functions)
             progress.trial_done(record)
             interrupts.check()
