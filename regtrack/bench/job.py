@@ -9,8 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from regtrack.bench import loadgen, seeds, shards, trial
-from regtrack.bench import loadgen_choice as choosing
+from regtrack.bench import loadgen, loadgen_choice, seeds, shards, trial
 from regtrack.bench.callgrind import control
 from regtrack.bench.loadgen import held
 from regtrack.bench.loadgen.base import LoadgenBinary
@@ -102,7 +101,7 @@ class Job:
         """Decide a GET sweep's load generator if it is not yet (a probe, or the answer
         kept for this machine and setup), switching to memtier when it saturates."""
         if self.loadgen_choice is None:
-            self.loadgen_choice = choosing.decide(self)
+            self.loadgen_choice = loadgen_choice.decide(self)
             if self.loadgen_choice.tool == "memtier":
                 self.loadgen = loadgen.locate("memtier")
                 self.workload = points.with_loadgen_threads(

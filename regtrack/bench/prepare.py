@@ -13,8 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from regtrack.bench import loadgen, seeds, shards
-from regtrack.bench import loadgen_choice as choosing
+from regtrack.bench import loadgen, loadgen_choice, seeds, shards
 from regtrack.bench.callgrind import control
 from regtrack.bench.job import Job
 from regtrack.bench.loadgen import memtier
@@ -208,7 +207,7 @@ def prepare_job(
     if client is not None and kind is not None:
         images.assign(client, targets, kind, on_phase, options.builder_image, flags)
     binary = loadgen.locate(tool, options.loadgen_bin, _built_benchmarks(targets))
-    probed = choosing.pending(options.loadgen, options.loadgen_bin, workload, options.metric)
+    probed = loadgen_choice.pending(options.loadgen, options.loadgen_bin, workload, options.metric)
     return Job(
         targets=targets,
         workload=workload,
@@ -225,7 +224,7 @@ def prepare_job(
         shard=options.shard,
         loadgen_choice=None
         if probed
-        else choosing.unprobed(options.loadgen, options.loadgen_bin, workload, tool),
+        else loadgen_choice.unprobed(options.loadgen, options.loadgen_bin, workload, tool),
     )
 
 
