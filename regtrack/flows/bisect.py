@@ -23,7 +23,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager as ContextManager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,7 +58,7 @@ class Hooks:
     """How the command line hears about progress; bisect itself never prints."""
 
     say: orchestrate.Say
-    progress: Callable[[], ContextManager[Progress]]
+    progress: Callable[[], AbstractContextManager[Progress]]
     phase: Callable[[str], None] = lambda text: None
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager as ContextManager
+from contextlib import AbstractContextManager
 
 from regtrack.analysis import gate
 from regtrack.analysis.records import ComparisonResult
@@ -31,7 +31,9 @@ def measure(
     job: Job,
     db: str | None,
     say: Say,
-    progress: Callable[[], ContextManager[Progress]] = lambda: contextlib.nullcontext(Progress()),
+    progress: Callable[[], AbstractContextManager[Progress]] = (
+        lambda: contextlib.nullcontext(Progress())
+    ),
     wait: bool = True,
     resume_store: tuple[Store, int] | None = None,
     sequential: BlockRule | None = None,
@@ -158,7 +160,7 @@ def extend(
     run_id: int,
     repetitions: int,
     say: Say,
-    progress: Callable[[], ContextManager[Progress]],
+    progress: Callable[[], AbstractContextManager[Progress]],
     wait: bool = True,
 ) -> str:
     """Grow a run to ``repetitions`` (a bisection's ends, when a step needs more seed pairs
