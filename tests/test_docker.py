@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from regtrack.bench.runtimes import docker as docker_runtime
+from regtrack.bench.runtimes import docker
 from regtrack.core import filesystems
 from regtrack.targets import engine_images
 from tests import host_image
@@ -54,14 +54,12 @@ def builder_image(engine) -> str:
 def no_containers_left():
     """Every test leaves no container behind; tests that need no engine still run."""
     yield
-    left = labelled_containers(docker_runtime.RUN_LABEL)
+    left = labelled_containers(docker.RUN_LABEL)
     assert not left, f"containers left behind: {left}"
 
 
 def test_the_container_is_pinned_on_the_host_network(engine, server_image):
-    with docker_runtime.docker_server(
-        engine, server_image, (0,), run_id="t", memory="256m"
-    ) as server:
+    with docker.docker_server(engine, server_image, (0,), run_id="t", memory="256m") as server:
         status = Path(f"/proc/{server.pid}/status").read_text()
         assert "Cpus_allowed_list:\t0\n" in status
         container = engine.containers.get(server.info["container"]["id"])
@@ -251,8 +249,8 @@ def test_native_and_docker_runs_of_one_binary_agree(
     args = ["--pipelines", "10", "--duration", "1", "--warmup", "0.3", "--keys", "2000",
             "--repetitions", "3", "--db", str(db)]  # fmt: skip
     native = run_cli("run", "--versions", f"native=bin:{binary}", *args)
-    docker = run_cli("run", "--runtime", "docker", "--versions", f"docker=bin:{binary}", *args)
-    assert native.returncode == 0 and docker.returncode == 0, native.stderr + docker.stderr
+    in_docker = run_cli("run", "--runtime", "docker", "--versions", f"docker=bin:{binary}", *args)
+    assert native.returncode == 0 and in_docker.returncode == 0, native.stderr + in_docker.stderr
     compare = ["compare", "--db", str(db), "--run", "2", "--baseline-run", "1", "--format",
                "json", "--show", "throughput", "--threshold", "25"]  # fmt: skip
     refused = cli_in_process(*compare)
@@ -283,7 +281,7 @@ def test_a_seed_is_mounted_on_dev_urandom_read_only(engine, server_image):
     draw the same run_id (Redis takes it from /dev/urandom, like its hash seeds)."""
 
     def run_id(seed: str | None) -> str:
-        with docker_runtime.docker_server(engine, server_image, (0,), run_id="t", seed=seed) as s:
+        with docker.docker_server(engine, server_image, (0,), run_id="t", seed=seed) as s:
             if seed is not None:
                 container = engine.containers.get(s.info["container"]["id"])
                 (mount,) = [
@@ -304,11 +302,9 @@ def test_a_server_that_took_the_port_is_never_measured(
     alone and starts on another port."""
     with decoy_server(redis_server, tmp_path) as (port, decoy_client, decoy):
         ports = iter([port])
-        real = docker_runtime.free_port
-        monkeypatch.setattr(
-            docker_runtime, "free_port", lambda host: next(ports, None) or real(host)
-        )
-        with docker_runtime.docker_server(engine, server_image, (0,), run_id="t") as server:
+        real = docker.free_port
+        monkeypatch.setattr(docker, "free_port", lambda host: next(ports, None) or real(host))
+        with docker.docker_server(engine, server_image, (0,), run_id="t") as server:
             assert server.port != port
             client = server.client()
             assert client.config_get("dir")["dir"] == server.token_dir
@@ -330,14 +326,14 @@ def test_a_killed_regtracks_container_is_removed_by_the_next_run(tmp_path, engin
         assert wait_for_trials(db, 1, timeout=120) >= 1
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not engine.containers.list(
-            filters={"label": docker_runtime.RUN_LABEL}
+            filters={"label": docker.RUN_LABEL}
         ):
             time.sleep(0.05)
     finally:
         proc.kill()
         proc.communicate(timeout=30)
-    (left,) = engine.containers.list(all=True, filters={"label": docker_runtime.RUN_LABEL})
-    assert left.labels[docker_runtime.PID_LABEL] == str(proc.pid)
+    (left,) = engine.containers.list(all=True, filters={"label": docker.RUN_LABEL})
+    assert left.labels[docker.PID_LABEL] == str(proc.pid)
     again = run_cli(
         "run", "--runtime", "docker", "--versions", f"image:{server_image}", *SHORT,
         "--repetitions", "1", "--db", str(tmp_path / "again.db"), "--no-report",
@@ -378,7 +374,7 @@ def test_a_persistent_container_writes_its_aof_to_the_data_directory(
     data = tmp_path / "data"
     data.mkdir()
     aof = ["--appendonly", "yes", "--appendfsync", "always"]
-    with docker_runtime.docker_server(
+    with docker.docker_server(
         engine, server_image, (0,), run_id="t", settings=aof, data_dir=str(data)
     ) as server:
         container = engine.containers.get(server.info["container"]["id"])
@@ -388,7 +384,7 @@ def test_a_persistent_container_writes_its_aof_to_the_data_directory(
         assert host_dir.parent == data
         info = host_dir.stat()
         assert info.st_mode & 0o777 == 0o700, "the data folder is the server's alone"
-        assert info.st_uid == docker_runtime.container_user()[0] != 0
+        assert info.st_uid == docker.container_user()[0] != 0
         client = server.client()
         for n in range(100):
             client.set(f"k{n}", "v" * 100)

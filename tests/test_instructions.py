@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from regtrack.analysis import comparison as comparisons
+from regtrack.analysis import comparison
 from regtrack.core.records import InvalidReason
 from regtrack.results import loaded
 from regtrack.results.store import Store
@@ -178,7 +178,7 @@ def test_windows_that_disagree_make_the_trial_not_repeatable(tmp_path, redis_ser
     assert all(InvalidReason.NOT_REPEATABLE in codes(r) for r in reasons), reasons
     assert all(pct is not None and pct > 0 for _, pct in rows)
     store = Store.open(db, create=False)
-    result = comparisons.compare(loaded.run(store, 1), "a")
+    result = comparison.compare(loaded.run(store, 1), "a")
     (record,) = result.points_of("instructions_per_op")
     assert record.trusted is False
     assert any("not repeatable" in p for p in record.problems)

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from regtrack.core.errors import BadInput, RegtrackError
-from regtrack.flows import shard_merge as merging
+from regtrack.flows import shard_merge
 from tests import fakebench
 from tests.conftest import cli_in_process, redis_server_path, settings_dir
 
@@ -119,7 +119,7 @@ def test_a_crafted_shard_is_refused_clearly_or_merged_and_nothing_else_is_touche
         out = folder / "out" / "merged.db"
         out.parent.mkdir()
         try:
-            merging.merge(out, [crafted])
+            shard_merge.merge(out, [crafted])
         except RegtrackError as exc:
             assert "\n" not in str(exc) and len(str(exc)) < 600, str(exc)
         assert _digest(crafted) == before, "the input is never changed"
@@ -132,7 +132,7 @@ def test_the_same_trial_twice_is_merged_once_and_two_different_ones_are_refused(
     again = tmp_path / "again.db"
     shutil.copy(shard, again)
     out = tmp_path / "merged.db"
-    merging.merge(out, [shard, again])
+    shard_merge.merge(out, [shard, again])
     assert len(_trials(out)) == len(_trials(shard)), "an identical copy adds nothing"
 
     rerun = tmp_path / "rerun.db"
@@ -143,11 +143,11 @@ def test_the_same_trial_twice_is_merged_once_and_two_different_ones_are_refused(
     before = _digest(out)
     with pytest.raises(BadInput, match=r"holds 2 trials that another input holds with other "
                        r"values \(plan positions 0, 1\)"):  # fmt: skip
-        merging.merge(out, [rerun])
+        shard_merge.merge(out, [rerun])
     assert _digest(out) == before, "a refused merge leaves the output as it was"
     fresh = tmp_path / "fresh.db"
     with pytest.raises(BadInput, match=r"rerun\.db"):
-        merging.merge(fresh, [shard, rerun])
+        shard_merge.merge(fresh, [shard, rerun])
     with closing(sqlite3.connect(fresh)) as conn:
         assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0, "one transaction"
 
@@ -161,8 +161,8 @@ def test_a_shard_that_stored_no_plan_size_is_planned_again_and_its_gap_named(sha
     with closing(sqlite3.connect(older)) as conn:
         conn.execute("UPDATE runs SET config = json_remove(config, '$.planned_trials')")
         conn.commit()
-    (stored,) = merging.merge(tmp_path / "a.db", [shard])
-    (planned,) = merging.merge(tmp_path / "b.db", [older])
+    (stored,) = shard_merge.merge(tmp_path / "a.db", [shard])
+    (planned,) = shard_merge.merge(tmp_path / "b.db", [older])
     assert stored.planned == planned.planned > len(_trials(shard)), "a share of the plan is here"
     assert stored.missing == planned.missing and [m.index for m in stored.missing] == [2]
 
@@ -174,7 +174,7 @@ def test_an_old_input_is_read_not_upgraded_in_place(tmp_path):
     shutil.copy(Path(__file__).parent / "fixtures" / "schema-v4.db", old)
     before = _digest(old)
     with pytest.raises(BadInput, match="nothing to merge"):
-        merging.merge(tmp_path / "merged.db", [old])
+        shard_merge.merge(tmp_path / "merged.db", [old])
     assert _digest(old) == before
     with closing(sqlite3.connect(old)) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 4

@@ -135,13 +135,13 @@ def test_a_seed_is_what_the_server_reads_from_dev_urandom(redis_server):
 
 
 def test_a_seed_reaches_a_server_under_callgrind(redis_server):
-    from regtrack.bench.callgrind import control as callgrind
+    from regtrack.bench.callgrind import control
 
-    valgrind, _ = callgrind.require()
+    valgrind, _ = control.require()
     if seeds.native_problem():
         pytest.skip(f"seeds cannot be controlled here: {seeds.native_problem()}")
     with tempfile.TemporaryDirectory() as tmp:
-        wrapper = callgrind.wrapper(valgrind, Path(tmp))
+        wrapper = control.wrapper(valgrind, Path(tmp))
         under = _run_id(redis_server, "cc33", wrapper)
     assert under == _run_id(redis_server, "cc33")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from regtrack.bench import setup as server_setup
+from regtrack.bench import setup
 from regtrack.bench.job import Job
 from regtrack.bench.loadgen import redis_benchmark
 from regtrack.bench.runner import execute
@@ -36,7 +36,7 @@ def test_gets_that_miss_make_the_trial_invalid(
         value = "x" * workload.data_size
         client.mset({points.benchmark_key(i): value for i in range(workload.keys // 2)})
 
-    monkeypatch.setattr(server_setup, "populate", half)
+    monkeypatch.setattr(setup, "populate", half)
     store = Store.open(tmp_path / "r.db")
     job = _job(redis_server)
     run_id = store.create_run([], job.config(), {}, job.loadgen.as_dict())
@@ -53,7 +53,7 @@ def test_populate_checks_the_server_holds_every_key(redis_server):
     workload = load_workload("get-pipeline", keys=2500, data_size=10)
     with native_server(redis_server, (0,)) as server:
         client = server.client()
-        server_setup.populate(client, workload, "redis-benchmark")
+        setup.populate(client, workload, "redis-benchmark")
         assert client.dbsize() == 2500
         assert client.get(points.benchmark_key(2499)) == "x" * 10
         client.close()

@@ -359,17 +359,17 @@ def test_a_bug_in_regtrack_exits_4_and_says_so_in_one_line(monkeypatch, tmp_path
 def test_a_container_is_judged_left_over_by_its_owners_token_not_its_pid_alone():
     """A pid alone could name a live regtrack in another pid namespace on the same engine
     (its containers were removed under it) or a new process that reused a dead pid."""
-    from regtrack.bench.runtimes import docker as docker_runtime
+    from regtrack.bench.runtimes import docker
 
-    here = docker_runtime.owner_token()
+    here = docker.owner_token()
     boot, namespace, pid, started = here.split("/")
-    mine = {docker_runtime.OWNER_LABEL: here}
-    assert docker_runtime.owner_alive(mine, here) is True
-    reused = {docker_runtime.OWNER_LABEL: f"{boot}/{namespace}/{pid}/{int(started) - 1}"}
-    assert docker_runtime.owner_alive(reused, here) is False
-    elsewhere = {docker_runtime.OWNER_LABEL: f"{boot}/pid:[1]/{pid}/{started}"}
-    assert docker_runtime.owner_alive(elsewhere, here) is None, "not ours to judge"
-    other_host = {docker_runtime.OWNER_LABEL: f"another-boot/{namespace}/{pid}/{started}"}
-    assert docker_runtime.owner_alive(other_host, here) is None
-    old = {docker_runtime.PID_LABEL: "999999999"}  # an older regtrack's container
-    assert docker_runtime.owner_alive(old, here) is False
+    mine = {docker.OWNER_LABEL: here}
+    assert docker.owner_alive(mine, here) is True
+    reused = {docker.OWNER_LABEL: f"{boot}/{namespace}/{pid}/{int(started) - 1}"}
+    assert docker.owner_alive(reused, here) is False
+    elsewhere = {docker.OWNER_LABEL: f"{boot}/pid:[1]/{pid}/{started}"}
+    assert docker.owner_alive(elsewhere, here) is None, "not ours to judge"
+    other_host = {docker.OWNER_LABEL: f"another-boot/{namespace}/{pid}/{started}"}
+    assert docker.owner_alive(other_host, here) is None
+    old = {docker.PID_LABEL: "999999999"}  # an older regtrack's container
+    assert docker.owner_alive(old, here) is False

@@ -4,7 +4,7 @@ A series is one version spec (a branch such as ``unstable``, a tag, a binary pat
 one source repository, measured alike (one comparability key: machine, runtime, CPUs,
 load generator, workload settings): values measured differently are never drawn as one
 line, nor searched for change points together, because their difference is the setup's.
-Each run contributes the cell value of ``cell_values.cells`` (median of valid trials), so a
+Each run contributes the cell value of ``analysis.cells.cells`` (median of valid trials), so a
 history point is the same number as that run's ``regtrack compare`` shows.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from regtrack.analysis import cells as cell_values
 from regtrack.analysis import changepoints
+from regtrack.analysis.cells import cells
 from regtrack.analysis.metrics import HISTORY_METRICS, METRIC_BY_NAME
 from regtrack.results.records import LoadedRun
 from regtrack.workloads import server_config
@@ -36,10 +36,10 @@ def run_points(
     server = server_config.caption(run.server, run.server_data).removeprefix("server: ")
     for name in metrics:
         if known is not None:
-            cells = known[known["metric"] == name]
+            run_cells = known[known["metric"] == name]
         else:
-            cells = cell_values.cells(loaded.trials, METRIC_BY_NAME[name])
-        for cell in cells.itertuples():
+            run_cells = cells(loaded.trials, METRIC_BY_NAME[name])
+        for cell in run_cells.itertuples():
             if not cell.trusted or cell.value is None:
                 continue
             target = run.target(cell.target)

@@ -10,10 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from regtrack.bench import loadgen, seeds, shards
-from regtrack.bench import loadgen_choice as choosing
-from regtrack.bench import trial as measure
-from regtrack.bench.callgrind import control as callgrind
+from regtrack.bench import loadgen, loadgen_choice, seeds, shards, trial
+from regtrack.bench.callgrind import control
 from regtrack.bench.loadgen import held
 from regtrack.bench.loadgen.base import LoadgenBinary
 from regtrack.bench.loadgen_choice import Choice
@@ -23,9 +21,9 @@ from regtrack.core.cpus import CpuPlan, split_sides
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import RunSettings, settings_source
 from regtrack.targets.versions import Target
-from regtrack.workloads import points as workload_points
-from regtrack.workloads import server_config
+from regtrack.workloads import points, server_config
 from regtrack.workloads.model import Workload
+from regtrack.workloads.points import Point
 
 
 @dataclass(frozen=True)
@@ -66,7 +64,7 @@ class Job:
     docker: Any = None  # the Docker engine client, for --runtime docker
     # --runtime docker: the one kind of build every version runs, official | build (images.py)
     docker_images: str | None = None
-    points: list[workload_points.Point] = field(init=False)
+    points: list[Point] = field(init=False)
     # Modes still measured in later repetitions, once a sequential gate decided a metric:
     # the plan as it grows while it runs (extended), recorded with the run (update_config).
     narrowed: dict[int, tuple[str, ...]] = field(default_factory=dict)
@@ -86,7 +84,7 @@ class Job:
 
     def __post_init__(self) -> None:
         if self.metric != "throughput" and self.runtime == "native":
-            callgrind.require()
+            control.require()
         if self.settings.seeds == "random":
             problem: str | None = 'random seeds were asked for (seeds = "random")'
         elif self.runtime == "native":
@@ -94,7 +92,7 @@ class Job:
         else:
             problem = None
         # Derived from the fields above, once: frozen, so set as dataclasses do themselves.
-        object.__setattr__(self, "points", workload_points.points(self.workload))
+        object.__setattr__(self, "points", points.points(self.workload))
         object.__setattr__(self, "seed_problem", problem)
 
     def seed(self, repetition: int) -> str | None:
@@ -109,19 +107,19 @@ class Job:
         once built, so a decision is a new job."""
         if self.loadgen_choice is not None:
             return self
-        choice = choosing.decide(self)
+        choice = loadgen_choice.decide(self)
         if choice.tool != "memtier":
             return dataclasses.replace(self, loadgen_choice=choice)
         return dataclasses.replace(
             self,
             loadgen_choice=choice,
             loadgen=loadgen.locate("memtier"),
-            workload=workload_points.with_loadgen_threads(self.workload, "memtier", self.load_cpus),
+            workload=points.with_loadgen_threads(self.workload, "memtier", self.load_cpus),
         )
 
     @property
-    def context(self) -> measure.Context:
-        return measure.Context(
+    def context(self) -> trial.Context:
+        return trial.Context(
             settings=self.settings, cpus=self.cpus, loadgen=self.loadgen, workload=self.workload
         )
 
@@ -237,7 +235,7 @@ class Job:
             "points": [p.label for p in self.points],
             "narrowed": {str(rep): list(modes) for rep, modes in self.narrowed.items()},
             "planned_trials": trial_count(self.planned()),
-            "callgrind_hz": callgrind.CALLGRIND_HZ if self.metric != "throughput" else None,
+            "callgrind_hz": control.CALLGRIND_HZ if self.metric != "throughput" else None,
             "seeds": f"not controlled: {self.seed_problem}" if self.seed_problem else "fixed",
             "loadgen_choice": self.loadgen_choice.as_dict() if self.loadgen_choice else None,
             "throughput_method": self.throughput_method,

@@ -29,8 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from regtrack.bench import loadgen, servers, setup
-from regtrack.bench import trial as measure
+from regtrack.bench import loadgen, servers, setup, trial
 from regtrack.bench.loadgen import memtier, redis_benchmark
 from regtrack.bench.plan import PlannedTrial
 from regtrack.core import environment
@@ -38,7 +37,7 @@ from regtrack.core.errors import CannotMeasure
 from regtrack.core.records import InvalidReason
 from regtrack.core.settings import RunSettings
 from regtrack.targets.sources import cache_root
-from regtrack.workloads import points as workload_points
+from regtrack.workloads import points
 from regtrack.workloads.model import GetPipelineWorkload
 
 if TYPE_CHECKING:
@@ -145,10 +144,10 @@ def _probe(job: Job, binary: Any) -> Any:
     """One short memtier trial at the deepest pipeline against the first version."""
     target = job.targets[0]
     cpus = job.side_cpus()[target.label]  # a duet's side: its own server and client CPUs
-    workload = workload_points.with_loadgen_threads(job.workload, "memtier", len(cpus.client))
-    point = max(workload_points.points(workload), key=lambda p: p.params["pipeline"])
+    workload = points.with_loadgen_threads(job.workload, "memtier", len(cpus.client))
+    point = max(points.points(workload), key=lambda p: p.params["pipeline"])
     settings = probe_settings(job.settings)
-    ctx = measure.Context(settings=settings, cpus=cpus, loadgen=binary, workload=workload)
+    ctx = trial.Context(settings=settings, cpus=cpus, loadgen=binary, workload=workload)
     planned = PlannedTrial(seq=0, repetition=0, target=target.label, point=point)
     with servers.plain_server(job, target, run_id=0, cpus=cpus.server) as server:
         client = server.client(timeout=600)
@@ -156,8 +155,8 @@ def _probe(job: Job, binary: Any) -> Any:
             saved = setup.prepare_server(client, workload, memtier.NAME)
         finally:
             client.close()
-        specs = workload_points.load_specs(workload, point, memtier.NAME, saved)
-        return measure.throughput_trial(ctx, server, planned, specs)
+        specs = points.load_specs(workload, point, memtier.NAME, saved)
+        return trial.throughput_trial(ctx, server, planned, specs)
 
 
 def probe_settings(settings: RunSettings) -> RunSettings:

@@ -25,8 +25,7 @@ from dataclasses import dataclass
 
 import redis
 
-from regtrack.bench import serverstats, windows
-from regtrack.bench import trial as measure
+from regtrack.bench import serverstats, trial, windows
 from regtrack.bench.job import Job
 from regtrack.bench.loadgen.held import HeldLoad
 from regtrack.bench.plan import PlannedTrial, Visit
@@ -39,7 +38,7 @@ from regtrack.core.procs import CpuTimes, contention_pct
 from regtrack.core.records import InvalidReason, LoadSpec, Progress, TrialRecord
 from regtrack.results.store import Store
 from regtrack.targets.versions import Target
-from regtrack.workloads import points as workload_points
+from regtrack.workloads import points
 
 METHOD = "paired in time"
 
@@ -77,17 +76,17 @@ def run_visit(
             sides.append(
                 Side(target, server, set_up(job, server, f"redis-server of {target.label}"))
             )
-        points: dict[str, list[PlannedTrial]] = {}
+        by_point: dict[str, list[PlannedTrial]] = {}
         for planned in visit.trials:
-            points.setdefault(planned.point.label, []).append(planned)
-        for label, planned in points.items():
+            by_point.setdefault(planned.point.label, []).append(planned)
+        for label, planned in by_point.items():
             progress.phase(f"{rep} · {label} · {' ⇄ '.join(visit.together)}")
             mine = [s for s in sides if s.target.label in {p.target for p in planned}]
             records = measure_point(job, mine, planned)
             for side in mine:
                 if not side.server.alive():  # died after its windows: not to be trusted
                     record = next(r for r in records if r.target_label == side.target.label)
-                    measure.mark_died(
+                    trial.mark_died(
                         record, f"redis-server of {side.target.label} exited during the point"
                     )
             for record in records:
@@ -105,7 +104,7 @@ def _lanes(
 ) -> list[windows.Lane]:
     """Each side's load, held and flowing, with a client of its server (closed by
     ``stack``); a load that never flows ends the point."""
-    counted = workload_points.counted_commands(job.workload)
+    counted = points.counted_commands(job.workload)
     side_cpus = job.side_cpus()
     lanes = []
     for side in order:
@@ -154,14 +153,14 @@ def _shared_cpus(
 
 def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> list[TrialRecord]:
     """One point of every side, paired in time; a record per side, valid or not."""
-    records = {p.target: measure.new_record(p, "throughput") for p in planned}
+    records = {p.target: trial.new_record(p, "throughput") for p in planned}
     order = [s for s in sides if s.target.label in records]
     ctx, settings = job.context, job.context.settings
     side_cpus = job.side_cpus()
     method = "duet" if job.duet else METHOD
     run_windows = windows.together if job.duet else windows.alternate
     specs_of = {
-        s.target.label: workload_points.load_specs(
+        s.target.label: points.load_specs(
             job.workload, planned[0].point, job.loadgen.name, s.saved
         )
         for s in order
@@ -173,7 +172,7 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
             warm = windows.groups_for(settings.warmup, window)
             run_windows(lanes, warm, window, interrupts.check, first_group=-warm)
             before = {lane.label: serverstats.snapshot(lane.client) for lane in lanes}
-            io_before = {s.target.label: measure.syscalls(s.server.pid) for s in order}
+            io_before = {s.target.label: trial.syscalls(s.server.pid) for s in order}
             load_cpu = sum(lane.load.cpu_seconds() for lane in lanes)
             server_cpus = CpuTimes.read(ctx.cpus.server)
             client_cpus = CpuTimes.read(ctx.cpus.client)
@@ -183,7 +182,7 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
             client_cpus_after = CpuTimes.read(ctx.cpus.client)
             load_cpu = sum(lane.load.cpu_seconds() for lane in lanes) - load_cpu
             after = {lane.label: serverstats.snapshot(lane.client) for lane in lanes}
-            io_after = {s.target.label: measure.syscalls(s.server.pid) for s in order}
+            io_after = {s.target.label: trial.syscalls(s.server.pid) for s in order}
         except (windows.LoadLost, redis.RedisError, OSError, CannotMeasure) as exc:
             return _failed(records, order, exc)
     first = lanes[0].label
@@ -204,18 +203,18 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
         _from_windows(record, total, settings.warmup)
         record.steal_pct, record.contention_pct = steal, contended
         _counters(ctx, record, deltas[label], io_before[label], io_after[label])
-        measure.judge_load(
+        trial.judge_load(
             settings,
             record,
             threads=sum(s.threads for s in specs_of[label]),
             client_cpus=len(side_cpus[label].client),
-            saturates=workload_points.saturates(job.workload),
+            saturates=points.saturates(job.workload),
         )
     return [records[p.target] for p in planned]
 
 
 def _counters(
-    ctx: measure.Context,
+    ctx: trial.Context,
     record: TrialRecord,
     delta: dict,
     io_before: tuple[int, int] | None,
@@ -230,10 +229,10 @@ def _counters(
     record.server_calls = int(sum(c.get("calls", 0) for c in calls.values()))
     if ctx.counts_gets:
         record.server_calls = int(calls.get("get", {}).get("calls", 0))
-        for problem in workload_points.reply_problems(delta):
+        for problem in points.reply_problems(delta):
             record.mark_invalid(problem.code, problem.detail)
     else:
-        for problem in workload_points.error_problems(delta):
+        for problem in points.error_problems(delta):
             record.mark_invalid(problem.code, problem.detail)
     if delta["background_persistence"]:
         record.mark_invalid(

@@ -13,12 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from regtrack.bench import loadgen, seeds, shards
-from regtrack.bench import loadgen_choice as choosing
-from regtrack.bench.callgrind import control as callgrind
+from regtrack.bench import loadgen, loadgen_choice, seeds, shards
+from regtrack.bench.callgrind import control
 from regtrack.bench.job import Job
 from regtrack.bench.loadgen import memtier
-from regtrack.bench.runtimes import docker as docker_runtime
+from regtrack.bench.runtimes import docker
 from regtrack.core import docker_engine
 from regtrack.core.cpus import CpuPlan, Topology, plan_cpus, plan_duet, split_sides
 from regtrack.core.errors import BadInput, CannotMeasure
@@ -26,8 +25,7 @@ from regtrack.core.options import Options
 from regtrack.core.settings import RunSettings, load_settings
 from regtrack.targets import build, images, make_flags, versions
 from regtrack.targets.versions import Target
-from regtrack.workloads import points as workload_points
-from regtrack.workloads import server_config
+from regtrack.workloads import points, server_config
 from regtrack.workloads.files import load_workload
 from regtrack.workloads.model import MixWorkload, Workload
 
@@ -102,10 +100,10 @@ def _runtime(options: Options) -> Any:
     if options.builder_image and options.runtime != "docker":
         raise BadInput("--builder-image builds container images: add --runtime docker")
     if options.runtime == "docker":
-        docker_runtime.check_metric(options.metric)
+        docker.check_metric(options.metric)
         return docker_engine.engine()  # no engine: one line, before any build
     if options.metric != "throughput":
-        callgrind.require()  # before any build: say at once that valgrind is missing
+        control.require()  # before any build: say at once that valgrind is missing
     return None
 
 
@@ -192,7 +190,7 @@ def prepare_job(
     flags = make_flags.parse_build_flags(options.build_flags)
     client = _runtime(options)
     tool = choose_tool(options.loadgen, workload)
-    workload = workload_points.with_loadgen_threads(workload, tool, len(side.client))
+    workload = points.with_loadgen_threads(workload, tool, len(side.client))
     if tool != "redis-benchmark" or options.loadgen_bin:
         # memtier missing, or a wrong path: say so before building
         loadgen.locate(tool, options.loadgen_bin)
@@ -209,7 +207,7 @@ def prepare_job(
     if client is not None and kind is not None:
         images.assign(client, targets, kind, on_phase, options.builder_image, flags)
     binary = loadgen.locate(tool, options.loadgen_bin, _built_benchmarks(targets))
-    probed = choosing.pending(options.loadgen, options.loadgen_bin, workload, options.metric)
+    probed = loadgen_choice.pending(options.loadgen, options.loadgen_bin, workload, options.metric)
     return Job(
         targets=targets,
         workload=workload,
@@ -226,7 +224,7 @@ def prepare_job(
         shard=options.shard,
         loadgen_choice=None
         if probed
-        else choosing.unprobed(options.loadgen, options.loadgen_bin, workload, tool),
+        else loadgen_choice.unprobed(options.loadgen, options.loadgen_bin, workload, tool),
     )
 
 

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 
 import redis
 
-from regtrack.bench import paired
-from regtrack.bench import trial as measure
+from regtrack.bench import paired, trial
 from regtrack.bench.callgrind import protocol
 from regtrack.bench.callgrind.protocol import Callgrind
 from regtrack.bench.job import Job
@@ -27,7 +26,7 @@ from regtrack.core.errors import CannotMeasure
 from regtrack.core.records import FunctionCost, InvalidReason, LoadSpec, Progress, TrialRecord
 from regtrack.results.store import Store
 from regtrack.targets.versions import Target
-from regtrack.workloads import points as workload_points
+from regtrack.workloads import points
 
 
 def preflight(job: Job, store: Store, run_id: int, progress: Progress) -> dict[str, int]:
@@ -43,7 +42,7 @@ def preflight(job: Job, store: Store, run_id: int, progress: Progress) -> dict[s
                 "while it runs any local user can CONFIG SET it; measure it only on a "
                 "machine nobody else uses"
             )
-        workload_points.check_version(job.workload, target.label, server.version)
+        points.check_version(job.workload, target.label, server.version)
         ids[target.label] = store.add_target(run_id, position, target, identity)
     return ids
 
@@ -198,7 +197,7 @@ def _trial(
     trial that says why; other failures are the environment's."""
     try:
         if session is None:
-            return measure.throughput_trial(job.context, server, planned, specs), None
+            return trial.throughput_trial(job.context, server, planned, specs), None
         record, profile = protocol.instruction_trial(job.context, server, planned, specs, session)
         return record, list(profile.by_key().values()) if profile else None
     except (redis.RedisError, CannotMeasure, OSError) as exc:
@@ -206,7 +205,7 @@ def _trial(
         if alive and not isinstance(exc, redis.RedisError):
             raise
         code = InvalidReason.SERVER_DIED if not alive else InvalidReason.SERVER_REFUSED
-        record = measure.new_record(planned, mode)
+        record = trial.new_record(planned, mode)
         record.mark_invalid(code, " ".join(str(exc).split())[:200])
         return record, None
 
@@ -232,12 +231,12 @@ def run_visit(
         saved = set_up(job, server, f"redis-server of {target.label}{under}")
         for planned in visit.trials:
             progress.phase(f"{rep} · {target.label} · {planned.point.label}{under}")
-            specs = workload_points.load_specs(job.workload, planned.point, job.loadgen.name, saved)
+            specs = points.load_specs(job.workload, planned.point, job.loadgen.name, saved)
             record, functions = _trial(job, server, session, planned, specs, visit.mode)
             record.seed = seed
             died = not server.alive()
             if died:
-                measure.mark_died(record, f"redis-server of {target.label} exited during the trial")
+                trial.mark_died(record, f"redis-server of {target.label} exited during the trial")
             store.add_trial(run_id, target_ids[target.label], record, functions)
             progress.trial_done(record)
             interrupts.check()

@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from regtrack.bench import setup
-from regtrack.bench.callgrind import control as callgrind
-from regtrack.bench.callgrind import protocol
-from regtrack.bench.runtimes import docker as docker_runtime
+from regtrack.bench.callgrind import control, protocol
+from regtrack.bench.runtimes import docker
 from regtrack.bench.runtimes.base import RunningServer
 from regtrack.bench.runtimes.native import native_server
 from regtrack.core.errors import CannotMeasure
@@ -48,7 +47,7 @@ def plain_server(
     cpus = cpus or job.cpus.server
     if job.runtime == "docker":
         assert target.image, f"{target.label} has no image"
-        return docker_runtime.docker_server(
+        return docker.docker_server(
             job.docker,
             target.image,
             cpus,
@@ -78,7 +77,7 @@ def serve(
         with plain_server(job, target, run_id, seed) as server:
             yield server, None
         return
-    valgrind, control = callgrind.require()
+    valgrind, callgrind_control = control.require()
     with tempfile.TemporaryDirectory(prefix="regtrack-callgrind-") as tmp:
         outdir = Path(tmp)
         try:
@@ -86,13 +85,13 @@ def serve(
                 _binary(target),
                 job.cpus.server,
                 timeout=CALLGRIND_START_TIMEOUT_S,
-                wrapper=callgrind.wrapper(valgrind, outdir),
+                wrapper=control.wrapper(valgrind, outdir),
                 seed=seed,
                 settings=job.server_argv(target),
                 data_dir=job.data_dir,
             ) as server:
                 _slow_cron(server, target)
-                yield server, protocol.Callgrind(control=control, outdir=outdir)
+                yield server, protocol.Callgrind(control=callgrind_control, outdir=outdir)
         except ServerDied:
             raise  # already names the version and the mode; the run goes on
         except CannotMeasure as exc:
@@ -100,10 +99,10 @@ def serve(
 
 
 def _slow_cron(server: RunningServer, target: Target) -> None:
-    """hz 1 under callgrind (callgrind.CALLGRIND_HZ says why)."""
+    """hz 1 under callgrind (control.CALLGRIND_HZ says why)."""
     client = server.client(timeout=120)
     try:
-        client.config_set("hz", callgrind.CALLGRIND_HZ)
+        client.config_set("hz", control.CALLGRIND_HZ)
     except (redis.RedisError, OSError) as exc:
         if server.alive():
             raise CannotMeasure(f"CONFIG SET hz failed: {exc}") from None

@@ -36,10 +36,10 @@ def doctor(
     """What on this machine would spoil measurements, and what to change: the CPU plan,
     other busy processes, hash seeds, tools, frequency governor and turbo, CPU isolation,
     IRQ affinity, ASLR, transparent huge pages, steal, Docker leftovers."""
-    from regtrack.bench import doctor as diagnosis
+    from regtrack.bench.doctor import diagnose
     from regtrack.output import doctor_text
 
-    checkup = diagnosis.diagnose(server_cpus, client_cpus, sample_seconds, clean)
+    checkup = diagnose(server_cpus, client_cpus, sample_seconds, clean)
     render = doctor_text.render_json if fmt == "json" else doctor_text.render_text
     click.echo(render(checkup))
     sys.exit(checkup.exit_code)

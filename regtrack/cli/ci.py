@@ -120,8 +120,7 @@ def _merged_gate(
 ) -> GateRun:
     """`ci --merge SHARD_DBS`: union the shards into --db, then decide on the merged run."""
     from regtrack.core.settings import load_settings
-    from regtrack.flows import ci_gate
-    from regtrack.flows import shard_merge as merging
+    from regtrack.flows import ci_gate, shard_merge
     from regtrack.output import merge_text
     from regtrack.output.console import err
     from regtrack.results.store import Store
@@ -134,7 +133,7 @@ def _merged_gate(
             "--candidate-version and --baseline-name"
         )
     out = Path(db or load_settings().database)
-    results = merging.merge(out, list(shard_dbs))
+    results = shard_merge.merge(out, list(shard_dbs))
     err.print(merge_text.render(results, out), highlight=False, soft_wrap=True)
     if len(results) != 1:
         raise BadInput(f"the shards measured {len(results)} plans: a gate decides on one")

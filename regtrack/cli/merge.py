@@ -22,10 +22,10 @@ def merge(out: Path, inputs: tuple[Path, ...], allow_different_plans: bool) -> N
     """Union the databases of a plan's shards (--shard K/N runs) into OUT: one run per plan,
     every trial once with the host that measured it. Merging again adds nothing; shards
     still missing are named, with how to measure them (exit 3)."""
-    from regtrack.flows import shard_merge as merging
+    from regtrack.flows import shard_merge
     from regtrack.output import merge_text
 
-    results = merging.merge(out, list(inputs), allow_different_plans)
+    results = shard_merge.merge(out, list(inputs), allow_different_plans)
     click.echo(merge_text.render(results, out))
     missing = [m for r in results for m in r.missing]
     if missing:

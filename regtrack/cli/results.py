@@ -11,7 +11,7 @@ from regtrack.analysis.metrics import HISTORY_METRICS, METRIC_BY_NAME, METRICS
 from regtrack.cli.group import EXIT_CODES_HELP, cli
 from regtrack.cli.options import db_option, range_options, source_repo_option
 from regtrack.core.errors import BadInput
-from regtrack.output import tables as text_tables
+from regtrack.output import tables
 
 # Each command imports the analysis it runs when it runs: `--help` must not pay for pandas.
 
@@ -72,13 +72,13 @@ def versions_command(
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
         return
-    click.echo(text_tables.versions_table(rows))
+    click.echo(tables.versions_table(rows))
 
 
 @cli.command(epilog=EXIT_CODES_HELP, renamed={"--metric": "--show"})
 @click.option("--run", "run_id", type=int, help="Run to compare (default: the newest).")
 @click.option("--baseline", help="Version label to compare against (default: the first).")
-@click.option("--format", "fmt", type=click.Choice(text_tables.FORMATS), default="table")
+@click.option("--format", "fmt", type=click.Choice(tables.FORMATS), default="table")
 @click.option(
     "--show",
     "metrics",
@@ -111,7 +111,7 @@ def compare(
     db: str | None,
 ) -> None:
     """Print % change tables of every version against a baseline."""
-    from regtrack.analysis import comparison as comparisons
+    from regtrack.analysis import comparison
     from regtrack.core.settings import load_settings, load_thresholds
     from regtrack.output import listings
     from regtrack.results import comparability, loaded
@@ -144,7 +144,7 @@ def compare(
         )
         base_label = baseline or store.targets(baseline_run)[0]["label"]
         cand_label = candidate or store.targets(run_id)[0]["label"]
-        result = comparisons.compare_runs(
+        result = comparison.compare_runs(
             loaded.run(store, baseline_run),
             base_label,
             loaded.run(store, run_id),
@@ -154,14 +154,14 @@ def compare(
         )
         result = dataclasses.replace(result, forced=tuple(forced))
     else:
-        baseline, thresholds = comparisons.comparison_settings(
+        baseline, thresholds = comparison.comparison_settings(
             store.run(run_id),
             baseline,
             load_thresholds(threshold) if threshold is not None else None,
             load_thresholds(None),
         )
-        result = comparisons.compare(loaded.run(store, run_id), baseline, thresholds)
-    click.echo(text_tables.render(result, fmt, list(metrics) or None))
+        result = comparison.compare(loaded.run(store, run_id), baseline, thresholds)
+    click.echo(tables.render(result, fmt, list(metrics) or None))
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
@@ -190,8 +190,8 @@ def explain(
 
     store = Store.open(db or load_settings().database, create=False)
     costs = loaded.costs(store, run_id or store.latest_run_id())
-    tables = attribution.attribute(costs, baseline, candidate, point, top)
-    click.echo(text_tables.attribution(tables, fmt))
+    attributions = attribution.attribute(costs, baseline, candidate, point, top)
+    click.echo(tables.attribution(attributions, fmt))
 
 
 @cli.command(name="history", epilog=EXIT_CODES_HELP, renamed={"--metric": "--show"})

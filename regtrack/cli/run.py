@@ -58,11 +58,11 @@ def run(
     options: Options,
 ) -> None:
     """Measure every version at every workload point, interleaved, and store each trial."""
-    from regtrack.analysis import comparison as comparisons
+    from regtrack.analysis import comparison
     from regtrack.cli.steps import auto_report
     from regtrack.core.settings import load_thresholds
     from regtrack.flows import orchestrate
-    from regtrack.output import tables as text_tables
+    from regtrack.output import tables
     from regtrack.results import loaded
 
     if resume_id is not None:
@@ -82,12 +82,12 @@ def run(
             version_specs, baseline, thresholds, until_decided, options
         )
     try:
-        result = comparisons.compare(loaded.run(store, run_id), baseline, thresholds)
+        result = comparison.compare(loaded.run(store, run_id), baseline, thresholds)
     except BadInput:  # nothing valid to compare: a measuring failure, said as such (exit 3)
         orchestrate.fail_if_incomplete(store, run_id, status)
         raise
     shown = ["throughput", "instructions_per_op", "syscalls_per_op"]
-    click.echo(text_tables.render(result, "table", shown))
+    click.echo(tables.render(result, "table", shown))
     click.echo(
         f"Results: {store.path} (run {run_id}). More: regtrack compare --db {store.path} "
         f"--run {run_id} --format markdown|csv|json"
@@ -99,7 +99,7 @@ def run(
 
 def _resumed(resume_id: int, options: Options) -> tuple[Store, int, str, str, Thresholds]:
     """The rest of run ``resume_id`` measured, with the baseline and thresholds it printed."""
-    from regtrack.analysis import comparison as comparisons
+    from regtrack.analysis import comparison
     from regtrack.cli.steps import measure
     from regtrack.core.settings import load_settings, load_thresholds
     from regtrack.flows import resume
@@ -107,7 +107,7 @@ def _resumed(resume_id: int, options: Options) -> tuple[Store, int, str, str, Th
 
     resumed = Store.open(options.db or load_settings().database, create=False)
     job = resume.load_job(resumed, resume_id)
-    baseline, thresholds = comparisons.comparison_settings(
+    baseline, thresholds = comparison.comparison_settings(
         resumed.run(resume_id), None, None, load_thresholds(None)
     )
     store, run_id, status = measure(job, options.db, not options.no_wait, (resumed, resume_id))
@@ -122,7 +122,7 @@ def _measured(
     options: Options,
 ) -> tuple[Store, int, str]:
     """A new run of the versions, adding blocks until decided if asked."""
-    from regtrack.analysis import comparison as comparisons
+    from regtrack.analysis import comparison
     from regtrack.bench.job import RunPurpose
     from regtrack.cli.steps import measure, prepare
     from regtrack.flows import orchestrate
@@ -143,6 +143,6 @@ def _measured(
             job,
             options.budget,
             options.max_repetitions,
-            lambda st, rid: comparisons.compare(loaded.run(st, rid), baseline, thresholds),
+            lambda st, rid: comparison.compare(loaded.run(st, rid), baseline, thresholds),
         )
     return measure(job, options.db, not options.no_wait, sequential=rule, purpose=purpose)

@@ -23,7 +23,7 @@ from regtrack.output.console import build_progress, err, run_progress
 from regtrack.output.report import write_report
 from regtrack.results.store import Store
 from regtrack.targets import versions
-from regtrack.workloads import points as workload_points
+from regtrack.workloads import points
 
 
 def prepare(specs: list[versions.VersionSpec], options: Options) -> Job:
@@ -57,7 +57,7 @@ def prepare(specs: list[versions.VersionSpec], options: Options) -> Job:
         err.print(f"regtrack: skipped {what}: {skipped['reason']}")
     if job.loadgen.name == "builtin" and job.metric != "instructions":
         err.print(f"regtrack: note: {THROUGHPUT_CAVEAT}")
-    if not workload_points.saturates(job.workload):
+    if not points.saturates(job.workload):
         err.print(
             f"regtrack: note: {job.workload.name} has blocking commands, which wait by "
             "design: its trials are exempt from the server-bound check, and its throughput "

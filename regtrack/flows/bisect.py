@@ -23,7 +23,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager as ContextManager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,7 +59,7 @@ class Hooks:
     reports reads as the bisection's log shows it (``change_text``: output.bisect_text)."""
 
     say: orchestrate.Say
-    progress: Callable[[], ContextManager[Progress]]
+    progress: Callable[[], AbstractContextManager[Progress]]
     change_text: Callable[[ChangeSummary | None], str]
     phase: Callable[[str], None] = lambda text: None
 

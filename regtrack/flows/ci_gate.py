@@ -9,7 +9,7 @@ decision itself is ``analysis.gate``'s. The command line presents what comes bac
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AbstractContextManager as ContextManager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,7 +84,7 @@ def run(
     max_repetitions: int,
     db: str | None,
     say: orchestrate.Say,
-    progress: Callable[[], ContextManager[Progress]],
+    progress: Callable[[], AbstractContextManager[Progress]],
     wait: bool = True,
 ) -> GateRun:
     """Measure until decided (or the budget is spent) and decide."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager as ContextManager
+from contextlib import AbstractContextManager
 
 from regtrack.analysis import gate
 from regtrack.analysis.records import ComparisonResult
@@ -17,7 +17,7 @@ from regtrack.bench import server_settings
 from regtrack.bench.job import Job, RunPurpose, parse_duration
 from regtrack.bench.plan import MODES_BY_METRIC
 from regtrack.bench.runner import BlockRule, execute
-from regtrack.bench.runtimes import docker as docker_runtime
+from regtrack.bench.runtimes import docker
 from regtrack.core import cpulock, environment, redact
 from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.core.records import Progress
@@ -31,7 +31,9 @@ def measure(
     job: Job,
     db: str | None,
     say: Say,
-    progress: Callable[[], ContextManager[Progress]] = lambda: contextlib.nullcontext(Progress()),
+    progress: Callable[[], AbstractContextManager[Progress]] = (
+        lambda: contextlib.nullcontext(Progress())
+    ),
     wait: bool = True,
     resume_store: tuple[Store, int] | None = None,
     sequential: BlockRule | None = None,
@@ -88,7 +90,7 @@ def _holding(job: Job, say: Say, wait: bool) -> Iterator[None]:
         on_wait=lambda text: say(f"{text} (--no-wait to fail instead)"),
     ):
         if job.docker is not None:
-            for name in docker_runtime.remove_leftovers(job.docker):
+            for name in docker.remove_leftovers(job.docker):
                 say(f"removed container {name}, left by a regtrack that was killed")
         yield
 
@@ -162,7 +164,7 @@ def extend(
     run_id: int,
     repetitions: int,
     say: Say,
-    progress: Callable[[], ContextManager[Progress]],
+    progress: Callable[[], AbstractContextManager[Progress]],
     wait: bool = True,
 ) -> str:
     """Grow a run to ``repetitions`` (a bisection's ends, when a step needs more seed pairs

@@ -17,7 +17,7 @@ from regtrack.core.errors import BadInput
 from regtrack.results import shard_runs, shard_union
 from regtrack.results.shard_union import Missing, PlanMerge
 from regtrack.results.store import Store
-from regtrack.workloads import points as workload_points
+from regtrack.workloads import points
 from regtrack.workloads.model import GetPipelineWorkload, MixWorkload
 
 
@@ -27,7 +27,7 @@ def planned_visits(config: Mapping[str, Any]) -> list[Visit]:
     workload = kinds[config["workload"]["kind"]](**config["workload"])
     return interleave(
         [t["label"] for t in config["targets"]],
-        workload_points.points(workload),
+        points.points(workload),
         int(config["settings"]["repetitions"]),
         MODES_BY_METRIC[config.get("metric", "throughput")],
         0,

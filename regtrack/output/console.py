@@ -22,7 +22,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from regtrack.core.records import Progress as RunProgress
+from regtrack.core import records
 from regtrack.core.records import TrialRecord
 
 # markup off: labels and error messages are user text, never rich markup.
@@ -61,7 +61,7 @@ def _trial_line(record: TrialRecord) -> str:
 
 
 @contextmanager
-def run_progress() -> Iterator[RunProgress]:
+def run_progress() -> Iterator[records.Progress]:
     if err.is_terminal:
         bar = Progress(
             TextColumn("{task.description}"),
@@ -80,7 +80,7 @@ def run_progress() -> Iterator[RunProgress]:
             if not record.valid:
                 bar.console.print(_trial_line(record), style="yellow")
 
-        hooks = RunProgress(
+        hooks = records.Progress(
             started=lambda total: bar.update(task, total=total),
             phase=lambda text: bar.update(task, description=text),
             trial_done=trial_done,
@@ -112,7 +112,7 @@ def run_progress() -> Iterator[RunProgress]:
     def note(text: str) -> None:
         print(f"regtrack: {text}", file=sys.stderr, flush=True)
 
-    yield RunProgress(started=started, trial_done=line, note=note)
+    yield records.Progress(started=started, trial_done=line, note=note)
 
 
 @contextmanager

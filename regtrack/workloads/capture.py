@@ -19,7 +19,7 @@ from redis.connection import parse_url
 from regtrack.core import redact
 from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.core.redis_options import QUIET_CONNECT
-from regtrack.workloads import redis_commands as commands
+from regtrack.workloads import commands
 
 MIN_SHARE = 0.005  # commands below 0.5% of the traffic are listed, not replayed
 MAX_RATIO = 50

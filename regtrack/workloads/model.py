@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from regtrack.workloads import redis_commands as commands
+from regtrack.workloads import commands
 
 PositiveInt = Annotated[int, Field(gt=0)]
 SAVED_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")

@@ -15,7 +15,7 @@ from typing import Any
 
 from regtrack.core.errors import BadInput
 from regtrack.core.records import InvalidReason, LoadSpec, MixCommand, TrialReason
-from regtrack.workloads import redis_commands as commands
+from regtrack.workloads import commands
 from regtrack.workloads.model import GetPipelineWorkload, MixWorkload, Workload
 
 REDIS_BENCHMARK = "redis-benchmark"

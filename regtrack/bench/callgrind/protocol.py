@@ -14,7 +14,7 @@ from pathlib import Path
 import redis
 
 from regtrack.bench import loadgen, serverstats
-from regtrack.bench.callgrind import control as callgrind
+from regtrack.bench.callgrind import control
 from regtrack.bench.callgrind.profile import Profile, parse
 from regtrack.bench.loadgen.base import LoadgenResult
 from regtrack.bench.plan import PlannedTrial
@@ -53,10 +53,10 @@ def instruction_trial(
     pid = server.pid
     assert pid is not None
     try:
-        callgrind.instrument(session.control, session.outdir, pid, True, server.alive)
+        control.instrument(session.control, session.outdir, pid, True, server.alive)
         result = _instruction_trial(ctx, server, record, specs, session)
         # Off again until the next trial: whatever runs between trials runs fast.
-        callgrind.instrument(session.control, session.outdir, pid, False, server.alive)
+        control.instrument(session.control, session.outdir, pid, False, server.alive)
         return result
     except CannotMeasure as exc:
         if not _dies_within(server, 2.0):
@@ -150,11 +150,11 @@ class _Windows:
         """The warm-up runs inside a zero/dump cycle of its own, whose dump is dropped:
         the first window measured after a server's first dump counts 1-2% more than every
         later one (seen with 7.0.15 under valgrind 3.19), so that window is the warm-up."""
-        callgrind.zero(self.session.control, self.session.outdir, self.pid, self.server.alive)
+        control.zero(self.session.control, self.session.outdir, self.pid, self.server.alive)
         warm = self._load(requests)
         if self.server.alive():
             serverstats.wait_idle(self.control)
-            dump = callgrind.dump(
+            dump = control.dump(
                 self.session.control, self.session.outdir, self.pid, self.server.alive
             )
             dump.unlink(missing_ok=True)
@@ -163,7 +163,7 @@ class _Windows:
     def one(self) -> LoadgenResult:
         """zero, run, let in-flight requests finish, dump: one clean window."""
         gets_before = self._gets()
-        callgrind.zero(self.session.control, self.session.outdir, self.pid, self.server.alive)
+        control.zero(self.session.control, self.session.outdir, self.pid, self.server.alive)
         sockets = socket_count(self.pid)
         cpu_start = process_cpu_seconds(self.pid)
         result = self._load(self.half)
@@ -173,7 +173,7 @@ class _Windows:
         if not serverstats.wait_sockets(self.pid, sockets, self.control):
             result.problem = result.problem or "load generator connections never closed"
         self.dumps.append(
-            callgrind.dump(self.session.control, self.session.outdir, self.pid, self.server.alive)
+            control.dump(self.session.control, self.session.outdir, self.pid, self.server.alive)
         )
         busy = cpu_end - cpu_start if cpu_start is not None and cpu_end is not None else None
         ops = self._gets() - gets_before if self.ctx.counts_gets else result.requests

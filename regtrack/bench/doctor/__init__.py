@@ -14,8 +14,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from regtrack.bench.doctor import busy_check, cpu_checks, irq_check, kernel_checks, tool_checks
-from regtrack.bench.doctor import sample as snapshots
+from regtrack.bench.doctor import (
+    busy_check,
+    cpu_checks,
+    irq_check,
+    kernel_checks,
+    sample,
+    tool_checks,
+)
 from regtrack.bench.doctor.machine import Machine
 from regtrack.bench.doctor.sysroot import SysRoot
 from regtrack.core.checkup import Check, Checkup
@@ -56,9 +62,9 @@ def observe(
         plan, problem = plan_cpus(server_cpus, client_cpus, topology), None
     except BadInput as exc:
         plan, problem = None, str(exc)
-    before = snapshots.take(root)
+    before = sample.take(root)
     time.sleep(max(0.0, sample_seconds))
-    after = snapshots.take(root)
+    after = sample.take(root)
     return Machine(
         root=root,
         topology=topology,

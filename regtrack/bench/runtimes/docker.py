@@ -29,7 +29,7 @@ from typing import Any
 import redis
 
 from regtrack.bench import seeds
-from regtrack.bench.runtimes import access as access_rules
+from regtrack.bench.runtimes import access
 from regtrack.bench.runtimes.base import (
     ImpostorError,
     PortRace,
@@ -215,8 +215,8 @@ def _start(
     import docker
 
     last: ServerStartError | None = None
-    rights = access_rules.new()
-    for _ in range(PORT_ATTEMPTS + len(access_rules.LEVELS) - 1):
+    rights = access.new()
+    for _ in range(PORT_ATTEMPTS + len(access.LEVELS) - 1):
         port = free_port(HOST)
         name = f"regtrack-{run_id}-{uuid.uuid4().hex[:8]}"
         token_dir = f"{TOKEN_ROOT}/{name}"
@@ -262,7 +262,7 @@ def _start(
             continue
         except ServerStartError as exc:
             _remove(container)
-            weaker = access_rules.weaker(rights, str(exc))
+            weaker = access.weaker(rights, str(exc))
             if weaker is None:
                 raise
             rights, last = weaker, None  # an older Redis: fewer ACL rules, or none
@@ -305,7 +305,7 @@ def _wait_ready(
     cpus: tuple[int, ...],
     timeout: float,
     token_dir: str,
-    rights: access_rules.Access,
+    rights: access.Access,
 ) -> RunningServer:
     deadline = time.monotonic() + timeout
     client = connect(HOST, port, timeout=2.0, access=rights)

@@ -12,8 +12,7 @@ from pathlib import Path
 import redis
 
 from regtrack.bench import seeds
-from regtrack.bench.runtimes import access as access_rules
-from regtrack.bench.runtimes import base
+from regtrack.bench.runtimes import access, base
 from regtrack.core import procs
 from regtrack.core.cpus import format_cpu_list
 
@@ -80,10 +79,10 @@ def _wait_ready(
     log: Path,
     timeout: float,
     token_dir: str,
-    access: access_rules.Access,
+    rights: access.Access,
 ) -> dict:
     deadline = time.monotonic() + timeout
-    client = base.connect(HOST, port, timeout=2.0, access=access)
+    client = base.connect(HOST, port, timeout=2.0, access=rights)
     try:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
@@ -149,8 +148,8 @@ def native_server(
         if seed is not None:
             wrapper = [*seeds.native_wrapper(seeds.write_file(workdir, seed)), *(wrapper or [])]
         last_error: base.ServerStartError | None = None
-        rights = access_rules.new()
-        for _ in range(PORT_ATTEMPTS + len(access_rules.LEVELS) - 1):
+        rights = access.new()
+        for _ in range(PORT_ATTEMPTS + len(access.LEVELS) - 1):
             port = procs.free_port(HOST)
             with log.open("wb") as log_file:
                 try:
@@ -184,7 +183,7 @@ def native_server(
                 last_error = exc
                 if isinstance(exc, base.PortRace) or "Address already in use" in str(exc):
                     continue  # lost a race for the port: take another one
-                weaker = access_rules.weaker(rights, str(exc))
+                weaker = access.weaker(rights, str(exc))
                 if weaker is not None:
                     rights = weaker  # an older Redis: fewer ACL rules, or none
                     continue

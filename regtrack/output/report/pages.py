@@ -1,6 +1,6 @@
 """What each page shows, gathered from the store through analysis: plain dicts for templates.
 
-The comparison table of a run page is ``comparisons.compare`` of that run with the default
+The comparison table of a run page is ``comparison.compare`` of that run with the default
 baseline and thresholds, the very records ``regtrack compare --format json`` prints.
 """
 
@@ -12,13 +12,12 @@ from typing import Any
 
 import pandas as pd
 
-from regtrack.analysis import attribution, metrics
-from regtrack.analysis import comparison as comparisons
+from regtrack.analysis import attribution, comparison, metrics
 from regtrack.analysis.records import ComparisonResult
 from regtrack.core.errors import BadInput
 from regtrack.core.records import reasons_text
 from regtrack.core.settings import Thresholds
-from regtrack.output import tables as text_tables
+from regtrack.output import tables
 from regtrack.output.report import figures
 from regtrack.results import loaded
 from regtrack.results.records import LoadedRun
@@ -50,9 +49,9 @@ def _verdict_counts(result: ComparisonResult | None) -> dict[str, int]:
 def safe_compare(
     run: LoadedRun, baseline: str | None, thresholds: Thresholds
 ) -> ComparisonResult | None:
-    """The run's comparison as its command printed it (comparisons.comparison_settings)."""
+    """The run's comparison as its command printed it (comparison.comparison_settings)."""
     try:
-        return comparisons.compare(run, baseline, thresholds)
+        return comparison.compare(run, baseline, thresholds)
     except BadInput:
         return None  # a run without trials (failed before measuring)
 
@@ -71,7 +70,7 @@ def run_summary(
         warnings.append(f"{run['status']}: {run.get('status_detail') or ''}".strip(": "))
     forced = ((run.get("config") or {}).get("comparison") or {}).get("forced")
     if forced:  # a ci gate against a stored baseline not measured alike (--force)
-        warnings.append(text_tables.forced_line(forced) or "")
+        warnings.append(tables.forced_line(forced) or "")
     return {
         "id": run["id"],
         "file": run_file(run["id"]),
@@ -87,8 +86,8 @@ def run_summary(
         "n_trials": len(trials),
         "verdicts": _verdict_counts(result),
         "warnings": warnings,
-        "server": text_tables.server_caption(
-            comparisons.server_facts(loaded.stored_run(store, run["id"]))
+        "server": tables.server_caption(
+            comparison.server_facts(loaded.stored_run(store, run["id"]))
         ),
     }
 
@@ -101,13 +100,13 @@ def _comparison_rows(result: ComparisonResult) -> list[dict[str, Any]]:
     return [
         {
             **r.to_json(),
-            "baseline_text": text_tables.format_value(
+            "baseline_text": tables.format_value(
                 r.baseline_value, r.unit, r.server_busy_pct_baseline
             ),
-            "candidate_text": text_tables.format_value(
+            "candidate_text": tables.format_value(
                 r.candidate_value, r.unit, r.server_busy_pct_candidate
             ),
-            "change_text": text_tables.change_text(r),
+            "change_text": tables.change_text(r),
             "verdict_class": "v-" + r.verdict.replace(" ", "-"),
         }
         for r in records
@@ -209,17 +208,17 @@ def _attribution(store: Store, run_id: int, result: ComparisonResult) -> list[di
     costs = loaded.costs(store, run_id)
     if costs.costs.empty:
         return []
-    tables = []
+    attributions = []
     for candidate in result.targets:
         if candidate == result.baseline:
             continue
         try:
-            tables += attribution.attribute(
+            attributions += attribution.attribute(
                 costs, result.baseline, candidate, None, ATTRIBUTION_TOP
             )
         except BadInput:
             continue  # a side without valid instruction trials: the table says why
-    return tables
+    return attributions
 
 
 def _commit(target: dict[str, Any]) -> str:
@@ -311,13 +310,13 @@ def run_page(
         pooled=[
             {
                 **p.to_json(),
-                "change_text": text_tables.change_text(p),
+                "change_text": tables.change_text(p),
                 "verdict_class": "v-" + p.verdict.replace(" ", "-"),
             }
             for p in result.pooled
         ],
         baseline=result.baseline,
-        markdown=text_tables.render(result, "markdown"),
+        markdown=tables.render(result, "markdown"),
         disagreements=list(result.disagreements),
         attribution=_attribution(store, run_id, result),
         commands=_commands(store, run_id),

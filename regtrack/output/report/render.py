@@ -19,12 +19,11 @@ from typing import Any
 import jinja2
 
 from regtrack import __version__
-from regtrack.analysis import comparison as comparisons
-from regtrack.analysis import history
+from regtrack.analysis import comparison, history
 from regtrack.analysis.records import ComparisonResult
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import load_thresholds
-from regtrack.output import tables as text_tables
+from regtrack.output import tables
 from regtrack.output.report import bisect_page, history_page, pages
 from regtrack.results import analysis_cache, bisections, comparability, loaded
 from regtrack.results.store import Store
@@ -51,7 +50,7 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["num"] = _num
     env.filters["pct"] = lambda v: "-" if v is None else f"{float(v):+.1f}%"
-    env.filters["interval"] = lambda rec: text_tables.interval_text(
+    env.filters["interval"] = lambda rec: tables.interval_text(
         rec.get("ci_low_pct"), rec.get("ci_high_pct")
     )
     return env
@@ -117,7 +116,7 @@ def write_report(store: Store, folder: str | Path, run_ids: list[int] | None = N
     fresh: dict[int, tuple[ComparisonResult | None, list[dict], dict[str, Any]]] = {}
     summaries, rows = [], []
     for run in runs:
-        settings = comparisons.comparison_settings(run, None, None, thresholds)
+        settings = comparison.comparison_settings(run, None, None, thresholds)
         key = _cache_key(run, marks.get(run["id"]), settings)
         if run["id"] in cached and cached[run["id"]][0] == key and run["id"] not in wanted:
             _, summary, points = cached[run["id"]]
