@@ -35,9 +35,9 @@ def planned_visits(config: Mapping[str, Any]) -> list[Visit]:
     )
 
 
-def missing_blocks(config: Mapping[str, Any], count: int, have: set[int]) -> list[Missing]:
-    """Per shard, the planned blocks with a trial no database holds."""
-    visits = planned_visits(config)
+def missing_blocks(visits: list[Visit], count: int, have: set[int]) -> list[Missing]:
+    """Per shard, the planned blocks (of the whole plan's ``visits``) with a trial no
+    database holds."""
     found = shards.blocks(visits)
     owners = shards.assign(visits, count)
     out: dict[int, list[int]] = {}
@@ -89,7 +89,7 @@ def _merge_found(out: Path, found: list[shard_runs.ShardRun], allow_mixed: bool)
 
 def _merge_plan(dest: Store, runs: list[shard_runs.ShardRun]) -> PlanMerge:
     """One plan's shards into its merged run (made by the first merge of the plan)."""
-    plan_id, config = runs[0].plan_id, runs[0].config
+    plan_id = runs[0].plan_id
     planned = _planned_trials(runs[0])
     run_id = shard_union.merged_run(dest, plan_id) or shard_union.create_merged_run(dest, runs[0])
     result = PlanMerge(plan_id=plan_id, run_id=run_id, planned=planned)
@@ -107,7 +107,7 @@ def _merge_plan(dest: Store, runs: list[shard_runs.ShardRun]) -> PlanMerge:
     have = dest.trial_seqs(run_id)
     if len(have) < planned:  # which shard left what out: the plan itself tells
         count = max((r.shard or {"count": 1})["count"] for r in runs)
-        result.missing = missing_blocks(config, count, have)
+        result.missing = missing_blocks(_plan(runs[0]), count, have)
     detail = "; ".join(
         f"shard {m.index}/{m.count} missing: {m.blocks} blocks ({m.trials} trials) not measured"
         for m in result.missing
@@ -123,8 +123,13 @@ def _planned_trials(run: shard_runs.ShardRun) -> int:
     stored = run.config.get("planned_trials")
     if isinstance(stored, int) and 1 <= stored <= shard_runs.MAX_TRIALS:
         return stored
+    return sum(len(v.trials) for v in _plan(run))
+
+
+def _plan(run: shard_runs.ShardRun) -> list[Visit]:
+    """The whole plan ``run``'s config describes, or one line saying it cannot be read."""
     try:
-        return sum(len(v.trials) for v in planned_visits(run.config))
+        return planned_visits(run.config)
     except (ValueError, TypeError, KeyError) as exc:  # pydantic's errors are ValueErrors
         raise BadInput(
             f"{run.path}: run {run.run_id}'s plan cannot be read ({type(exc).__name__}); "

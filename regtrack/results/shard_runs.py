@@ -19,6 +19,7 @@ MAX_TARGETS = 500
 MAX_PIPELINES = 1_000
 MAX_TRIALS = 100_000_000  # a plan's trials, as a run stores their count
 WORKLOAD_KINDS = ("get-pipeline", "mix")
+METRICS = ("throughput", "instructions", "both")
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,8 @@ def _check_config(path: Path, run_id: int, config: dict[str, Any]) -> None:
     repetitions = settings.get("repetitions")
     if not isinstance(repetitions, int) or not 1 <= repetitions <= MAX_REPETITIONS:
         raise refuse(path, run_id, f"repetitions {str(repetitions)[:20]!r}")
+    if config.get("metric", "throughput") not in METRICS:
+        raise refuse(path, run_id, f"metric {str(config.get('metric'))[:20]!r}")
     if workload.get("kind") not in WORKLOAD_KINDS:
         raise refuse(path, run_id, f"workload kind {str(workload.get('kind'))[:20]!r}")
     pipelines = workload.get("pipelines", [])
