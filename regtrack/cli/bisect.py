@@ -27,7 +27,35 @@ def _point(point: str | None) -> int | None:
     return int(value)
 
 
-@cli.command(epilog=EXIT_CODES_HELP)
+BISECT_HELP = """Find the commit between --good and --bad that made the workload worse.
+
+\b
+Method (docs/bisect.md):
+1. Both ends are measured together until bad is decided worse than good by the
+   threshold (else exit 2: nothing to bisect).
+2. Each commit is measured until its *position* is decided: is its change against
+   good above or below half of the interval's change? Undecided when the budget is
+   spent: its point estimate places it. Never skipped for want of a verdict, so
+   steps smaller than the threshold still halve the range. Instructions per op:
+   the commit is paired seed by seed with the ends' run, which measures more seeds
+   with it when it needs more than the ends have.
+3. The search ends on two neighbouring commits. If they carry at least a quarter of
+   the interval's change, that is a step (measured once more as parent and child,
+   with the functions that moved); else the change is spread (a drift or many small
+   steps) and the answer says where half of it is in.
+4. While a measured commit is decided between the ends' levels and what was found
+   carries less than three quarters of the ends' change, the interval that still
+   changes most is searched too (--all-steps: every interval that changes by a
+   quarter, by estimate).
+
+\b
+Commits measured besides the ends, for N commits (benchmarks/bisect_scale.py): one
+step, log2 N (10 for 1,024); two steps, 2 log2 N (19); a drift, log2 N; +1 per
+commit that does not build.
+"""
+
+
+@cli.command(help=BISECT_HELP, epilog=EXIT_CODES_HELP)
 @staged("versions", "--good", help="An older commit, tag or branch where the metric was good.")
 @staged(
     "versions",
@@ -77,32 +105,7 @@ def bisect(
     json_out: str | None,
     options: Options,
 ) -> None:
-    """Find the commit between --good and --bad that made the workload worse.
-
-    \b
-    Method (docs/bisect.md):
-    1. Both ends are measured together until bad is decided worse than good by the
-       threshold (else exit 2: nothing to bisect).
-    2. Each commit is measured until its *position* is decided: is its change against
-       good above or below half of the interval's change? Undecided when the budget is
-       spent: its point estimate places it. Never skipped for want of a verdict, so
-       steps smaller than the threshold still halve the range. Instructions per op:
-       the commit is paired seed by seed with the ends' run, which measures more seeds
-       with it when it needs more than the ends have.
-    3. The search ends on two neighbouring commits. If they carry at least a quarter of
-       the interval's change, that is a step (measured once more as parent and child,
-       with the functions that moved); else the change is spread (a drift or many small
-       steps) and the answer says where half of it is in.
-    4. While a measured commit is decided between the ends' levels and what was found
-       carries less than three quarters of the ends' change, the interval that still
-       changes most is searched too (--all-steps: every interval that changes by a
-       quarter, by estimate).
-
-    \b
-    Commits measured besides the ends, for N commits (benchmarks/bisect_scale.py): one
-    step, log2 N (10 for 1,024); two steps, 2 log2 N (19); a drift, log2 N; +1 per
-    commit that does not build.
-    """
+    """`regtrack bisect` (its help: BISECT_HELP, kept apart from the code)."""
     from regtrack.cli.steps import say
     from regtrack.flows import bisect_search
     from regtrack.flows.bisect import Bisector, Hooks

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import TYPE_CHECKING
 
 import click
 
@@ -12,6 +13,10 @@ from regtrack.cli.group import EXIT_CODES_HELP, cli
 from regtrack.cli.options import db_option, range_options, source_repo_option
 from regtrack.core.errors import BadInput
 from regtrack.output import tables
+
+if TYPE_CHECKING:
+    from regtrack.analysis.records import ComparisonResult
+    from regtrack.results.store import Store
 
 # Each command imports the analysis it runs when it runs: `--help` must not pay for pandas.
 
@@ -111,57 +116,89 @@ def compare(
     db: str | None,
 ) -> None:
     """Print % change tables of every version against a baseline."""
-    from regtrack.analysis import comparison
-    from regtrack.core.settings import load_settings, load_thresholds
-    from regtrack.output import listings
-    from regtrack.results import comparability, loaded
+    from regtrack.core.settings import load_settings
     from regtrack.results.store import Store
 
     store = Store.open(db or load_settings().database, create=False)
     if list_runs:
-        runs = [
-            {**{k: r[k] for k in ("id", "created_at", "status", "n_trials")},
-             "labels": [t["label"] for t in store.targets(r["id"])]}
-            for r in store.runs()
-        ]  # fmt: skip
-        if fmt == "json":
-            click.echo(listings.document("runs", runs))
-            return
-        for r in runs:
-            click.echo(
-                f"run {r['id']}  {r['created_at']}  {r['status']:<11}  {r['n_trials']:>4} trials  "
-                f"{', '.join(r['labels'])}"
-            )
+        _list_runs(store, fmt)
         return
     run_id = run_id or store.latest_run_id()
     if baseline_run is not None:
-        forced = comparability.refuse_unless_forced(
-            f"run {baseline_run}",
-            comparability.of_run(store.run(baseline_run)),
-            comparability.of_run(store.run(run_id)),
-            force,
-            "Compare versions measured in one run",
-        )
-        base_label = baseline or store.targets(baseline_run)[0]["label"]
-        cand_label = candidate or store.targets(run_id)[0]["label"]
-        result = comparison.compare_runs(
-            loaded.run(store, baseline_run),
-            base_label,
-            loaded.run(store, run_id),
-            cand_label,
-            loaded.alike(store, run_id),
-            load_thresholds(threshold),
-        )
-        result = dataclasses.replace(result, forced=tuple(forced))
+        result = _across_runs(store, baseline_run, baseline, run_id, candidate, threshold, force)
     else:
-        baseline, thresholds = comparison.comparison_settings(
-            store.run(run_id),
-            baseline,
-            load_thresholds(threshold) if threshold is not None else None,
-            load_thresholds(None),
-        )
-        result = comparison.compare(loaded.run(store, run_id), baseline, thresholds)
+        result = _within_run(store, run_id, baseline, threshold)
     click.echo(tables.render(result, fmt, list(metrics) or None))
+
+
+def _list_runs(store: Store, fmt: str) -> None:
+    """`compare --list`: every run of the database, a line each (or JSON)."""
+    from regtrack.output import listings
+
+    runs = [
+        {**{k: r[k] for k in ("id", "created_at", "status", "n_trials")},
+         "labels": [t["label"] for t in store.targets(r["id"])]}
+        for r in store.runs()
+    ]  # fmt: skip
+    if fmt == "json":
+        click.echo(listings.document("runs", runs))
+        return
+    for r in runs:
+        click.echo(
+            f"run {r['id']}  {r['created_at']}  {r['status']:<11}  {r['n_trials']:>4} trials  "
+            f"{', '.join(r['labels'])}"
+        )
+
+
+def _within_run(
+    store: Store, run_id: int, baseline: str | None, threshold: float | None
+) -> ComparisonResult:
+    """Every version of run ``run_id`` against its baseline, at the run's own thresholds
+    unless --threshold is given."""
+    from regtrack.analysis import comparison
+    from regtrack.core.settings import load_thresholds
+    from regtrack.results import loaded
+
+    baseline, thresholds = comparison.comparison_settings(
+        store.run(run_id),
+        baseline,
+        load_thresholds(threshold) if threshold is not None else None,
+        load_thresholds(None),
+    )
+    return comparison.compare(loaded.run(store, run_id), baseline, thresholds)
+
+
+def _across_runs(
+    store: Store,
+    baseline_run: int,
+    baseline: str | None,
+    run_id: int,
+    candidate: str | None,
+    threshold: float | None,
+    force: bool,
+) -> ComparisonResult:
+    """A candidate of run ``run_id`` against a baseline of run ``baseline_run``: refused
+    where the runs were not measured alike, unless --force (then said in the result)."""
+    from regtrack.analysis import comparison
+    from regtrack.core.settings import load_thresholds
+    from regtrack.results import comparability, loaded
+
+    forced = comparability.refuse_unless_forced(
+        f"run {baseline_run}",
+        comparability.of_run(store.run(baseline_run)),
+        comparability.of_run(store.run(run_id)),
+        force,
+        "Compare versions measured in one run",
+    )
+    result = comparison.compare_runs(
+        loaded.run(store, baseline_run),
+        baseline or store.targets(baseline_run)[0]["label"],
+        loaded.run(store, run_id),
+        candidate or store.targets(run_id)[0]["label"],
+        loaded.alike(store, run_id),
+        load_thresholds(threshold),
+    )
+    return dataclasses.replace(result, forced=tuple(forced))
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
