@@ -18,10 +18,12 @@ plans and locks, seeds, the SQLite store, every analysis and every output stay r
 A ``Model`` says what a trial measures: instructions per op and throughput per version
 (looked up by commit, then label, then "*"), times an effect of the server's seed (the
 repetition's, in its run's seed offset) that every version shares (as fixed seeds give),
-with a little noise of the trial's own; all of it reproducible.
+with a little noise of the trial's own; all of it reproducible. Its ``faults`` end one
+visit after its first trial (a server that died: ``ServerDied``; Ctrl-C: ``Interrupted``).
 
-The real-run tests (test_bisect, test_ci, test_instructions_real, ...) prove what this
-leaves out: that servers, load generators and callgrind measure what the model assumes.
+The real-run tests (test_bisect, test_ci, test_faults, test_instructions_real, ...) prove
+what this leaves out: that servers, load generators and callgrind measure what the model
+assumes, and that a real death or signal ends a visit as the model's faults do.
 """
 
 from __future__ import annotations
@@ -68,6 +70,8 @@ class Model:
     seed_effect_pct: float = 1.0  # sd of the shared effect of a seed
     instructions_noise_pct: float = 0.02  # sd of a trial's own (instructions)
     throughput_noise_pct: float = 3.0  # sd of a trial's own (throughput)
+    # (label, repetition) -> raised once, after that visit's first trial is stored
+    faults: dict[tuple[str, int], BaseException] = field(default_factory=dict)
     visits: list[tuple[str, int, str]] = field(default_factory=list)  # (label, rep, mode)
     started: list[str] = field(default_factory=list)  # labels of servers outside visits
 
@@ -101,6 +105,13 @@ class Model:
             ])
         )  # fmt: skip
         return RunningServer("127.0.0.1", 0, None, info, access=access.new(level))
+
+    def fault(self, labels: tuple[str, ...], repetition: int) -> BaseException | None:
+        """The fault planned for one of these versions' visit in this repetition (once)."""
+        for label in labels:
+            if (label, repetition) in self.faults:
+                return self.faults.pop((label, repetition))
+        return None
 
     def value(self, target: Target, repetition: int, mode: str, seed: str | None = None) -> float:
         shared = random.Random(zlib.crc32(f"seed {seed or repetition} {mode}".encode()))
@@ -184,16 +195,19 @@ def install(monkeypatch: pytest.MonkeyPatch, model: Model) -> Model:
         paired_visit(job, store, run_id, visit, {target.label: target}, target_ids, progress)
 
     def paired_visit(job, store, run_id, visit, targets, target_ids, progress) -> None:
-        for label in visit.together or (visit.target,):
+        labels = visit.together or (visit.target,)
+        for label in labels:
             model.visits.append((label, visit.repetition, visit.mode))
         seed = job.seed(visit.repetition)
-        for planned in visit.trials:
+        for n, planned in enumerate(visit.trials):
             target = targets[planned.target]
             record = new_record(planned, visit.mode)
             record.seed = seed
             model.fill(record, target, visit.repetition)
             store.add_trial(run_id, target_ids[target.label], record, model.functions(record))
             progress.trial_done(record)
+            if n == 0 and (fault := model.fault(labels, visit.repetition)) is not None:
+                raise fault
             interrupts.check()
 
     monkeypatch.setattr(runner, "run_visit", run_visit)

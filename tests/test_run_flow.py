@@ -1,5 +1,7 @@
 """`regtrack run`'s orchestration end to end, in process, on modelled trials and modelled
-servers (tests/fakebench.py): the order visits run in, what preflight stores."""
+servers (tests/fakebench.py): the order visits run in, what preflight stores, a server
+that dies mid-visit and Ctrl-C mid-visit, each then resumed. Real servers killed and real
+signals: test_faults.py and test_cli_run.py."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import pytest
 
 from regtrack.bench import runner, servers
 from regtrack.bench.runtimes import docker
+from regtrack.core.errors import Interrupted
 from tests import fakebench
 from tests.conftest import cli_in_process
 
@@ -81,6 +84,56 @@ def test_visits_follow_the_interleaved_plan_and_preflight_stores_what_each_serve
         ("a", 0, "throughput"), ("b", 0, "throughput"),
         ("b", 1, "throughput"), ("a", 1, "throughput"),
     ], "paired in time (the default): one visit of both servers per repetition"  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fault", "code", "status"),
+    [
+        (servers.ServerDied("redis-server of b exited during the trial"), 3, "incomplete"),
+        (Interrupted("SIGINT"), 130, "interrupted"),
+    ],
+    ids=["server-died", "ctrl-c"],
+)
+def test_a_visit_ended_by_a_fault_keeps_its_trials_and_resume_measures_only_the_rest(
+    tmp_path, monkeypatch, redis_server, fault, code, status
+):
+    """b's first visit ends after its first trial. A dead server ends only that visit (the
+    run goes on and ends incomplete); Ctrl-C ends the run there (interrupted). Either way
+    what was measured is kept, and --resume measures the rest of that visit (and, after
+    Ctrl-C, every later one), without preflight, each planned trial once."""
+    model = fakebench.install(monkeypatch, fakebench.Model(faults={("b", 0): fault}))
+    db = tmp_path / "r.db"
+    proc = cli_in_process("run", *_versions(redis_server, "a", "b"), *PLAN,
+                          "--metric", "instructions", "--db", str(db))  # fmt: skip
+    assert proc.returncode == code, proc.stderr
+    assert "Traceback" not in proc.stderr
+    state, detail = _run(db)
+    assert state == status
+    planned = 2 * 3 * 2
+    kept = _seqs(db)
+    if status == "incomplete":
+        assert "the run goes on" in proc.stderr
+        last = proc.stderr.strip().splitlines()[-1]
+        assert last.startswith("regtrack: error: run 1 is incomplete"), proc.stderr
+        assert "2 planned trials not measured" in detail and "--resume 1" in detail
+        assert model.visits[-1] == ("a", 1, "instructions"), "later visits ran"
+        assert kept == [0, 1, 2, 3, 6, 7, 8, 9, 10, 11]
+    else:
+        assert "interrupted" in proc.stderr and "measured trials are kept" in detail
+        assert model.visits[-1] == ("b", 0, "instructions"), "nothing ran after Ctrl-C"
+        assert kept == [0, 1, 2, 3]
+    before = list(model.visits)
+    assert model.started == ["a", "b"]
+
+    resumed = cli_in_process("run", "--resume", "1", "--db", str(db), "--no-report")
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{planned - len(kept)} trials to run" in resumed.stderr
+    again = model.visits[len(before) :]  # the rest of the visit the fault ended, first
+    later = [] if status == "incomplete" else [("b", 1, "instructions"), ("a", 1, "instructions")]
+    assert again == [("b", 0, "instructions"), *later]
+    assert model.started == ["a", "b"], "resume starts no server for preflight"
+    assert _run(db)[0] == "complete"
+    assert _seqs(db) == list(range(planned)), "every planned trial exactly once"
 
 
 def test_a_modelled_run_that_reaches_a_real_runtime_fails_the_test(
