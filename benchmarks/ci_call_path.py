@@ -1,12 +1,13 @@
 """How many of regtrack's modules one `ci` decision passes through (issue 30).
 
 A `regtrack ci` of two versions is run in process on modelled trials (tests/fakebench.py:
-servers are started for preflight, trials come from the model); its database is then
-decided on again by `regtrack ci --merge` (a decision on a stored database: no measuring).
-Both are traced with ``sys.setprofile`` after a warm-up of each: every regtrack module with
-a function called between the command's entry and its exit code is counted, by package.
-Fewer modules on that path means a decision a reader can follow; the count is what issue
-30 asks to bring down.
+no server is started, preflight's included, and trials come from the model); its database
+is then decided on again by `regtrack ci --merge` (a decision on a stored database: no
+measuring). Both are traced with ``sys.setprofile`` after a warm-up of each: every regtrack
+module with a function called between the command's entry and its exit code is counted, by
+package. Starting servers (bench.servers, the native runtime) is below the model, so it is
+not on the counted path. Fewer modules on that path means a decision a reader can follow;
+the count is what issue 30 asks to bring down.
 
     .venv/bin/python benchmarks/ci_call_path.py [--modules]
 """

@@ -1,33 +1,52 @@
 """The measuring edge stood in for, so that the flows above it (bisect's search, ci's
-sequential blocks, stored baselines, shards and merge) are tested in seconds, in process.
+sequential blocks, stored baselines, shards and merge, resume) are tested in milliseconds
+to seconds, in process, without starting a single server.
 
-Only ``bench.runner.run_visit`` (a server process and its trials), its paired-in-time
-sibling ``bench.paired.run_visit`` (every version's server at once) and the load generator
+Replaced: ``bench.runner.run_visit`` (a server process and its trials), its paired-in-time
+sibling ``bench.paired.run_visit`` (every version's server at once), the load generator
 probe's one trial (``bench.loadgen_choice._probe``: memtier is client-bound here, as on
-this VM, so GET sweeps stay with redis-benchmark) are replaced. Resolving
+this VM, so GET sweeps stay with redis-benchmark) and the server preflight starts for
+each version (``runner.plain_server``): a modelled server reports what a real one of the
+model's Redis version would (INFO server, as redis-py parses it, and the ACL level that
+version gets), so stored targets look like real ones. Beneath them the runtimes
+(``servers.native_server``, the docker runtime's ``docker_server``) raise
+``RealServerStarted``: a path this misses (the server settings check of a run with
+--server-config is one) fails its test instead of quietly starting servers. Resolving
 and building versions (fake repositories whose make is instant, tests/fakerepo.py), CPU
-plans and locks, seeds, server settings, preflight (each version's real server started
-once), the SQLite store, every analysis and every output stay real. A ``Model`` says what
-a trial measures: instructions per op and throughput per version (looked up by commit, then
-label, then "*"), times an effect of the server's seed (the repetition's, in its run's seed
-offset) that every version shares (as fixed seeds give), with a little noise of the trial's
-own; all of it reproducible.
+plans and locks, seeds, the machine's environment (valgrind's part asked once a process),
+the SQLite store, every analysis and every output stay real.
 
-The real-run tests (test_bisect, test_ci, test_instructions_real, ...) prove what this
-leaves out: that servers, load generators and callgrind measure what the model assumes.
+A ``Model`` says what a trial measures: instructions per op and throughput per version
+(looked up by commit, then label, then "*"), times an effect of the server's seed (the
+repetition's, in its run's seed offset) that every version shares (as fixed seeds give),
+with a little noise of the trial's own; all of it reproducible. Its ``faults`` end one
+visit after its first trial (a server that died: ``ServerDied``; Ctrl-C: ``Interrupted``).
+
+The real-run tests (test_bisect, test_ci, test_faults, test_instructions_real, ...) prove
+what this leaves out: that servers, load generators and callgrind measure what the model
+assumes, and that a real death or signal ends a visit as the model's faults do.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import hashlib
+import platform
 import random
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import pytest
+from redis._parsers.helpers import parse_info
 
-from regtrack.bench import loadgen_choice, paired, runner
+from regtrack.bench import loadgen_choice, paired, runner, servers
+from regtrack.bench.runtimes import access, docker
+from regtrack.bench.runtimes.base import RunningServer
 from regtrack.bench.trial import judge_load, new_record
-from regtrack.core import interrupts
+from regtrack.core import environment, interrupts
 from regtrack.core.records import FunctionCost, TrialRecord
 from regtrack.targets.versions import Target
 
@@ -35,6 +54,15 @@ OPS = 20_000  # operations of a trial (either mode)
 # An instruction trial's profile: a fixed cost in processCommand, the rest of the count in
 # getGenericCommand (so a version's extra instructions are attributed to it by explain).
 FIXED_IR_PER_OP = 3000
+T = TypeVar("T")
+# What valgrind says of this machine does not change within a process; a run asks it each
+# time (valgrind --tool=none /bin/true, 0.3 s), which was a fifth of a bisection test's time.
+_valgrind_once = functools.cache(environment._valgrind)
+
+
+class RealServerStarted(BaseException):
+    """A modelled test reached a real runtime. Not an Exception, so that no handler on the
+    way (``main``'s "internal error", exit 4) turns it into an exit code a test expects."""
 
 
 @dataclass
@@ -43,16 +71,52 @@ class Model:
 
     instructions: dict[str, float] = field(default_factory=lambda: {"*": 3500.0})
     throughput: dict[str, float] = field(default_factory=lambda: {"*": 400_000.0})
+    redis_version: dict[str, str] = field(default_factory=lambda: {"*": "7.2.4"})
     seed_effect_pct: float = 1.0  # sd of the shared effect of a seed
     instructions_noise_pct: float = 0.02  # sd of a trial's own (instructions)
     throughput_noise_pct: float = 3.0  # sd of a trial's own (throughput)
+    # (label, repetition) -> raised once, after that visit's first trial is stored
+    faults: dict[tuple[str, int], BaseException] = field(default_factory=dict)
     visits: list[tuple[str, int, str]] = field(default_factory=list)  # (label, rep, mode)
+    started: list[str] = field(default_factory=list)  # labels of servers outside visits
 
-    def _of(self, table: dict[str, float], target: Target) -> float:
+    def _of(self, table: dict[str, T], target: Target) -> T:
         for key in (target.commit, target.label, "*"):
             if key in table:
                 return table[key]
         raise KeyError(f"the model has no value for {target.label} ({target.commit})")
+
+    def server(self, target: Target) -> RunningServer:
+        """What a real server of the target's modelled version reports at start: INFO
+        server parsed as redis-py parses it, and the ACL level that version is given
+        (bench/runtimes/access.py: none before 6.0, no channel rules in 6.0)."""
+        version = self._of(self.redis_version, target)
+        major, minor = (int(part) for part in version.split(".")[:2])
+        level = "open" if major < 6 else "acl-no-channels" if (major, minor) == (6, 0) else "acl"
+        build = hashlib.sha1(f"{version} {target.commit or target.binary}".encode()).hexdigest()
+        info = parse_info(
+            "\r\n".join([
+                "# Server",
+                f"redis_version:{version}",
+                f"redis_git_sha1:{(target.commit or '0' * 8)[:8]}",
+                "redis_git_dirty:0",
+                f"redis_build_id:{build[:16]}",
+                "redis_mode:standalone",
+                f"os:Linux {platform.release()} {platform.machine()}",
+                "arch_bits:64",
+                "multiplexing_api:epoll",
+                "gcc_version:12.2.0",
+                f"executable:{target.binary or '/usr/local/bin/redis-server'}",
+            ])
+        )  # fmt: skip
+        return RunningServer("127.0.0.1", 0, None, info, access=access.new(level))
+
+    def fault(self, labels: tuple[str, ...], repetition: int) -> BaseException | None:
+        """The fault planned for one of these versions' visit in this repetition (once)."""
+        for label in labels:
+            if (label, repetition) in self.faults:
+                return self.faults.pop((label, repetition))
+        return None
 
     def value(self, target: Target, repetition: int, mode: str, seed: str | None = None) -> float:
         shared = random.Random(zlib.crc32(f"seed {seed or repetition} {mode}".encode()))
@@ -114,31 +178,50 @@ def probe_trial(job, server: float, client: float, contended: float = 0.0) -> Tr
     return record
 
 
+def _no_real_server(*args, **kwargs):
+    raise RealServerStarted(
+        "a modelled test (tests/fakebench.py) reached a real runtime: model that path"
+    )
+
+
 def install(monkeypatch: pytest.MonkeyPatch, model: Model) -> Model:
-    """Replace the runner's visits (and the load generator probe) with the model's."""
+    """Replace the runner's visits, the servers preflight starts (and the load generator
+    probe) with the model's; fail at any real server start."""
 
     def probe(job, binary) -> TrialRecord:
         return probe_trial(job, server=83.0, client=99.0)
+
+    @contextlib.contextmanager
+    def plain_server(job, target, run_id, seed=None, cpus=None) -> Iterator[RunningServer]:
+        model.started.append(target.label)
+        yield model.server(target)
 
     def run_visit(job, store, run_id, visit, target, target_ids, progress) -> None:
         paired_visit(job, store, run_id, visit, {target.label: target}, target_ids, progress)
 
     def paired_visit(job, store, run_id, visit, targets, target_ids, progress) -> None:
-        for label in visit.together or (visit.target,):
+        labels = visit.together or (visit.target,)
+        for label in labels:
             model.visits.append((label, visit.repetition, visit.mode))
         seed = job.seed(visit.repetition)
-        for planned in visit.trials:
+        for n, planned in enumerate(visit.trials):
             target = targets[planned.target]
             record = new_record(planned, visit.mode)
             record.seed = seed
             model.fill(record, target, visit.repetition)
             store.add_trial(run_id, target_ids[target.label], record, model.functions(record))
             progress.trial_done(record)
+            if n == 0 and (fault := model.fault(labels, visit.repetition)) is not None:
+                raise fault
             interrupts.check()
 
     monkeypatch.setattr(runner, "run_visit", run_visit)
     monkeypatch.setattr(paired, "run_visit", paired_visit)
+    monkeypatch.setattr(runner, "plain_server", plain_server)
+    monkeypatch.setattr(servers, "native_server", _no_real_server)
+    monkeypatch.setattr(docker, "docker_server", _no_real_server)
     monkeypatch.setattr(loadgen_choice, "_probe", probe)
+    monkeypatch.setattr(environment, "_valgrind", _valgrind_once)
     # Modelled answers never reach the cache that real runs read (and a real answer kept
     # there never decides a modelled run).
     monkeypatch.setattr(loadgen_choice, "_read", lambda path: None)

@@ -10,6 +10,7 @@ import sqlite3
 
 import pytest
 
+from regtrack.core.errors import Interrupted
 from tests import fakebench
 from tests.conftest import cli_in_process, settings_dir
 from tests.fakerepo import make_history
@@ -239,3 +240,32 @@ def test_throughput_all_steps_names_both_steps_side_by_side(tmp_path, cache, mon
             ).fetchone()[0])  # fmt: skip
     assert all(n == 3 for role, n in labels.values() if role == "step"), labels
     assert sum(role == "confirm" for role, _ in labels.values()) == 2
+
+
+def test_ctrl_c_during_a_step_then_resume_measures_only_what_the_search_still_needs(
+    tmp_path, cache, monkeypatch
+):
+    """test_bisect's Ctrl-C and --resume, modelled: Ctrl-C in the first step's run stops
+    the bisection (exit 130, stored interrupted); --resume replays the stored log, so the
+    ends are not measured again, and names the commit."""
+    commits = make_history(tmp_path / "repo", ["ok"] * 3)  # one commit between the ends
+    model = _model(monkeypatch, commits, {1: 3675.0})
+    model.faults = {(commits[1][:7], 0): Interrupted("SIGINT")}
+    db, out = tmp_path / "r.db", tmp_path / "b.json"
+    proc = cli_in_process(
+        "bisect", "--good", commits[0], "--bad", commits[-1], "--source-repo",
+        str(tmp_path / "repo"), *ARGS, "--db", str(db),
+    )  # fmt: skip
+    assert proc.returncode == 130, proc.stderr
+    assert "interrupted" in proc.stderr and "Traceback" not in proc.stderr
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT status FROM bisections").fetchone()[0] == "interrupted"
+    ends = {commits[0][:7], commits[-1][:7]}
+    assert not model.faults, "stopped inside the step"
+    model.visits.clear()
+    resumed = cli_in_process("bisect", "--resume", "--db", str(db), "--json", str(out),
+                             "--no-report")  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert model.visits and not {label for label, _, _ in model.visits} & ends
+    (step,) = json.loads(out.read_text())["result"]["steps"]
+    assert step["first_bad"] == commits[1] and step["last_good"] == commits[0]

@@ -1,0 +1,150 @@
+"""`regtrack run`'s orchestration end to end, in process, on modelled trials and modelled
+servers (tests/fakebench.py): the order visits run in, what preflight stores, a server
+that dies mid-visit and Ctrl-C mid-visit, each then resumed. Real servers killed and real
+signals: test_faults.py and test_cli_run.py."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from regtrack.bench import runner, servers
+from regtrack.bench.runtimes import docker
+from regtrack.core.errors import Interrupted
+from tests import fakebench
+from tests.conftest import cli_in_process
+
+PLAN = ["--pipelines", "1,5,10", "--repetitions", "2", "--no-report"]
+
+
+@pytest.fixture(autouse=True)
+def own_locks(tmp_path, monkeypatch):
+    monkeypatch.setenv("REGTRACK_LOCK_DIR", str(tmp_path / "locks"))
+
+
+def _versions(redis_server: str, *labels: str) -> list[str]:
+    return ["--versions", ",".join(f"{label}=bin:{redis_server}" for label in labels)]
+
+
+def _run(db: Path) -> tuple[str, str]:
+    return sqlite3.connect(db).execute("SELECT status, status_detail FROM runs").fetchone()
+
+
+def _seqs(db: Path) -> list[int]:
+    return [r[0] for r in sqlite3.connect(db).execute("SELECT seq FROM trials ORDER BY seq")]
+
+
+def test_visits_follow_the_interleaved_plan_and_preflight_stores_what_each_server_reports(
+    tmp_path, monkeypatch, redis_server
+):
+    """Separate trials: A B C then C B A in each mode; every version of a repetition gets
+    its seed, and preflight started each version once, before any
+    visit, storing what a server of its version reports (5.0 knows no ACL users, and the
+    run says so once)."""
+    model = fakebench.install(
+        monkeypatch, fakebench.Model(redis_version={"b": "6.0.20", "c": "5.0.14", "*": "7.2.4"})
+    )
+    db = tmp_path / "r.db"
+    proc = cli_in_process("run", *_versions(redis_server, "a", "b", "c"), *PLAN,
+                          "--metric", "both", "--pairing", "separate", "--db", str(db))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    modes = ("throughput", "instructions")
+    forwards = [(label, 0, mode) for mode in modes for label in "abc"]
+    backwards = [(label, 1, mode) for mode in modes for label in "cba"]
+    assert model.visits == forwards + backwards
+    assert model.started == ["a", "b", "c"]
+    assert proc.stderr.count("knows no ACL users") == 1
+    assert "warning: c (Redis 5.0.14) knows no ACL users" in proc.stderr
+
+    conn = sqlite3.connect(db)
+    rows = conn.execute(
+        "SELECT t.seq, g.label, t.repetition, t.seed FROM trials t JOIN targets g "
+        "ON g.id = t.target_id ORDER BY t.id"
+    ).fetchall()
+    assert [r[0] for r in rows] == list(range(3 * 3 * 2 * 2)), "stored as planned, in order"
+    seeds = {rep: {seed for _, _, r, seed in rows if r == rep} for rep in (0, 1)}
+    assert all(len(s) == 1 for s in seeds.values()) and seeds[0] != seeds[1]
+    targets = conn.execute("SELECT label, redis_version, server_info FROM targets")
+    stored = {label: (version, json.loads(info)) for label, version, info in targets}
+    assert {label: v for label, (v, _) in stored.items()} == {
+        "a": "7.2.4", "b": "6.0.20", "c": "5.0.14",
+    }  # fmt: skip
+    access = {label: info["access"] for label, (_, info) in stored.items()}
+    assert access == {"a": "acl", "b": "acl-no-channels", "c": "open"}
+    assert all(info["executable"] == redis_server for _, info in stored.values())
+
+    model.visits.clear()
+    paired = cli_in_process("run", *_versions(redis_server, "a", "b"), *PLAN,
+                            "--metric", "throughput", "--db", str(db))  # fmt: skip
+    assert paired.returncode == 0, paired.stderr
+    assert model.visits == [
+        ("a", 0, "throughput"), ("b", 0, "throughput"),
+        ("b", 1, "throughput"), ("a", 1, "throughput"),
+    ], "paired in time (the default): one visit of both servers per repetition"  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fault", "code", "status"),
+    [
+        (servers.ServerDied("redis-server of b exited during the trial"), 3, "incomplete"),
+        (Interrupted("SIGINT"), 130, "interrupted"),
+    ],
+    ids=["server-died", "ctrl-c"],
+)
+def test_a_visit_ended_by_a_fault_keeps_its_trials_and_resume_measures_only_the_rest(
+    tmp_path, monkeypatch, redis_server, fault, code, status
+):
+    """b's first visit ends after its first trial. A dead server ends only that visit (the
+    run goes on and ends incomplete); Ctrl-C ends the run there (interrupted). Either way
+    what was measured is kept, and --resume measures the rest of that visit (and, after
+    Ctrl-C, every later one), without preflight, each planned trial once."""
+    model = fakebench.install(monkeypatch, fakebench.Model(faults={("b", 0): fault}))
+    db = tmp_path / "r.db"
+    proc = cli_in_process("run", *_versions(redis_server, "a", "b"), *PLAN,
+                          "--metric", "instructions", "--db", str(db))  # fmt: skip
+    assert proc.returncode == code, proc.stderr
+    assert "Traceback" not in proc.stderr
+    state, detail = _run(db)
+    assert state == status
+    planned = 2 * 3 * 2
+    kept = _seqs(db)
+    if status == "incomplete":
+        assert "the run goes on" in proc.stderr
+        last = proc.stderr.strip().splitlines()[-1]
+        assert last.startswith("regtrack: error: run 1 is incomplete"), proc.stderr
+        assert "2 planned trials not measured" in detail and "--resume 1" in detail
+        assert model.visits[-1] == ("a", 1, "instructions"), "later visits ran"
+        assert kept == [0, 1, 2, 3, 6, 7, 8, 9, 10, 11]
+    else:
+        assert "interrupted" in proc.stderr and "measured trials are kept" in detail
+        assert model.visits[-1] == ("b", 0, "instructions"), "nothing ran after Ctrl-C"
+        assert kept == [0, 1, 2, 3]
+    before = list(model.visits)
+    assert model.started == ["a", "b"]
+
+    resumed = cli_in_process("run", "--resume", "1", "--db", str(db), "--no-report")
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{planned - len(kept)} trials to run" in resumed.stderr
+    again = model.visits[len(before) :]  # the rest of the visit the fault ended, first
+    later = [] if status == "incomplete" else [("b", 1, "instructions"), ("a", 1, "instructions")]
+    assert again == [("b", 0, "instructions"), *later]
+    assert model.started == ["a", "b"], "resume starts no server for preflight"
+    assert _run(db)[0] == "complete"
+    assert _seqs(db) == list(range(planned)), "every planned trial exactly once"
+
+
+def test_a_modelled_run_that_reaches_a_real_runtime_fails_the_test(
+    tmp_path, monkeypatch, redis_server
+):
+    """The guard under the model: with preflight's modelled server taken away, the run
+    reaches the native runtime, which fails the test outright (no exit code to mistake
+    for an expected one); the docker runtime is guarded alike."""
+    fakebench.install(monkeypatch, fakebench.Model())
+    monkeypatch.setattr(runner, "plain_server", servers.plain_server)
+    with pytest.raises(fakebench.RealServerStarted, match="reached a real runtime"):
+        cli_in_process("run", *_versions(redis_server, "a"), *PLAN, "--db", str(tmp_path / "db"))
+    with pytest.raises(fakebench.RealServerStarted):
+        docker.docker_server(None, "redis:7.2", (0,))
