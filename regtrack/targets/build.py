@@ -129,12 +129,15 @@ def _make(tree: Path, flags: list[str], log: Path, on_line: Callable[[str], None
         proc = procs.spawn(argv, stdout=out, stderr=subprocess.STDOUT, cwd=tree, env=env)
         try:
             last_size = -1
-            while proc.poll() is None:
-                time.sleep(0.5)
-                size = log.stat().st_size
-                if size != last_size:
-                    last_size = size
-                    on_line(_last_line(log))
+            while True:
+                try:
+                    proc.wait(timeout=0.5)  # returns as make exits, not at the next tick
+                    break
+                except subprocess.TimeoutExpired:
+                    size = log.stat().st_size
+                    if size != last_size:
+                        last_size = size
+                        on_line(_last_line(log))
         finally:
             procs.stop(proc, grace=2.0)
     if proc.returncode != 0:
