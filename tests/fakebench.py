@@ -30,7 +30,6 @@ assumes, and that a real death or signal ends a visit as the model's faults do.
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import platform
 import random
@@ -46,7 +45,7 @@ from regtrack.bench import loadgen_choice, paired, runner, servers
 from regtrack.bench.runtimes import access, docker
 from regtrack.bench.runtimes.base import RunningServer
 from regtrack.bench.trial import judge_load, new_record
-from regtrack.core import environment, interrupts
+from regtrack.core import interrupts
 from regtrack.core.records import FunctionCost, TrialRecord
 from regtrack.targets.versions import Target
 
@@ -55,9 +54,6 @@ OPS = 20_000  # operations of a trial (either mode)
 # getGenericCommand (so a version's extra instructions are attributed to it by explain).
 FIXED_IR_PER_OP = 3000
 T = TypeVar("T")
-# What valgrind says of this machine does not change within a process; a run asks it each
-# time (valgrind --tool=none /bin/true, 0.3 s), which was a fifth of a bisection test's time.
-_valgrind_once = functools.cache(environment._valgrind)
 
 
 class RealServerStarted(BaseException):
@@ -221,7 +217,6 @@ def install(monkeypatch: pytest.MonkeyPatch, model: Model) -> Model:
     monkeypatch.setattr(servers, "native_server", _no_real_server)
     monkeypatch.setattr(docker, "docker_server", _no_real_server)
     monkeypatch.setattr(loadgen_choice, "_probe", probe)
-    monkeypatch.setattr(environment, "_valgrind", _valgrind_once)
     # Modelled answers never reach the cache that real runs read (and a real answer kept
     # there never decides a modelled run).
     monkeypatch.setattr(loadgen_choice, "_read", lambda path: None)

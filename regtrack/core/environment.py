@@ -7,6 +7,7 @@ they change minute to minute.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -60,7 +61,13 @@ def _valgrind() -> dict[str, str | None]:
     server's CPUID is valgrind's: a fixed CPU of the host's capability level (on an AVX2
     host, an Intel i7-4910MQ whatever the host's model), so these, not the CPU model,
     decide which string functions glibc picks (benchmarks/instruction_hosts.py)."""
-    path = shutil.which("valgrind")
+    return dict(_valgrind_at(shutil.which("valgrind")))
+
+
+@functools.cache
+def _valgrind_at(path: str | None) -> dict[str, str | None]:
+    """What the valgrind at ``path`` reports, asked once a process (valgrind --tool=none
+    takes ~0.3 s, and a bisection records the environment of every run it measures)."""
     if not path:
         return {"valgrind": None, "valgrind_hwcaps": None}
     try:
