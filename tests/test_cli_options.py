@@ -16,8 +16,7 @@ import click
 import pytest
 
 from regtrack.cli import cli
-from regtrack.cli.group import default_map
-from regtrack.cli.options import StagedOption, renamed_args
+from regtrack.cli.options import StagedOption, default_map, renamed_args
 from regtrack.core.options import STAGES, Options, command_defaults, specs
 from regtrack.results.store import Store
 from tests.conftest import cli_in_process

@@ -1,7 +1,7 @@
 """Command line: each command parses options, calls a flow or analysis, presents, exits.
 
 One module per command or group of them, each imported below so that it registers its
-commands on the group (group.py); main maps every expected failure to one line and a
+commands on the group (options.py); main maps every expected failure to one line and a
 documented exit code.
 """
 
@@ -13,7 +13,7 @@ import sys
 import click
 
 from regtrack.cli import admin, bisect, ci, github, merge, results, run, sources  # noqa: F401  (registers the commands)
-from regtrack.cli.group import cli
+from regtrack.cli.options import cli
 from regtrack.core import interrupts, redact
 from regtrack.core.errors import (
     EXIT_BAD_INPUT,

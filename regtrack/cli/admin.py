@@ -7,8 +7,7 @@ from pathlib import Path
 
 import click
 
-from regtrack.cli.group import cli
-from regtrack.cli.options import db_option, model_option
+from regtrack.cli.options import cli, db_option, model_option
 from regtrack.core.errors import BadInput
 
 DOCTOR_EXIT_HELP = """

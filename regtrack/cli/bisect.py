@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from regtrack.cli.group import EXIT_CODES_HELP, cli
-from regtrack.cli.options import measuring, staged
+from regtrack.cli.options import EXIT_CODES_HELP, cli, measuring, staged
 from regtrack.core.errors import BadInput, RegtrackError
 from regtrack.core.options import Options
 

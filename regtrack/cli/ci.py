@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from regtrack.cli.group import EXIT_CODES_HELP, cli
-from regtrack.cli.options import THRESHOLD, measuring, staged
+from regtrack.cli.options import EXIT_CODES_HELP, THRESHOLD, cli, measuring, staged
 from regtrack.core.errors import EXIT_REGRESSION, EXIT_SHARD_ONLY, BadInput, CannotMeasure
 from regtrack.core.options import Options
 

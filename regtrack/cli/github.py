@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from regtrack.cli.group import cli
+from regtrack.cli.options import cli
 from regtrack.core.errors import BadInput
 
 if TYPE_CHECKING:

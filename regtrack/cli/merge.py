@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from regtrack.cli.group import EXIT_CODES_HELP, cli
+from regtrack.cli.options import EXIT_CODES_HELP, cli
 from regtrack.core.errors import CannotMeasure
 
 

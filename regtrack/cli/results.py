@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from regtrack.analysis.metrics import HISTORY_METRICS, METRIC_BY_NAME, METRICS
-from regtrack.cli.group import EXIT_CODES_HELP, cli
-from regtrack.cli.options import db_option, range_options, source_repo_option
+from regtrack.cli.options import EXIT_CODES_HELP, cli, db_option, range_options, source_repo_option
 from regtrack.core.errors import BadInput
 from regtrack.output import tables
 

@@ -6,8 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from regtrack.cli.group import EXIT_CODES_HELP, cli
-from regtrack.cli.options import THRESHOLD, measuring, staged
+from regtrack.cli.options import EXIT_CODES_HELP, THRESHOLD, cli, measuring, staged
 from regtrack.core.errors import BadInput
 from regtrack.core.options import Options
 

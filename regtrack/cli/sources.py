@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from regtrack.cli.group import cli
+from regtrack.cli.options import cli
 
 OFFLINE_HELP = """
 Tags and branches carry upstream's names (Redis: tags 6.2.14, 7.0.15, 8.0.2, branches 6.2,

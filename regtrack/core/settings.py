@@ -167,7 +167,7 @@ def _settings_file() -> Path | None:
 
 def option_defaults() -> tuple[Path | None, dict[str, Any]]:
     """The settings file's [defaults] table: option defaults for every command, and in
-    [defaults.COMMAND] tables for one (cli/group.py checks the names against them)."""
+    [defaults.COMMAND] tables for one (cli/options.py checks the names against them)."""
     source = _settings_file()
     return source, (_section(source, "defaults") if source else {})
 
