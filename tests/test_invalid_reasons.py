@@ -192,6 +192,24 @@ def test_an_old_database_is_migrated_and_keeps_every_reason(tmp_path):
     assert reasons_text(got[2]) == OLD_TEXTS[0][0], "reads as it did"
 
 
+def test_a_view_added_by_hand_that_stops_the_upgrade_is_bad_input(tmp_path):
+    """A view over the column schema 9 drops makes the upgrade fail: one line naming the
+    database, exit 2 (what the file holds is the bad input), the step rolled back."""
+    path = tmp_path / "old.db"
+    _old_database(path, ["contended: x"])
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE VIEW reasons AS SELECT invalid_reason FROM trials")
+    conn.commit()
+    conn.close()
+    proc = cli_in_process("compare", "--list", "--db", str(path))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert f"database {path} cannot be upgraded to schema 9" in proc.stderr
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 8
+    assert conn.execute("SELECT invalid_reason FROM trials").fetchone() == ("contended: x",)
+
+
 def test_the_report_of_a_migrated_database_shows_the_reason_as_it_read(tmp_path):
     path = tmp_path / "old.db"
     shutil.copy(Path(__file__).parent / "fixtures" / "schema-v4.db", path)

@@ -270,14 +270,46 @@ def _migrate(store: Store, current: int) -> None:
                 current = store.conn.execute("PRAGMA user_version").fetchone()[0]
                 if current >= SCHEMA_VERSION:
                     break
-                step = MIGRATIONS[current]
-                if callable(step):
-                    step(store.conn)
-                else:
-                    for statement in step.split(";"):
-                        if statement.strip():
-                            store.conn.execute(statement)
+                _step(store, current)
                 current += 1
                 store.conn.execute(f"PRAGMA user_version = {current}")
     except sqlite3.DatabaseError as exc:
         raise CannotMeasure(f"cannot set up database {store.path}: {exc}") from None
+
+
+def _step(store: Store, current: int) -> None:
+    """Step ``current`` -> ``current + 1``; one that fails on what the file holds (not on
+    the machine: space, locks, I/O) is bad input, rolled back by the transaction."""
+    step = MIGRATIONS[current]
+    try:
+        if callable(step):
+            step(store.conn)
+        else:
+            for statement in step.split(";"):
+                if statement.strip():
+                    store.conn.execute(statement)
+    except sqlite3.DatabaseError as exc:
+        if (getattr(exc, "sqlite_errorname", "") or "").startswith(MACHINE_ERRORS):
+            raise
+        raise BadInput(
+            f"database {store.path} cannot be upgraded to schema {current + 1} ({exc}): it "
+            "holds something regtrack did not make (a view, trigger or changed table?); drop "
+            "that, or use a copy from before it was changed, and run again (the failed step "
+            "was rolled back)"
+        ) from None
+
+
+# SQLite's result codes that come from the machine (space, I/O, locks, permissions), not
+# from what the database holds: they exit 3, the others 2 (the file is the bad input).
+MACHINE_ERRORS = (
+    "SQLITE_FULL",
+    "SQLITE_IOERR",
+    "SQLITE_BUSY",
+    "SQLITE_LOCKED",
+    "SQLITE_READONLY",
+    "SQLITE_CANTOPEN",
+    "SQLITE_NOMEM",
+    "SQLITE_PERM",
+    "SQLITE_NOLFS",
+    "SQLITE_INTERRUPT",
+)
