@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from regtrack.core.records import InvalidReason, TrialRecord
+from regtrack.flows.report import gather
 from regtrack.output.report import write_report
 from regtrack.results.store import Store, now
 from regtrack.targets.versions import Target
@@ -110,7 +111,7 @@ def scenario(name: str, runs: int, labels: list[str], repetitions: int) -> None:
         store = Store.open(folder / "r.db")
         trials = fill(store, runs, labels, repetitions)
         started = time.perf_counter()
-        files = write_report(store, folder)
+        files = write_report(gather(store), folder)
         took = time.perf_counter() - started
         print(
             f"{name}: {trials} trials in {runs} runs; report written in {took:.2f} s "
@@ -118,7 +119,7 @@ def scenario(name: str, runs: int, labels: list[str], repetitions: int) -> None:
         )
         biggest = max(files.runs.values(), key=lambda p: p.stat().st_size)
         started = time.perf_counter()
-        write_report(store, folder, [int(biggest.stem.split("-")[1])])
+        write_report(gather(store, [int(biggest.stem.split("-")[1])]), folder)
         print(f"  one run page (as at the end of a run): {time.perf_counter() - started:.2f} s")
         draw_times(folder, [files.index, biggest, files.histories[0]])
         store.close()
@@ -138,7 +139,7 @@ def tracking(runs: int, keep: Path | None) -> None:
             took = time.perf_counter() - started
             print(f"tracking: {trials} trials in {runs} runs stored in {took:.0f} s")
             started = time.perf_counter()
-            files = write_report(store, folder, [store.latest_run_id()])
+            files = write_report(gather(store, [store.latest_run_id()]), folder)
             print(
                 f"  the end of the last of them, nothing cached yet (as after an upgrade of "
                 f"regtrack): {time.perf_counter() - started:.1f} s, {len(files.histories)} "
@@ -148,7 +149,7 @@ def tracking(runs: int, keep: Path | None) -> None:
             fill(store, 1, ["a", "b"], 14)
             newest = store.latest_run_id()
             started = time.perf_counter()
-            write_report(store, folder, [newest])
+            write_report(gather(store, [newest]), folder)
             took = time.perf_counter() - started
             print(f"  end of run {newest} ({newest} stored): report in {took:.2f} s")
         store.close()

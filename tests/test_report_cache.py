@@ -7,10 +7,15 @@ from __future__ import annotations
 
 from benchmarks.report_speed import fill
 from regtrack.core.records import TrialRecord
-from regtrack.output.report import write_report
+from regtrack.flows import report
+from regtrack.output.report import ReportFiles, write_report
 from regtrack.results.store import Store, now
 
 MARK = "read-back-from-the-cache"
+
+
+def _report(store: Store, folder, runs: list[int] | None = None) -> ReportFiles:
+    return write_report(report.gather(store, runs), folder)
 
 
 def _mark(store: Store, run_id: int) -> None:
@@ -26,12 +31,12 @@ def _mark(store: Store, run_id: int) -> None:
 def test_other_runs_are_read_back_until_their_trials_change(tmp_path):
     store = Store.open(tmp_path / "r.db")
     fill(store, 2, ["a", "b"], 2)
-    files = write_report(store, tmp_path)
+    files = _report(store, tmp_path)
     keys = dict(store.conn.execute("SELECT run_id, key FROM run_analysis").fetchall())
     assert sorted(keys) == [1, 2], "both runs' derived data stored"
 
     _mark(store, 1)
-    write_report(store, tmp_path, [2])
+    _report(store, tmp_path, [2])
     assert MARK in files.index.read_text(), "run 1 was not derived again"
 
     # One more trial for run 1 changes what its row depends on: it is derived again.
@@ -49,7 +54,7 @@ def test_other_runs_are_read_back_until_their_trials_change(tmp_path):
         valid=True,
     )
     store.add_trial(1, target["id"], record)
-    write_report(store, tmp_path, [2])
+    _report(store, tmp_path, [2])
     assert MARK not in files.index.read_text()
     new_key = store.conn.execute("SELECT key FROM run_analysis WHERE run_id = 1").fetchone()[0]
     assert new_key != keys[1]
@@ -58,7 +63,23 @@ def test_other_runs_are_read_back_until_their_trials_change(tmp_path):
 def test_the_run_whose_page_is_written_is_always_derived_again(tmp_path):
     store = Store.open(tmp_path / "r.db")
     fill(store, 2, ["a", "b"], 2)
-    files = write_report(store, tmp_path)
+    files = _report(store, tmp_path)
     _mark(store, 2)
-    write_report(store, tmp_path, [2])
+    _report(store, tmp_path, [2])
+    assert MARK not in files.index.read_text()
+
+
+def test_a_cached_row_of_another_shape_is_derived_again(tmp_path):
+    """A row an older regtrack or a crafted file stored under a current key is not shown
+    as it is: the run's line is derived again."""
+    store = Store.open(tmp_path / "r.db")
+    fill(store, 2, ["a", "b"], 2)
+    files = _report(store, tmp_path)
+    with store.transaction() as conn:
+        conn.execute(
+            "UPDATE run_analysis SET summary = json_set(summary, '$.versions', 'x',"
+            " '$.created_at', ?) WHERE run_id = 1",
+            (MARK,),
+        )
+    _report(store, tmp_path, [2])
     assert MARK not in files.index.read_text()

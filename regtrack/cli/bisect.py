@@ -181,11 +181,12 @@ def _started(
 
 def _report(store: Store, runs: list[int], bisection_id: int) -> None:
     """The bisection's page and its runs' pages; failing to write them fails nothing."""
+    from regtrack.flows import report
     from regtrack.output.console import err
     from regtrack.output.report import bisect_page, write_report
 
     try:
-        files = write_report(store, store.path.parent, runs or None)
+        files = write_report(report.gather(store, runs or None), store.path.parent)
     except (RegtrackError, OSError) as exc:
         err.print(f"regtrack: warning: the HTML report was not written: {exc}")
         return

@@ -33,11 +33,13 @@ if TYPE_CHECKING:
 def report(run_ids: tuple[int, ...], out: str | None, db: str | None) -> None:
     """Write HTML pages: every run, each run's charts and tables, history with change points."""
     from regtrack.core.settings import load_settings
+    from regtrack.flows import report as derived
     from regtrack.output.report import write_report
     from regtrack.results.store import Store
 
     store = Store.open(db or load_settings().database, create=False)
-    files = write_report(store, out or store.path.parent, list(run_ids) or None)
+    data = derived.gather(store, list(run_ids) or None)
+    files = write_report(data, out or store.path.parent)
     for path in files.runs.values():
         click.echo(f"Run page: {path}")
     click.echo(f"{len(files.histories)} history pages; index: {files.index}")

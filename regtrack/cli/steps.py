@@ -18,7 +18,7 @@ from regtrack.bench.prepare import prepare_job
 from regtrack.bench.runner import BlockRule
 from regtrack.core.errors import BadInput, RegtrackError
 from regtrack.core.options import Options
-from regtrack.flows import orchestrate
+from regtrack.flows import orchestrate, report
 from regtrack.output.console import build_progress, err, run_progress
 from regtrack.output.report import write_report
 from regtrack.results.store import Store
@@ -95,7 +95,7 @@ def say(text: str) -> None:
 def auto_report(store: Store, run_id: int) -> None:
     """The report of a finished run; failing to write it never fails the measured run."""
     try:
-        files = write_report(store, store.path.parent, [run_id])
+        files = write_report(report.gather(store, [run_id]), store.path.parent)
     except (RegtrackError, OSError) as exc:
         err.print(f"regtrack: warning: the HTML report was not written: {exc}")
         return

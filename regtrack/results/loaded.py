@@ -60,6 +60,11 @@ def costs(store: Store, run_id: int) -> RunCosts:
     return RunCosts(run_id, labels, pd.DataFrame(store.function_costs(run_id)))
 
 
+def command_stats(store: Store, run_id: int) -> pd.DataFrame:
+    """Per-command counts of every trial of a run, the server's and the load generator's."""
+    return pd.DataFrame(store.command_stats(run_id))
+
+
 def _digest(row: dict[str, Any]) -> str:
     return comparability.digest(comparability.of_run(row))
 

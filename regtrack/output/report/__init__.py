@@ -1,7 +1,8 @@
 """HTML reports people browse: the runs, each run's charts and tables, and history pages.
 
 Presentation only (plan -> run -> store -> analyse -> present): every number on a page
-comes from ``analysis`` or ``history``; nothing here starts a server or measures.
+comes from what flows/report.py derived (analysis.report_data); nothing here opens the
+database, computes a number or measures.
 """
 
 from regtrack.output.report.render import ReportFiles, write_report

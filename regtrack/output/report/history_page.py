@@ -11,7 +11,6 @@ import pandas as pd
 from regtrack.analysis import commit_history, metrics
 from regtrack.output.report import figures
 from regtrack.output.report.pages import SLUG_RE, run_file
-from regtrack.results.store import Store
 
 
 def history_file(workload: str, point: str, metric: str) -> str:
@@ -30,7 +29,7 @@ def _trace(series: str, server: str, setup: str) -> str:
     return f"{shown} (setup {setup[:8]})"
 
 
-def history_pages(store: Store, frame: pd.DataFrame) -> list[dict[str, Any]]:
+def history_pages(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """One page per (workload, point, metric) that some run measured."""
     if frame.empty:
         return []

@@ -1,4 +1,4 @@
-"""What each page shows, gathered from the store through analysis: plain dicts for templates.
+"""What each page shows, as plain dicts for templates, from what flows/report.py derived.
 
 The comparison table of a run page is ``comparison.compare`` of that run with the default
 baseline and thresholds, the very records ``regtrack compare --format json`` prints.
@@ -6,33 +6,20 @@ baseline and thresholds, the very records ``regtrack compare --format json`` pri
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections import Counter
 from typing import Any
 
-import pandas as pd
-
-from regtrack.analysis import attribution, comparison, metrics
+from regtrack.analysis import metrics
 from regtrack.analysis.records import ComparisonResult
-from regtrack.core.errors import BadInput
+from regtrack.analysis.report_data import RunPage, RunSummary
 from regtrack.core.records import reasons_text
-from regtrack.core.settings import Thresholds
 from regtrack.output import tables
 from regtrack.output.report import figures
-from regtrack.results import loaded
-from regtrack.results.records import LoadedRun
-from regtrack.results.store import Store
 from regtrack.targets.make_flags import flags_text
 from regtrack.workloads import server_config
 
 CHART_METRICS = ("throughput", "instructions_per_op", "syscalls_per_op")
-ATTRIBUTION_TOP = 10
-# What load generators and regtrack send around the workload itself (redis-benchmark asks
-# CONFIG GET save/appendonly per run): left out of the per-command breakdown.
-TOOLING_COMMANDS = frozenset(
-    {"config|get", "config", "info", "ping", "hello", "select", "client|setname",
-     "client|list", "command", "command|docs", "command|count"}
-)  # fmt: skip
 SLUG_RE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -40,55 +27,28 @@ def run_file(run_id: int) -> str:
     return f"run-{run_id}.html"
 
 
-def _verdict_counts(result: ComparisonResult | None) -> dict[str, int]:
-    if result is None:
-        return {}
-    return dict(Counter(r.verdict for r in result.comparisons if r.metric in metrics.GATING))
-
-
-def safe_compare(
-    run: LoadedRun, baseline: str | None, thresholds: Thresholds
-) -> ComparisonResult | None:
-    """The run's comparison as its command printed it (comparison.comparison_settings)."""
-    try:
-        return comparison.compare(run, baseline, thresholds)
-    except BadInput:
-        return None  # a run without trials (failed before measuring)
-
-
-def run_summary(
-    store: Store, run: dict[str, Any], result: ComparisonResult | None, trials: list[dict]
-) -> dict:
-    """One row of the index; ``trials`` are the run's stored trials (read once by the caller)."""
-    targets = store.targets(run["id"])
-    workloads = sorted({t["workload"] for t in trials})
-    invalid = sum(1 for t in trials if not t["valid"])
+def run_summary(summary: RunSummary) -> dict[str, Any]:
+    """One row of the index."""
     warnings = []
-    if invalid:
-        warnings.append(f"{invalid} of {len(trials)} trials invalid")
-    if run["status"] != "complete":
-        warnings.append(f"{run['status']}: {run.get('status_detail') or ''}".strip(": "))
-    forced = ((run.get("config") or {}).get("comparison") or {}).get("forced")
-    if forced:  # a ci gate against a stored baseline not measured alike (--force)
-        warnings.append(tables.forced_line(forced) or "")
+    if summary.n_invalid:
+        warnings.append(f"{summary.n_invalid} of {summary.n_trials} trials invalid")
+    if summary.status != "complete":
+        warnings.append(f"{summary.status}: {summary.status_detail}".strip(": "))
+    if summary.forced:  # a ci gate against a stored baseline not measured alike (--force)
+        warnings.append(tables.forced_line(summary.forced) or "")
     return {
-        "id": run["id"],
-        "file": run_file(run["id"]),
-        "created_at": run["created_at"],
-        "status": run["status"],
-        "versions": [
-            {"label": t["label"], "version": t.get("redis_version") or "", "spec": t["spec"]}
-            for t in targets
-        ],
-        "workloads": workloads,
-        "metric": (run.get("config") or {}).get("metric", "throughput"),
-        "runtime": (run.get("config") or {}).get("runtime", "native"),
-        "n_trials": len(trials),
-        "verdicts": _verdict_counts(result),
+        "id": summary.id,
+        "file": run_file(summary.id),
+        "created_at": summary.created_at,
+        "status": summary.status,
+        "versions": summary.versions,
+        "workloads": summary.workloads,
+        "metric": summary.metric,
+        "runtime": summary.runtime,
+        "n_trials": summary.n_trials,
+        "verdicts": summary.verdicts,
         "warnings": warnings,
-        "server": tables.server_caption(
-            comparison.server_facts(loaded.stored_run(store, run["id"]))
-        ),
+        "server": tables.server_caption(summary.server),
     }
 
 
@@ -150,77 +110,6 @@ def _invalid_trials(trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def _commands(store: Store, run_id: int) -> list[dict[str, Any]]:
-    """Per-command breakdown of throughput trials: calls, share, cost per call.
-
-    Valid trials only, except in a cell with none (the built-in driver's throughput is never
-    valid): the server's counts are still right there, and the row says it is untrusted.
-    """
-    frame = pd.DataFrame(store.command_stats(run_id))
-    if frame.empty:
-        return []
-    frame = frame[frame["mode"] == "throughput"]
-    cell = ["workload", "point", "target"]
-    frame["cell_has_valid"] = frame.groupby(cell)["valid"].transform("any")
-    frame = frame[frame["valid"] | ~frame["cell_has_valid"]]
-    server = frame[(frame["source"] == "server") & ~frame["command"].isin(TOOLING_COMMANDS)]
-    per_cell = server.groupby(["workload", "point", "target"])["command"].nunique()
-    if server.empty or per_cell.max() < 2:
-        return []  # a single-command sweep: nothing to break down
-    loadgen = frame[frame["source"] == "loadgen"].set_index(
-        ["workload", "point", "target", "command"]
-    )
-    totals = server.groupby(cell)["calls"].sum()
-    rows = []
-    keys = ["workload", "point", "point_order", "target", "command"]
-    for (workload, point, order, target, command), group in server.groupby(keys, sort=True):
-        calls = float(group["calls"].sum())
-        usec = float(group["usec"].sum())
-        total = float(totals[(workload, point, target)])
-        client = (
-            loadgen.loc[[(workload, point, target, command)]]
-            if (workload, point, target, command) in loadgen.index
-            else None
-        )
-        rows.append(
-            {
-                "workload": workload,
-                "point": point,
-                "point_order": order,
-                "target": target,
-                "command": command,
-                "calls": calls,
-                "share_pct": 100.0 * calls / total if total else None,
-                "usec_per_call": usec / calls if calls else None,
-                "failed_calls": float(group["failed_calls"].fillna(0).sum()),
-                "trusted": bool(group["valid"].all()),
-                "client_p99_ms": (
-                    float(client["p99_ms"].median())
-                    if client is not None and client["p99_ms"].notna().any()
-                    else None
-                ),
-            }
-        )
-    return sorted(rows, key=lambda r: (r["workload"], r["point_order"], r["target"], -r["calls"]))
-
-
-def _attribution(store: Store, run_id: int, result: ComparisonResult) -> list[dict[str, Any]]:
-    costs = loaded.costs(store, run_id)
-    if costs.costs.empty:
-        return []
-    attributions = []
-    for candidate in result.targets:
-        if candidate == result.baseline:
-            continue
-        try:
-            attributions += attribution.attribute(
-                costs, result.baseline, candidate, None, ATTRIBUTION_TOP
-            )
-        except BadInput:
-            continue  # a side without valid instruction trials: the table says why
-    return attributions
-
-
 def _commit(target: dict[str, Any]) -> str:
     """The exact commit, else the git sha the server was built with (0 when unknown)."""
     if target.get("commit_sha"):
@@ -275,24 +164,15 @@ def _seeds(run: dict[str, Any], trials: list[dict[str, Any]]) -> dict[str, Any]:
     return {"control": control, "by_repetition": sorted(by_rep.items())}
 
 
-def run_page(
-    store: Store,
-    run: dict[str, Any],
-    result: ComparisonResult | None,
-    history_links: dict,
-    summary: dict[str, Any],
-    trials: list[dict[str, Any]],
-) -> dict[str, Any]:
-    """Everything the run page shows; ``result`` is this run's comparison (or None),
-    ``summary`` its index row and ``trials`` its stored trials."""
-    run_id = run["id"]
-    targets = store.targets(run_id)
+def run_page(shown: RunPage, history_links: dict, summary: dict[str, Any]) -> dict[str, Any]:
+    """Everything the run page shows; ``summary`` is its index row."""
+    run, result = shown.run, shown.result
     page: dict[str, Any] = {
         "run": run,
         "summary": summary,
-        "environment": _environment(run, targets),
-        "invalid": _invalid_trials(trials),
-        "seeds": _seeds(run, trials),
+        "environment": _environment(run, shown.targets),
+        "invalid": _invalid_trials(shown.trials),
+        "seeds": _seeds(run, shown.trials),
         "pooled": [],
         "charts": [],
         "comparisons": [],
@@ -318,8 +198,8 @@ def run_page(
         baseline=result.baseline,
         markdown=tables.render(result, "markdown"),
         disagreements=list(result.disagreements),
-        attribution=_attribution(store, run_id, result),
-        commands=_commands(store, run_id),
+        attribution=shown.attribution,
+        commands=[dataclasses.asdict(c) for c in shown.commands],
     )
     cells = result.cells
     page["history"] = sorted(
@@ -330,7 +210,3 @@ def run_page(
         }
     )
     return page
-
-
-# A history page's table lists the newest values; its charts draw all of them. A tracked
-# branch has thousands, and rendering every row is most of an end-of-run report's time.

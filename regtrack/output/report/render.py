@@ -9,7 +9,6 @@ the folder, not a CDN, so a report works offline and from ``file://``.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -19,14 +18,10 @@ from typing import Any
 import jinja2
 
 from regtrack import __version__
-from regtrack.analysis import comparison, history
-from regtrack.analysis.records import ComparisonResult
+from regtrack.analysis.report_data import ReportData
 from regtrack.core.errors import BadInput
-from regtrack.core.settings import load_thresholds
 from regtrack.output import tables
 from regtrack.output.report import bisect_page, history_page, pages
-from regtrack.results import analysis_cache, bisections, comparability, loaded
-from regtrack.results.store import Store
 
 PLOTLY_JS = "plotly.min.js"
 
@@ -90,73 +85,42 @@ def _plotly_js(folder: Path) -> None:
     _write(target, text)
 
 
-def write_report(store: Store, folder: str | Path, run_ids: list[int] | None = None) -> ReportFiles:
-    """Write (or refresh) the report: the index and history pages always, run pages for
-    ``run_ids`` (default: every run)."""
+def write_report(data: ReportData, folder: str | Path) -> ReportFiles:
+    """Write (or refresh) the report: the index and history pages always, the run pages
+    ``data`` holds (flows/report.py derived them)."""
     out = Path(folder)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BadInput(f"cannot create the report folder {out}: {exc.strerror}") from None
     env = _environment()
-    thresholds = load_thresholds(None)
-    runs = store.runs()
-    known = {r["id"] for r in runs}
-    for run_id in run_ids or []:
-        if run_id not in known:
-            raise BadInput(f"run {run_id} is not in {store.path}: `regtrack compare --list`")
-    wanted = set(run_ids) if run_ids else known
-    common = {"version": __version__, "database": str(store.path), "plotly": PLOTLY_JS}
+    common = {"version": __version__, "database": data.database, "plotly": PLOTLY_JS}
     _plotly_js(out)
-
-    # One comparison per run feeds its index row, its run page and its history points; a
-    # run whose trials and settings did not change since the last report is read back
-    # from the store (results.analysis_cache) instead of being compared again.
-    cached, marks = analysis_cache.load(store), analysis_cache.trial_marks(store)
-    fresh: dict[int, tuple[ComparisonResult | None, list[dict], dict[str, Any]]] = {}
-    summaries, rows = [], []
-    for run in runs:
-        settings = comparison.comparison_settings(run, None, None, thresholds)
-        key = _cache_key(run, marks.get(run["id"]), settings)
-        if run["id"] in cached and cached[run["id"]][0] == key and run["id"] not in wanted:
-            _, summary, points = cached[run["id"]]
-        else:
-            measured = loaded.run(store, run["id"])
-            result = pages.safe_compare(measured, *settings)
-            trials = store.trials(run["id"])
-            summary = pages.run_summary(store, run, result, trials)
-            known = result.cells if result is not None else None
-            points = history.run_points(measured, known=known)
-            analysis_cache.save(store, run["id"], key, summary, points)
-            fresh[run["id"]] = (result, trials, summary)
-        summaries.append(summary)
-        rows += points
-    histories = history_page.history_pages(store, history.with_changes(rows))
+    summaries = {s.id: pages.run_summary(s) for s in data.summaries}
+    histories = history_page.history_pages(data.history)
     links = {(h["workload"], h["point"], h["metric"]): h["file"] for h in histories}
     files = ReportFiles(folder=out, index=out / "index.html")
-    for run in runs:
-        if run["id"] in wanted:
-            result, trials, summary = fresh[run["id"]]
-            page = pages.run_page(store, run, result, links, summary, trials)
-            path = out / pages.run_file(run["id"])
-            _write(path, env.get_template("run.html.j2").render(page=page, **common))
-            files.runs[run["id"]] = path
+    for shown in data.pages:
+        run_id = shown.summary.id
+        page = pages.run_page(shown, links, summaries[run_id])
+        path = out / pages.run_file(run_id)
+        _write(path, env.get_template("run.html.j2").render(page=page, **common))
+        files.runs[run_id] = path
     for shown in histories:
         path = out / shown["file"]
         _write(path, env.get_template("history.html.j2").render(page=shown, **common))
         files.histories.append(path)
-    bisects = [
-        bisect_page.page(b, bisections.runs(store, b["id"])) for b in bisections.all_of(store)
-    ]
+    bisects = [bisect_page.page(b, runs) for b, runs in data.bisections]
     for shown in bisects:
         path = out / shown["file"]
         _write(path, env.get_template("bisect.html.j2").render(page=shown, **common))
         files.bisections.append(path)
-    workloads = sorted({w for s in summaries for w in s["workloads"]})
+    rows = list(summaries.values())
+    workloads = sorted({w for s in rows for w in s["workloads"]})
     _write(
         files.index,
         env.get_template("index.html.j2").render(
-            runs=summaries,
+            runs=rows,
             workloads=workloads,
             histories=histories,
             bisections=bisects,
@@ -164,24 +128,3 @@ def write_report(store: Store, folder: str | Path, run_ids: list[int] | None = N
         ),
     )
     return files
-
-
-# Bumped when what a run's index row or history points contain changes.
-CACHE_FORMAT = 2  # 2: index rows say what the servers ran with
-
-
-def _cache_key(run: dict[str, Any], marks: tuple[int, int] | None, settings: Any) -> str:
-    """Everything a run's derived data depends on: its trials, status and comparison
-    settings, its comparability key as derived now (a fact added to the key later moves
-    its history series) and the regtrack that derived it."""
-    baseline, thresholds = settings
-    facts = [
-        CACHE_FORMAT,
-        __version__,
-        run["status"],
-        list(marks or (0, 0)),
-        baseline,
-        thresholds.model_dump(),
-        comparability.of_run(run),
-    ]
-    return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()

@@ -1,0 +1,115 @@
+"""What the HTML report shows, as data derived from the store (flows/report.py) and
+rendered by output/report, which never opens the database or computes a number.
+
+A run's line of the index (RunSummary) is kept between reports (results.analysis_cache),
+so a report after a new run derives one run's line, not every run's."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from regtrack.analysis import metrics
+from regtrack.analysis.commands import CommandShare
+from regtrack.analysis.records import ComparisonResult, ServerFacts
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSummary:
+    """A run in a line: its versions, what it measured, how many trials were valid, its
+    verdicts and what its servers ran with."""
+
+    id: int
+    created_at: str
+    status: str
+    status_detail: str = ""
+    versions: list[dict[str, str]] = field(default_factory=list)  # label, version, spec
+    workloads: list[str] = field(default_factory=list)
+    metric: str = "throughput"
+    runtime: str = "native"
+    n_trials: int = 0
+    n_invalid: int = 0
+    verdicts: dict[str, int] = field(default_factory=dict)  # gating verdict -> points
+    forced: list[str] = field(default_factory=list)  # a ci gate made with --force: how unlike
+    server: ServerFacts = field(default_factory=ServerFacts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.__dict__, "server": self.server.to_json()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunSummary:
+        """What a report stored; a value of the wrong shape raises (TypeError, ValueError,
+        KeyError, AttributeError): the caller derives the line again."""
+        fields = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        fields["server"] = ServerFacts.from_json(dict(data.get("server") or {}))
+        summary = cls(**fields)
+        int(summary.id), int(summary.n_trials), int(summary.n_invalid)
+        if not all(isinstance(v, dict) for v in summary.versions):
+            raise TypeError("versions")
+        return summary
+
+
+def summarize(
+    run: dict[str, Any],
+    targets: list[dict[str, Any]],
+    trials: list[dict[str, Any]],
+    result: ComparisonResult | None,
+    server: ServerFacts,
+) -> RunSummary:
+    """The line of ``run`` (its stored row) from its targets, stored trials, comparison
+    (None: nothing to compare) and servers' facts (analysis.comparison.server_facts)."""
+    config = run.get("config") or {}
+    verdicts = (
+        Counter(r.verdict for r in result.comparisons if r.metric in metrics.GATING)
+        if result is not None
+        else Counter()
+    )
+    return RunSummary(
+        id=int(run["id"]),
+        created_at=run["created_at"],
+        status=run["status"],
+        status_detail=run.get("status_detail") or "",
+        versions=[
+            {"label": t["label"], "version": t.get("redis_version") or "", "spec": t["spec"]}
+            for t in targets
+        ],
+        workloads=sorted({t["workload"] for t in trials}),
+        metric=config.get("metric", "throughput"),
+        runtime=config.get("runtime", "native"),
+        n_trials=len(trials),
+        n_invalid=sum(1 for t in trials if not t["valid"]),
+        verdicts=dict(verdicts),
+        forced=list((config.get("comparison") or {}).get("forced") or []),
+        server=server,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunPage:
+    """What a run's page shows besides its line: the stored run (config, environment, load
+    generator), its versions as stored, its trials, its comparison (None: nothing to
+    compare), the functions whose costs moved and the per-command breakdown."""
+
+    run: dict[str, Any]
+    targets: list[dict[str, Any]]
+    trials: list[dict[str, Any]]
+    result: ComparisonResult | None
+    summary: RunSummary
+    attribution: list[dict[str, Any]] = field(default_factory=list)
+    commands: list[CommandShare] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportData:
+    """Everything one report shows: every run's line (newest first), the history points
+    with their changes, the pages of the runs asked for, and every bisection with the runs
+    it measured."""
+
+    database: str
+    summaries: list[RunSummary]
+    history: pd.DataFrame
+    pages: list[RunPage]
+    bisections: list[tuple[dict[str, Any], list[int]]]
