@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from scipy.special import stdtrit
 
-from regtrack.analysis import attribution, comparison, gate, history, pooling, run_shift
+from regtrack.analysis import attribution, commands, comparison, gate, history, pooling, run_shift
 from regtrack.analysis.metrics import METRIC_BY_NAME
 from regtrack.analysis.records import ComparisonResult, PooledComparison
 from regtrack.core.errors import BadInput
@@ -264,3 +264,39 @@ def test_the_threshold_decides_the_verdict_not_the_interval():
         strict.ci_low_pct,
         strict.ci_high_pct,
     )
+
+
+def _command_row(target: str, command: str, calls: float, valid: bool = True, **kw) -> dict:
+    row = {
+        "workload": "queue", "point": "pipeline=1", "point_order": 1, "target": target,
+        "mode": "throughput", "valid": valid, "source": "server", "command": command,
+        "calls": calls, "usec": 2.0 * calls, "failed_calls": None, "p99_ms": None,
+    }  # fmt: skip
+    return {**row, **kw}
+
+
+def test_the_command_breakdown_shares_calls_and_keeps_untrusted_cells_apart():
+    frame = pd.DataFrame(
+        [
+            _command_row("a", "lpush", 300.0),
+            _command_row("a", "brpop", 100.0),
+            _command_row("a", "info", 5.0),  # regtrack's own: not the workload's
+            _command_row("a", "lpush", 1.0, mode="instructions"),  # not a throughput trial
+            _command_row("a", "lpush", 0.0, source="loadgen", p99_ms=0.4),
+            _command_row("a", "lpush", 0.0, source="loadgen", p99_ms=0.6),
+            _command_row("b", "lpush", 50.0, valid=False),  # b's cell has no valid trial
+            _command_row("b", "brpop", 50.0, valid=False),
+        ]
+    )
+    rows = commands.breakdown(frame)
+    got = [(r.target, r.command, r.calls, r.share_pct, r.trusted) for r in rows]
+    assert got == [
+        ("a", "lpush", 300.0, 75.0, True),
+        ("a", "brpop", 100.0, 25.0, True),
+        ("b", "brpop", 50.0, 50.0, False),
+        ("b", "lpush", 50.0, 50.0, False),
+    ]
+    assert rows[0].usec_per_call == 2.0 and rows[0].client_p99_ms == pytest.approx(0.5)
+    assert rows[1].client_p99_ms is None
+    single = frame[frame["command"] != "brpop"]
+    assert commands.breakdown(single) == [], "one command per cell: nothing to break down"

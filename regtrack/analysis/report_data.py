@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
+import pydantic
 
 from regtrack.analysis import metrics
 from regtrack.analysis.commands import CommandShare
@@ -41,15 +42,12 @@ class RunSummary:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunSummary:
-        """What a report stored; a value of the wrong shape raises (TypeError, ValueError,
-        KeyError, AttributeError): the caller derives the line again."""
-        fields = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
-        fields["server"] = ServerFacts.from_json(dict(data.get("server") or {}))
-        summary = cls(**fields)
-        int(summary.id), int(summary.n_trials), int(summary.n_invalid)
-        if not all(isinstance(v, dict) for v in summary.versions):
-            raise TypeError("versions")
-        return summary
+        """What a report stored, validated field by field (pydantic: nested facts too);
+        a value of another shape raises ValueError and the caller derives the line again."""
+        return _SUMMARY.validate_python(data)
+
+
+_SUMMARY = pydantic.TypeAdapter(RunSummary)
 
 
 def summarize(
@@ -105,11 +103,13 @@ class RunPage:
 @dataclass(frozen=True, kw_only=True)
 class ReportData:
     """Everything one report shows: every run's line (newest first), the history points
-    with their changes, the pages of the runs asked for, and every bisection with the runs
-    it measured."""
+    with their changes, along commits too, the pages of the runs asked for, and every
+    bisection with the runs it measured."""
 
     database: str
     summaries: list[RunSummary]
-    history: pd.DataFrame
+    history: pd.DataFrame  # analysis.history.with_changes
+    by_commit: pd.DataFrame  # analysis.commit_history.series of the history
+    commit_steps: list[dict[str, Any]]  # analysis.commit_history.steps of by_commit
     pages: list[RunPage]
     bisections: list[tuple[dict[str, Any], list[int]]]

@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from regtrack import __version__
-from regtrack.analysis import attribution, commands, comparison, history
+from regtrack.analysis import attribution, commands, commit_history, comparison, history
 from regtrack.analysis.records import ComparisonResult
 from regtrack.analysis.report_data import ReportData, RunPage, RunSummary, summarize
 from regtrack.core.errors import BadInput
@@ -59,10 +59,14 @@ def gather(store: Store, run_ids: list[int] | None = None) -> ReportData:
                 pages.append(_page(store, run, targets, trials, result, summary))
         summaries.append(summary)
         points += rows
+    values = history.with_changes(points)
+    by_commit = commit_history.series(values)
     return ReportData(
         database=str(store.path),
         summaries=summaries,
-        history=history.with_changes(points),
+        history=values,
+        by_commit=by_commit,
+        commit_steps=commit_history.steps(by_commit),
         pages=pages,
         bisections=[(b, bisections.runs(store, b["id"])) for b in bisections.all_of(store)],
     )
@@ -120,9 +124,15 @@ def _reused(
     if cached is None or cached[0] != key:
         return None
     try:
-        return RunSummary.from_json(cached[1]), list(cached[2])
-    except (TypeError, ValueError, KeyError, AttributeError):
+        return RunSummary.from_json(cached[1]), _points(cached[2])
+    except ValueError:  # pydantic.ValidationError, or points that are not a list
         return None
+
+
+def _points(rows: Any) -> list[dict[str, Any]]:
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise ValueError("history points are not a list of objects")
+    return rows
 
 
 def _cache_key(run: dict[str, Any], marks: tuple[int, int] | None, settings: Any) -> str:

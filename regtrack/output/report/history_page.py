@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from regtrack.analysis import commit_history, metrics
+from regtrack.analysis import metrics
 from regtrack.output.report import figures
 from regtrack.output.report.pages import SLUG_RE, run_file
 
@@ -29,10 +29,8 @@ def _trace(series: str, server: str, setup: str) -> str:
     return f"{shown} (setup {setup[:8]})"
 
 
-def history_pages(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    """One page per (workload, point, metric) that some run measured."""
-    if frame.empty:
-        return []
+def _shown(frame: pd.DataFrame, setups: int) -> pd.DataFrame:
+    """``frame`` with what a point is shown by: its run page, its version, its line."""
     frame = frame.copy()
     frame["url"] = frame["run_id"].map(run_file)
     frame["version"] = [
@@ -41,7 +39,6 @@ def history_pages(frame: pd.DataFrame) -> list[dict[str, Any]]:
             frame["label"], frame["redis_version"], frame["commit"], strict=True
         )
     ]
-    setups = frame["comparability"].nunique()  # one line per series measured alike
     servers = frame["server"].fillna("") if "server" in frame else pd.Series("", frame.index)
     frame["trace"] = [
         series if setups == 1 else _trace(series, server, setup)
@@ -49,11 +46,23 @@ def history_pages(frame: pd.DataFrame) -> list[dict[str, Any]]:
             frame["series"], servers, frame["comparability"], strict=True
         )
     ]
-    by_commit = commit_history.series(frame)
+    return frame
+
+
+def history_pages(
+    frame: pd.DataFrame, by_commit: pd.DataFrame, commit_steps: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """One page per (workload, point, metric) that some run measured: ``frame`` holds the
+    history points with their changes, ``by_commit`` and ``commit_steps`` the same along
+    commits (analysis.commit_history)."""
+    if frame.empty:
+        return []
+    setups = frame["comparability"].nunique()  # one line per series measured alike
+    frame = _shown(frame, setups)
+    by_commit = by_commit if by_commit.empty else _shown(by_commit, setups)
     pages = []
-    for (workload, point, metric), group in frame.groupby(
-        ["workload", "point", "metric"], sort=True
-    ):
+    for key, group in frame.groupby(["workload", "point", "metric"], sort=True):
+        workload, point, metric = key
         unit = metrics.METRIC_BY_NAME[metric].unit
         title = f"{workload} · {point} · {metric.replace('_', ' ')}"
         steps = group[group["change_pct"].notna()]
@@ -72,7 +81,11 @@ def history_pages(frame: pd.DataFrame) -> list[dict[str, Any]]:
                 "by_commit": figures.history_by_commit(commits, f"{title} · by commit", unit)
                 if several
                 else None,
-                "commit_steps": commit_history.steps(commits) if several else [],
+                "commit_steps": [
+                    s
+                    for s in commit_steps
+                    if several and (s["workload"], s["point"], s["metric"]) == key
+                ],
                 "file": history_file(workload, point, metric),
                 "workload": workload,
                 "point": point,

@@ -97,7 +97,7 @@ def write_report(data: ReportData, folder: str | Path) -> ReportFiles:
     common = {"version": __version__, "database": data.database, "plotly": PLOTLY_JS}
     _plotly_js(out)
     summaries = {s.id: pages.run_summary(s) for s in data.summaries}
-    histories = history_page.history_pages(data.history)
+    histories = history_page.history_pages(data.history, data.by_commit, data.commit_steps)
     links = {(h["workload"], h["point"], h["metric"]): h["file"] for h in histories}
     files = ReportFiles(folder=out, index=out / "index.html")
     for shown in data.pages:
