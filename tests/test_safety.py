@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from regtrack.analysis import commit_history
 from regtrack.bench import loadgen
 from regtrack.bench.loadgen.base import Aim
 from regtrack.bench.runtimes.native import native_server
@@ -25,7 +24,7 @@ from regtrack.core import cpulock, interrupts, redact
 from regtrack.core.cpus import Topology
 from regtrack.core.errors import BadInput, CannotMeasure, Interrupted
 from regtrack.core.records import LoadSpec
-from regtrack.targets import build
+from regtrack.targets import build, commit_order
 from regtrack.targets.sources import SourceRepo
 from tests import fakebench, fakerepo
 from tests.conftest import SHORT_RUN, cli_in_process
@@ -109,7 +108,7 @@ def test_a_stored_commit_is_never_given_to_git_as_an_option(tmp_path, monkeypatc
     victim.write_text("kept")
     crafted = f"--output={victim}"
     dates = {commits["1.0.0"]: "2024-01-01", crafted: "2024-01-02"}
-    ordered = commit_history.order(str(tmp_path / "repo"), [crafted, commits["1.0.0"]], dates)
+    ordered = commit_order.topological(str(tmp_path / "repo"), [crafted, commits["1.0.0"]], dates)
     assert victim.read_text() == "kept"
     assert ordered == [commits["1.0.0"], crafted]
     with pytest.raises(BadInput, match="not a full commit id"):

@@ -10,42 +10,25 @@ commit Y", the last commit before it and the first after it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
 
 from regtrack.analysis import changepoints
-from regtrack.core.errors import RegtrackError
-from regtrack.targets.sources import SourceRepo, git, is_commit
 
 SHORT = 7
 SERIES = ["workload", "point", "metric", "source_repo", "comparability"]
 
 
-def order(source_repo: str, commits: list[str], dates: dict[str, str]) -> list[str]:
-    """``commits`` oldest first in topological order, from the repository's cached mirror;
-    by commit date when the mirror is not on this machine (a database merged elsewhere)."""
-    by_date = sorted(commits, key=lambda c: (dates.get(c) or "", c))
-    if not all(is_commit(c) for c in commits):
-        return by_date  # a stored value that is not a commit id never reaches git
-    try:
-        mirror = SourceRepo(source_repo).path
-    except RegtrackError:
-        return by_date
-    if not (mirror / "HEAD").is_file():
-        return by_date
-    argv = ["rev-list", "--topo-order", "--reverse", "--end-of-options", *commits]
-    proc = git(["-C", str(mirror), *argv], check=False)
-    if proc.returncode != 0:
-        return by_date
-    wanted = set(commits)
-    ordered = [c for c in proc.stdout.split() if c in wanted]
-    return ordered if len(ordered) == len(wanted) else by_date
+# How a series' commits are put in order: (source repository, commits, commit dates) ->
+# the commits oldest first (targets.commit_order: topological from git, or by date).
+Order = Callable[[str, list[str], dict[str, str]], list[str]]
 
 
-def series(points: pd.DataFrame) -> pd.DataFrame:
+def series(points: pd.DataFrame, order: Order) -> pd.DataFrame:
     """The rows of ``history.points`` that have a commit, with their commit's position in
-    its series, a tick label (short SHA and subject), the % change against the series'
+    its series (``order``), a tick label (short SHA and subject), the % change against the series'
     first commit, and the steps: ``step_pct`` on the first commit after a step, with
     ``step_from`` naming the last commit before it."""
     if points.empty or "commit" not in points:

@@ -261,6 +261,7 @@ def history_command(
     from regtrack.output import history_text, listings
     from regtrack.results import loaded
     from regtrack.results.store import Store
+    from regtrack.targets import commit_order
 
     store = Store.open(db or load_settings().database, create=False)
     frame = history.points(loaded.runs(store), (metric,))
@@ -276,7 +277,7 @@ def history_command(
         else:
             click.echo(history_text.by_run(frame, unit))
         return
-    rows = commit_history.series(frame)
+    rows = commit_history.series(frame, commit_order.topological)
     if rows.empty:
         raise BadInput("no measured commits (tags, branches, commits, ranges): try --by run")
     steps = commit_history.steps(rows)

@@ -22,6 +22,7 @@ from regtrack.core.settings import Thresholds, load_thresholds
 from regtrack.results import analysis_cache, bisections, comparability, loaded
 from regtrack.results.records import LoadedRun
 from regtrack.results.store import Store
+from regtrack.targets import commit_order
 
 # Bumped when what a run's cached line or history points contain changes.
 CACHE_FORMAT = 3  # 3: the line as data (analysis.report_data.RunSummary), not as shown
@@ -60,7 +61,7 @@ def gather(store: Store, run_ids: list[int] | None = None) -> ReportData:
         summaries.append(summary)
         points += rows
     values = history.with_changes(points)
-    by_commit = commit_history.series(values)
+    by_commit = commit_history.series(values, commit_order.topological)
     return ReportData(
         database=str(store.path),
         summaries=summaries,
