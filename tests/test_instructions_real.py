@@ -23,12 +23,15 @@ INSTR = [
 def test_real_versions_differ_and_each_trial_is_reproduced(tmp_path, offline_redis, env):
     """A run of 6.2 and 7.0, then one of 7.0 alone, both with the seed offset fixed at 0
     (settings; each run would draw its own): repetition r starts every server with
-    seed r, so the second run reproduces each of its trials of the first, within the 0.5%
-    two windows of one server must agree to (measured on 7.0.15 built with libc's malloc,
-    8 pairs in 4 cold CI runs: 0.002% to 0.21% apart; without seed control one 6.2.14
-    process counted 3,405 instructions per GET against 3,198, 6% apart)."""
+    seed r, so the second run reproduces each of its trials of the first within 0.5%
+    (measured on 7.0.15 built with libc's malloc, 8 pairs in 4 cold CI runs: 0.002% to
+    0.21% apart; without seed control one 6.2.14 process counted 3,405 instructions per
+    GET against 3,198, 6% apart). The two windows of one server must agree within 1%, not
+    the default 0.5%: with libc's malloc where the command name lands moves a window's
+    count by up to 0.51% (1 of 20 processes over 0.5%; a default jemalloc build: at most
+    0.048%; benchmarks/results/window_repeatability.txt)."""
     db = tmp_path / "r.db"
-    (tmp_path / "regtrack.toml").write_text("[run]\nseed_offset = 0\n")
+    (tmp_path / "regtrack.toml").write_text("[run]\nseed_offset = 0\nrepeatability_pct = 1.0\n")
     env = {**env, "REGTRACK_CONFIG_DIR": str(tmp_path)}
     for versions, repetitions in (("6.2,7.0", "3"), ("7.0", "2")):
         proc = run_cli(
