@@ -8,14 +8,12 @@ from typing import TYPE_CHECKING
 
 import click
 
-from regtrack.analysis.metrics import HISTORY_METRICS, METRIC_BY_NAME, METRICS
+from regtrack.analysis.metrics import HISTORY_METRICS, METRICS
 from regtrack.cli.options import EXIT_CODES_HELP, cli, db_option, range_options, source_repo_option
-from regtrack.core.errors import BadInput
 from regtrack.output import tables
 
 if TYPE_CHECKING:
-    from regtrack.analysis.records import ComparisonResult
-    from regtrack.results.store import Store
+    from regtrack.flows.readout import RunLine
 
 # Each command imports the analysis it runs when it runs: `--help` must not pay for pandas.
 
@@ -118,88 +116,36 @@ def compare(
 ) -> None:
     """Print % change tables of every version against a baseline."""
     from regtrack.core.settings import load_settings
+    from regtrack.flows import readout
     from regtrack.results.store import Store
 
     store = Store.open(db or load_settings().database, create=False)
     if list_runs:
-        _list_runs(store, fmt)
+        _list_runs(readout.runs(store), fmt)
         return
     run_id = run_id or store.latest_run_id()
     if baseline_run is not None:
-        result = _across_runs(store, baseline_run, baseline, run_id, candidate, threshold, force)
+        result = readout.across_runs(
+            store, baseline_run, baseline, run_id, candidate, threshold, force
+        )
     else:
-        result = _within_run(store, run_id, baseline, threshold)
+        result = readout.within_run(store, run_id, baseline, threshold)
     click.echo(tables.render(result, fmt, list(metrics) or None))
 
 
-def _list_runs(store: Store, fmt: str) -> None:
+def _list_runs(runs: list[RunLine], fmt: str) -> None:
     """`compare --list`: every run of the database, a line each (or JSON)."""
     from regtrack.output import listings
 
-    runs = [
-        {**{k: r[k] for k in ("id", "created_at", "status", "n_trials")},
-         "labels": [t["label"] for t in store.targets(r["id"])]}
-        for r in store.runs()
-    ]  # fmt: skip
     if fmt == "json":
-        click.echo(listings.document("runs", runs))
+        items = [{**dataclasses.asdict(r), "labels": list(r.labels)} for r in runs]
+        click.echo(listings.document("runs", items))
         return
     for r in runs:
         click.echo(
-            f"run {r['id']}  {r['created_at']}  {r['status']:<11}  {r['n_trials']:>4} trials  "
-            f"{', '.join(r['labels'])}"
+            f"run {r.id}  {r.created_at}  {r.status:<11}  {r.n_trials:>4} trials  "
+            f"{', '.join(r.labels)}"
         )
-
-
-def _within_run(
-    store: Store, run_id: int, baseline: str | None, threshold: float | None
-) -> ComparisonResult:
-    """Every version of run ``run_id`` against its baseline, at the run's own thresholds
-    unless --threshold is given."""
-    from regtrack.analysis import comparison
-    from regtrack.core.settings import load_thresholds
-    from regtrack.results import loaded
-
-    baseline, thresholds = comparison.comparison_settings(
-        store.run(run_id),
-        baseline,
-        load_thresholds(threshold) if threshold is not None else None,
-        load_thresholds(None),
-    )
-    return comparison.compare(loaded.run(store, run_id), baseline, thresholds)
-
-
-def _across_runs(
-    store: Store,
-    baseline_run: int,
-    baseline: str | None,
-    run_id: int,
-    candidate: str | None,
-    threshold: float | None,
-    force: bool,
-) -> ComparisonResult:
-    """A candidate of run ``run_id`` against a baseline of run ``baseline_run``: refused
-    where the runs were not measured alike, unless --force (then said in the result)."""
-    from regtrack.analysis import comparison
-    from regtrack.core.settings import load_thresholds
-    from regtrack.results import comparability, loaded
-
-    forced = comparability.refuse_unless_forced(
-        f"run {baseline_run}",
-        comparability.of_run(store.run(baseline_run)),
-        comparability.of_run(store.run(run_id)),
-        force,
-        "Compare versions measured in one run",
-    )
-    result = comparison.compare_runs(
-        loaded.run(store, baseline_run),
-        baseline or store.targets(baseline_run)[0]["label"],
-        loaded.run(store, run_id),
-        candidate or store.targets(run_id)[0]["label"],
-        loaded.alike(store, run_id),
-        load_thresholds(threshold),
-    )
-    return dataclasses.replace(result, forced=tuple(forced))
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
@@ -221,14 +167,12 @@ def explain(
 ) -> None:
     """Which functions' instructions per op changed between two versions (measured with
     --metric instructions)."""
-    from regtrack.analysis import attribution
     from regtrack.core.settings import load_settings
-    from regtrack.results import loaded
+    from regtrack.flows import readout
     from regtrack.results.store import Store
 
     store = Store.open(db or load_settings().database, create=False)
-    costs = loaded.costs(store, run_id or store.latest_run_id())
-    attributions = attribution.attribute(costs, baseline, candidate, point, top)
+    attributions = readout.functions(store, run_id, baseline, candidate, point, top)
     click.echo(tables.attribution(attributions, fmt))
 
 
@@ -256,32 +200,17 @@ def history_command(
     workload: str | None, point: str | None, metric: str, by: str, fmt: str, db: str | None
 ) -> None:
     """One point's values over commits (or runs), with the steps found and where they are."""
-    from regtrack.analysis import commit_history, history
     from regtrack.core.settings import load_settings
+    from regtrack.flows import readout
     from regtrack.output import history_text, listings
-    from regtrack.results import loaded
     from regtrack.results.store import Store
-    from regtrack.targets import commit_order
 
     store = Store.open(db or load_settings().database, create=False)
-    frame = history.points(loaded.runs(store), (metric,))
-    for column, wanted in (("workload", workload), ("point", point)):
-        if wanted is not None and not frame.empty:
-            frame = frame[frame[column] == wanted]
-    if frame.empty:
-        raise BadInput(f"no trusted {metric} values in {store.path} for that workload and point")
-    unit = METRIC_BY_NAME[metric].unit
-    if by == "run":
-        if fmt == "json":
-            click.echo(listings.document("history", listings.history_items(frame)))
-        else:
-            click.echo(history_text.by_run(frame, unit))
-        return
-    rows = commit_history.series(frame, commit_order.topological)
-    if rows.empty:
-        raise BadInput("no measured commits (tags, branches, commits, ranges): try --by run")
-    steps = commit_history.steps(rows)
+    found = readout.point_history(store, metric, by, workload, point)
     if fmt == "json":
-        click.echo(listings.document("history", listings.history_items(rows), steps=steps))
-        return
-    click.echo(history_text.by_commit(rows, steps, unit))
+        more = {"steps": found.steps} if found.by == "commit" else {}
+        click.echo(listings.document("history", listings.history_items(found.rows), **more))
+    elif found.by == "run":
+        click.echo(history_text.by_run(found.rows, found.unit))
+    else:
+        click.echo(history_text.by_commit(found.rows, found.steps, found.unit))

@@ -57,12 +57,10 @@ def run(
     options: Options,
 ) -> None:
     """Measure every version at every workload point, interleaved, and store each trial."""
-    from regtrack.analysis import comparison
     from regtrack.cli.steps import auto_report
     from regtrack.core.settings import load_thresholds
-    from regtrack.flows import orchestrate
+    from regtrack.flows import orchestrate, readout
     from regtrack.output import tables
-    from regtrack.results import loaded
 
     if resume_id is not None:
         if version_specs:
@@ -81,7 +79,7 @@ def run(
             version_specs, baseline, thresholds, until_decided, options
         )
     try:
-        result = comparison.compare(loaded.run(store, run_id), baseline, thresholds)
+        result = readout.compared(store, run_id, baseline, thresholds)
     except BadInput:  # nothing valid to compare: a measuring failure, said as such (exit 3)
         orchestrate.fail_if_incomplete(store, run_id, status)
         raise
@@ -121,11 +119,9 @@ def _measured(
     options: Options,
 ) -> tuple[Store, int, str]:
     """A new run of the versions, adding blocks until decided if asked."""
-    from regtrack.analysis import comparison
     from regtrack.bench.job import RunPurpose
     from regtrack.cli.steps import measure, prepare
-    from regtrack.flows import orchestrate
-    from regtrack.results import loaded
+    from regtrack.flows import orchestrate, readout
     from regtrack.targets import versions
 
     specs = versions.parse_specs(version_specs)
@@ -142,6 +138,6 @@ def _measured(
             job,
             options.budget,
             options.max_repetitions,
-            lambda st, rid: comparison.compare(loaded.run(st, rid), baseline, thresholds),
+            lambda st, rid: readout.compared(st, rid, baseline, thresholds),
         )
     return measure(job, options.db, not options.no_wait, sequential=rule, purpose=purpose)

@@ -1,0 +1,132 @@
+"""Answers read back from a stored database: a run's comparison, one across two runs, the
+functions behind a change, the list of runs and a point's history. Each loads what it needs
+from results and hands it to analysis, so a command only parses, calls one of these and
+presents (compare, explain, history, and run's closing table).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pandas as pd
+
+from regtrack.analysis import attribution, commit_history, comparison, history
+from regtrack.analysis.metrics import METRIC_BY_NAME
+from regtrack.analysis.records import ComparisonResult
+from regtrack.core.errors import BadInput
+from regtrack.core.settings import Thresholds, load_thresholds
+from regtrack.results import comparability, loaded
+from regtrack.results.store import Store
+from regtrack.targets import commit_order
+
+
+def compared(
+    store: Store, run_id: int, baseline: str | None, thresholds: Thresholds
+) -> ComparisonResult:
+    """Every version of run ``run_id`` against ``baseline`` (default: its first)."""
+    return comparison.compare(loaded.run(store, run_id), baseline, thresholds)
+
+
+def within_run(
+    store: Store, run_id: int, baseline: str | None, threshold: float | None
+) -> ComparisonResult:
+    """`compare`: at the baseline and thresholds the run printed, unless given."""
+    baseline, thresholds = comparison.comparison_settings(
+        store.run(run_id),
+        baseline,
+        load_thresholds(threshold) if threshold is not None else None,
+        load_thresholds(None),
+    )
+    return compared(store, run_id, baseline, thresholds)
+
+
+def across_runs(
+    store: Store,
+    baseline_run: int,
+    baseline: str | None,
+    run_id: int,
+    candidate: str | None,
+    threshold: float | None,
+    force: bool,
+) -> ComparisonResult:
+    """A candidate of run ``run_id`` against a baseline of run ``baseline_run``: refused
+    where the runs were not measured alike, unless ``force`` (then said in the result)."""
+    forced = comparability.refuse_unless_forced(
+        f"run {baseline_run}",
+        comparability.of_run(store.run(baseline_run)),
+        comparability.of_run(store.run(run_id)),
+        force,
+        "Compare versions measured in one run",
+    )
+    result = comparison.compare_runs(
+        loaded.run(store, baseline_run),
+        baseline or store.targets(baseline_run)[0]["label"],
+        loaded.run(store, run_id),
+        candidate or store.targets(run_id)[0]["label"],
+        loaded.alike(store, run_id),
+        load_thresholds(threshold),
+    )
+    return dataclasses.replace(result, forced=tuple(forced))
+
+
+def functions(
+    store: Store, run_id: int | None, baseline: str, candidate: str, point: str | None, top: int
+) -> list[dict[str, Any]]:
+    """`explain`: the functions whose instructions per operation moved, per point."""
+    costs = loaded.costs(store, run_id or store.latest_run_id())
+    return attribution.attribute(costs, baseline, candidate, point, top)
+
+
+@dataclass(frozen=True)
+class RunLine:
+    """One run as `compare --list` shows it."""
+
+    id: int
+    created_at: str
+    status: str
+    n_trials: int
+    labels: tuple[str, ...]
+
+
+def runs(store: Store) -> list[RunLine]:
+    """Every run of the database, newest first."""
+    return [
+        RunLine(r["id"], r["created_at"], r["status"], r["n_trials"],
+                tuple(t["label"] for t in store.targets(r["id"])))
+        for r in store.runs()
+    ]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class History:
+    """A point's values along commits (with the steps found) or along runs."""
+
+    by: Literal["commit", "run"]
+    rows: pd.DataFrame
+    unit: str
+    steps: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+
+def point_history(
+    store: Store,
+    metric: str,
+    by: Literal["commit", "run"],
+    workload: str | None = None,
+    point: str | None = None,
+) -> History:
+    """`history`: the trusted values of ``metric``, narrowed to a workload and point."""
+    frame = history.points(loaded.runs(store), (metric,))
+    for column, wanted in (("workload", workload), ("point", point)):
+        if wanted is not None and not frame.empty:
+            frame = frame[frame[column] == wanted]
+    if frame.empty:
+        raise BadInput(f"no trusted {metric} values in {store.path} for that workload and point")
+    unit = METRIC_BY_NAME[metric].unit
+    if by == "run":
+        return History("run", frame, unit)
+    rows = commit_history.series(frame, commit_order.topological)
+    if rows.empty:
+        raise BadInput("no measured commits (tags, branches, commits, ranges): try --by run")
+    return History("commit", rows, unit, commit_history.steps(rows))
