@@ -11,6 +11,7 @@ import math
 import pytest
 
 from regtrack.analysis.gate import gate
+from regtrack.analysis.records import GateContext
 from regtrack.output.ci_summary import ci_headline
 from regtrack.output.tables import change_text
 from regtrack.results.store import Store
@@ -83,11 +84,11 @@ def test_a_gate_without_an_estimate_says_why():
     )  # fmt: skip
     decision = gate(answers.result((record,)))
     assert decision.outcome == "inconclusive"
-    line = ci_headline(decision, {"repetitions": 2, "stopped": "max-repetitions"})
+    line = ci_headline(decision, GateContext(repetitions=2, stopped="max-repetitions"))
     assert line.endswith("(--max-repetitions): throughput n/a (1 complete block, 2 needed)"), line
     decision = gate(answers.result((dataclasses.replace(record, n_blocks=0),)))
     assert decision.outcome == "not measured"
-    assert "n/a (0 complete blocks, 2 needed)" in ci_headline(decision, {"repetitions": 2})
+    assert "n/a (0 complete blocks, 2 needed)" in ci_headline(decision, GateContext(repetitions=2))
 
 
 def test_an_interval_too_wide_to_read_is_not_printed_as_figures():

@@ -13,6 +13,7 @@ from regtrack.analysis import gate
 from regtrack.analysis.records import (
     SCHEMA_VERSION,
     ChangeSummary,
+    GateContext,
     PooledComparison,
     ServerFacts,
     plain,
@@ -103,7 +104,7 @@ def test_ci_json_carries_schema_version_and_the_records():
         run_shifts={"throughput": shift},
     )
     decision = gate.gate(result)
-    context = {"repetitions": 4, "stopped": "decided", "seeds": "fixed", "forced": []}
+    context = GateContext(repetitions=4, stopped="decided", seeds="fixed")
     doc = json.loads(json.dumps(ci_summary.ci_json(result, decision, context)))
     assert doc["schema_version"] == SCHEMA_VERSION
     assert (doc["outcome"], doc["decided"]) == ("regression", True)

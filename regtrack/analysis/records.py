@@ -319,6 +319,21 @@ class GateDecision:
         return [r for r in self.gating if r.verdict == verdict]
 
 
+@dataclass(frozen=True, kw_only=True)
+class GateContext:
+    """What a gate measured, as its summary and JSON say it: which versions, how many
+    repetitions, why it stopped, the seeds, the machine, and any comparability forced."""
+
+    repetitions: int
+    baseline: str = ""
+    candidate: str = ""
+    workload: str = ""
+    stopped: str | None = None  # decided | budget | max-repetitions | merged | shard K/N
+    seeds: str | None = None  # "fixed" or "not controlled: why"
+    environment: dict[str, Any] = field(default_factory=dict)  # the run's, as stored
+    forced: tuple[str, ...] = ()
+
+
 class Answer(Protocol):
     """What a change reads as one line ("-3.2% [-5.1, -1.2] regression"): a point record
     or a pooled one."""

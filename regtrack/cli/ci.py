@@ -201,7 +201,7 @@ def _present(
     decision = gate.decision
     text = ci_summary.ci_summary(gate.result, decision, gate.context)
     if os.environ.get("GITHUB_ACTIONS") == "true":
-        for line in ci_summary.ci_annotations(decision, gate.context["forced"]):
+        for line in ci_summary.ci_annotations(decision, gate.context.forced):
             click.echo(line)
     click.echo(text)
     # --summary replaces its file unless --append; GitHub's step summary is one file per

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from regtrack.analysis import comparison, gate
-from regtrack.analysis.records import ComparisonResult, GateDecision
+from regtrack.analysis.records import ComparisonResult, GateContext, GateDecision
 from regtrack.bench import seeds
 from regtrack.bench.job import Job, RunPurpose
 from regtrack.core import environment
@@ -50,7 +50,7 @@ class GateRun:
     status: str
     result: ComparisonResult
     decision: GateDecision
-    context: dict[str, Any]
+    context: GateContext
 
 
 def specs(baseline: str | None, candidate: str) -> list[VersionSpec]:
@@ -120,15 +120,16 @@ def run(
     )
     result = compare(store, run_id)
     run_row = store.run(run_id)
-    context = {
-        "baseline": job.targets[0].spec
+    context = _measured(
+        run_row,
+        forced,
+        baseline=job.targets[0].spec
         if stored is None
         else f"{stored.label} (stored baseline {stored.name!r}, run {stored.run_id})",
-        "candidate": job.targets[-1].spec,
-        "workload": job.workload.name,
-        "stopped": (rule.stopped or "budget") if rule else f"shard {job.shard.label}",
-        **_measured(run_row, forced),
-    }
+        candidate=job.targets[-1].spec,
+        workload=job.workload.name,
+        stopped=(rule.stopped or "budget") if rule else f"shard {job.shard.label}",
+    )
     return GateRun(store, run_id, status, result, gate.gate(result), context)
 
 
@@ -147,15 +148,17 @@ def _forced(job: Job, stored: StoredBaseline | None, force: bool) -> list[str]:
     )
 
 
-def _measured(run_row: dict[str, Any], forced: list[str]) -> dict[str, Any]:
-    """What the gate's context says of its run: repetitions, seeds, environment."""
+def _measured(run_row: dict[str, Any], forced: list[str], **asked: str) -> GateContext:
+    """The gate's context: what was asked (``asked``) and what the stored run says of
+    itself (repetitions, seeds, environment)."""
     config = run_row["config"]
-    return {
-        "repetitions": config["settings"]["repetitions"],
-        "seeds": config.get("seeds"),
-        "environment": run_row["environment"],
-        "forced": forced,
-    }
+    return GateContext(
+        repetitions=config["settings"]["repetitions"],
+        seeds=config.get("seeds"),
+        environment=run_row["environment"] or {},
+        forced=tuple(forced),
+        **asked,
+    )
 
 
 def decide_merged(store: Store, run_id: int, thresholds: Thresholds) -> GateRun:
@@ -165,11 +168,12 @@ def decide_merged(store: Store, run_id: int, thresholds: Thresholds) -> GateRun:
     labels = [t["label"] for t in config["targets"]]
     result = comparison.compare(loaded.run(store, run_id), labels[0], thresholds)
     specs = {t["label"]: t["spec"] for t in config["targets"]}
-    context = {
-        "baseline": specs[labels[0]],
-        "candidate": specs[labels[-1]],
-        "workload": config["workload"]["name"],
-        "stopped": "merged",
-        **_measured(run_row, []),
-    }
+    context = _measured(
+        run_row,
+        [],
+        baseline=specs[labels[0]],
+        candidate=specs[labels[-1]],
+        workload=config["workload"]["name"],
+        stopped="merged",
+    )
     return GateRun(store, run_id, run_row["status"], result, gate.gate(result), context)

@@ -7,6 +7,7 @@ from typing import Any
 from regtrack.analysis.records import (
     SCHEMA_VERSION,
     ComparisonResult,
+    GateContext,
     GateDecision,
     PooledComparison,
     server_fields,
@@ -45,26 +46,26 @@ def _answer(r: PooledComparison) -> str:
     return text
 
 
-def ci_headline(decision: GateDecision, context: dict[str, Any]) -> str:
+def ci_headline(decision: GateDecision, context: GateContext) -> str:
     """The first line: the outcome, each gating answer, and for an undecided gate the
     smallest change this budget could have detected."""
     answers = "; ".join(_answer(r) for r in decision.gating)
     head = OUTCOME_HEADLINE[decision.outcome]
-    if context.get("forced"):
+    if context.forced:
         head = f"{head} (FORCED: not like with like)"
-    reps = f"{context['repetitions']} repetitions"
+    reps = f"{context.repetitions} repetitions"
     if decision.outcome == "inconclusive":
         why = {
             "budget": "the time budget ran out",
             "max-repetitions": "--max-repetitions",
             "merged": "every shard merged so far",
         }
-        stop = why.get(context.get("stopped", ""), "the plan ended")
+        stop = why.get(context.stopped or "", "the plan ended")
         return f"{head} after {reps} ({stop}): {answers}"
     return f"{head} after {reps}: {answers}"
 
 
-def ci_annotations(decision: GateDecision, forced: list[str] | None = None) -> list[str]:
+def ci_annotations(decision: GateDecision, forced: tuple[str, ...] = ()) -> list[str]:
     """GitHub Actions workflow commands, so an undecided or forced gate is never silently
     green."""
     outcome = decision.outcome
@@ -78,7 +79,7 @@ def ci_annotations(decision: GateDecision, forced: list[str] | None = None) -> l
 
 
 def ci_json(
-    result: ComparisonResult, decision: GateDecision, context: dict[str, Any]
+    result: ComparisonResult, decision: GateDecision, context: GateContext
 ) -> dict[str, Any]:
     """What a machine reads (docs/ci.md, "JSON"): the outcome, whether it was decided, each
     gating answer, then every pooled and point record."""
@@ -87,10 +88,10 @@ def ci_json(
         "outcome": decision.outcome,
         "decided": decision.decided,
         "headline": ci_headline(decision, context),
-        "repetitions": context["repetitions"],
-        "stopped": context.get("stopped"),
-        "seeds": context.get("seeds"),
-        "forced": context.get("forced") or [],
+        "repetitions": context.repetitions,
+        "stopped": context.stopped,
+        "seeds": context.seeds,
+        "forced": list(context.forced),
         **server_fields(result.server),
         "run_shifts": shifts_json(result.run_shifts),  # across runs: each run's shift
         "gate": [r.to_json() for r in decision.gating],
@@ -99,19 +100,19 @@ def ci_json(
     }
 
 
-def ci_summary(result: ComparisonResult, decision: GateDecision, context: dict[str, Any]) -> str:
+def ci_summary(result: ComparisonResult, decision: GateDecision, context: GateContext) -> str:
     """The Markdown a CI job shows: the verdict first, then why, then the tables."""
     lines = [
         f"## regtrack: {ci_headline(decision, context)}",
         "",
-        f"Candidate `{context['candidate']}` vs baseline `{context['baseline']}` · workload "
-        f"`{context['workload']}` · {context['repetitions']} interleaved, seed-matched "
-        f"repetitions · run {result.run_id} · seeds: {context.get('seeds') or 'unknown'} · "
+        f"Candidate `{context.candidate}` vs baseline `{context.baseline}` · workload "
+        f"`{context.workload}` · {context.repetitions} interleaved, seed-matched "
+        f"repetitions · run {result.run_id} · seeds: {context.seeds or 'unknown'} · "
         f"{server_caption(result.server)}",
         "",
     ]
-    if context.get("forced"):
-        lines += [f"**{forced_line(context['forced'])}**", ""]
+    if context.forced:
+        lines += [f"**{forced_line(context.forced)}**", ""]
     for metric, shift in (result.run_shifts or {}).items():
         if any(r.metric == metric for r in decision.gating) and result.baseline_run_id:
             title = METRIC_TITLE.get(metric, metric)
@@ -135,8 +136,8 @@ def ci_summary(result: ComparisonResult, decision: GateDecision, context: dict[s
         "A regression needs the whole interval on the worse side and the estimate beyond "
         "the threshold (docs/methodology.md)."
     )
-    if context.get("environment"):
-        env = context["environment"]
+    if context.environment:
+        env = context.environment
         lines.append(
             f"Environment: {env.get('cpu_model')}, {env.get('cpu_count')} CPUs, kernel "
             f"{env.get('kernel')}, {env.get('loadgen_version')}, server CPU "

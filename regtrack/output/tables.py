@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -221,7 +222,7 @@ def server_caption(facts: ServerFacts) -> str:
     return server_config.caption(facts.server_config, facts.server_data, facts.server_without)
 
 
-def forced_line(differences: list[str] | None) -> str | None:
+def forced_line(differences: Sequence[str] | None) -> str | None:
     """The label of a comparison made with --force between runs measured differently."""
     if not differences:
         return None
