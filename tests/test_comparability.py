@@ -9,7 +9,7 @@ import json
 import pytest
 
 from regtrack.core.records import TrialRecord
-from regtrack.results import comparability
+from regtrack.results import comparability, loaded
 from regtrack.results.store import Store, now
 from regtrack.targets.versions import Target
 from tests.conftest import cli_in_process
@@ -317,3 +317,29 @@ def test_a_bisection_step_counted_with_other_tools_than_its_ends_is_refused(tmp_
     with pytest.raises(BadInput, match=r"run 3 of bisection 7 was not measured like its run 1 "
                        r"\(valgrind valgrind-3.19.0 != valgrind-3.22.0\)"):  # fmt: skip
         Bisector._check_alike(bisector, ends, upgraded)  # type: ignore[arg-type]
+
+
+def test_a_stored_run_is_read_back_as_one_typed_record(tmp_path):
+    """What the flows read of a run (status, repetitions, seed offset, the comparison its
+    command printed, its key) comes from results.loaded, alike one run or all of them."""
+    store = Store.open(tmp_path / "r.db")
+    old = _store_run(store, stored_key=False)
+    run_id = _store_run(store)
+    config = store.run(run_id)["config"]
+    config["settings"]["seed_offset"] = 7000
+    config["comparison"] = {"baseline": "a", "thresholds": {"regression_pct": 2.0}}
+    store.update_config(run_id, config)
+    store.finish_run(run_id, "incomplete", "server died")
+
+    run = loaded.stored_run(store, run_id)
+    assert (run.status, run.status_detail) == ("incomplete", "server died")
+    assert (run.repetitions, run.seed_offset, run.workload) == (4, 7000, "get-pipeline")
+    assert run.printed == config["comparison"]
+    assert run.environment["cpu_model"] == "Xeon"
+    assert [(t.label, t.redis_version) for t in run.targets] == [("a", "7.0.15")]
+    assert run.key == comparability.of_run(store.run(run_id))
+    assert run.comparability == comparability.digest(run.key)
+    # A run stored before the tools entered its key: derived, as of_run derives it.
+    assert loaded.stored_run(store, old).key == comparability.of_run(store.run(old))
+    assert loaded.stored_run(store, old).seed_offset == 0
+    assert loaded.stored_runs(store) == {run_id: run, old: loaded.stored_run(store, old)}

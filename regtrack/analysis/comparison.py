@@ -30,7 +30,7 @@ from regtrack.workloads import server_config
 
 
 def comparison_settings(
-    run: dict[str, Any],
+    run: StoredRun,
     baseline: str | None,
     thresholds: Thresholds | None,
     fallback: Thresholds,
@@ -38,7 +38,7 @@ def comparison_settings(
     """The baseline and thresholds a run's verdicts are computed with: what the caller
     asks for, else what the run stored when its command printed verdicts (so the report
     and a later `compare` say what the terminal said), else ``fallback``."""
-    stored = (run.get("config") or {}).get("comparison") or {}
+    stored = run.printed
     if thresholds is None:
         try:
             thresholds = Thresholds(**stored["thresholds"])

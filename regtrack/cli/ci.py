@@ -161,7 +161,7 @@ def _measured_gate(
         )
     stored = ci_gate.stored_baseline(options.db, baseline_name) if baseline_name else None
     if stored is not None:  # its repetitions' seeds, so the blocks pair seed by seed
-        options = dataclasses.replace(options, seed_offset=stored.seed_offset)
+        options = dataclasses.replace(options, seed_offset=stored.run.seed_offset)
     job = prepare(ci_gate.specs(baseline_spec, candidate_spec), options)
     gate = ci_gate.run(
         job,

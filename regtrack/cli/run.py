@@ -96,17 +96,14 @@ def run(
 
 def _resumed(resume_id: int, options: Options) -> tuple[Store, int, str, str, Thresholds]:
     """The rest of run ``resume_id`` measured, with the baseline and thresholds it printed."""
-    from regtrack.analysis import comparison
     from regtrack.cli.steps import measure
-    from regtrack.core.settings import load_settings, load_thresholds
-    from regtrack.flows import resume
+    from regtrack.core.settings import load_settings
+    from regtrack.flows import readout, resume
     from regtrack.results.store import Store
 
     resumed = Store.open(options.db or load_settings().database, create=False)
     job = resume.load_job(resumed, resume_id)
-    baseline, thresholds = comparison.comparison_settings(
-        resumed.run(resume_id), None, None, load_thresholds(None)
-    )
+    baseline, thresholds = readout.printed_settings(resumed, resume_id)
     store, run_id, status = measure(job, options.db, not options.no_wait, (resumed, resume_id))
     return store, run_id, status, baseline, thresholds
 

@@ -156,7 +156,7 @@ class Bisector:
 
     def _ends_offset(self) -> int:
         """The seed offset of the ends' run (bench/seeds.py)."""
-        return seeds.offset_of(self.store.run(self.run_of[self.bad])["config"])
+        return loaded.stored_run(self.store, self.run_of[self.bad]).seed_offset
 
     def _reusable(self, job: Job, role: str) -> int | None:
         """A complete run of a bisection in this database that measured these very commits
@@ -208,7 +208,7 @@ class Bisector:
         tools moved, without a word."""
         if (base_run, cand_run) in self.alike:
             return
-        base, cand = (comparability.of_run(self.store.run(r)) for r in (base_run, cand_run))
+        base, cand = (loaded.stored_run(self.store, r).key for r in (base_run, cand_run))
         diffs = comparability.differences(base, cand)
         if diffs:
             raise BadInput(
@@ -354,7 +354,7 @@ class Bisector:
                 orchestrate.fail_if_incomplete(self.store, rid, status)
 
     def _repetitions(self, run_id: int) -> int:
-        return int(self.store.run(run_id)["config"]["settings"]["repetitions"])
+        return loaded.stored_run(self.store, run_id).repetitions
 
 
 def _number(value: Any, missing: float) -> float:

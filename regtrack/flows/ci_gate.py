@@ -11,17 +11,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
 
 from regtrack.analysis import comparison, gate
 from regtrack.analysis.records import ComparisonResult, GateContext, GateDecision
-from regtrack.bench import seeds
 from regtrack.bench.job import Job, RunPurpose
 from regtrack.core import environment
 from regtrack.core.records import Progress
 from regtrack.core.settings import Thresholds, load_settings
 from regtrack.flows import orchestrate
 from regtrack.results import baselines, comparability, loaded
+from regtrack.results.records import StoredRun
 from regtrack.results.store import Store
 from regtrack.targets.versions import VersionSpec, parse_spec
 
@@ -33,12 +32,7 @@ class StoredBaseline:
     name: str
     run_id: int
     label: str
-    run: dict[str, Any]
-
-    @property
-    def seed_offset(self) -> int:
-        """The stored run's seed offset (bench/seeds.py; 0 for runs made before offsets)."""
-        return seeds.offset_of(self.run["config"])
+    run: StoredRun
 
 
 @dataclass
@@ -70,7 +64,9 @@ def stored_baseline(db: str | None, name: str) -> StoredBaseline:
     probe = Store.open(db or load_settings().database, create=False)
     try:
         row = baselines.named(probe, name)
-        return StoredBaseline(name, row["run_id"], row["label"], probe.run(row["run_id"]))
+        return StoredBaseline(
+            name, row["run_id"], row["label"], loaded.stored_run(probe, row["run_id"])
+        )
     finally:
         probe.close()
 
@@ -109,7 +105,7 @@ def run(
         )
 
     if stored is not None:  # blocks pair by seed with the stored run's: it has so many
-        max_repetitions = min(max_repetitions, stored.run["config"]["settings"]["repetitions"])
+        max_repetitions = min(max_repetitions, stored.run.repetitions)
     rule = None
     if job.shard is None:  # a shard measures its fixed share of the plan
         rule = orchestrate.sequential_rule(
@@ -119,9 +115,8 @@ def run(
         job, db, say, progress, wait=wait, sequential=rule, purpose=purpose
     )
     result = compare(store, run_id)
-    run_row = store.run(run_id)
     context = _measured(
-        run_row,
+        loaded.stored_run(store, run_id),
         forced,
         baseline=job.targets[0].spec
         if stored is None
@@ -141,21 +136,20 @@ def _forced(job: Job, stored: StoredBaseline | None, force: bool) -> list[str]:
     here = environment.capture(job.cpus, job.loadgen.as_dict())
     return comparability.refuse_unless_forced(
         f"baseline {stored.name!r}",
-        comparability.of_run(stored.run),
+        stored.run.key,
         comparability.key(job.config(), here, job.loadgen.as_dict()),
         force,
         "Measure both here (--baseline-version SPEC)",
     )
 
 
-def _measured(run_row: dict[str, Any], forced: list[str], **asked: str) -> GateContext:
+def _measured(run: StoredRun, forced: list[str], **asked: str) -> GateContext:
     """The gate's context: what was asked (``asked``) and what the stored run says of
     itself (repetitions, seeds, environment)."""
-    config = run_row["config"]
     return GateContext(
-        repetitions=config["settings"]["repetitions"],
-        seeds=config.get("seeds"),
-        environment=run_row["environment"] or {},
+        repetitions=run.repetitions,
+        seeds=run.seeds,
+        environment=dict(run.environment),
         forced=tuple(forced),
         **asked,
     )
@@ -163,17 +157,15 @@ def _measured(run_row: dict[str, Any], forced: list[str], **asked: str) -> GateC
 
 def decide_merged(store: Store, run_id: int, thresholds: Thresholds) -> GateRun:
     """The gate on a merged run (`ci --merge`): every shard's blocks, one decision."""
-    run_row = store.run(run_id)
-    config = run_row["config"]
-    labels = [t["label"] for t in config["targets"]]
-    result = comparison.compare(loaded.run(store, run_id), labels[0], thresholds)
-    specs = {t["label"]: t["spec"] for t in config["targets"]}
+    measured = loaded.run(store, run_id)
+    run = measured.run
+    result = comparison.compare(measured, run.targets[0].label, thresholds)
     context = _measured(
-        run_row,
+        run,
         [],
-        baseline=specs[labels[0]],
-        candidate=specs[labels[-1]],
-        workload=config["workload"]["name"],
+        baseline=run.targets[0].spec,
+        candidate=run.targets[-1].spec,
+        workload=run.workload,
         stopped="merged",
     )
-    return GateRun(store, run_id, run_row["status"], result, gate.gate(result), context)
+    return GateRun(store, run_id, run.status, result, gate.gate(result), context)

@@ -22,6 +22,7 @@ from regtrack.core import cpulock, environment, redact
 from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.core.records import Progress
 from regtrack.flows import resume
+from regtrack.results import loaded
 from regtrack.results.store import Store
 
 Say = Callable[[str], None]
@@ -174,7 +175,7 @@ def extend(
     step's repetitions of the same numbers."""
     job = resume.load_job(store, run_id, extending=True)
     first = job.settings.repetitions
-    if repetitions <= first and store.run(run_id)["status"] == "complete":
+    if repetitions <= first and loaded.stored_run(store, run_id).status == "complete":
         return "complete"
     with _holding(job, say, wait):
         if repetitions > first:
@@ -189,4 +190,5 @@ def extend(
 def fail_if_incomplete(store: Store, run_id: int, status: str) -> None:
     """An incomplete run is a measurement failure (exit 3), after its results are shown."""
     if status == "incomplete":
-        raise CannotMeasure(f"run {run_id} is incomplete: {store.run(run_id)['status_detail']}")
+        detail = loaded.stored_run(store, run_id).status_detail
+        raise CannotMeasure(f"run {run_id} is incomplete: {detail}")

@@ -33,13 +33,18 @@ def within_run(
     store: Store, run_id: int, baseline: str | None, threshold: float | None
 ) -> ComparisonResult:
     """`compare`: at the baseline and thresholds the run printed, unless given."""
-    baseline, thresholds = comparison.comparison_settings(
-        store.run(run_id),
-        baseline,
-        load_thresholds(threshold) if threshold is not None else None,
-        load_thresholds(None),
-    )
+    asked = load_thresholds(threshold) if threshold is not None else None
+    baseline, thresholds = printed_settings(store, run_id, baseline, asked)
     return compared(store, run_id, baseline, thresholds)
+
+
+def printed_settings(
+    store: Store, run_id: int, baseline: str | None = None, thresholds: Thresholds | None = None
+) -> tuple[str | None, Thresholds]:
+    """The baseline and thresholds run ``run_id``'s command printed its verdicts with,
+    where not given (comparison.comparison_settings)."""
+    run = loaded.stored_run(store, run_id)
+    return comparison.comparison_settings(run, baseline, thresholds, load_thresholds(None))
 
 
 def across_runs(
@@ -55,8 +60,8 @@ def across_runs(
     where the runs were not measured alike, unless ``force`` (then said in the result)."""
     forced = comparability.refuse_unless_forced(
         f"run {baseline_run}",
-        comparability.of_run(store.run(baseline_run)),
-        comparability.of_run(store.run(run_id)),
+        loaded.stored_run(store, baseline_run).key,
+        loaded.stored_run(store, run_id).key,
         force,
         "Compare versions measured in one run",
     )

@@ -19,8 +19,8 @@ from regtrack.analysis.records import ComparisonResult
 from regtrack.analysis.report_data import ReportData, RunPage, RunSummary, summarize
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import Thresholds, load_thresholds
-from regtrack.results import analysis_cache, bisections, comparability, loaded
-from regtrack.results.records import LoadedRun
+from regtrack.results import analysis_cache, bisections, loaded
+from regtrack.results.records import LoadedRun, StoredRun
 from regtrack.results.store import Store
 from regtrack.targets import commit_order
 
@@ -42,9 +42,10 @@ def gather(store: Store, run_ids: list[int] | None = None) -> ReportData:
     summaries: list[RunSummary] = []
     points: list[dict[str, Any]] = []
     pages: list[RunPage] = []
+    stored = loaded.stored_runs(store)
     for run in runs:
-        settings = comparison.comparison_settings(run, None, None, thresholds)
-        key = _cache_key(run, marks.get(run["id"]), settings)
+        settings = comparison.comparison_settings(stored[run["id"]], None, None, thresholds)
+        key = _cache_key(stored[run["id"]], marks.get(run["id"]), settings)
         reused = None if run["id"] in wanted else _reused(cached.get(run["id"]), key)
         if reused is not None:
             summary, rows = reused
@@ -136,7 +137,7 @@ def _points(rows: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def _cache_key(run: dict[str, Any], marks: tuple[int, int] | None, settings: Any) -> str:
+def _cache_key(run: StoredRun, marks: tuple[int, int] | None, settings: Any) -> str:
     """Everything a run's derived data depends on: its trials, status and comparison
     settings, its comparability key as derived now (a fact added to the key later moves
     its history series) and the regtrack that derived it."""
@@ -144,10 +145,10 @@ def _cache_key(run: dict[str, Any], marks: tuple[int, int] | None, settings: Any
     facts = [
         CACHE_FORMAT,
         __version__,
-        run["status"],
+        run.status,
         list(marks or (0, 0)),
         baseline,
         thresholds.model_dump(),
-        comparability.of_run(run),
+        run.key,
     ]
     return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()

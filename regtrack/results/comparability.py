@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from regtrack.core.errors import BadInput
@@ -111,12 +112,12 @@ def of_run(run: dict[str, Any]) -> dict[str, Any]:
     return derived
 
 
-def digest(facts: dict[str, Any]) -> str:
+def digest(facts: Mapping[str, Any]) -> str:
     """A short hash of a key: what a history series is keyed on."""
     return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def differences(baseline: dict[str, Any], candidate: dict[str, Any]) -> list[str]:
+def differences(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
     """Every fact that differs, as ``clients 10 != 50`` (baseline's value first); how
     instructions were counted matters only when both runs counted them, and a fact
     either run did not record (``unknown``) is a difference too."""
@@ -136,7 +137,7 @@ def _differ(name: str, baseline: Any, candidate: Any) -> bool:
 
 
 def refuse_unless_forced(
-    what: str, baseline: dict[str, Any], candidate: dict[str, Any], force: bool, instead: str
+    what: str, baseline: Mapping[str, Any], candidate: Mapping[str, Any], force: bool, instead: str
 ) -> list[str]:
     """The differences between two runs' comparability keys: refused (exit 2) unless
     ``force``, and then returned so that every output can say the comparison was forced."""

@@ -29,7 +29,13 @@ def trials_frame(store: Store, run_id: int) -> pd.DataFrame:
 
 def stored_run(store: Store, run_id: int) -> StoredRun:
     """A run's versions and settings, without its trials."""
-    return _stored(store, store.run(run_id))
+    return _stored(store.run(run_id), store.targets(run_id))
+
+
+def stored_runs(store: Store) -> dict[int, StoredRun]:
+    """Every run by id, without trials, read in two queries whatever their number."""
+    targets = store.targets_by_run()
+    return {r["id"]: _stored(r, targets.get(r["id"], [])) for r in store.runs()}
 
 
 def run(store: Store, run_id: int) -> LoadedRun:
@@ -39,16 +45,17 @@ def run(store: Store, run_id: int) -> LoadedRun:
 
 def runs(store: Store) -> Iterator[LoadedRun]:
     """Every run, newest first, read one at a time (a history reads all of them)."""
+    targets = store.targets_by_run()
     for row in store.runs():
         trials = trials_frame(store, row["id"]) if row["n_trials"] else pd.DataFrame()
-        yield LoadedRun(_stored(store, row), trials)
+        yield LoadedRun(_stored(row, targets.get(row["id"], [])), trials)
 
 
 def alike(store: Store, run_id: int) -> AlikeRuns:
     """The runs measured like ``run_id`` that share code with another such run; only
     those are read with their trials (a bisection asks at every step)."""
-    digest = _digest(store.run(run_id))
-    found = [_stored(store, r) for r in store.runs() if _digest(r) == digest]
+    digest = comparability.digest(comparability.of_run(store.run(run_id)))
+    found = [r for r in stored_runs(store).values() if r.comparability == digest]
     seen = Counter(code for r in found for code in {t.code for t in r.targets})
     repeated = [r for r in found if any(seen[t.code] > 1 for t in r.targets)]
     return AlikeRuns(digest, tuple(LoadedRun(r, trials_frame(store, r.id)) for r in repeated))
@@ -65,18 +72,25 @@ def command_stats(store: Store, run_id: int) -> pd.DataFrame:
     return pd.DataFrame(store.command_stats(run_id))
 
 
-def _digest(row: dict[str, Any]) -> str:
-    return comparability.digest(comparability.of_run(row))
-
-
-def _stored(store: Store, row: dict[str, Any]) -> StoredRun:
+def _stored(row: dict[str, Any], targets: list[dict[str, Any]]) -> StoredRun:
     config = row.get("config") or {}
+    settings = config.get("settings") or {}
+    key = comparability.of_run(row)
     return StoredRun(
         id=int(row["id"]),
-        targets=tuple(_target(t) for t in store.targets(row["id"])),
+        targets=tuple(_target(t) for t in targets),
         created_at=row.get("created_at") or "",
         fingerprint=row.get("fingerprint") or "",
-        comparability=_digest(row),
+        comparability=comparability.digest(key),
+        key=key,
+        status=row.get("status") or "",
+        status_detail=row.get("status_detail") or "",
+        workload=(config.get("workload") or {}).get("name") or "",
+        repetitions=int(settings.get("repetitions") or 0),
+        seed_offset=int(settings.get("seed_offset") or 0),
+        seeds=config.get("seeds"),
+        environment=row.get("environment") or {},
+        printed=config.get("comparison") or {},
         design=config.get("design", "fixed"),
         rounds=tuple(config.get("rounds") or ()),
         server=dict((config.get("workload") or {}).get("server") or {}),

@@ -53,13 +53,25 @@ class RunTarget:
 
 @dataclass(frozen=True)
 class StoredRun:
-    """What analysis needs of a run besides its trials: its versions and how it measured."""
+    """A run as stored, besides its trials: its versions, how it measured, how it ended.
+    What analysis and the flows read of a run, so neither looks into the stored config."""
 
     id: int
     targets: tuple[RunTarget, ...]
     created_at: str = ""
     fingerprint: str = ""
-    comparability: str = ""  # the digest of its comparability key (results.comparability)
+    comparability: str = ""  # the digest of ``key``
+    # Its comparability key (results.comparability.of_run): what "measured alike" compares.
+    key: Mapping[str, Any] = field(default_factory=dict)
+    status: str = "complete"  # running | complete | incomplete | interrupted
+    status_detail: str = ""  # why it is not complete
+    workload: str = ""  # the workload's name
+    repetitions: int = 0  # as planned (a grown run's, after growing)
+    seed_offset: int = 0  # where its seeds start (bench/seeds.py; 0 before offsets)
+    seeds: str | None = None  # "fixed" or "not controlled: why"; None before it was stored
+    environment: Mapping[str, Any] = field(default_factory=dict)  # the machine, as captured
+    # The baseline and thresholds its command printed verdicts with ({}: none stored).
+    printed: Mapping[str, Any] = field(default_factory=dict)
     design: str = "fixed"  # fixed | sequential: the interval its looks allow
     # A run merged from shards: the repetitions it reached after each merge round.
     rounds: tuple[int, ...] = ()

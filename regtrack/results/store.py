@@ -270,12 +270,13 @@ class Store:
         rows = self.conn.execute(
             "SELECT * FROM targets WHERE run_id = ? ORDER BY position", (run_id,)
         ).fetchall()
-        out = []
-        for row in rows:
-            item = dict(row)
-            item["server_info"] = json.loads(item["server_info"] or "{}")
-            item["details"] = json.loads(item["details"] or "{}")
-            out.append(item)
+        return [_decode_target(row) for row in rows]
+
+    def targets_by_run(self) -> dict[int, list[dict[str, Any]]]:
+        """Every run's targets in one read (a report or a bisection step reads all runs)."""
+        out: dict[int, list[dict[str, Any]]] = {}
+        for row in self.conn.execute("SELECT * FROM targets ORDER BY run_id, position"):
+            out.setdefault(int(row["run_id"]), []).append(_decode_target(row))
         return out
 
     def trial_seqs(self, run_id: int) -> set[int]:
@@ -355,6 +356,13 @@ def _with_point_order(row: sqlite3.Row) -> dict[str, Any]:
     """A joined row with the trial's params reduced to the point's sort key."""
     item = dict(row)
     item["point_order"] = json.loads(item.pop("params")).get("pipeline", 0)
+    return item
+
+
+def _decode_target(row: sqlite3.Row) -> dict[str, Any]:
+    item = dict(row)
+    item["server_info"] = json.loads(item["server_info"] or "{}")
+    item["details"] = json.loads(item["details"] or "{}")
     return item
 
 
