@@ -12,6 +12,7 @@ import pytest
 from regtrack.analysis import gate
 from regtrack.analysis.records import (
     SCHEMA_VERSION,
+    BisectAnswer,
     ChangeSummary,
     GateContext,
     PooledComparison,
@@ -176,3 +177,31 @@ def test_a_stored_bisection_reads_back_as_records_and_renders():
     page = bisect_page.page(STORED, [1, 2, 3])
     assert page["steps"][0]["heading"].startswith("First bad commit")
     assert [e["run_file"] for e in page["log"]][-1] == "run-3.html"
+
+
+def test_a_bisections_answer_is_stored_as_the_flat_object_it_always_was():
+    """BisectAnswer writes the JSON a bisection stored before it was a record (servers'
+    facts beside the rest, no empty more_than_one_step), and reads older answers too."""
+    server = {"server_config": {"appendonly": "no"}, "server_without": {}, "server_data": None}
+    stored = {
+        "ends": CHANGE,
+        "steps": [
+            {"kind": "step", "last_good": GOOD, "first_bad": MID, "between": [], "share": 1.0}
+        ],
+        "shares": {MID: 1.0},
+        "carried": 1.0,
+        "more_may_be_left": False,
+        "by_estimate": [],
+        "skipped": [BAD],
+        "measured_commits": [GOOD, MID, BAD],
+        **server,
+    }
+    answer = BisectAnswer.from_json(stored)
+    assert answer.ends == ChangeSummary.from_json(CHANGE)
+    assert (answer.steps[0].first_bad, answer.skipped) == (MID, (BAD,))
+    assert answer.server == ServerFacts.from_json(server)
+    assert answer.to_json() == stored
+    older = BisectAnswer.from_json({"ends": CHANGE, "more_than_one_step": [MID]})
+    assert older.server is None and older.more_than_one_step == (MID,)
+    assert older.to_json()["more_than_one_step"] == [MID]
+    assert "server_config" not in older.to_json()

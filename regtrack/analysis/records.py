@@ -227,6 +227,48 @@ class ServerFacts(_Record):
     server_data: dict[str, Any] | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class BisectAnswer(_Record):
+    """What a finished bisection found, stored with it and read by its text, JSON and page:
+    the ends' change, every change found, how much of the ends' change they carry (by
+    estimate), and the commits placed by estimate, skipped, or measured. Stored as the
+    flat JSON object it always was (the servers' facts beside the rest)."""
+
+    ends: ChangeSummary | None = None
+    steps: tuple[BisectStep, ...] = ()
+    shares: dict[str, float] = field(default_factory=dict)  # each commit's, by estimate
+    carried: float | None = None
+    more_may_be_left: bool = False
+    by_estimate: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()  # did not build
+    measured_commits: tuple[str, ...] = ()
+    more_than_one_step: tuple[str, ...] = ()  # stored before bisection by position
+    server: ServerFacts | None = None  # None: stored before server settings were
+
+    def to_json(self) -> dict[str, Any]:
+        data = super().to_json()
+        server = data.pop("server") or {}
+        if not self.more_than_one_step:
+            del data["more_than_one_step"]
+        return {**data, **server}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        ends = data.get("ends")
+        return cls(
+            ends=ChangeSummary.from_json(ends) if ends else None,
+            steps=tuple(BisectStep.from_json(s) for s in data.get("steps", [])),
+            shares=dict(data.get("shares") or {}),
+            carried=data.get("carried"),
+            more_may_be_left=bool(data.get("more_may_be_left")),
+            by_estimate=tuple(data.get("by_estimate", ())),
+            skipped=tuple(data.get("skipped", ())),
+            measured_commits=tuple(data.get("measured_commits", ())),
+            more_than_one_step=tuple(data.get("more_than_one_step", ())),
+            server=ServerFacts.from_json(data) if "server_config" in data else None,
+        )
+
+
 @dataclass(frozen=True, kw_only=True, eq=False)
 class ComparisonResult:
     """Every point and pooled record of one comparison, with what they were computed from:

@@ -7,13 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from regtrack.analysis import attribution, bisection, comparison
-from regtrack.analysis.records import BisectStep
+from regtrack.analysis.records import BisectAnswer, BisectStep
 from regtrack.core.errors import Interrupted
 from regtrack.flows.bisect import Bisector, NothingToBisect, short, summary
 from regtrack.results import bisections, loaded
 
 
-def run(bisector: Bisector) -> dict[str, Any]:
+def run(bisector: Bisector) -> BisectAnswer:
     """The whole search (resumable): ends, the changes found, each step measured side by
     side with its parent."""
     try:
@@ -35,30 +35,29 @@ def run(bisector: Bisector) -> dict[str, Any]:
                 interval_share=f.change,
                 **confirmed,
             )
-            steps.append(step.to_json())
+            steps.append(step)
     except NothingToBisect:
         raise
     except BaseException as exc:  # the log so far stays; --resume continues from it
         status = "interrupted" if isinstance(exc, Interrupted | KeyboardInterrupt) else "failed"
         bisections.finish(bisector.store, bisector.id, status)
         raise
-    result = {
-        "ends": ends.summary().to_json(),
-        "steps": steps,
-        "shares": {commits[i]: share for i, share in sorted(search.shares.items())},
-        # How much of the ends' change the changes found account for, by estimate.
-        "carried": bisection.covered(search.found),
-        "more_may_be_left": bisection.covered(search.found) < 1 - bisection.MIN_SHARE,
-        "by_estimate": [commits[i] for i in sorted(search.by_estimate)],
-        "skipped": [commits[i] for i in sorted(search.skipped)],
-        "measured_commits": [c for c in commits if c in bisector.run_of],
+    answer = BisectAnswer(
+        ends=ends.summary(),
+        steps=tuple(steps),
+        shares={commits[i]: share for i, share in sorted(search.shares.items())},
+        carried=bisection.covered(search.found),
+        more_may_be_left=bisection.covered(search.found) < 1 - bisection.MIN_SHARE,
+        by_estimate=tuple(commits[i] for i in sorted(search.by_estimate)),
+        skipped=tuple(commits[i] for i in sorted(search.skipped)),
+        measured_commits=tuple(c for c in commits if c in bisector.run_of),
         # What the servers ran with (every run of a bisection runs with the same settings).
-        **comparison.server_facts(
+        server=comparison.server_facts(
             loaded.stored_run(bisector.store, bisector.run_of[bisector.bad])
-        ).to_json(),
-    }
-    bisections.finish(bisector.store, bisector.id, "done", result)
-    return result
+        ),
+    )
+    bisections.finish(bisector.store, bisector.id, "done", answer.to_json())
+    return answer
 
 
 def confirm(bisector: Bisector, parent: str, child: str) -> dict[str, Any]:

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from regtrack.analysis.records import (
     SCHEMA_VERSION,
+    BisectAnswer,
     BisectLogEntry,
     BisectStep,
     ChangeSummary,
-    ServerFacts,
 )
 from regtrack.output.tables import attribution, interval_text, server_caption
 
@@ -29,10 +30,6 @@ def change_text(record: ChangeSummary | None) -> str:
     )
 
 
-def _stored_change(data: dict[str, Any] | None) -> str:
-    return change_text(ChangeSummary.from_json(data) if data else None)
-
-
 def _runs(step: BisectStep) -> str:
     if step.parent_run_id == step.run_id or step.parent_run_id is None:
         return f"run {step.run_id}, side by side"
@@ -44,7 +41,7 @@ def _commit(sha: str, facts: dict[str, dict[str, str]]) -> str:
     return f"{sha[:12]} {f.get('subject', '')}".rstrip()
 
 
-def _shas(commits: list[str]) -> str:
+def _shas(commits: Iterable[str]) -> str:
     return ", ".join(c[:SHORT] for c in commits)
 
 
@@ -96,39 +93,40 @@ def render(bisection: dict[str, Any], fmt: str = "table") -> str:
     """The answer first, then the explain table of each step found, then the log."""
     if fmt == "json":
         return json.dumps({"schema_version": SCHEMA_VERSION, **bisection}, indent=2)
-    config, result = bisection["config"], bisection["result"] or {}
+    config = bisection["config"]
+    answer = BisectAnswer.from_json(bisection["result"] or {})
     facts, request = config["facts"], config["request"]
     out = [
         f"bisect {bisection['id']}: {request['good']}..{request['bad']} "
         f"({len(config['commits'])} commits on the first-parent line), metric "
         f"{request['metric']}, threshold {request['threshold']:g}%",
-        f"ends: bad vs good {_stored_change(result.get('ends'))}",
-        f"measured {len(result.get('measured_commits', []))} commits "
+        f"ends: bad vs good {change_text(answer.ends)}",
+        f"measured {len(answer.measured_commits)} commits "
         f"(including both ends) in {len(bisection.get('runs', []))} runs",
     ]
-    if "server_config" in result:  # bisections stored before settings existed lack it
-        out.append(server_caption(ServerFacts.from_json(result)))
-    if len(result.get("steps", [])) > 1:
-        out.append(f"NOTE: the range holds {len(result['steps'])} changes, found in order below")
-    if result.get("more_may_be_left"):
+    if answer.server is not None:  # bisections stored before settings existed lack it
+        out.append(server_caption(answer.server))
+    if len(answer.steps) > 1:
+        out.append(f"NOTE: the range holds {len(answer.steps)} changes, found in order below")
+    if answer.more_may_be_left:
         out.append(
-            f"NOTE: what was found carries {100 * result['carried']:.0f}% of the ends' change, "
-            "by estimate: the range may hold more (regtrack bisect --all-steps searches the rest)"
+            f"NOTE: what was found carries {100 * (answer.carried or 0):.0f}% of the ends' "
+            "change, by estimate: the range may hold more (regtrack bisect --all-steps "
+            "searches the rest)"
         )
-    if result.get("by_estimate"):
-        estimated = _shas(result["by_estimate"])
+    if answer.by_estimate:
         out.append(
             "placed by their point estimate (not decided within the budget, or too near the "
-            f"cut to be): {estimated}"
+            f"cut to be): {_shas(answer.by_estimate)}"
         )
-    if result.get("more_than_one_step"):  # a bisection stored before bisection by position
+    if answer.more_than_one_step:  # a bisection stored before bisection by position
         out.append(
-            f"NOTE: the range holds more than one step: {_shas(result['more_than_one_step'])} "
+            f"NOTE: the range holds more than one step: {_shas(answer.more_than_one_step)} "
             "measured like neither end (regtrack bisect --all-steps finds every step)"
         )
-    if result.get("skipped"):
-        out.append(f"skipped (no build): {_shas(result['skipped'])}")
-    for step in map(BisectStep.from_json, result.get("steps", [])):
+    if answer.skipped:
+        out.append(f"skipped (no build): {_shas(answer.skipped)}")
+    for step in answer.steps:
         f = facts.get(step.first_bad, {})
         out += ["", heading(step), f"  {f.get('subject', '')}"]
         out.append(f"  author {f.get('author', '?')}, date {f.get('commit_date', '?')}")

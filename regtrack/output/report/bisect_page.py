@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from regtrack.analysis.records import BisectLogEntry, BisectStep, ServerFacts
+from regtrack.analysis.records import BisectAnswer, BisectLogEntry
 from regtrack.output import bisect_text
 from regtrack.output.report.pages import run_file
 from regtrack.output.tables import server_caption
@@ -17,10 +17,11 @@ def bisect_file(bisection_id: int) -> str:
 
 def page(bisection: dict[str, Any], runs: list[int]) -> dict[str, Any]:
     """What the template shows: request, answer (steps with facts, change, explain), log."""
-    config, result = bisection["config"], bisection["result"] or {}
+    config = bisection["config"]
+    answer = BisectAnswer.from_json(bisection["result"] or {})
     facts = config["facts"]
     steps = []
-    for step in map(BisectStep.from_json, result.get("steps", [])):
+    for step in answer.steps:
         steps.append(
             {
                 **step.to_json(),
@@ -43,15 +44,13 @@ def page(bisection: dict[str, Any], runs: list[int]) -> dict[str, Any]:
         "created_at": bisection["created_at"],
         "request": config["request"],
         "commits": len(config["commits"]),
-        "ends": result.get("ends"),
+        "ends": answer.ends.to_json() if answer.ends else None,
         "steps": steps,
-        "more_than_one_step": result.get("more_than_one_step", []),
-        "by_estimate": result.get("by_estimate", []),
-        "skipped": result.get("skipped", []),
-        "measured": len(result.get("measured_commits", [])),
-        "server": server_caption(ServerFacts.from_json(result))
-        if "server_config" in result
-        else "",
+        "more_than_one_step": list(answer.more_than_one_step),
+        "by_estimate": list(answer.by_estimate),
+        "skipped": list(answer.skipped),
+        "measured": len(answer.measured_commits),
+        "server": server_caption(answer.server) if answer.server is not None else "",
         "runs": runs,
         "log": log,
     }
