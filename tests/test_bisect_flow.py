@@ -140,31 +140,33 @@ def test_a_bisection_without_controlled_seeds_says_so_and_keeps_the_step_in_its_
 
 def test_an_answer_that_carries_half_the_change_says_more_may_be_there():
     from regtrack.output import bisect_text
+    from regtrack.results.records import StoredBisection
 
     a, b, c = "a" * 40, "b" * 40, "c" * 40
     step = {"kind": "step", "last_good": a, "first_bad": b, "between": [], "share": 0.51}
-    record = {
-        "id": 1,
-        "config": {
+    record = StoredBisection(
+        id=1,
+        created_at="",
+        status="done",
+        config={
             "facts": {},
             "commits": [a, b, c],
             "request": {"good": a, "bad": c, "metric": "instructions", "threshold": 1.0},
         },
-        "result": {
+        result={
             "steps": [step],
             "measured_commits": [a, b, c],
             "by_estimate": [b],
             "carried": 0.51,
             "more_may_be_left": True,
         },
-        "log": [],
-    }
+    )
     text = bisect_text.render(record)
     assert f"First bad commit: {b} (51% of the ends' change)" in text
     assert "carries 51% of the ends' change" in text and "--all-steps" in text
     assert "placed by their point estimate" in text and b[:7] in text
     step["share"] = 0.97
-    record["result"].update(carried=0.97, more_may_be_left=False)
+    record.result.update(carried=0.97, more_may_be_left=False)
     assert "--all-steps" not in bisect_text.render(record)
 
 

@@ -21,6 +21,7 @@ from regtrack.analysis.records import (
 )
 from regtrack.analysis.run_shift import RunShift
 from regtrack.output import bisect_text, ci_summary, tables
+from regtrack.results.records import StoredBisection
 from tests import answers
 
 
@@ -115,16 +116,20 @@ def test_ci_json_carries_schema_version_and_the_records():
 
 
 def test_bisect_json_carries_schema_version():
-    stored = {"id": 1, "status": "done", "config": {}, "log": [], "result": None, "runs": []}
+    stored = StoredBisection(id=1, created_at="today", status="done", config={}, runs=(4, 5))
     doc = json.loads(bisect_text.render(stored, "json"))
     assert doc["schema_version"] == SCHEMA_VERSION and doc["id"] == 1
+    assert doc == {
+        **{"schema_version": SCHEMA_VERSION, "id": 1, "created_at": "today", "status": "done"},
+        **{"config": {}, "log": [], "result": None, "runs": [4, 5]},
+    }
 
 
 GOOD, MID, BAD = "a" * 40, "b" * 40, "c" * 40
 CHANGE = {"change_pct": 3.0, "ci_low_pct": 2.0, "ci_high_pct": 4.0, "mde_pct": 1.0,
           "verdict": "regression", "n_blocks": 6}  # fmt: skip
 STORED = {
-    "id": 7, "status": "done", "created_at": "today", "runs": [1, 2, 3],
+    "id": 7, "status": "done", "created_at": "today", "runs": (1, 2, 3),
     "config": {
         "request": {"good": "v1", "bad": "v2", "metric": "instructions", "threshold": 1.0},
         "commits": [GOOD, MID, BAD], "facts": {MID: {"subject": "slower get"}},
@@ -168,13 +173,14 @@ def test_a_stored_bisection_reads_back_as_records_and_renders():
     assert [e.to_json() for e in entries[:4]] == STORED["log"][:4], "stored as before"
     step = BisectStep.from_json(STORED["result"]["steps"][0])
     assert (step.first_bad, step.run_id, step.change) == (MID, 3, None)
-    text = bisect_text.render(STORED)
+    stored = StoredBisection(**{**STORED, "log": tuple(STORED["log"])})
+    text = bisect_text.render(stored)
     assert "ends: bad vs good +3.00% [+2.00, +4.00] (regression)" in text
     assert f"First bad commit: {MID} (100% of the ends' change)" in text
     assert "change against its parent aaaaaaa: no valid measurement (run 3, side by side)" in text
     assert "step   bbbbbbbbbbbb slower get: run 2, 100% of the way to bad, above the cut" in text
     assert "confirm aaaaaaa -> bbbbbbbbbbbb slower get: run 3, no valid measurement" in text
-    page = bisect_page.page(STORED, [1, 2, 3])
+    page = bisect_page.page(stored)
     assert page["steps"][0]["heading"].startswith("First bad commit")
     assert [e["run_file"] for e in page["log"]][-1] == "run-3.html"
 

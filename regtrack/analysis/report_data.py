@@ -16,6 +16,7 @@ import pydantic
 from regtrack.analysis import metrics
 from regtrack.analysis.commands import CommandShare
 from regtrack.analysis.records import ComparisonResult, ServerFacts
+from regtrack.results.records import StoredBisection
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,4 +113,4 @@ class ReportData:
     by_commit: pd.DataFrame  # analysis.commit_history.series of the history
     commit_steps: list[dict[str, Any]]  # analysis.commit_history.steps of by_commit
     pages: list[RunPage]
-    bisections: list[tuple[dict[str, Any], list[int]]]
+    bisections: list[StoredBisection]

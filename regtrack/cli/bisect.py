@@ -124,12 +124,12 @@ def bisect(
     # The search itself never prints: what it says reaches the command line through these.
     hooks = Hooks(say=say, progress=run_progress, change_text=bisect_text.change_text)
     bisect_search.run(Bisector(store, bisection_id, hooks, options.db, not options.no_wait))
-    record = {**bisections.get(store, bisection_id), "runs": bisections.runs(store, bisection_id)}
+    record = bisections.get(store, bisection_id)
     click.echo(bisect_text.render(record))
     if json_out:
         Path(json_out).write_text(bisect_text.render(record, "json"))
     if options.report:
-        _report(store, record["runs"], bisection_id)
+        _report(store, list(record.runs), bisection_id)
 
 
 def _resumed(db: str | None, resume_id: int) -> tuple[Store, int]:
@@ -141,7 +141,7 @@ def _resumed(db: str | None, resume_id: int) -> tuple[Store, int]:
 
     store = Store.open(db or load_settings().database, create=False)
     bisection_id = resume_id or bisections.latest_unfinished(store)
-    if bisections.get(store, bisection_id)["status"] in bisections.FINISHED:
+    if bisections.get(store, bisection_id).status in bisections.FINISHED:
         raise BadInput(f"bisection {bisection_id} has finished: nothing to resume")
     say(f"resuming bisection {bisection_id}")
     return store, bisection_id

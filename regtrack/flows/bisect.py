@@ -77,8 +77,8 @@ class Bisector:
 
     def __init__(self, store: Store, bisection_id: int, hooks: Hooks, db: str | None, wait: bool):
         stored = bisections.get(store, bisection_id)
-        self.request = request_of(stored["config"])
-        self.commits: list[str] = stored["config"]["commits"]
+        self.request = request_of(stored.config)
+        self.commits: list[str] = stored.config["commits"]
         if not all(is_commit(c) for c in self.commits):  # never handed to git as options
             raise BadInput(
                 f"bisection {bisection_id}'s stored commits are not all full commit ids: the "
@@ -94,7 +94,7 @@ class Bisector:
         self.ends_pct = 0.0  # bad against good, once measured (ends)
         self.warned_seeds = False  # said once per bisection, at its first run
         self.confirmed: dict[tuple[str, str], int] = {}
-        for entry in map(BisectLogEntry.from_json, stored["log"]):  # a resumed bisection
+        for entry in map(BisectLogEntry.from_json, stored.log):  # a resumed bisection
             if entry.confirm_run_id and entry.parent:
                 self.confirmed[(entry.parent, entry.commit)] = entry.confirm_run_id
             elif entry.run_id:

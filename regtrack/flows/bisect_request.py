@@ -4,6 +4,7 @@ first-parent commits between them listed, all recorded so that --resume has them
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +54,7 @@ def start(request: Request, db: str | None) -> tuple[Store, int]:
     return store, bisections.create(store, config)
 
 
-def request_of(config: dict[str, Any]) -> Request:
+def request_of(config: Mapping[str, Any]) -> Request:
     """The request a stored bisection was started with (for --resume)."""
     asked = dict(config["request"])
     asked["options"] = Options(**asked["options"])

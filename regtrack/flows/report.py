@@ -70,7 +70,7 @@ def gather(store: Store, run_ids: list[int] | None = None) -> ReportData:
         by_commit=by_commit,
         commit_steps=commit_history.steps(by_commit),
         pages=pages,
-        bisections=[(b, bisections.runs(store, b["id"])) for b in bisections.all_of(store)],
+        bisections=bisections.all_of(store),
     )
 
 

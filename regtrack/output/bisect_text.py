@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any
 
 from regtrack.analysis.records import (
     SCHEMA_VERSION,
@@ -14,6 +13,7 @@ from regtrack.analysis.records import (
     ChangeSummary,
 )
 from regtrack.output.tables import attribution, interval_text, server_caption
+from regtrack.results.records import StoredBisection
 
 SHORT = 7
 
@@ -59,11 +59,11 @@ def heading(step: BisectStep) -> str:
     )
 
 
-def log_lines(bisection: dict[str, Any]) -> list[str]:
+def log_lines(bisection: StoredBisection) -> list[str]:
     """Every step of the search, in order: what was measured (which run) and the verdict."""
-    facts = bisection["config"]["facts"]
+    facts = bisection.config["facts"]
     lines = []
-    for n, entry in enumerate(map(BisectLogEntry.from_json, bisection["log"]), start=1):
+    for n, entry in enumerate(map(BisectLogEntry.from_json, bisection.log), start=1):
         what = _commit(entry.commit, facts)
         if entry.role == "end":
             lines.append(f"{n:>3}. end    {what}: run {entry.run_id}")
@@ -89,20 +89,20 @@ def log_lines(bisection: dict[str, Any]) -> list[str]:
     return lines
 
 
-def render(bisection: dict[str, Any], fmt: str = "table") -> str:
+def render(bisection: StoredBisection, fmt: str = "table") -> str:
     """The answer first, then the explain table of each step found, then the log."""
     if fmt == "json":
-        return json.dumps({"schema_version": SCHEMA_VERSION, **bisection}, indent=2)
-    config = bisection["config"]
-    answer = BisectAnswer.from_json(bisection["result"] or {})
+        return json.dumps({"schema_version": SCHEMA_VERSION, **bisection.to_json()}, indent=2)
+    config = bisection.config
+    answer = BisectAnswer.from_json(bisection.result or {})
     facts, request = config["facts"], config["request"]
     out = [
-        f"bisect {bisection['id']}: {request['good']}..{request['bad']} "
+        f"bisect {bisection.id}: {request['good']}..{request['bad']} "
         f"({len(config['commits'])} commits on the first-parent line), metric "
         f"{request['metric']}, threshold {request['threshold']:g}%",
         f"ends: bad vs good {change_text(answer.ends)}",
         f"measured {len(answer.measured_commits)} commits "
-        f"(including both ends) in {len(bisection.get('runs', []))} runs",
+        f"(including both ends) in {len(bisection.runs)} runs",
     ]
     if answer.server is not None:  # bisections stored before settings existed lack it
         out.append(server_caption(answer.server))

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from regtrack.core.errors import BadInput
+from regtrack.results.records import StoredBisection
 from regtrack.results.store import Store, now
 
 FINISHED = ("done", "refused")
@@ -43,29 +44,29 @@ def finish(
         )
 
 
-def get(store: Store, bisection_id: int) -> dict[str, Any]:
+def get(store: Store, bisection_id: int) -> StoredBisection:
     row = store.conn.execute(
         "SELECT id, created_at, status, config, log, result FROM bisections WHERE id = ?",
         (bisection_id,),
     ).fetchone()
     if row is None:
         raise BadInput(f"no bisection {bisection_id} in {store.path} (regtrack bisect --list)")
-    return _record(row)
+    return _record(store, row)
 
 
-def all_of(store: Store) -> list[dict[str, Any]]:
+def all_of(store: Store) -> list[StoredBisection]:
     rows = store.conn.execute(
         "SELECT id, created_at, status, config, log, result FROM bisections ORDER BY id"
     ).fetchall()
-    return [_record(r) for r in rows]
+    return [_record(store, r) for r in rows]
 
 
 def latest_unfinished(store: Store) -> int:
     """The newest bisection that did not finish, for a bare ``--resume``."""
-    unfinished = [b for b in all_of(store) if b["status"] not in FINISHED]
+    unfinished = [b for b in all_of(store) if b.status not in FINISHED]
     if not unfinished:
         raise BadInput(f"no unfinished bisection in {store.path}: nothing to resume")
-    return unfinished[-1]["id"]
+    return unfinished[-1].id
 
 
 def runs(store: Store, bisection_id: int) -> list[int]:
@@ -77,12 +78,13 @@ def runs(store: Store, bisection_id: int) -> list[int]:
     return [r[0] for r in rows]
 
 
-def _record(row: Any) -> dict[str, Any]:
-    return {
-        "id": row[0],
-        "created_at": row[1],
-        "status": row[2],
-        "config": json.loads(row[3]),
-        "log": json.loads(row[4]),
-        "result": json.loads(row[5]) if row[5] else None,
-    }
+def _record(store: Store, row: Any) -> StoredBisection:
+    return StoredBisection(
+        id=row[0],
+        created_at=row[1],
+        status=row[2],
+        config=json.loads(row[3]),
+        log=tuple(json.loads(row[4])),
+        result=json.loads(row[5]) if row[5] else None,
+        runs=tuple(runs(store, row[0])),
+    )

@@ -117,3 +117,30 @@ class RunCosts:
     run_id: int
     labels: tuple[str, ...]
     costs: pd.DataFrame
+
+
+@dataclass(frozen=True)
+class StoredBisection:
+    """A bisection as stored (results/bisections.py): its request and the commits' facts
+    (``config``), the log of every step, the answer once it finished (the JSON of
+    analysis.records.BisectAnswer) and the runs it measured."""
+
+    id: int
+    created_at: str
+    status: str  # running | done | refused | interrupted | failed
+    config: Mapping[str, Any]
+    log: tuple[dict[str, Any], ...] = ()
+    result: dict[str, Any] | None = None
+    runs: tuple[int, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """`bisect --json`: the stored bisection, as it always printed."""
+        return {
+            "id": self.id,
+            "created_at": self.created_at,
+            "status": self.status,
+            "config": dict(self.config),
+            "log": list(self.log),
+            "result": self.result,
+            "runs": list(self.runs),
+        }

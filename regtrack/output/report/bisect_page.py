@@ -9,16 +9,17 @@ from regtrack.analysis.records import BisectAnswer, BisectLogEntry
 from regtrack.output import bisect_text
 from regtrack.output.report.pages import run_file
 from regtrack.output.tables import server_caption
+from regtrack.results.records import StoredBisection
 
 
 def bisect_file(bisection_id: int) -> str:
     return f"bisect-{bisection_id}.html"
 
 
-def page(bisection: dict[str, Any], runs: list[int]) -> dict[str, Any]:
+def page(bisection: StoredBisection) -> dict[str, Any]:
     """What the template shows: request, answer (steps with facts, change, explain), log."""
-    config = bisection["config"]
-    answer = BisectAnswer.from_json(bisection["result"] or {})
+    config = bisection.config
+    answer = BisectAnswer.from_json(bisection.result or {})
     facts = config["facts"]
     steps = []
     for step in answer.steps:
@@ -33,15 +34,15 @@ def page(bisection: dict[str, Any], runs: list[int]) -> dict[str, Any]:
             }
         )
     log = []
-    entries = map(BisectLogEntry.from_json, bisection["log"])
+    entries = map(BisectLogEntry.from_json, bisection.log)
     for entry, line in zip(entries, bisect_text.log_lines(bisection), strict=True):
         run_id = entry.run_id or entry.confirm_run_id
         log.append({"text": line.strip(), "run_file": run_file(run_id) if run_id else None})
     return {
-        "id": bisection["id"],
-        "file": bisect_file(bisection["id"]),
-        "status": bisection["status"],
-        "created_at": bisection["created_at"],
+        "id": bisection.id,
+        "file": bisect_file(bisection.id),
+        "status": bisection.status,
+        "created_at": bisection.created_at,
         "request": config["request"],
         "commits": len(config["commits"]),
         "ends": answer.ends.to_json() if answer.ends else None,
@@ -51,6 +52,6 @@ def page(bisection: dict[str, Any], runs: list[int]) -> dict[str, Any]:
         "skipped": list(answer.skipped),
         "measured": len(answer.measured_commits),
         "server": server_caption(answer.server) if answer.server is not None else "",
-        "runs": runs,
+        "runs": list(bisection.runs),
         "log": log,
     }

@@ -110,7 +110,7 @@ def write_report(data: ReportData, folder: str | Path) -> ReportFiles:
         path = out / shown["file"]
         _write(path, env.get_template("history.html.j2").render(page=shown, **common))
         files.histories.append(path)
-    bisects = [bisect_page.page(b, runs) for b, runs in data.bisections]
+    bisects = [bisect_page.page(b) for b in data.bisections]
     for shown in bisects:
         path = out / shown["file"]
         _write(path, env.get_template("bisect.html.j2").render(page=shown, **common))
