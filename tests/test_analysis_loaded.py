@@ -300,3 +300,26 @@ def test_the_command_breakdown_shares_calls_and_keeps_untrusted_cells_apart():
     assert rows[1].client_p99_ms is None
     single = frame[frame["command"] != "brpop"]
     assert commands.breakdown(single) == [], "one command per cell: nothing to break down"
+
+
+def test_a_runs_report_line_is_summarised_from_its_record_and_trials():
+    """The index line of a run (analysis.report_data.summarize): its versions, workloads,
+    trial counts and gating verdicts, and what its command printed was forced."""
+    from regtrack.analysis.records import ServerFacts
+    from regtrack.analysis.report_data import summarize
+
+    measured = paired_run(0.90, reps=4)
+    invalid = trial(
+        99, "a", "pipeline=1", 3, None, reasons=(TrialReason(InvalidReason.SERVER_DIED, "x"),)
+    )
+    trials = pd.concat([measured.trials, pd.DataFrame([invalid])], ignore_index=True)
+    run = stored(status="incomplete", status_detail="Ctrl-C", metric="both",
+                 printed={"forced": ["clients 10 != 50"]})  # fmt: skip
+    line = summarize(LoadedRun(run, trials), comparison.compare(measured), ServerFacts())
+    assert (line.id, line.status, line.status_detail) == (1, "incomplete", "Ctrl-C")
+    assert [v["label"] for v in line.versions] == ["a", "b"]
+    assert (line.workloads, line.metric, line.runtime) == (["get"], "both", "native")
+    assert (line.n_trials, line.n_invalid) == (17, 1)
+    assert line.verdicts == {"regression": 2} and line.forced == ["clients 10 != 50"]
+    empty = summarize(LoadedRun(stored(), pd.DataFrame()), None, ServerFacts())
+    assert (empty.n_trials, empty.n_invalid, empty.workloads, empty.verdicts) == (0, 0, [], {})

@@ -16,7 +16,7 @@ import pydantic
 from regtrack.analysis import metrics
 from regtrack.analysis.commands import CommandShare
 from regtrack.analysis.records import ComparisonResult, ServerFacts
-from regtrack.results.records import StoredBisection
+from regtrack.results.records import LoadedRun, StoredBisection
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,36 +52,31 @@ _SUMMARY = pydantic.TypeAdapter(RunSummary)
 
 
 def summarize(
-    run: dict[str, Any],
-    targets: list[dict[str, Any]],
-    trials: list[dict[str, Any]],
-    result: ComparisonResult | None,
-    server: ServerFacts,
+    measured: LoadedRun, result: ComparisonResult | None, server: ServerFacts
 ) -> RunSummary:
-    """The line of ``run`` (its stored row) from its targets, stored trials, comparison
-    (None: nothing to compare) and servers' facts (analysis.comparison.server_facts)."""
-    config = run.get("config") or {}
+    """The line of a run from its stored record and trials, its comparison (None: nothing
+    to compare) and its servers' facts (analysis.comparison.server_facts)."""
+    run, trials = measured.run, measured.trials
     verdicts = (
         Counter(r.verdict for r in result.comparisons if r.metric in metrics.GATING)
         if result is not None
         else Counter()
     )
     return RunSummary(
-        id=int(run["id"]),
-        created_at=run["created_at"],
-        status=run["status"],
-        status_detail=run.get("status_detail") or "",
+        id=run.id,
+        created_at=run.created_at,
+        status=run.status,
+        status_detail=run.status_detail,
         versions=[
-            {"label": t["label"], "version": t.get("redis_version") or "", "spec": t["spec"]}
-            for t in targets
+            {"label": t.label, "version": t.redis_version, "spec": t.spec} for t in run.targets
         ],
-        workloads=sorted({t["workload"] for t in trials}),
-        metric=config.get("metric", "throughput"),
-        runtime=config.get("runtime", "native"),
+        workloads=sorted(set(trials["workload"])) if len(trials) else [],
+        metric=run.metric,
+        runtime=run.runtime,
         n_trials=len(trials),
-        n_invalid=sum(1 for t in trials if not t["valid"]),
+        n_invalid=int((~trials["valid"].astype(bool)).sum()) if len(trials) else 0,
         verdicts=dict(verdicts),
-        forced=list((config.get("comparison") or {}).get("forced") or []),
+        forced=list(run.printed.get("forced") or []),
         server=server,
     )
 

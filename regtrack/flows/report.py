@@ -52,12 +52,12 @@ def gather(store: Store, run_ids: list[int] | None = None) -> ReportData:
         else:
             measured = loaded.run(store, run["id"])
             result = _compare(measured, *settings)
-            trials, targets = store.trials(run["id"]), store.targets(run["id"])
             server = comparison.server_facts(measured.run)
-            summary = summarize(run, targets, trials, result, server)
+            summary = summarize(measured, result, server)
             rows = history.run_points(measured, known=result.cells if result else None)
             analysis_cache.save(store, run["id"], key, summary.to_json(), rows)
             if run["id"] in wanted:
+                trials, targets = store.trials(run["id"]), store.targets(run["id"])
                 pages.append(_page(store, run, targets, trials, result, summary))
         summaries.append(summary)
         points += rows

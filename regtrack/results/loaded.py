@@ -86,6 +86,8 @@ def _stored(row: dict[str, Any], targets: list[dict[str, Any]]) -> StoredRun:
         status=row.get("status") or "",
         status_detail=row.get("status_detail") or "",
         workload=(config.get("workload") or {}).get("name") or "",
+        metric=config.get("metric") or "throughput",
+        runtime=config.get("runtime") or "native",
         repetitions=int(settings.get("repetitions") or 0),
         seed_offset=int(settings.get("seed_offset") or 0),
         seeds=config.get("seeds"),

@@ -66,6 +66,8 @@ class StoredRun:
     status: str = "complete"  # running | complete | incomplete | interrupted
     status_detail: str = ""  # why it is not complete
     workload: str = ""  # the workload's name
+    metric: str = "throughput"  # what it measured: throughput | instructions | both
+    runtime: str = "native"  # native | docker
     repetitions: int = 0  # as planned (a grown run's, after growing)
     seed_offset: int = 0  # where its seeds start (bench/seeds.py; 0 before offsets)
     seeds: str | None = None  # "fixed" or "not controlled: why"; None before it was stored
