@@ -149,3 +149,101 @@ def test_settings_sections_of_the_wrong_type_are_bad_input(tmp_path, text, reads
     with pytest.raises(BadInput, match=rf"\[{section}\] is not a table"):
         reads(path)
     ignores(path)
+
+
+# A finished bisection as regtrack stores it: its request and facts, a log of every kind
+# of entry, and an answer with a confirmed step, its explain table and the servers' facts.
+GOOD, MID, BAD = "a" * 40, "b" * 40, "c" * 40
+CHANGE = {"change_pct": 3.0, "ci_low_pct": 2.0, "ci_high_pct": 4.0, "mde_pct": 1.0,
+          "verdict": "regression", "n_blocks": 6}  # fmt: skip
+EXPLAIN = {"point": "pipeline=10", "workload": "get", "baseline": "aaaaaaa", "candidate": "bbbb",
+           "n_baseline": 3, "n_candidate": 3, "baseline_total": 3500.0,
+           "candidate_total": 3605.0, "diff_total": 105.0, "change_pct": 3.0,
+           "functions": [{"function": "lookupKey", "baseline_per_op": 50.0,
+                          "candidate_per_op": 155.0, "diff_per_op": 105.0,
+                          "share_pct": 100.0}]}  # fmt: skip
+BISECTION = {
+    "config": {
+        "request": {"good": "v1", "bad": "v2", "metric": "instructions", "threshold": 1.0},
+        "commits": [GOOD, MID, BAD],
+        "facts": {MID: {"subject": "slower get", "author": "x", "commit_date": "2024"}},
+    },
+    "log": [
+        {"commit": GOOD, "run_id": 1, "role": "end"},
+        {"commit": MID, "run_id": 2, "judged": "above the cut", "cut": 0.5, "share": 1.0,
+         "decided": True, "vs_good": CHANGE},
+        {"commit": MID, "judged": "skipped", "reason": "does not build: make failed"},
+        {"commit": MID, "parent": GOOD, "confirm_run_id": 3, "change": CHANGE},
+    ],
+    "result": {
+        "ends": CHANGE, "shares": {MID: 1.0}, "carried": 1.0, "more_may_be_left": False,
+        "by_estimate": [], "skipped": [], "measured_commits": [GOOD, MID, BAD],
+        "steps": [{"kind": "step", "last_good": GOOD, "first_bad": MID, "between": [],
+                   "share": 1.0, "interval": [GOOD, BAD], "interval_share": 1.0,
+                   "run_id": 3, "parent_run_id": 2, "change": CHANGE, "explain": [EXPLAIN]}],
+        "server_config": {"appendonly": "no"}, "server_without": {}, "server_data": None,
+    },
+}  # fmt: skip
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+def _paths(value, path=()):
+    yield path
+    items = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list)
+        else ()
+    )
+    for key, inner in items:
+        yield from _paths(inner, (*path, key))
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_any_edit_of_a_stored_bisection_renders_or_is_bad_input(data):
+    """A bisection in a database edited by hand (any value, anywhere, replaced or removed):
+    its text, its JSON and its report page are made, or it is one line of bad input."""
+    import copy
+    import json
+    import tempfile
+
+    from regtrack.output import bisect_text
+    from regtrack.output.report import bisect_page
+    from regtrack.results import bisections
+    from regtrack.results.store import Store
+
+    stored = copy.deepcopy(BISECTION)
+    for _ in range(data.draw(st.integers(1, 3))):
+        path = data.draw(st.sampled_from(list(_paths(stored))[1:]))
+        parent = stored
+        for key in path[:-1]:
+            parent = parent[key]
+        if data.draw(st.booleans()) and isinstance(parent, dict):
+            del parent[path[-1]]
+        else:
+            parent[path[-1]] = data.draw(JSON_VALUES)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Store.open(Path(tmp) / "r.db")
+        with store.transaction() as conn:
+            conn.execute(
+                "INSERT INTO bisections (created_at, status, config, log, result)"
+                " VALUES ('today', 'done', ?, ?, ?)",
+                tuple(json.dumps(stored.get(k)) for k in ("config", "log", "result")),
+            )
+        try:
+            bisection = bisections.get(store, 1)
+            bisect_text.render(bisection)
+            bisect_text.render(bisection, "json")
+            bisect_page.page(bisection)
+        except BadInput as exc:
+            assert str(exc) and "\n" not in str(exc)
+        finally:
+            store.close()

@@ -6,10 +6,9 @@ functions' cost per command grew, by how much, and what share of the total chang
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 
+from regtrack.analysis.records import Attribution, FunctionShare
 from regtrack.core.errors import BadInput
 from regtrack.results.records import RunCosts
 
@@ -21,7 +20,7 @@ def attribute(
     point: str | None = None,
     top: int = 15,
     baseline_run: RunCosts | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Attribution]:
     """Which functions' instructions per operation changed, per point, reconciled to the total.
 
     Exclusive costs are used because they add up to the total (inclusive costs overlap).
@@ -51,7 +50,7 @@ def attribute(
                 f"point {point!r} is not in run {run_id}: its points are {', '.join(points)}"
             )
         points = [point]
-    tables = []
+    tables: list[Attribution] = []
     for p in points:
         here = costs[costs["point"] == p]
         per_op: dict[str, pd.Series] = {}
@@ -72,7 +71,7 @@ def attribute(
         total_diff = total_cand - total_base
         ranked = table.reindex(table["diff"].abs().sort_values(ascending=False).index)
         shown = ranked.head(top)
-        rows = [
+        rows: list[FunctionShare] = [
             {
                 "function": name,
                 "baseline_per_op": float(r["baseline"]),

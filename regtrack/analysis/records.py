@@ -9,9 +9,12 @@ for results is written from them (``to_json``), under ``SCHEMA_VERSION`` (docs/c
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
+
+from typing_extensions import TypedDict  # pydantic checks it (typing's: Python 3.12+)
 
 if TYPE_CHECKING:  # pandas and pydantic only where a comparison is made, not for --help
     import pandas as pd
@@ -161,21 +164,49 @@ class ChangeSummary(_Record):
     n_blocks: int | None = None
 
 
+R = TypeVar("R", bound=_Record)
+
+
+@functools.cache
+def _adapter(cls: type) -> Any:
+    import pydantic
+
+    return pydantic.TypeAdapter(cls)
+
+
+def _checked(cls: type[R], data: Any) -> R:
+    """A record of a bisection's stored JSON, every field checked against its type (JSON
+    lists become tuples; unknown keys, from another regtrack, are left out): a database
+    edited by hand is one line (BadInput), not a crash where a field is first used."""
+    import pydantic
+
+    from regtrack.core.errors import BadInput
+
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    try:
+        if not isinstance(data, dict):
+            raise TypeError(f"an object, not {type(data).__name__}")
+        return _adapter(cls).validate_python({k: v for k, v in data.items() if k in names})
+    except (pydantic.ValidationError, TypeError) as exc:
+        if isinstance(exc, pydantic.ValidationError):
+            error = exc.errors()[0]
+            exc = f"{'.'.join(map(str, error['loc'])) or 'it'}: {error['msg']}"
+        raise BadInput(
+            f"a stored bisection's {cls.__name__} is not what regtrack writes ({exc}): was "
+            "the database edited? Start a new bisection"
+        ) from None
+
+
 class _Sparse(_Record):
     """A record stored in a bisection's JSON: only the fields it has are written (an entry's
-    kind is which fields it has), and its changes read back as ChangeSummary."""
+    kind is which fields it has), read back with every field checked."""
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in super().to_json().items() if v is not None}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Self:
-        changes = {
-            k: ChangeSummary.from_json(data[k])
-            for k in ("change", "vs_good")
-            if isinstance(data.get(k), dict)
-        }
-        return super().from_json({**data, **changes})
+        return _checked(cls, data)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -198,6 +229,32 @@ class BisectLogEntry(_Sparse):
     change: ChangeSummary | None = None
 
 
+class FunctionShare(TypedDict):
+    """One function's row of an explain table (analysis/attribution.py)."""
+
+    function: str
+    baseline_per_op: float
+    candidate_per_op: float
+    diff_per_op: float
+    share_pct: float | None  # None: the totals did not change
+
+
+class Attribution(TypedDict):
+    """The explain table of one point: which functions' instructions per op moved."""
+
+    point: str
+    workload: str
+    baseline: str
+    candidate: str
+    n_baseline: int
+    n_candidate: int
+    baseline_total: float
+    candidate_total: float
+    diff_total: float
+    change_pct: float | None
+    functions: list[FunctionShare]
+
+
 @dataclass(frozen=True, kw_only=True)
 class BisectStep(_Sparse):
     """A change a bisection found: a step (``first_bad`` after ``last_good``) or a spread
@@ -214,7 +271,7 @@ class BisectStep(_Sparse):
     run_id: int | None = None
     parent_run_id: int | None = None
     change: ChangeSummary | None = None
-    explain: list[dict[str, Any]] | None = None  # analysis/attribution.py's tables
+    explain: list[Attribution] | None = None  # analysis/attribution.py's tables
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -254,19 +311,10 @@ class BisectAnswer(_Record):
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Self:
-        ends = data.get("ends")
-        return cls(
-            ends=ChangeSummary.from_json(ends) if ends else None,
-            steps=tuple(BisectStep.from_json(s) for s in data.get("steps", [])),
-            shares=dict(data.get("shares") or {}),
-            carried=data.get("carried"),
-            more_may_be_left=bool(data.get("more_may_be_left")),
-            by_estimate=tuple(data.get("by_estimate", ())),
-            skipped=tuple(data.get("skipped", ())),
-            measured_commits=tuple(data.get("measured_commits", ())),
-            more_than_one_step=tuple(data.get("more_than_one_step", ())),
-            server=ServerFacts.from_json(data) if "server_config" in data else None,
-        )
+        """The stored answer, checked (a server's facts sit beside the rest)."""
+        if isinstance(data, dict) and "server_config" in data:
+            data = {**data, "server": data}
+        return _checked(cls, data)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

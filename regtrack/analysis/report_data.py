@@ -15,7 +15,7 @@ import pydantic
 
 from regtrack.analysis import metrics
 from regtrack.analysis.commands import CommandShare
-from regtrack.analysis.records import ComparisonResult, ServerFacts
+from regtrack.analysis.records import Attribution, ComparisonResult, ServerFacts
 from regtrack.results.records import LoadedRun, StoredBisection
 
 
@@ -92,7 +92,7 @@ class RunPage:
     trials: list[dict[str, Any]]
     result: ComparisonResult | None
     summary: RunSummary
-    attribution: list[dict[str, Any]] = field(default_factory=list)
+    attribution: list[Attribution] = field(default_factory=list)
     commands: list[CommandShare] = field(default_factory=list)
 
 

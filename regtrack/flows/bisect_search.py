@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from regtrack.analysis import attribution, bisection, comparison
-from regtrack.analysis.records import BisectAnswer, BisectStep
+from regtrack.analysis.records import Attribution, BisectAnswer, BisectStep
 from regtrack.core.errors import Interrupted
 from regtrack.flows.bisect import Bisector, NothingToBisect, short, summary
 from regtrack.results import bisections, loaded
@@ -78,7 +78,7 @@ def confirm(bisector: Bisector, parent: str, child: str) -> dict[str, Any]:
                 "confirm",
             )
         parent_run = run_id
-    explain: list[dict[str, Any]] = []
+    explain: list[Attribution] = []
     if bisector.request.metric == "instructions":
         point = bisector.request.options.pipelines
         costs = loaded.costs(bisector.store, run_id)

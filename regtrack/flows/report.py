@@ -15,7 +15,7 @@ from typing import Any
 
 from regtrack import __version__
 from regtrack.analysis import attribution, commands, commit_history, comparison, history
-from regtrack.analysis.records import ComparisonResult
+from regtrack.analysis.records import Attribution, ComparisonResult
 from regtrack.analysis.report_data import ReportData, RunPage, RunSummary, summarize
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import Thresholds, load_thresholds
@@ -102,7 +102,7 @@ def _page(
     )
 
 
-def _attribution(store: Store, run_id: int, result: ComparisonResult) -> list[dict[str, Any]]:
+def _attribution(store: Store, run_id: int, result: ComparisonResult) -> list[Attribution]:
     """The functions whose costs moved most, each candidate against the baseline."""
     costs = loaded.costs(store, run_id)
     if costs.costs.empty:

@@ -15,6 +15,7 @@ from rich.table import Table
 from regtrack.analysis.metrics import METRIC_BY_NAME
 from regtrack.analysis.records import (
     Answer,
+    Attribution,
     ComparisonResult,
     PointComparison,
     PooledComparison,
@@ -261,7 +262,7 @@ def render(result: ComparisonResult, fmt: str, metrics: list[str] | None = None)
     return console.file.getvalue()  # type: ignore[attr-defined]
 
 
-def attribution(tables: list[dict[str, Any]], fmt: str) -> str:
+def attribution(tables: Sequence[Attribution], fmt: str) -> str:
     """The per-function table of `regtrack explain`, reconciled to the total change."""
     if fmt == "json":
         return json.dumps(tables, indent=2)

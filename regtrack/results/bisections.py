@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pydantic
+
 from regtrack.core.errors import BadInput
 from regtrack.results.records import StoredBisection
 from regtrack.results.store import Store, now
@@ -78,13 +80,45 @@ def runs(store: Store, bisection_id: int) -> list[int]:
     return [r[0] for r in rows]
 
 
+class _Request(pydantic.BaseModel, extra="allow", strict=True):
+    good: str
+    bad: str
+    metric: str
+    threshold: float
+
+
+class _Config(pydantic.BaseModel, extra="allow", strict=True):
+    """What every reader of a stored bisection's request relies on."""
+
+    request: _Request
+    commits: list[str]
+    facts: dict[str, dict[str, Any]]
+
+
+_SHAPE = pydantic.TypeAdapter(tuple[_Config, list[dict[str, Any]], dict[str, Any] | None])
+
+
 def _record(store: Store, row: Any) -> StoredBisection:
+    """A stored bisection, its shape checked: a database edited by hand is one line."""
+    try:
+        config, log, result = (json.loads(t) if t else None for t in row[3:6])
+        _SHAPE.validate_python((config, log, result))
+    except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
+        if isinstance(exc, pydantic.ValidationError):
+            error = exc.errors()[0]
+            where = ".".join(map(str, error["loc"][1:]))
+            column = ("config", "log", "result")[int(error["loc"][0])]
+            exc = f"{column}{'.' if where else ''}{where}: {error['msg']}"
+        raise BadInput(
+            f"bisection {row[0]} in {store.path} is not what regtrack stores ({exc}): "
+            "was the database edited? Start a new bisection"
+        ) from None
     return StoredBisection(
         id=row[0],
         created_at=row[1],
         status=row[2],
-        config=json.loads(row[3]),
-        log=tuple(json.loads(row[4])),
-        result=json.loads(row[5]) if row[5] else None,
+        config=config,
+        log=tuple(log),
+        result=result,
         runs=tuple(runs(store, row[0])),
     )
