@@ -50,3 +50,40 @@ def result(
         thresholds=Thresholds(),
         run_id=1,
     )
+
+
+# A finished bisection as regtrack stores it (results/bisections.py): its request and
+# facts, a log with every kind of entry, and an answer with one step confirmed side by
+# side (no valid measurement), its explain table and the servers' facts.
+GOOD, MID, BAD = "a" * 40, "b" * 40, "c" * 40
+CHANGE = {"change_pct": 3.0, "ci_low_pct": 2.0, "ci_high_pct": 4.0, "mde_pct": 1.0,
+          "verdict": "regression", "n_blocks": 6}  # fmt: skip
+EXPLAIN = {"point": "pipeline=10", "workload": "get", "baseline": "aaaaaaa", "candidate": "bbbb",
+           "n_baseline": 3, "n_candidate": 3, "baseline_total": 3500.0,
+           "candidate_total": 3605.0, "diff_total": 105.0, "change_pct": 3.0,
+           "functions": [{"function": "lookupKey", "baseline_per_op": 50.0,
+                          "candidate_per_op": 155.0, "diff_per_op": 105.0,
+                          "share_pct": 100.0}]}  # fmt: skip
+BISECTION: dict[str, Any] = {
+    "id": 7, "status": "done", "created_at": "today", "runs": (1, 2, 3),
+    "config": {
+        "request": {"good": "v1", "bad": "v2", "metric": "instructions", "threshold": 1.0},
+        "commits": [GOOD, MID, BAD], "facts": {MID: {"subject": "slower get"}},
+    },
+    "log": [
+        {"commit": GOOD, "run_id": 1, "role": "end"},
+        {"commit": BAD, "run_id": 1, "role": "end"},
+        {"commit": MID, "run_id": 2, "judged": "above the cut", "cut": 0.5, "share": 1.0,
+         "decided": True, "vs_good": CHANGE},
+        {"commit": MID, "judged": "skipped", "reason": "does not build: make failed"},
+        {"commit": MID, "parent": GOOD, "confirm_run_id": 3, "change": None},
+    ],
+    "result": {
+        "ends": CHANGE, "shares": {MID: 1.0}, "carried": 1.0, "more_may_be_left": False,
+        "by_estimate": [], "skipped": [], "measured_commits": [GOOD, MID, BAD],
+        "steps": [{"kind": "step", "last_good": GOOD, "first_bad": MID, "between": [],
+                   "share": 1.0, "interval": [GOOD, BAD], "interval_share": 1.0,
+                   "run_id": 3, "parent_run_id": 3, "change": None, "explain": [EXPLAIN]}],
+        "server_config": {"appendonly": "no"}, "server_without": {}, "server_data": None,
+    },
+}  # fmt: skip

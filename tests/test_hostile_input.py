@@ -3,7 +3,10 @@ accepts them or raises BadInput (one line, exit 2), never another exception."""
 
 from __future__ import annotations
 
+import copy
+import json
 import string
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,8 +15,13 @@ from hypothesis import strategies as st
 
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import load_settings, load_thresholds
+from regtrack.output import bisect_text
+from regtrack.output.report import bisect_page
+from regtrack.results import bisections
+from regtrack.results.store import Store
 from regtrack.targets import versions
 from regtrack.workloads.files import load_workload
+from tests.answers import BISECTION
 from tests.conftest import cli_in_process
 
 PRESETS = sorted((Path(__file__).parent.parent / "configs" / "workloads").glob("*.toml"))
@@ -151,39 +159,6 @@ def test_settings_sections_of_the_wrong_type_are_bad_input(tmp_path, text, reads
     ignores(path)
 
 
-# A finished bisection as regtrack stores it: its request and facts, a log of every kind
-# of entry, and an answer with a confirmed step, its explain table and the servers' facts.
-GOOD, MID, BAD = "a" * 40, "b" * 40, "c" * 40
-CHANGE = {"change_pct": 3.0, "ci_low_pct": 2.0, "ci_high_pct": 4.0, "mde_pct": 1.0,
-          "verdict": "regression", "n_blocks": 6}  # fmt: skip
-EXPLAIN = {"point": "pipeline=10", "workload": "get", "baseline": "aaaaaaa", "candidate": "bbbb",
-           "n_baseline": 3, "n_candidate": 3, "baseline_total": 3500.0,
-           "candidate_total": 3605.0, "diff_total": 105.0, "change_pct": 3.0,
-           "functions": [{"function": "lookupKey", "baseline_per_op": 50.0,
-                          "candidate_per_op": 155.0, "diff_per_op": 105.0,
-                          "share_pct": 100.0}]}  # fmt: skip
-BISECTION = {
-    "config": {
-        "request": {"good": "v1", "bad": "v2", "metric": "instructions", "threshold": 1.0},
-        "commits": [GOOD, MID, BAD],
-        "facts": {MID: {"subject": "slower get", "author": "x", "commit_date": "2024"}},
-    },
-    "log": [
-        {"commit": GOOD, "run_id": 1, "role": "end"},
-        {"commit": MID, "run_id": 2, "judged": "above the cut", "cut": 0.5, "share": 1.0,
-         "decided": True, "vs_good": CHANGE},
-        {"commit": MID, "judged": "skipped", "reason": "does not build: make failed"},
-        {"commit": MID, "parent": GOOD, "confirm_run_id": 3, "change": CHANGE},
-    ],
-    "result": {
-        "ends": CHANGE, "shares": {MID: 1.0}, "carried": 1.0, "more_may_be_left": False,
-        "by_estimate": [], "skipped": [], "measured_commits": [GOOD, MID, BAD],
-        "steps": [{"kind": "step", "last_good": GOOD, "first_bad": MID, "between": [],
-                   "share": 1.0, "interval": [GOOD, BAD], "interval_share": 1.0,
-                   "run_id": 3, "parent_run_id": 2, "change": CHANGE, "explain": [EXPLAIN]}],
-        "server_config": {"appendonly": "no"}, "server_without": {}, "server_data": None,
-    },
-}  # fmt: skip
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6),
     lambda inner: (
@@ -211,16 +186,7 @@ def _paths(value, path=()):
 def test_any_edit_of_a_stored_bisection_renders_or_is_bad_input(data):
     """A bisection in a database edited by hand (any value, anywhere, replaced or removed):
     its text, its JSON and its report page are made, or it is one line of bad input."""
-    import copy
-    import json
-    import tempfile
-
-    from regtrack.output import bisect_text
-    from regtrack.output.report import bisect_page
-    from regtrack.results import bisections
-    from regtrack.results.store import Store
-
-    stored = copy.deepcopy(BISECTION)
+    stored = copy.deepcopy({k: BISECTION[k] for k in ("config", "log", "result")})
     for _ in range(data.draw(st.integers(1, 3))):
         path = data.draw(st.sampled_from(list(_paths(stored))[1:]))
         parent = stored

@@ -10,9 +10,9 @@ import math
 import pytest
 
 from regtrack.analysis import gate
+from regtrack.analysis.bisect_records import BisectAnswer
 from regtrack.analysis.records import (
     SCHEMA_VERSION,
-    BisectAnswer,
     ChangeSummary,
     GateContext,
     PooledComparison,
@@ -125,30 +125,9 @@ def test_bisect_json_carries_schema_version():
     }
 
 
-GOOD, MID, BAD = "a" * 40, "b" * 40, "c" * 40
-CHANGE = {"change_pct": 3.0, "ci_low_pct": 2.0, "ci_high_pct": 4.0, "mde_pct": 1.0,
-          "verdict": "regression", "n_blocks": 6}  # fmt: skip
-STORED = {
-    "id": 7, "status": "done", "created_at": "today", "runs": (1, 2, 3),
-    "config": {
-        "request": {"good": "v1", "bad": "v2", "metric": "instructions", "threshold": 1.0},
-        "commits": [GOOD, MID, BAD], "facts": {MID: {"subject": "slower get"}},
-    },
-    "log": [
-        {"commit": GOOD, "run_id": 1, "role": "end"},
-        {"commit": BAD, "run_id": 1, "role": "end"},
-        {"commit": MID, "run_id": 2, "judged": "above the cut", "cut": 0.5, "share": 1.0,
-         "decided": True, "vs_good": CHANGE},
-        {"commit": MID, "judged": "skipped", "reason": "does not build: make failed"},
-        {"commit": MID, "parent": GOOD, "confirm_run_id": 3, "change": None},
-    ],
-    "result": {
-        "ends": CHANGE, "measured_commits": [GOOD, MID, BAD],
-        "steps": [{"kind": "step", "last_good": GOOD, "first_bad": MID, "between": [],
-                   "share": 1.0, "interval": [GOOD, BAD], "interval_share": 1.0,
-                   "run_id": 3, "parent_run_id": 3, "change": None, "explain": []}],
-    },
-}  # fmt: skip
+GOOD, MID, BAD, CHANGE, STORED = (
+    answers.GOOD, answers.MID, answers.BAD, answers.CHANGE, answers.BISECTION
+)  # fmt: skip
 
 
 def test_a_bisections_change_reads_the_same_in_its_search_lines_and_its_log():
@@ -165,7 +144,7 @@ def test_a_bisections_change_reads_the_same_in_its_search_lines_and_its_log():
 
 
 def test_a_stored_bisection_reads_back_as_records_and_renders():
-    from regtrack.analysis.records import BisectLogEntry, BisectStep
+    from regtrack.analysis.bisect_records import BisectLogEntry, BisectStep
     from regtrack.output.report import bisect_page
 
     entries = [BisectLogEntry.from_json(e) for e in STORED["log"]]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from regtrack.analysis.records import Attribution, FunctionShare
+from regtrack.analysis.bisect_records import Attribution, FunctionShare
 from regtrack.core.errors import BadInput
 from regtrack.results.records import RunCosts
 

@@ -9,12 +9,9 @@ for results is written from them (``to_json``), under ``SCHEMA_VERSION`` (docs/c
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
-
-from typing_extensions import TypedDict  # pydantic checks it (typing's: Python 3.12+)
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 if TYPE_CHECKING:  # pandas and pydantic only where a comparison is made, not for --help
     import pandas as pd
@@ -34,7 +31,7 @@ def plain(value: Any) -> Any:
     unbounded interval end or effect is null)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
-    if isinstance(value, _Record):
+    if isinstance(value, JsonRecord):
         return value.to_json()
     if isinstance(value, list | tuple):
         return [plain(v) for v in value]
@@ -43,7 +40,7 @@ def plain(value: Any) -> Any:
     return value
 
 
-class _Record:
+class JsonRecord:
     """JSON both ways: every field under its own name; ``from_json`` reads what an older
     regtrack stored (missing fields keep their defaults, unknown keys are ignored)."""
 
@@ -57,7 +54,7 @@ class _Record:
 
 
 @dataclass(frozen=True, kw_only=True)
-class PointComparison(_Record):
+class PointComparison(JsonRecord):
     """One metric at one point, candidate against baseline: the medians, the change with
     its interval, and the verdict (point records are called only when their pooled answer
     found the same change: analysis/comparison.py)."""
@@ -105,7 +102,7 @@ class PointComparison(_Record):
 
 
 @dataclass(frozen=True, kw_only=True)
-class PooledComparison(_Record):
+class PooledComparison(JsonRecord):
     """One metric over a sweep's gating points (point ``"pooled"``): what the gate reads."""
 
     workload: str
@@ -152,7 +149,7 @@ class PooledComparison(_Record):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ChangeSummary(_Record):
+class ChangeSummary(JsonRecord):
     """A pooled change's numbers as a bisection stores them (its log, its steps, its ends):
     every field may be missing from what an older regtrack stored."""
 
@@ -164,157 +161,14 @@ class ChangeSummary(_Record):
     n_blocks: int | None = None
 
 
-R = TypeVar("R", bound=_Record)
-
-
-@functools.cache
-def _adapter(cls: type) -> Any:
-    import pydantic
-
-    return pydantic.TypeAdapter(cls)
-
-
-def _checked(cls: type[R], data: Any) -> R:
-    """A record of a bisection's stored JSON, every field checked against its type (JSON
-    lists become tuples; unknown keys, from another regtrack, are left out): a database
-    edited by hand is one line (BadInput), not a crash where a field is first used."""
-    import pydantic
-
-    from regtrack.core.errors import BadInput
-
-    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    try:
-        if not isinstance(data, dict):
-            raise TypeError(f"an object, not {type(data).__name__}")
-        return _adapter(cls).validate_python({k: v for k, v in data.items() if k in names})
-    except (pydantic.ValidationError, TypeError) as exc:
-        if isinstance(exc, pydantic.ValidationError):
-            error = exc.errors()[0]
-            exc = f"{'.'.join(map(str, error['loc'])) or 'it'}: {error['msg']}"
-        raise BadInput(
-            f"a stored bisection's {cls.__name__} is not what regtrack writes ({exc}): was "
-            "the database edited? Start a new bisection"
-        ) from None
-
-
-class _Sparse(_Record):
-    """A record stored in a bisection's JSON: only the fields it has are written (an entry's
-    kind is which fields it has), read back with every field checked."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in super().to_json().items() if v is not None}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Self:
-        return _checked(cls, data)
-
-
 @dataclass(frozen=True, kw_only=True)
-class BisectLogEntry(_Sparse):
-    """One line of a bisection's log (flows/bisect.py): an end's run (``role`` "end"), a
-    commit placed against a cut (``cut``, ``share``, ``vs_good``), one that does not build
-    (``reason``), or a step confirmed against its parent (``parent``, ``confirm_run_id``)."""
-
-    commit: str
-    run_id: int | None = None
-    role: str | None = None
-    judged: str | None = None
-    reason: str | None = None
-    cut: float | None = None
-    share: float | None = None
-    decided: bool | None = None
-    vs_good: ChangeSummary | None = None
-    parent: str | None = None
-    confirm_run_id: int | None = None
-    change: ChangeSummary | None = None
-
-
-class FunctionShare(TypedDict):
-    """One function's row of an explain table (analysis/attribution.py)."""
-
-    function: str
-    baseline_per_op: float
-    candidate_per_op: float
-    diff_per_op: float
-    share_pct: float | None  # None: the totals did not change
-
-
-class Attribution(TypedDict):
-    """The explain table of one point: which functions' instructions per op moved."""
-
-    point: str
-    workload: str
-    baseline: str
-    candidate: str
-    n_baseline: int
-    n_candidate: int
-    baseline_total: float
-    candidate_total: float
-    diff_total: float
-    change_pct: float | None
-    functions: list[FunctionShare]
-
-
-@dataclass(frozen=True, kw_only=True)
-class BisectStep(_Sparse):
-    """A change a bisection found: a step (``first_bad`` after ``last_good``) or a spread
-    change half in by ``first_bad``; a step of neighbours is confirmed against its parent
-    (``run_id``, ``parent_run_id``, ``change``, the functions that moved: ``explain``)."""
-
-    kind: str = "step"
-    last_good: str
-    first_bad: str
-    between: tuple[str, ...] = ()
-    share: float | None = None
-    interval: tuple[str, str] | None = None
-    interval_share: float | None = None
-    run_id: int | None = None
-    parent_run_id: int | None = None
-    change: ChangeSummary | None = None
-    explain: list[Attribution] | None = None  # analysis/attribution.py's tables
-
-
-@dataclass(frozen=True, kw_only=True)
-class ServerFacts(_Record):
+class ServerFacts(JsonRecord):
     """What every output says of a run's servers: its settings (workloads/server_config.py),
     the versions that ran without an optional one, where persistent servers kept files."""
 
     server_config: dict[str, Any] = field(default_factory=dict)
     server_without: dict[str, list[str]] = field(default_factory=dict)
     server_data: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class BisectAnswer(_Record):
-    """What a finished bisection found, stored with it and read by its text, JSON and page:
-    the ends' change, every change found, how much of the ends' change they carry (by
-    estimate), and the commits placed by estimate, skipped, or measured. Stored as the
-    flat JSON object it always was (the servers' facts beside the rest)."""
-
-    ends: ChangeSummary | None = None
-    steps: tuple[BisectStep, ...] = ()
-    shares: dict[str, float] = field(default_factory=dict)  # each commit's, by estimate
-    carried: float | None = None
-    more_may_be_left: bool = False
-    by_estimate: tuple[str, ...] = ()
-    skipped: tuple[str, ...] = ()  # did not build
-    measured_commits: tuple[str, ...] = ()
-    more_than_one_step: tuple[str, ...] = ()  # stored before bisection by position
-    server: ServerFacts | None = None  # None: stored before server settings were
-
-    def to_json(self) -> dict[str, Any]:
-        data = super().to_json()
-        server = data.pop("server") or {}
-        if not self.more_than_one_step:
-            del data["more_than_one_step"]
-        return {**data, **server}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Self:
-        """The stored answer, checked (a server's facts sit beside the rest)."""
-        if isinstance(data, dict) and "server_config" in data:
-            data = {**data, "server": data}
-        return _checked(cls, data)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -383,7 +237,7 @@ def shifts_json(shifts: dict[str, RunShift] | None) -> dict[str, Any] | None:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Disagreement(_Record):
+class Disagreement(JsonRecord):
     """A point where throughput and instructions per op tell different stories."""
 
     workload: str

@@ -14,8 +14,9 @@ import pandas as pd
 import pydantic
 
 from regtrack.analysis import metrics
+from regtrack.analysis.bisect_records import Attribution
 from regtrack.analysis.commands import CommandShare
-from regtrack.analysis.records import Attribution, ComparisonResult, ServerFacts
+from regtrack.analysis.records import ComparisonResult, ServerFacts
 from regtrack.results.records import LoadedRun, StoredBisection
 
 

@@ -28,11 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from regtrack.analysis import bisection, comparison, run_shift
-from regtrack.analysis.records import (
-    BisectLogEntry,
-    ChangeSummary,
-    PooledComparison,
-)
+from regtrack.analysis.bisect_records import BisectLogEntry
+from regtrack.analysis.records import ChangeSummary, PooledComparison
 from regtrack.bench import seeds
 from regtrack.bench.job import Job, RunPurpose, parse_duration
 from regtrack.bench.plan import MODES_BY_METRIC

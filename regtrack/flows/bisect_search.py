@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from regtrack.analysis import attribution, bisection, comparison
-from regtrack.analysis.records import Attribution, BisectAnswer, BisectStep
+from regtrack.analysis.bisect_records import Attribution, BisectAnswer, BisectStep
 from regtrack.core.errors import Interrupted
 from regtrack.flows.bisect import Bisector, NothingToBisect, short, summary
 from regtrack.results import bisections, loaded

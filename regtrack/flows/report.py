@@ -15,7 +15,8 @@ from typing import Any
 
 from regtrack import __version__
 from regtrack.analysis import attribution, commands, commit_history, comparison, history
-from regtrack.analysis.records import Attribution, ComparisonResult
+from regtrack.analysis.bisect_records import Attribution
+from regtrack.analysis.records import ComparisonResult
 from regtrack.analysis.report_data import ReportData, RunPage, RunSummary, summarize
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import Thresholds, load_thresholds

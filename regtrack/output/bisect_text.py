@@ -5,13 +5,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from regtrack.analysis.records import (
-    SCHEMA_VERSION,
-    BisectAnswer,
-    BisectLogEntry,
-    BisectStep,
-    ChangeSummary,
-)
+from regtrack.analysis.bisect_records import BisectAnswer, BisectLogEntry, BisectStep
+from regtrack.analysis.records import SCHEMA_VERSION, ChangeSummary
 from regtrack.output.tables import attribution, interval_text, server_caption
 from regtrack.results.records import StoredBisection
 

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
+from regtrack.analysis.bisect_records import Attribution
 from regtrack.analysis.metrics import METRIC_BY_NAME
 from regtrack.analysis.records import (
     Answer,
-    Attribution,
     ComparisonResult,
     PointComparison,
     PooledComparison,

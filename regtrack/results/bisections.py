@@ -104,13 +104,14 @@ def _record(store: Store, row: Any) -> StoredBisection:
         config, log, result = (json.loads(t) if t else None for t in row[3:6])
         _SHAPE.validate_python((config, log, result))
     except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
+        why = str(exc)
         if isinstance(exc, pydantic.ValidationError):
             error = exc.errors()[0]
             where = ".".join(map(str, error["loc"][1:]))
             column = ("config", "log", "result")[int(error["loc"][0])]
-            exc = f"{column}{'.' if where else ''}{where}: {error['msg']}"
+            why = f"{column}{'.' if where else ''}{where}: {error['msg']}"
         raise BadInput(
-            f"bisection {row[0]} in {store.path} is not what regtrack stores ({exc}): "
+            f"bisection {row[0]} in {store.path} is not what regtrack stores ({why}): "
             "was the database edited? Start a new bisection"
         ) from None
     return StoredBisection(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from regtrack.analysis.records import BisectAnswer, BisectLogEntry
+from regtrack.analysis.bisect_records import BisectAnswer, BisectLogEntry
 from regtrack.output import bisect_text
 from regtrack.output.report.pages import run_file
 from regtrack.output.tables import server_caption
