@@ -334,6 +334,7 @@ def test_a_stored_run_is_read_back_as_one_typed_record(tmp_path):
     run = loaded.stored_run(store, run_id)
     assert (run.status, run.status_detail) == ("incomplete", "server died")
     assert (run.repetitions, run.seed_offset, run.workload) == (4, 7000, "get-pipeline")
+    assert (run.metric, run.bisection) == ("instructions", None)
     assert run.printed == config["comparison"]
     assert run.environment["cpu_model"] == "Xeon"
     assert [(t.label, t.redis_version) for t in run.targets] == [("a", "7.0.15")]

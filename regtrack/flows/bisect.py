@@ -30,7 +30,6 @@ from typing import Any
 from regtrack.analysis import bisection, comparison, run_shift
 from regtrack.analysis.bisect_records import BisectLogEntry
 from regtrack.analysis.records import ChangeSummary, PooledComparison
-from regtrack.bench import seeds
 from regtrack.bench.job import Job, RunPurpose, parse_duration
 from regtrack.bench.plan import MODES_BY_METRIC
 from regtrack.bench.prepare import prepare_job
@@ -162,18 +161,17 @@ class Bisector:
         loadgen = job.loadgen.as_dict()
         here = comparability.key(job.config(), environment.capture(job.cpus, loadgen), loadgen)
         commits = [t.commit for t in job.targets]
-        points = [p.label for p in job.points]
-        for run in self.store.runs():
-            config = run["config"]
+        points = tuple(p.label for p in job.points)
+        for run in loaded.stored_runs(self.store).values():
             if (
-                run["status"] == "complete"
-                and (config.get("bisection") or {}).get("role") == role
-                and [t.get("commit") for t in config.get("targets", [])] == commits
-                and (config.get("metric"), config.get("points")) == (job.metric, points)
-                and (role == "ends" or seeds.offset_of(config) == job.settings.seed_offset)
-                and not comparability.differences(comparability.of_run(run), here)
+                run.status == "complete"
+                and (run.bisection or {}).get("role") == role
+                and [t.commit for t in run.targets] == commits
+                and (run.metric, run.points) == (job.metric, points)
+                and (role == "ends" or run.seed_offset == job.settings.seed_offset)
+                and not comparability.differences(run.key, here)
             ):
-                return int(run["id"])
+                return run.id
         return None
 
     def change(self, base: str, cand: str, cand_run: int | None = None) -> PooledComparison | None:

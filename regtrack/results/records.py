@@ -67,6 +67,7 @@ class StoredRun:
     status_detail: str = ""  # why it is not complete
     workload: str = ""  # the workload's name
     metric: str = "throughput"  # what it measured: throughput | instructions | both
+    points: tuple[str, ...] = ()  # the points it planned, as labels
     runtime: str = "native"  # native | docker
     repetitions: int = 0  # as planned (a grown run's, after growing)
     seed_offset: int = 0  # where its seeds start (bench/seeds.py; 0 before offsets)
@@ -74,6 +75,8 @@ class StoredRun:
     environment: Mapping[str, Any] = field(default_factory=dict)  # the machine, as captured
     # The baseline and thresholds its command printed verdicts with ({}: none stored).
     printed: Mapping[str, Any] = field(default_factory=dict)
+    # A bisection's run: which bisection, in which role (ends, step, confirm); None: not one.
+    bisection: Mapping[str, Any] | None = None
     design: str = "fixed"  # fixed | sequential: the interval its looks allow
     # A run merged from shards: the repetitions it reached after each merge round.
     rounds: tuple[int, ...] = ()
