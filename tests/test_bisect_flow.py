@@ -271,3 +271,21 @@ def test_ctrl_c_during_a_step_then_resume_measures_only_what_the_search_still_ne
     assert model.visits and not {label for label, _, _ in model.visits} & ends
     (step,) = json.loads(out.read_text())["result"]["steps"]
     assert step["first_bad"] == commits[1] and step["last_good"] == commits[0]
+
+
+def test_a_bare_resume_takes_the_newest_unfinished_bisection(tmp_path):
+    from regtrack.core.errors import BadInput
+    from regtrack.results import bisections
+    from regtrack.results.store import Store
+
+    store = Store.open(tmp_path / "r.db")
+    ids = [bisections.create(store, {}) for _ in range(4)]
+    bisections.finish(store, ids[0], "interrupted")
+    bisections.finish(store, ids[1], "failed")
+    bisections.finish(store, ids[2], "done")
+    bisections.finish(store, ids[3], "refused")
+    assert bisections.latest_unfinished(store) == ids[1]
+    for i in ids[:2]:
+        bisections.finish(store, i, "done")
+    with pytest.raises(BadInput, match="no unfinished bisection"):
+        bisections.latest_unfinished(store)

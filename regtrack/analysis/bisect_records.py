@@ -31,16 +31,15 @@ def _checked(cls: type[R], data: Any) -> R:
     edited by hand is one line (BadInput), not a crash where a field is first used."""
     import pydantic
 
+    from regtrack.core.settings import one_line
+
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     try:
         if not isinstance(data, dict):
             raise TypeError(f"an object, not {type(data).__name__}")
         return _adapter(cls).validate_python({k: v for k, v in data.items() if k in names})
     except (pydantic.ValidationError, TypeError) as exc:
-        why = str(exc)
-        if isinstance(exc, pydantic.ValidationError):
-            error = exc.errors()[0]
-            why = f"{'.'.join(map(str, error['loc'])) or 'it'}: {error['msg']}"
+        why = one_line(exc) if isinstance(exc, pydantic.ValidationError) else str(exc)
         raise BadInput(
             f"a stored bisection's {cls.__name__} is not what regtrack writes ({why}): was "
             "the database edited? Start a new bisection"

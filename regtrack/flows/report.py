@@ -43,7 +43,7 @@ def gather(store: Store, run_ids: list[int] | None = None) -> ReportData:
     summaries: list[RunSummary] = []
     points: list[dict[str, Any]] = []
     pages: list[RunPage] = []
-    stored = loaded.stored_runs(store)
+    stored = loaded.stored_runs(store, runs)
     for run in runs:
         settings = comparison.comparison_settings(stored[run["id"]], None, None, thresholds)
         key = _cache_key(stored[run["id"]], marks.get(run["id"]), settings)

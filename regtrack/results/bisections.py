@@ -13,6 +13,7 @@ from typing import Any
 import pydantic
 
 from regtrack.core.errors import BadInput
+from regtrack.core.settings import one_line
 from regtrack.results.records import StoredBisection
 from regtrack.results.store import Store, now
 
@@ -65,10 +66,14 @@ def all_of(store: Store) -> list[StoredBisection]:
 
 def latest_unfinished(store: Store) -> int:
     """The newest bisection that did not finish, for a bare ``--resume``."""
-    unfinished = [b for b in all_of(store) if b.status not in FINISHED]
-    if not unfinished:
+    marks = ", ".join("?" * len(FINISHED))
+    row = store.conn.execute(
+        f"SELECT id FROM bisections WHERE status NOT IN ({marks}) ORDER BY id DESC LIMIT 1",
+        FINISHED,
+    ).fetchone()
+    if row is None:
         raise BadInput(f"no unfinished bisection in {store.path}: nothing to resume")
-    return unfinished[-1].id
+    return int(row[0])
 
 
 def runs(store: Store, bisection_id: int) -> list[int]:
@@ -95,21 +100,21 @@ class _Config(pydantic.BaseModel, extra="allow", strict=True):
     facts: dict[str, dict[str, Any]]
 
 
-_SHAPE = pydantic.TypeAdapter(tuple[_Config, list[dict[str, Any]], dict[str, Any] | None])
+class _Columns(pydantic.BaseModel, strict=True):
+    """A stored bisection's JSON columns."""
+
+    config: _Config
+    log: list[dict[str, Any]]
+    result: dict[str, Any] | None
 
 
 def _record(store: Store, row: Any) -> StoredBisection:
     """A stored bisection, its shape checked: a database edited by hand is one line."""
     try:
         config, log, result = (json.loads(t) if t else None for t in row[3:6])
-        _SHAPE.validate_python((config, log, result))
+        _Columns.model_validate({"config": config, "log": log, "result": result})
     except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
-        why = str(exc)
-        if isinstance(exc, pydantic.ValidationError):
-            error = exc.errors()[0]
-            where = ".".join(map(str, error["loc"][1:]))
-            column = ("config", "log", "result")[int(error["loc"][0])]
-            why = f"{column}{'.' if where else ''}{where}: {error['msg']}"
+        why = one_line(exc) if isinstance(exc, pydantic.ValidationError) else str(exc)
         raise BadInput(
             f"bisection {row[0]} in {store.path} is not what regtrack stores ({why}): "
             "was the database edited? Start a new bisection"

@@ -32,10 +32,12 @@ def stored_run(store: Store, run_id: int) -> StoredRun:
     return _stored(store.run(run_id), store.targets(run_id))
 
 
-def stored_runs(store: Store) -> dict[int, StoredRun]:
-    """Every run by id, without trials, read in two queries whatever their number."""
+def stored_runs(store: Store, rows: list[dict[str, Any]] | None = None) -> dict[int, StoredRun]:
+    """Every run by id, without trials, read in two queries whatever their number
+    (``rows``: the runs' rows, where the caller has read them already)."""
     targets = store.targets_by_run()
-    return {r["id"]: _stored(r, targets.get(r["id"], [])) for r in store.runs()}
+    rows = store.runs() if rows is None else rows
+    return {r["id"]: _stored(r, targets.get(r["id"], [])) for r in rows}
 
 
 def run(store: Store, run_id: int) -> LoadedRun:
