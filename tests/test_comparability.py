@@ -320,8 +320,9 @@ def test_a_bisection_step_counted_with_other_tools_than_its_ends_is_refused(tmp_
 
 
 def test_a_stored_run_is_read_back_as_one_typed_record(tmp_path):
-    """What the flows read of a run (status, repetitions, seed offset, the comparison its
-    command printed, its key) comes from results.loaded, alike one run or all of them."""
+    """What the flows and the run page read of a run (status, repetitions, seed offset, the
+    comparison its command printed, its key, its command and builds) comes from
+    results.loaded, alike one run or all of them."""
     store = Store.open(tmp_path / "r.db")
     old = _store_run(store, stored_key=False)
     run_id = _store_run(store)
@@ -338,6 +339,11 @@ def test_a_stored_run_is_read_back_as_one_typed_record(tmp_path):
     assert run.printed == config["comparison"]
     assert run.environment["cpu_model"] == "Xeon"
     assert [(t.label, t.redis_version) for t in run.targets] == [("a", "7.0.15")]
+    # What the run page shows of it: the command, load generator, each version's build.
+    assert (run.command, run.loadgen) == (("regtrack", "run"), LOADGEN)
+    (target,) = run.targets
+    assert (target.kind, target.commit, target.built_sha) == ("git", "c0ffee" * 6 + "c0ff", "")
+    assert target.build == {"flags": [], "compiler": GCC}
     assert run.key == comparability.of_run(store.run(run_id))
     assert run.comparability == comparability.digest(run.key)
     # A run stored before the tools entered its key: derived, as of_run derives it.

@@ -84,13 +84,11 @@ def summarize(
 
 @dataclass(frozen=True, kw_only=True)
 class RunPage:
-    """What a run's page shows besides its line: the stored run (config, environment, load
-    generator), its versions as stored, its trials, its comparison (None: nothing to
-    compare), the functions whose costs moved and the per-command breakdown."""
+    """What a run's page shows besides its line: the run as loaded (its command, versions,
+    machine, load generator and trials), its comparison (None: nothing to compare), the
+    functions whose costs moved and the per-command breakdown."""
 
-    run: dict[str, Any]
-    targets: list[dict[str, Any]]
-    trials: list[dict[str, Any]]
+    run: LoadedRun
     result: ComparisonResult | None
     summary: RunSummary
     attribution: list[Attribution] = field(default_factory=list)

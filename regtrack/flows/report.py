@@ -58,8 +58,7 @@ def gather(store: Store, run_ids: list[int] | None = None) -> ReportData:
             rows = history.run_points(measured, known=result.cells if result else None)
             analysis_cache.save(store, run["id"], key, summary.to_json(), rows)
             if run["id"] in wanted:
-                trials, targets = store.trials(run["id"]), store.targets(run["id"])
-                pages.append(_page(store, run, targets, trials, result, summary))
+                pages.append(_page(store, measured, result, summary))
         summaries.append(summary)
         points += rows
     values = history.with_changes(points)
@@ -86,20 +85,15 @@ def _compare(
 
 
 def _page(
-    store: Store,
-    run: dict[str, Any],
-    targets: list[dict[str, Any]],
-    trials: list[dict[str, Any]],
-    result: ComparisonResult | None,
-    summary: RunSummary,
+    store: Store, run: LoadedRun, result: ComparisonResult | None, summary: RunSummary
 ) -> RunPage:
-    page = RunPage(run=run, targets=targets, trials=trials, result=result, summary=summary)
+    page = RunPage(run=run, result=result, summary=summary)
     if result is None:
         return page
     return dataclasses.replace(
         page,
-        attribution=_attribution(store, run["id"], result),
-        commands=commands.breakdown(loaded.command_stats(store, run["id"])),
+        attribution=_attribution(store, run.id, result),
+        commands=commands.breakdown(loaded.command_stats(store, run.id)),
     )
 
 

@@ -82,6 +82,7 @@ def _stored(row: dict[str, Any], targets: list[dict[str, Any]]) -> StoredRun:
         id=int(row["id"]),
         targets=tuple(_target(t) for t in targets),
         created_at=row.get("created_at") or "",
+        command=tuple(row.get("command") or ()),
         fingerprint=row.get("fingerprint") or "",
         comparability=comparability.digest(key),
         key=key,
@@ -95,6 +96,7 @@ def _stored(row: dict[str, Any], targets: list[dict[str, Any]]) -> StoredRun:
         seed_offset=int(settings.get("seed_offset") or 0),
         seeds=config.get("seeds"),
         environment=row.get("environment") or {},
+        loadgen=row.get("loadgen") or {},
         printed=config.get("comparison") or {},
         bisection=config.get("bisection"),
         design=config.get("design", "fixed"),
@@ -106,13 +108,19 @@ def _stored(row: dict[str, Any], targets: list[dict[str, Any]]) -> StoredRun:
 
 def _target(row: dict[str, Any]) -> RunTarget:
     details = row.get("details") or {}
+    built = str((row.get("server_info") or {}).get("redis_git_sha1") or "")
     return RunTarget(
         label=row["label"],
         spec=row["spec"],
+        kind=row.get("kind") or "",
         commit=row.get("commit_sha") or "",
         source_repo=row.get("source_repo") or "",
         redis_version=row.get("redis_version") or "",
         subject=details.get("subject") or "",
         commit_date=details.get("commit_date") or "",
         server_config=details.get("server_config"),
+        built_sha=built if built.strip("0") else "",
+        binary_sha256=row.get("binary_sha256") or "",
+        build=details.get("build") or {},
+        image=(details.get("docker") or {}).get("image") or "",
     )

@@ -32,6 +32,7 @@ class RunTarget:
 
     label: str
     spec: str
+    kind: str = ""  # what the spec named: git, docker, bin...
     commit: str = ""  # the exact commit; "" for images and binaries
     source_repo: str = ""
     redis_version: str = ""
@@ -39,6 +40,10 @@ class RunTarget:
     commit_date: str = ""
     # The server settings this version ran with; None: stored before settings were.
     server_config: Mapping[str, str] | None = None
+    built_sha: str = ""  # the git sha the server says it was built from ("": none or zeros)
+    binary_sha256: str = ""
+    build: Mapping[str, Any] = field(default_factory=dict)  # flags, environment, compiler
+    image: str = ""  # the container image it ran in ("": native)
 
     @property
     def series(self) -> str:
@@ -59,6 +64,7 @@ class StoredRun:
     id: int
     targets: tuple[RunTarget, ...]
     created_at: str = ""
+    command: tuple[str, ...] = ()  # the command line that made it
     fingerprint: str = ""
     comparability: str = ""  # the digest of ``key``
     # Its comparability key (results.comparability.of_run): what "measured alike" compares.
@@ -73,6 +79,7 @@ class StoredRun:
     seed_offset: int = 0  # where its seeds start (bench/seeds.py; 0 before offsets)
     seeds: str | None = None  # "fixed" or "not controlled: why"; None before it was stored
     environment: Mapping[str, Any] = field(default_factory=dict)  # the machine, as captured
+    loadgen: Mapping[str, Any] = field(default_factory=dict)  # the load generator, as found
     # The baseline and thresholds its command printed verdicts with ({}: none stored).
     printed: Mapping[str, Any] = field(default_factory=dict)
     # A bisection's run: which bisection, in which role (ends, step, confirm); None: not one.

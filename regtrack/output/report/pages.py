@@ -7,8 +7,10 @@ baseline and thresholds, the very records ``regtrack compare --format json`` pri
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from regtrack.analysis import metrics
 from regtrack.analysis.records import ComparisonResult
@@ -16,8 +18,12 @@ from regtrack.analysis.report_data import RunPage, RunSummary
 from regtrack.core.records import reasons_text
 from regtrack.output import tables
 from regtrack.output.report import figures
+from regtrack.results.records import LoadedRun, RunTarget, StoredRun
 from regtrack.targets.make_flags import flags_text
 from regtrack.workloads import server_config
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CHART_METRICS = ("throughput", "instructions_per_op", "syscalls_per_op")
 SLUG_RE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -93,74 +99,74 @@ def _charts(result: ComparisonResult) -> list[dict[str, Any]]:
     return out
 
 
-def _invalid_trials(trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _number(value: Any) -> float | None:
+    """A frame's number, None where it has none (NaN, None)."""
+    return None if value is None or math.isnan(value) else float(value)
+
+
+def _invalid_trials(trials: pd.DataFrame) -> list[dict[str, Any]]:
+    if trials.empty:
+        return []
     return [
         {
-            "seq": t["seq"],
-            "repetition": t["repetition"] + 1,
-            "target": t["target"],
-            "workload": t["workload"],
-            "point": t["point"],
-            "mode": t["mode"],
-            "ops_per_sec": t["ops_per_sec"],
-            "reason": reasons_text(t["reasons"]),
+            "seq": int(t.seq),
+            "repetition": int(t.repetition) + 1,
+            "target": t.target,
+            "workload": t.workload,
+            "point": t.point,
+            "mode": t.mode,
+            "ops_per_sec": _number(t.ops_per_sec),
+            "reason": reasons_text(t.reasons),
         }
-        for t in trials
-        if not t["valid"]
+        for t in trials[~trials["valid"]].itertuples()
     ]
 
 
-def _commit(target: dict[str, Any]) -> str:
-    """The exact commit, else the git sha the server was built with (0 when unknown)."""
-    if target.get("commit_sha"):
-        return str(target["commit_sha"])
-    sha = str((target.get("server_info") or {}).get("redis_git_sha1") or "")
-    return "" if not sha.strip("0") else sha
+def _version(target: RunTarget, table: Mapping[str, Any]) -> dict[str, Any]:
+    build = target.build
+    # What this version's servers ran with: the run's settings, less optional ones it did
+    # not know.
+    applied = table if target.server_config is None else target.server_config
+    return {
+        "label": target.label,
+        "spec": target.spec,
+        "kind": target.kind,
+        "redis_version": target.redis_version,
+        # The exact commit, else the git sha the server was built with.
+        "commit": target.commit or target.built_sha,
+        "build_flags": flags_text(dict(build))
+        if build.get("flags") or build.get("environment")
+        else "(default)",
+        "compiler": build.get("compiler", ""),
+        "image": target.image,
+        "binary_sha256": target.binary_sha256[:16],
+        "server": ", ".join(f"{k.removesuffix('?')} {v}" for k, v in applied.items()) or "defaults",
+        "server_without": ", ".join(server_config.skipped(table, applied)),
+    }
 
 
-def _environment(run: dict[str, Any], targets: list[dict[str, Any]]) -> dict[str, Any]:
-    env = dict(run.get("environment") or {})
-    loadgen = run.get("loadgen") or {}
-    table = ((run.get("config") or {}).get("workload") or {}).get("server") or {}
-    versions = []
-    for t in targets:
-        build = (t.get("details") or {}).get("build") or {}
-        docker = (t.get("details") or {}).get("docker") or {}
-        applied = (t.get("details") or {}).get("server_config", table)
-        versions.append(
-            {
-                "label": t["label"],
-                "spec": t["spec"],
-                "kind": t["kind"],
-                "redis_version": t.get("redis_version") or "",
-                "commit": _commit(t),
-                "build_flags": flags_text(build)
-                if build.get("flags") or build.get("environment")
-                else "(default)",
-                "compiler": build.get("compiler", ""),
-                "image": docker.get("image", ""),
-                "binary_sha256": (t.get("binary_sha256") or "")[:16],
-                # What this version's servers ran with: the run's settings, less optional
-                # ones it did not know.
-                "server": ", ".join(f"{k.removesuffix('?')} {v}" for k, v in applied.items())
-                or "defaults",
-                "server_without": ", ".join(server_config.skipped(table, applied)),
-            }
-        )
-    data = (run.get("config") or {}).get("server_data") or {}
+def _environment(run: StoredRun) -> dict[str, Any]:
+    data = run.server_data or {}
     shown = {k: data.get(k) for k in ("dir", "mount", "filesystem", "device") if data.get(k)}
     return {
-        "machine": env,
-        "loadgen": loadgen,
-        "versions": versions,
+        "machine": dict(run.environment),
+        "loadgen": dict(run.loadgen),
+        "versions": [_version(t, run.server) for t in run.targets],
         "server_data": shown if data.get("persistent") else {},
     }
 
 
-def _seeds(run: dict[str, Any], trials: list[dict[str, Any]]) -> dict[str, Any]:
+def _seeds(run: LoadedRun) -> dict[str, Any]:
     """How the servers' hash seeds were chosen, and each repetition's seed."""
-    by_rep = {t["repetition"] + 1: t.get("seed") for t in trials if t.get("seed")}
-    control = (run.get("config") or {}).get("seeds") or "not recorded (Redis's own)"
+    trials = run.trials
+    by_rep: dict[int, str] = {}
+    if not trials.empty and "seed" in trials:
+        by_rep = {
+            int(t.repetition) + 1: t.seed
+            for t in trials.itertuples()
+            if isinstance(t.seed, str) and t.seed
+        }
+    control = run.run.seeds or "not recorded (Redis's own)"
     return {"control": control, "by_repetition": sorted(by_rep.items())}
 
 
@@ -168,11 +174,11 @@ def run_page(shown: RunPage, history_links: dict, summary: dict[str, Any]) -> di
     """Everything the run page shows; ``summary`` is its index row."""
     run, result = shown.run, shown.result
     page: dict[str, Any] = {
-        "run": run,
+        "run": run.run,
         "summary": summary,
-        "environment": _environment(run, shown.targets),
-        "invalid": _invalid_trials(shown.trials),
-        "seeds": _seeds(run, shown.trials),
+        "environment": _environment(run.run),
+        "invalid": _invalid_trials(run.trials),
+        "seeds": _seeds(run),
         "pooled": [],
         "charts": [],
         "comparisons": [],
