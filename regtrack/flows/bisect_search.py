@@ -4,10 +4,11 @@ stored with the bisection."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 from regtrack.analysis import attribution, bisection, comparison
 from regtrack.analysis.bisect_records import Attribution, BisectAnswer, BisectStep
+from regtrack.analysis.records import ChangeSummary
 from regtrack.core.errors import Interrupted
 from regtrack.flows.bisect import Bisector, NothingToBisect, short, summary
 from regtrack.results import bisections, loaded
@@ -22,7 +23,7 @@ def run(bisector: Bisector) -> BisectAnswer:
         search = bisection.locate(n, bisector.place, bisector.request.all_steps)
         steps = []
         for f in search.found:
-            confirmed: dict[str, Any] = {}
+            confirmed = Confirmation()
             if f.kind == "step" and f.first_bad == f.last_good + 1:
                 confirmed = confirm(bisector, commits[f.last_good], commits[f.first_bad])
             step = BisectStep(
@@ -33,7 +34,10 @@ def run(bisector: Bisector) -> BisectAnswer:
                 share=f.jump,
                 interval=(commits[f.interval[0]], commits[f.interval[1]]),
                 interval_share=f.change,
-                **confirmed,
+                run_id=confirmed.run_id,
+                parent_run_id=confirmed.parent_run_id,
+                change=confirmed.change,
+                explain=confirmed.explain,
             )
             steps.append(step)
     except NothingToBisect:
@@ -60,7 +64,19 @@ def run(bisector: Bisector) -> BisectAnswer:
     return answer
 
 
-def confirm(bisector: Bisector, parent: str, child: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Confirmation:
+    """A step of neighbours measured against its parent: the run of the two (the parent's
+    own where instruction counts are compared across runs), the change and the functions
+    that moved; empty for a step that is not confirmed."""
+
+    run_id: int | None = None
+    parent_run_id: int | None = None
+    change: ChangeSummary | None = None
+    explain: list[Attribution] | None = None
+
+
+def confirm(bisector: Bisector, parent: str, child: str) -> Confirmation:
     """A step's change against its parent, with the functions that moved (explain).
 
     Instructions per op: from the search's own runs of the two commits, seed by seed
@@ -96,9 +112,4 @@ def confirm(bisector: Bisector, parent: str, child: str) -> dict[str, Any]:
     if (parent, child) not in bisector.confirmed:
         bisector.confirmed[(parent, child)] = run_id
         bisector.log(commit=child, parent=parent, confirm_run_id=run_id, change=summary(record))
-    return {
-        "run_id": run_id,
-        "parent_run_id": parent_run,
-        "change": summary(record),
-        "explain": explain,
-    }
+    return Confirmation(run_id, parent_run, summary(record), explain)
