@@ -148,3 +148,41 @@ def test_a_modelled_run_that_reaches_a_real_runtime_fails_the_test(
         cli_in_process("run", *_versions(redis_server, "a"), *PLAN, "--db", str(tmp_path / "db"))
     with pytest.raises(fakebench.RealServerStarted):
         docker.docker_server(None, "redis:7.2", (0,))
+
+
+@pytest.mark.parametrize("workload", ["get-pipeline", "streams-queue"])
+def test_a_stored_job_is_rebuilt_as_it_was_planned(workload, redis_server, tmp_path):
+    """What --resume and a grown run measure: the job a run stored, read back, plans the
+    same visits and stores the same config, field for field (a range's skipped builds, the
+    repetitions narrowed to one metric, the shard, why its load generator was chosen and
+    its servers' data directory included), through the JSON the store keeps."""
+    import dataclasses
+
+    from regtrack.bench.job import Job
+    from regtrack.bench.loadgen.base import LoadgenBinary
+    from regtrack.bench.loadgen_choice import Choice
+    from regtrack.bench.shards import Shard
+    from regtrack.core.cpus import plan_cpus
+    from regtrack.core.settings import load_settings
+    from regtrack.targets.versions import parse_specs, resolve
+    from regtrack.workloads.files import load_workload
+
+    job = Job(
+        targets=resolve(parse_specs(f"a=bin:{redis_server},b=bin:{redis_server}")),
+        workload=load_workload(workload, server={"appendonly": "yes"}),
+        settings=load_settings(duration=0.5, warmup=0.2, repetitions=2, seed_offset=3000),
+        cpus=plan_cpus(),
+        loadgen=LoadgenBinary("memtier_benchmark", "/opt/memtier", "2.3.0", "ab" * 32),
+        skipped=[{"spec": "c0ffee", "why": "did not build"}],
+        shard=Shard(2, 3, "CI_NODE_INDEX"),
+        data_dir=str(tmp_path),
+        loadgen_choice=Choice("memtier", "saturates", {"server_cpu": 97.0}, str(tmp_path / "c")),
+    ).extended(4, ("throughput",))
+    stored = json.loads(json.dumps(job.config()))
+
+    again = Job.from_config(stored, job.loadgen.as_dict(), None)
+
+    assert again.config() == job.config()
+    assert again.planned() == job.planned() and again.visits() == job.visits()
+    fields = {f.name for f in dataclasses.fields(Job) if f.name != "docker"}
+    assert {n for n in fields if getattr(again, n) != getattr(job, n)} == set()

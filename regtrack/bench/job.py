@@ -12,17 +12,17 @@ from typing import Any
 
 from regtrack.bench import loadgen, loadgen_choice, seeds, shards, trial
 from regtrack.bench.callgrind import control
-from regtrack.bench.loadgen import held
+from regtrack.bench.loadgen import held, memtier
 from regtrack.bench.loadgen.base import LoadgenBinary
 from regtrack.bench.loadgen_choice import Choice
 from regtrack.bench.plan import MODES_BY_METRIC, Visit, interleave, trial_count
 from regtrack.core import filesystems
-from regtrack.core.cpus import CpuPlan, split_sides
+from regtrack.core.cpus import CpuPlan, parse_cpu_list, split_sides
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import RunSettings, settings_source
 from regtrack.targets.versions import Target
 from regtrack.workloads import points, server_config
-from regtrack.workloads.model import Workload
+from regtrack.workloads.model import GetPipelineWorkload, MixWorkload, Workload
 from regtrack.workloads.points import Point
 
 
@@ -246,6 +246,53 @@ class Job:
         }
         config["plan_id"] = shards.plan_id(config)
         return config
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], tool: Mapping[str, Any], docker: Any) -> Job:
+        """The job a run stored (``config()``, its load generator ``tool``), as it was: a
+        resumed or grown run measures what the first attempt planned, never today's
+        defaults. ``docker``: the engine, for a run in containers."""
+        kinds = {"get-pipeline": GetPipelineWorkload, "mix": MixWorkload}
+        workload = kinds[config["workload"]["kind"]](**config["workload"])
+        # A run stored before throughput could be paired in time measured separate trials,
+        # and one stored before seed offsets read the seeds of offset 0.
+        settings = RunSettings(
+            **{"pairing": "separate", **config["settings"], "seed_offset": seeds.offset_of(config)}
+        )
+        runtime = config.get("runtime", "native")
+        data = config.get("server_data") or {}
+        binary = LoadgenBinary(**tool)
+        return cls(
+            targets=[Target(**t) for t in config["targets"]],
+            workload=workload,
+            settings=settings,
+            cpus=CpuPlan(
+                parse_cpu_list(config["cpus"]["server_cpus"]),
+                parse_cpu_list(config["cpus"]["client_cpus"]),
+            ),
+            loadgen=binary,
+            metric=config.get("metric", "throughput"),
+            runtime=runtime,
+            memory=config.get("memory"),
+            docker=docker,
+            docker_images=config.get("docker_images"),
+            narrowed={int(r): tuple(m) for r, m in config.get("narrowed", {}).items()},
+            skipped=list(config.get("skipped") or []),
+            shard=shards.stored(config.get("shard")),
+            data_dir=data.get("dir") if runtime == "native" or data.get("persistent") else None,
+            loadgen_choice=_stored_choice(config.get("loadgen_choice"), binary.name),
+        )
+
+
+def _stored_choice(stored: Any, tool: str) -> Choice:
+    """The run's own load generator, as it was chosen: a resumed run never probes again.
+    A choice names tools as --loadgen does (memtier), the binary by its own name."""
+    if isinstance(stored, dict):
+        named = memtier.NAME if stored.get("tool") == "memtier" else stored.get("tool")
+        if named == tool:
+            why = str(stored.get("why") or "")
+            return Choice(str(stored["tool"]), why, stored.get("probe"), stored.get("cached"))
+    return Choice(tool, "the run's own")
 
 
 DURATION_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(s|m|h|min)?\s*$")
