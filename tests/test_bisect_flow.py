@@ -104,6 +104,14 @@ def test_a_range_run_draws_the_step_between_the_commits_around_it(
     history = cli_in_process("history", "--db", str(db))
     assert history.returncode == 0, history.stderr
     assert f"between {commits[7][:7]} and {commits[9][:7]}" in history.stdout, history.stdout
+    as_json = cli_in_process("history", "--db", str(db), "--format", "json")
+    (step,) = json.loads(as_json.stdout)["steps"]
+    assert (step["before"], step["after"], step["metric"]) == (
+        commits[7],
+        commits[9],
+        "instructions_per_op",
+    )
+    assert 4 < step["change_pct"] < 6 and step["source_repo"] and step["comparability"]
     page_file = next(db.parent.glob("history-get-pipeline-*instructions*.html"))
     page = Page(browser, page_file)
     steps = page.page.locator("#commit-steps tbody tr")

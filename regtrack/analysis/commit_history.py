@@ -10,7 +10,9 @@ commit Y", the last commit before it and the first after it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -59,18 +61,37 @@ def series(points: pd.DataFrame, order: Order) -> pd.DataFrame:
     return rows.sort_values([*SERIES, "position", "run_id"]).reset_index(drop=True)
 
 
-def steps(rows: pd.DataFrame) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class CommitStep:
+    """A step of one series along commits: between which commits, and how large (the
+    per-commit medians' change)."""
+
+    workload: str
+    point: str
+    metric: str
+    source_repo: str
+    comparability: str
+    before: str  # the last commit before the step
+    after: str  # the first commit after it
+    subject: str  # ``after``'s subject line
+    change_pct: float
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def steps(rows: pd.DataFrame) -> list[CommitStep]:
     """Each step once: between which commits, and how large (per-commit medians)."""
     if rows.empty:
         return []
     found = rows[rows["step_pct"].notna()].drop_duplicates([*SERIES, "commit"])
     return [
-        {
+        CommitStep(
             **{k: r[k] for k in SERIES},
-            "before": r["step_from"],
-            "after": r["commit"],
-            "subject": r["subject"],
-            "change_pct": float(r["step_pct"]),
-        }
+            before=r["step_from"],
+            after=r["commit"],
+            subject=r["subject"],
+            change_pct=float(r["step_pct"]),
+        )
         for _, r in found.iterrows()
     ]

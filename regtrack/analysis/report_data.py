@@ -16,6 +16,7 @@ import pydantic
 from regtrack.analysis import metrics
 from regtrack.analysis.bisect_records import Attribution
 from regtrack.analysis.commands import CommandShare
+from regtrack.analysis.commit_history import CommitStep
 from regtrack.analysis.records import ComparisonResult, ServerFacts
 from regtrack.results.records import LoadedRun, StoredBisection
 
@@ -105,6 +106,6 @@ class ReportData:
     summaries: list[RunSummary]
     history: pd.DataFrame  # analysis.history.with_changes
     by_commit: pd.DataFrame  # analysis.commit_history.series of the history
-    commit_steps: list[dict[str, Any]]  # analysis.commit_history.steps of by_commit
+    commit_steps: list[CommitStep]  # analysis.commit_history.steps of by_commit
     pages: list[RunPage]
     bisections: list[StoredBisection]

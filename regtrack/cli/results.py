@@ -208,7 +208,7 @@ def history_command(
     store = Store.open(db or load_settings().database, create=False)
     found = readout.point_history(store, metric, by, workload, point)
     if fmt == "json":
-        more = {"steps": found.steps} if found.by == "commit" else {}
+        more = {"steps": [s.to_json() for s in found.steps]} if found.by == "commit" else {}
         click.echo(listings.document("history", listings.history_items(found.rows), **more))
     elif found.by == "run":
         click.echo(history_text.by_run(found.rows, found.unit))

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from regtrack.analysis import attribution, commit_history, comparison, history
+from regtrack.analysis.commit_history import CommitStep
 from regtrack.analysis.metrics import METRIC_BY_NAME
 from regtrack.analysis.records import ComparisonResult
 from regtrack.core.errors import BadInput
@@ -111,7 +112,7 @@ class History:
     by: Literal["commit", "run"]
     rows: pd.DataFrame
     unit: str
-    steps: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    steps: list[CommitStep] = dataclasses.field(default_factory=list)
 
 
 def point_history(

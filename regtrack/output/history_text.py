@@ -6,6 +6,8 @@ from typing import Any
 
 import pandas as pd
 
+from regtrack.analysis.commit_history import CommitStep
+
 SHORT = 7
 
 
@@ -29,7 +31,7 @@ def _heading(key: tuple[Any, ...], unit: str, group: pd.DataFrame) -> str:
     )
 
 
-def by_commit(rows: pd.DataFrame, steps: list[dict[str, Any]], unit: str) -> str:
+def by_commit(rows: pd.DataFrame, steps: list[CommitStep], unit: str) -> str:
     """One line per commit, oldest first: every run's value, % against the first commit."""
     out: list[str] = []
     keys = ["workload", "point", "metric", "source_repo", "comparability"]
@@ -47,11 +49,11 @@ def by_commit(rows: pd.DataFrame, steps: list[dict[str, Any]], unit: str) -> str
                 f"  {position:>3}  {first['commit'][:12]:<12}  {first['subject'][:40]:<40}  "
                 f"{values:>12}  {vs_first:>+8.2f}%  {runs}"
             )
-        mine = [s for s in steps if tuple(s[k] for k in keys) == key]
+        mine = [s for s in steps if tuple(getattr(s, k) for k in keys) == key]
         for s in mine:
             out.append(
-                f"  step {s['change_pct']:+.2f}% between {s['before'][:SHORT]} and "
-                f"{s['after'][:SHORT]} ({s['subject']})"
+                f"  step {s.change_pct:+.2f}% between {s.before[:SHORT]} and "
+                f"{s.after[:SHORT]} ({s.subject})"
             )
         if not mine:
             out.append("  no step found")

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from regtrack.analysis import metrics
+from regtrack.analysis.commit_history import CommitStep
 from regtrack.output.report import figures
 from regtrack.output.report.pages import SLUG_RE, run_file
 
@@ -50,7 +51,7 @@ def _shown(frame: pd.DataFrame, setups: int) -> pd.DataFrame:
 
 
 def history_pages(
-    frame: pd.DataFrame, by_commit: pd.DataFrame, commit_steps: list[dict[str, Any]]
+    frame: pd.DataFrame, by_commit: pd.DataFrame, commit_steps: list[CommitStep]
 ) -> list[dict[str, Any]]:
     """One page per (workload, point, metric) that some run measured: ``frame`` holds the
     history points with their changes, ``by_commit`` and ``commit_steps`` the same along
@@ -82,9 +83,7 @@ def history_pages(
                 if several
                 else None,
                 "commit_steps": [
-                    s
-                    for s in commit_steps
-                    if several and (s["workload"], s["point"], s["metric"]) == key
+                    s for s in commit_steps if several and (s.workload, s.point, s.metric) == key
                 ],
                 "file": history_file(workload, point, metric),
                 "workload": workload,
