@@ -158,7 +158,7 @@ def test_a_stored_job_is_rebuilt_as_it_was_planned(workload, redis_server, tmp_p
     its servers' data directory included), through the JSON the store keeps."""
     import dataclasses
 
-    from regtrack.bench.job import Job
+    from regtrack.bench.job import Job, Skipped
     from regtrack.bench.loadgen.base import LoadgenBinary
     from regtrack.bench.loadgen_choice import Choice
     from regtrack.bench.shards import Shard
@@ -173,7 +173,7 @@ def test_a_stored_job_is_rebuilt_as_it_was_planned(workload, redis_server, tmp_p
         settings=load_settings(duration=0.5, warmup=0.2, repetitions=2, seed_offset=3000),
         cpus=plan_cpus(),
         loadgen=LoadgenBinary("memtier_benchmark", "/opt/memtier", "2.3.0", "ab" * 32),
-        skipped=[{"spec": "c0ffee", "why": "did not build"}],
+        skipped=(Skipped("c", "c0ffee" * 6 + "c0ff", "a commit", "does not build: make"),),
         shard=Shard(2, 3, "CI_NODE_INDEX"),
         data_dir=str(tmp_path),
         loadgen_choice=Choice("memtier", "saturates", {"server_cpu": 97.0}, str(tmp_path / "c")),

@@ -49,6 +49,19 @@ class RunPurpose:
 
 
 @dataclass(frozen=True)
+class Skipped:
+    """A version of a range A..B that did not build: left out, never fatal to the range."""
+
+    label: str
+    commit: str
+    subject: str | None
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
 class Job:
     """Everything one run needs, decided before the first server starts; never changed
     afterwards (a grown plan or a decided load generator is a new Job)."""
@@ -70,8 +83,7 @@ class Job:
     narrowed: dict[int, tuple[str, ...]] = field(default_factory=dict)
     # Why the servers' hash seeds are not regtrack's (None: they are; regtrack.bench.seeds).
     seed_problem: str | None = field(init=False)
-    # Versions of a range A..B that did not build: skipped, never fatal to the range.
-    skipped: list[dict[str, Any]] = field(default_factory=list)
+    skipped: tuple[Skipped, ...] = ()  # versions of a range that did not build
     # This host's share of a plan measured by several (--shard K/N, or an engine's
     # variables; regtrack.bench.shards); None: the whole plan.
     shard: shards.Shard | None = None
@@ -239,7 +251,7 @@ class Job:
             "seeds": f"not controlled: {self.seed_problem}" if self.seed_problem else "fixed",
             "loadgen_choice": self.loadgen_choice.as_dict() if self.loadgen_choice else None,
             "throughput_method": self.throughput_method,
-            "skipped": self.skipped,
+            "skipped": [s.as_dict() for s in self.skipped],
             "shard": None
             if self.shard is None
             else {"index": self.shard.index, "count": self.shard.count, "from": self.shard.source},
@@ -277,7 +289,7 @@ class Job:
             docker=docker,
             docker_images=config.get("docker_images"),
             narrowed={int(r): tuple(m) for r, m in config.get("narrowed", {}).items()},
-            skipped=list(config.get("skipped") or []),
+            skipped=tuple(Skipped(**s) for s in config.get("skipped") or ()),
             shard=shards.stored(config.get("shard")),
             data_dir=data.get("dir") if runtime == "native" or data.get("persistent") else None,
             loadgen_choice=_stored_choice(config.get("loadgen_choice"), binary.name),

@@ -15,7 +15,7 @@ from typing import Any
 
 from regtrack.bench import loadgen, loadgen_choice, seeds, shards
 from regtrack.bench.callgrind import control
-from regtrack.bench.job import Job
+from regtrack.bench.job import Job, Skipped
 from regtrack.bench.loadgen import memtier
 from regtrack.bench.runtimes import docker
 from regtrack.core import docker_engine
@@ -113,7 +113,7 @@ def _obtain(
     builder_image: str | None,
     flags: list[str],
     on_phase: Callable[[str], None],
-) -> tuple[list[Target], list[dict[str, Any]]]:
+) -> tuple[list[Target], tuple[Skipped, ...]]:
     """Build what runs natively or from regtrack's own builds (official images and
     builds inside Docker are made later); a version that does not build is skipped,
     with why, never fatal to the others."""
@@ -127,15 +127,15 @@ def _obtain(
         else set()
     )
     failed = build.obtain([t for t in targets if t.label not in in_container], flags, on_phase)
-    skipped = [
-        {
-            "label": t.label,
-            "commit": t.commit,
-            "subject": t.details.get("subject"),
-            "reason": f"does not build: {t.details['build_failed']}",
-        }
+    skipped = tuple(
+        Skipped(
+            label=t.label,
+            commit=t.commit,
+            subject=t.details.get("subject"),
+            reason=f"does not build: {t.details['build_failed']}",
+        )
         for t in failed
-    ]
+    )
     return [t for t in targets if t not in failed], skipped
 
 
@@ -201,7 +201,7 @@ def prepare_job(
     kind = images.decide(targets, options.docker_images, flags) if client is not None else None
     targets, skipped = _obtain(targets, kind, options.builder_image, flags, on_phase)
     if not targets:
-        raise CannotMeasure(f"no version of {specs[0].text} builds: {skipped[0]['reason']}")
+        raise CannotMeasure(f"no version of {specs[0].text} builds: {skipped[0].reason}")
     if duet and len(targets) > 2:
         split_sides(cpus, len(targets))  # a range's versions each need CPUs of their own
     if client is not None and kind is not None:

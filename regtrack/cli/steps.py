@@ -53,8 +53,8 @@ def prepare(specs: list[versions.VersionSpec], options: Options) -> Job:
             f"blocks of plan {job.config()['plan_id']}"
         )
     for skipped in job.skipped:
-        what = f"{skipped['label']} ({skipped['subject']})"
-        err.print(f"regtrack: skipped {what}: {skipped['reason']}")
+        what = f"{skipped.label} ({skipped.subject})"
+        err.print(f"regtrack: skipped {what}: {skipped.reason}")
     if job.loadgen.name == "builtin" and job.metric != "instructions":
         err.print(f"regtrack: note: {THROUGHPUT_CAVEAT}")
     if not points.saturates(job.workload):
