@@ -110,21 +110,18 @@ def baseline_list(fmt: str, db: str | None) -> None:
     """List the saved baselines."""
     from regtrack.core.settings import load_settings
     from regtrack.output import listings
-    from regtrack.results import baselines, comparability
+    from regtrack.results import baselines
     from regtrack.results.store import Store
 
     store = Store.open(db or load_settings().database, create=False)
-    rows = baselines.listed(store)
+    saved = baselines.listed(store)
     if fmt == "json":
-        for b in rows:
-            b["setup"] = comparability.digest(comparability.of_run(store.run(b["run_id"])))
-        click.echo(listings.document("baselines", rows))
+        click.echo(listings.document("baselines", [b.as_dict() for b in saved]))
         return
-    if not rows:
+    if not saved:
         click.echo("no baselines saved (regtrack baseline save NAME --run ID)")
-    for b in rows:
-        setup = comparability.digest(comparability.of_run(store.run(b["run_id"])))
+    for b in saved:
         click.echo(
-            f"{b['name']:<20} {b['label']} of run {b['run_id']} ({b['run_created_at']}), "
-            f"setup {setup} (ci --baseline-name compares only runs measured alike)"
+            f"{b.name:<20} {b.label} of run {b.run_id} ({b.run_created_at}), "
+            f"setup {b.setup} (ci --baseline-name compares only runs measured alike)"
         )

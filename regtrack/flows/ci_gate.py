@@ -63,9 +63,9 @@ def stored_baseline(db: str | None, name: str) -> StoredBaseline:
     """The saved baseline NAME, read before anything is built (an unknown name fails fast)."""
     probe = Store.open(db or load_settings().database, create=False)
     try:
-        row = baselines.named(probe, name)
+        saved = baselines.named(probe, name)
         return StoredBaseline(
-            name, row["run_id"], row["label"], loaded.stored_run(probe, row["run_id"])
+            name, saved.run_id, saved.label, loaded.stored_run(probe, saved.run_id)
         )
     finally:
         probe.close()

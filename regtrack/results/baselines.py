@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
 from regtrack.core.errors import BadInput
+from regtrack.results import comparability
 from regtrack.results.store import Store, now
 
 
@@ -28,20 +31,49 @@ def save(store: Store, name: str, run_id: int, label: str) -> None:
         )
 
 
-def named(store: Store, name: str) -> dict[str, Any]:
-    row = store.conn.execute("SELECT * FROM baselines WHERE name = ?", (name,)).fetchone()
+@dataclass(frozen=True)
+class Baseline:
+    """A saved baseline: which version of which run, and when it was saved."""
+
+    name: str
+    run_id: int
+    label: str
+    created_at: str
+
+
+@dataclass(frozen=True)
+class Listed(Baseline):
+    """A saved baseline as `baseline list` shows it: with its run's machine fingerprint,
+    when the run was made and its setup (the comparability digest `ci` checks)."""
+
+    fingerprint: str
+    run_created_at: str
+    setup: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def named(store: Store, name: str) -> Baseline:
+    row = store.conn.execute(
+        "SELECT name, run_id, label, created_at FROM baselines WHERE name = ?", (name,)
+    ).fetchone()
     if row is None:
-        known = [b["name"] for b in listed(store)]
+        known = [b.name for b in listed(store)]
         raise BadInput(
             f"no baseline named {name!r} in {store.path}; known: {', '.join(known) or 'none'}"
             " (regtrack baseline save NAME --run ID)"
         )
-    return dict(row)
+    return Baseline(**dict(row))
 
 
-def listed(store: Store) -> list[dict[str, Any]]:
+def listed(store: Store) -> list[Listed]:
     rows = store.conn.execute(
-        "SELECT b.*, r.fingerprint, r.created_at AS run_created_at FROM baselines b"
+        "SELECT b.name, b.run_id, b.label, b.created_at, r.fingerprint,"
+        " r.created_at AS run_created_at FROM baselines b"
         " JOIN runs r ON r.id = b.run_id ORDER BY b.name"
     ).fetchall()
-    return [dict(r) for r in rows]
+    return [
+        Listed(**dict(r), setup=comparability.digest(comparability.of_run(store.run(r["run_id"]))))
+        for r in rows
+    ]
