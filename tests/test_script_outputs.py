@@ -53,6 +53,8 @@ def test_listings_and_history_are_json_with_a_schema_version(stored):
     ((entry,),) = [saved["baselines"]]
     assert (entry["name"], entry["run_id"], entry["label"]) == ("shipped", 1, "a")
     assert saved["schema_version"] == 2 and len(entry["setup"]) >= 8
+    unknown = cli_in_process("ci", "--baseline-name", "nope", "--candidate-version", "7.2.4", *db)
+    assert unknown.returncode == 2 and "known: shipped (regtrack baseline save" in unknown.stderr
 
 
 def test_tables_fit_the_terminal_width(stored):

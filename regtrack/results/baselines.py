@@ -46,7 +46,7 @@ class Listed(Baseline):
     """A saved baseline as `baseline list` shows it: with its run's machine fingerprint,
     when the run was made and its setup (the comparability digest `ci` checks)."""
 
-    fingerprint: str
+    fingerprint: str | None
     run_created_at: str
     setup: str
 
@@ -59,7 +59,7 @@ def named(store: Store, name: str) -> Baseline:
         "SELECT name, run_id, label, created_at FROM baselines WHERE name = ?", (name,)
     ).fetchone()
     if row is None:
-        known = [b.name for b in listed(store)]
+        known = [r[0] for r in store.conn.execute("SELECT name FROM baselines ORDER BY name")]
         raise BadInput(
             f"no baseline named {name!r} in {store.path}; known: {', '.join(known) or 'none'}"
             " (regtrack baseline save NAME --run ID)"
