@@ -238,9 +238,13 @@ def test_a_bad_memory_limit_is_refused_before_anything_runs(tmp_path):
     )
 
 
-def test_native_and_docker_runs_of_one_binary_agree(
+def test_native_and_docker_runs_of_one_binary_are_compared_only_when_forced(
     tmp_path, engine, redis_benchmark_bin, monkeypatch
 ):
+    """Both runtimes measure the same binary, and the runs are compared only with --force,
+    which the answer names. No verdict is asserted: two runs seconds apart on a VM whose
+    throughput wanders by 10-30% are not paired (once docker measured 46% more than native at
+    pipeline 10, with native's load generator near its limit)."""
     # About comparability, not noise: a busy runner must not leave a side without valid trials.
     for name, value in quiet_configs(tmp_path, server_bound_cpu_pct=0).items():
         monkeypatch.setenv(name, value)
@@ -259,7 +263,8 @@ def test_native_and_docker_runs_of_one_binary_agree(
     assert compared.returncode == 0, compared.stderr
     (record,) = json.loads(compared.stdout)["records"]
     assert record["baseline"] == "native" and record["candidate"] == "docker"
-    assert record["verdict"] in ("no change", "inconclusive"), record
+    assert record["baseline_value"] > 0 and record["candidate_value"] > 0
+    assert record["ci_low_pct"] <= record["change_pct"] <= record["ci_high_pct"], record
     assert "runtime native != docker" in record["forced"]
 
     # A baseline measured in a container is not like a native candidate, in ci either.
