@@ -173,11 +173,13 @@ def test_a_stored_job_is_rebuilt_as_it_was_planned(workload, redis_server, tmp_p
         settings=load_settings(duration=0.5, warmup=0.2, repetitions=2, seed_offset=3000),
         cpus=plan_cpus(),
         loadgen=LoadgenBinary("memtier_benchmark", "/opt/memtier", "2.3.0", "ab" * 32),
+        metric="both",
         skipped=(Skipped("c", "c0ffee" * 6 + "c0ff", "a commit", "does not build: make"),),
         shard=Shard(2, 3, "CI_NODE_INDEX"),
         data_dir=str(tmp_path),
         loadgen_choice=Choice("memtier", "saturates", {"server_cpu": 97.0}, str(tmp_path / "c")),
     ).extended(4, ("throughput",))
+    assert job.narrowed == {2: ("throughput",), 3: ("throughput",)}
     stored = json.loads(json.dumps(job.config()))
 
     again = Job.from_config(stored, job.loadgen.as_dict(), None)
