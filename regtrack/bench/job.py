@@ -21,8 +21,8 @@ from regtrack.core.cpus import CpuPlan, parse_cpu_list, split_sides
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import RunSettings, settings_source
 from regtrack.targets.versions import Target
-from regtrack.workloads import points, server_config
-from regtrack.workloads.model import GetPipelineWorkload, MixWorkload, Workload
+from regtrack.workloads import model, points, server_config
+from regtrack.workloads.model import Workload
 from regtrack.workloads.points import Point
 
 
@@ -264,8 +264,7 @@ class Job:
         """The job a run stored (``config()``, its load generator ``tool``), as it was: a
         resumed or grown run measures what the first attempt planned, never today's
         defaults. ``docker``: the engine, for a run in containers."""
-        kinds = {"get-pipeline": GetPipelineWorkload, "mix": MixWorkload}
-        workload = kinds[config["workload"]["kind"]](**config["workload"])
+        workload = model.stored(config["workload"])
         # A run stored before throughput could be paired in time measured separate trials,
         # and one stored before seed offsets read the seeds of offset 0.
         settings = RunSettings(

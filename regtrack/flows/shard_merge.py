@@ -17,14 +17,12 @@ from regtrack.core.errors import BadInput
 from regtrack.results import shard_runs, shard_union
 from regtrack.results.shard_union import Missing, PlanMerge
 from regtrack.results.store import Store
-from regtrack.workloads import points
-from regtrack.workloads.model import GetPipelineWorkload, MixWorkload
+from regtrack.workloads import model, points
 
 
 def planned_visits(config: Mapping[str, Any]) -> list[Visit]:
     """The whole plan a run's config describes (every shard's visits)."""
-    kinds = {"get-pipeline": GetPipelineWorkload, "mix": MixWorkload}
-    workload = kinds[config["workload"]["kind"]](**config["workload"])
+    workload = model.stored(config["workload"])
     return interleave(
         [t["label"] for t in config["targets"]],
         points.points(workload),

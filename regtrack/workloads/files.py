@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import config_dirs, one_line, read_toml
-from regtrack.workloads.model import GetPipelineWorkload, MixWorkload, Workload
+from regtrack.workloads.model import KINDS, Workload
 
 
 def find_workload(name_or_path: str, config_dir: Path | None = None) -> Path:
@@ -42,9 +42,8 @@ def load_workload(name_or_path: str, config_dir: Path | None = None, **overrides
     data = read_toml(path)
     data.setdefault("name", path.stem)
     data.update({k: v for k, v in overrides.items() if v is not None})
-    kinds = {"get-pipeline": GetPipelineWorkload, "mix": MixWorkload}
     kind = data.get("kind", "")
-    model = kinds.get(kind) if isinstance(kind, str) else None
+    model = KINDS.get(kind) if isinstance(kind, str) else None
     if model is None:
         raise BadInput(
             f"{path}: field 'kind': {data.get('kind')!r} is not a workload kind; use "

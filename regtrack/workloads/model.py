@@ -9,7 +9,8 @@ commands run as separate processes).
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -191,3 +192,13 @@ class MixWorkload(_Strict):
 
 
 Workload = GetPipelineWorkload | MixWorkload
+# A workload file's or stored workload's ``kind`` -> its model.
+KINDS: dict[str, type[GetPipelineWorkload] | type[MixWorkload]] = {
+    "get-pipeline": GetPipelineWorkload,
+    "mix": MixWorkload,
+}
+
+
+def stored(data: Mapping[str, Any]) -> Workload:
+    """The workload a run stored (``model_dump()``), as it was."""
+    return KINDS[data["kind"]](**data)
