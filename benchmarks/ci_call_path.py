@@ -13,7 +13,7 @@ the count is what issue 30 asks to bring down.
 through ``regtrack.cli.main``, and nothing of tests/: so the same count can be taken of an
 older commit's code (``PYTHONPATH=<its checkout>``), before tests/fakebench.py existed.
 
-    .venv/bin/python benchmarks/ci_call_path.py [--modules] [--stored DB]
+    .venv/bin/python benchmarks/ci_call_path.py [--modules] [--functions] [--stored DB]
 """
 
 from __future__ import annotations
@@ -65,12 +65,13 @@ def _decide_stored(db: Path, tmp: Path) -> int:
     return 0
 
 
-def traced(command: Callable[[], int]) -> set[str]:
-    seen: set[str] = set()
+def traced(command: Callable[[], int]) -> dict[str, set[str]]:
+    """The regtrack modules whose functions ``command`` called, each with those functions."""
+    seen: dict[str, set[str]] = defaultdict(set)
 
     def profile(frame, event, _arg) -> None:
         if event == "call":
-            seen.add(frame.f_code.co_filename)
+            seen[frame.f_code.co_filename].add(frame.f_code.co_qualname)
 
     sys.setprofile(profile)
     try:
@@ -81,13 +82,18 @@ def traced(command: Callable[[], int]) -> set[str]:
         raise SystemExit(f"ci exited {code}")
     root = str(PACKAGE) + "/"
     return {
-        f[len(root) :].removesuffix(".py").replace("/", ".") for f in seen if f.startswith(root)
+        f[len(root) :].removesuffix(".py").replace("/", "."): names
+        for f, names in seen.items()
+        if f.startswith(root)
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--modules", action="store_true", help="list the modules")
+    parser.add_argument(
+        "--functions", action="store_true", help="list each module's functions called"
+    )
     parser.add_argument("--stored", type=Path, help="trace ci --merge of this database only")
     args = parser.parse_args()
     if args.stored:
@@ -105,9 +111,11 @@ def main() -> None:
         for package, names in sorted(by_package.items()):
             listed = f"  {', '.join(names)}" if args.modules else ""
             print(f"  {package}: {len(names)}{listed}")
+            for name in names if args.functions else ():
+                print(f"    {name}: {', '.join(sorted(modules[name]))}")
 
 
-def _modelled() -> dict[str, set[str]]:
+def _modelled() -> dict[str, dict[str, set[str]]]:
     """Both paths on modelled trials (tests/fakebench.py): ci measuring, then ci --merge."""
     sys.path.insert(0, str(ROOT))  # after regtrack is imported: tests/ only
     import pytest
