@@ -197,6 +197,12 @@ def test_three_shards_merge_into_the_run_one_process_would_make(
     assert verdict["outcome"] != "regression", "the same build on both sides"
     assert "trials added" in gate.stderr and "Traceback" not in gate.stderr
     assert verdict["stopped"] == "merged" and verdict["records"]
+    partial = cli_in_process("ci", "--merge", "--db", str(tmp_path / "partial.db"), str(dbs[0]),
+                             str(dbs[1]))  # fmt: skip
+    assert partial.returncode == 3, partial.stderr
+    assert "## regtrack:" in partial.stdout, "what two shards decide is shown, then refused"
+    last = partial.stderr.strip().splitlines()[-1]
+    assert last.startswith("regtrack: error: run 1 is incomplete: shard 3/3 missing"), last
     report = cli_in_process("report", "--db", str(out), "--out", str(tmp_path / "pages"))
     assert report.returncode == 0, report.stderr
     assert (tmp_path / "pages" / "index.html").is_file()

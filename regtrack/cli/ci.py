@@ -150,7 +150,7 @@ def _measured_gate(
     """Measure the gate here, or this host's shard of it: then nothing is decided, which
     the first line says and exit code 5 tells a script (never 0, as if it had passed)."""
     from regtrack.cli.steps import prepare, say
-    from regtrack.flows import ci_gate, orchestrate
+    from regtrack.flows import ci_gate
     from regtrack.output.console import run_progress
 
     if not candidate_spec:
@@ -176,7 +176,7 @@ def _measured_gate(
         wait=not options.no_wait,
     )
     if job.shard is not None:
-        orchestrate.fail_if_incomplete(gate.store, gate.run_id, gate.status)
+        gate.run.require_complete()
         click.echo(
             f"## regtrack: ⏸️ Shard {job.shard.label} measured, nothing decided (shard from "
             f"{job.shard.source}): run {gate.run_id} of {gate.store.path} holds its blocks; "
@@ -195,7 +195,6 @@ def _present(
 ) -> None:
     """The decision, everywhere it is read: stdout, step summary, JSON, report; exit code."""
     from regtrack.cli.steps import auto_report
-    from regtrack.flows import orchestrate
     from regtrack.output import ci_summary
 
     decision = gate.decision
@@ -219,7 +218,7 @@ def _present(
     if report:
         auto_report(gate.store, gate.run_id)
     if decision.outcome != "regression":
-        orchestrate.fail_if_incomplete(gate.store, gate.run_id, gate.status)
+        gate.run.require_complete()
     if decision.outcome == "not measured":
         raise CannotMeasure("no gating metric had valid trials on both sides; see the summary")
     if decision.outcome == "regression" or (

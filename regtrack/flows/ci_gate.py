@@ -41,7 +41,7 @@ class GateRun:
 
     store: Store
     run_id: int
-    status: str
+    run: StoredRun  # as stored once measured: how it ended
     result: ComparisonResult
     decision: GateDecision
     context: GateContext
@@ -111,12 +111,13 @@ def run(
         rule = orchestrate.sequential_rule(
             job, budget, max(max_repetitions, job.settings.repetitions), compare
         )
-    store, run_id, status = orchestrate.measure(
+    store, run_id, _ = orchestrate.measure(
         job, db, say, progress, wait=wait, sequential=rule, purpose=purpose
     )
     result = compare(store, run_id)
+    measured = loaded.stored_run(store, run_id)
     context = _measured(
-        loaded.stored_run(store, run_id),
+        measured,
         forced,
         baseline=job.targets[0].spec
         if stored is None
@@ -125,7 +126,7 @@ def run(
         workload=job.workload.name,
         stopped=(rule.stopped or "budget") if rule else f"shard {job.shard.label}",
     )
-    return GateRun(store, run_id, status, result, gate.gate(result), context)
+    return GateRun(store, run_id, measured, result, gate.gate(result), context)
 
 
 def _forced(job: Job, stored: StoredBaseline | None, force: bool) -> list[str]:
@@ -168,4 +169,4 @@ def decide_merged(store: Store, run_id: int, thresholds: Thresholds) -> GateRun:
         workload=run.workload,
         stopped="merged",
     )
-    return GateRun(store, run_id, run.status, result, gate.gate(result), context)
+    return GateRun(store, run_id, run, result, gate.gate(result), context)

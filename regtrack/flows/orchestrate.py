@@ -19,7 +19,7 @@ from regtrack.bench.plan import MODES_BY_METRIC
 from regtrack.bench.runner import BlockRule, execute
 from regtrack.bench.runtimes import docker
 from regtrack.core import cpulock, environment, redact
-from regtrack.core.errors import BadInput, CannotMeasure
+from regtrack.core.errors import BadInput
 from regtrack.core.records import Progress
 from regtrack.flows import resume
 from regtrack.results import loaded
@@ -190,5 +190,4 @@ def extend(
 def fail_if_incomplete(store: Store, run_id: int, status: str) -> None:
     """An incomplete run is a measurement failure (exit 3), after its results are shown."""
     if status == "incomplete":
-        detail = loaded.stored_run(store, run_id).status_detail
-        raise CannotMeasure(f"run {run_id} is incomplete: {detail}")
+        loaded.stored_run(store, run_id).require_complete()

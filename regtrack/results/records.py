@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from regtrack.core.errors import BadInput
+from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.targets.versions import parse_spec
 
 if TYPE_CHECKING:  # pandas only where frames are built: importing this module stays cheap
@@ -96,6 +96,12 @@ class StoredRun:
 
     def target(self, label: str) -> RunTarget:
         return next(t for t in self.targets if t.label == label)
+
+    def require_complete(self) -> None:
+        """An incomplete run is a measurement failure (exit 3), raised once its results
+        are shown."""
+        if self.status == "incomplete":
+            raise CannotMeasure(f"run {self.id} is incomplete: {self.status_detail}")
 
 
 @dataclass(frozen=True)
