@@ -34,7 +34,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from regtrack.analysis import sequential  # noqa: E402
+from regtrack.analysis import sequential, stats  # noqa: E402
 
 SCENARIOS = {
     # name: (gate threshold %, block sd %, higher is better)
@@ -65,7 +65,7 @@ def gate(
             look=sequential.Look(k, per_round),
             hosts=labels[:n] if hosts > 1 else None,
         )
-        verdict = sequential.decide(seq, threshold, higher_is_better)
+        verdict = stats.verdict(seq, threshold, higher_is_better)
         if verdict != "inconclusive":
             return k, verdict
     return max_rounds, verdict

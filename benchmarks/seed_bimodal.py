@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from regtrack.analysis import sequential
+from regtrack.analysis import sequential, stats
 
 THRESHOLD = 1.0
 ALPHA = 0.05 / 2  # two gating metrics share the gate's alpha
@@ -34,7 +34,7 @@ def gate(rng: np.random.Generator, jump: float, min_blocks: int, cap: int) -> tu
             hit = rng.random() < 0.25
             blocks.append(math.log1p((jump if hit else 0.0) / 100) + rng.normal(0, 0.0005))
         seq = sequential.interval(blocks, ALPHA, look=sequential.Look(len(blocks) // 2))
-        verdict = sequential.decide(seq, THRESHOLD, higher_is_better=False)
+        verdict = stats.verdict(seq, THRESHOLD, higher_is_better=False)
         if verdict == "no change" and len(blocks) < min_blocks:
             continue
         if verdict != "inconclusive":

@@ -18,8 +18,8 @@ import pytest
 from scipy import stats as scipy_stats
 
 from regtrack.analysis import sequential
-from regtrack.analysis.sequential import block_values, decide, interval
-from regtrack.analysis.stats import Change
+from regtrack.analysis.sequential import block_values, interval
+from regtrack.analysis.stats import verdict
 from regtrack.bench import plan
 from regtrack.workloads.points import Point
 
@@ -119,7 +119,7 @@ def test_interval_edges() -> None:
     first = interval([0.01, 0.02], ALPHA)  # look 1 spends nothing: unbounded
     assert first is not None
     assert (first.low_pct, first.high_pct, first.mde_pct) == (-100.0, math.inf, math.inf)
-    assert decide(first, 5.0, True) == "inconclusive"
+    assert verdict(first, 5.0, True) == "inconclusive"
     flat = interval([0.02] * 6, ALPHA)
     assert flat is not None and flat.low_pct == flat.high_pct == flat.estimate_pct
     lai = interval([0.01, 0.03, -0.005, 0.02, 0.0, 0.01], ALPHA, method="lai-t-mixture")
@@ -285,7 +285,7 @@ def gate(
     answer = "inconclusive"
     while len(values) < BLOCKS:
         values += [draw(), draw()]
-        answer = decide(
+        answer = verdict(
             interval(values, ALPHA, LOOK_EVERY, method), threshold_pct, higher_is_better
         )
         if answer != "inconclusive":
@@ -334,19 +334,6 @@ def test_no_gate_calls_a_slowdown_an_improvement() -> None:
             assert answer != "improvement", (threshold, worse, sd, method)
             seen.add(answer)
     assert {"regression", "no change"} <= seen
-
-
-def test_decide_follows_stats_verdict() -> None:
-    def seq(est: float, lo: float, hi: float) -> Change:
-        return Change(est, lo, hi, 6, "t-spending", 1.0, ALPHA)
-
-    assert decide(None, 5.0, True) == "inconclusive"
-    assert decide(seq(-8.0, -10.0, -6.0), 5.0, True) == "regression"
-    assert decide(seq(-8.0, -10.0, -6.0), 5.0, False) == "improvement"
-    assert decide(seq(8.0, 6.0, 10.0), 5.0, False) == "regression"
-    assert decide(seq(-3.0, -4.0, -2.0), 5.0, True) == "no change"  # significant, too small
-    assert decide(seq(-6.0, -12.0, 1.0), 5.0, True) == "inconclusive"
-    assert decide(seq(0.0, -100.0, math.inf), 5.0, True) == "inconclusive"
 
 
 def test_the_look_index_not_the_valid_blocks_sets_the_level():

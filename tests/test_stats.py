@@ -51,6 +51,9 @@ def test_verdict_rules(low, est, high, higher_is_better, expected):
 def test_no_interval_is_inconclusive():
     assert stats.paired([1.0], [1.0]) is None
     assert stats.verdict(None, 5.0, True) == "inconclusive"
+    # A sequential interval's first look may be unbounded: it decides nothing.
+    unbounded = stats.Change(0.0, -100.0, math.inf, 2, "t-spending", math.inf)
+    assert stats.verdict(unbounded, 5.0, True) == "inconclusive"
 
 
 def test_extra_repetitions_estimate():

@@ -323,7 +323,7 @@ def _record(
         estimate = 100.0 * (cand.value / base.value - 1.0)
     else:
         estimate = None
-    verdict = sequential.decide(change, threshold, metric.higher_is_better)
+    verdict = stats.verdict(change, threshold, metric.higher_is_better)
     verdict, _ = pooling.seeds_enough(metric, verdict, change.n if change else 0)
     problems = sorted(set(base.problems) | set(cand.problems))
     if change is None:

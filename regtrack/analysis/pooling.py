@@ -94,7 +94,7 @@ def pooled(
         interval = stats.unpaired(sides[0], sides[1], 1 - alpha, shift)
         n = min(len(sides[0]), len(sides[1]))
     verdict, waits = seeds_enough(
-        metric, sequential.decide(interval, threshold_pct, metric.higher_is_better), n
+        metric, stats.verdict(interval, threshold_pct, metric.higher_is_better), n
     )
     return PooledComparison(
         workload=workload,

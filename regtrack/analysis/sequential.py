@@ -263,12 +263,3 @@ def _within_hosts(xs: Sequence[float], hosts: Sequence[str]) -> tuple[float, int
         return math.inf, 1
     ss = math.fsum((x - _mean(v)) ** 2 for v in by_host.values() for x in v)
     return math.sqrt(ss / df), df
-
-
-def decide(seq: stats.Change | None, threshold_pct: float, higher_is_better: bool) -> str:
-    """regression / improvement / no change / inconclusive, by ``stats.verdict``'s rules.
-
-    The rules only need an interval that covers the truth; the sequential one covers it at
-    every look at once, so the gate may stop at the first decided look.
-    """
-    return stats.verdict(seq, threshold_pct, higher_is_better)

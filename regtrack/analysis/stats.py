@@ -131,7 +131,9 @@ def verdict(change: Change | None, threshold_pct: float, higher_is_better: bool)
     """regression / improvement / no change / inconclusive, as docs/methodology.md defines.
 
     ``worse`` is the direction that hurts: down for throughput, up for latency and
-    instructions per op.
+    instructions per op. The rules only need an interval that covers the truth, so a
+    sequential interval (analysis/sequential.py), which covers it at every look at once,
+    lets the gate stop at the first decided look.
     """
     if change is None:
         return "inconclusive"
