@@ -35,13 +35,17 @@ def _check_file(run_id: int, what: str, path: str | None, sha256: str | None) ->
         raise _refuse(run_id, f"{what} {path} changed since the run started (sha256 differs)")
 
 
-def check_resumable(store: Store, run_id: int) -> dict[str, Any]:
-    """The run, if it has something missing. Checked again once its CPUs are held: the
-    regtrack that left it 'running' may have been alive and finished meanwhile."""
-    run = store.run(run_id)
-    if run["status"] not in RESUMABLE:
-        raise _refuse(run_id, f"it is {run['status']}, nothing is missing")
-    return run
+def _check_status(run_id: int, status: str, extending: bool = False) -> None:
+    if extending and status not in ("complete", *RESUMABLE):
+        raise _refuse(run_id, f"it is {status}")
+    if not extending and status not in RESUMABLE:
+        raise _refuse(run_id, f"it is {status}, nothing is missing")
+
+
+def check_resumable(store: Store, run_id: int) -> None:
+    """Refused unless the run has something missing. Checked again once its CPUs are held:
+    the regtrack that left it 'running' may have been alive and finished meanwhile."""
+    _check_status(run_id, store.run(run_id)["status"])
 
 
 def _check_target(run_id: int, target: Target, client: Any) -> None:
@@ -64,12 +68,8 @@ def load_job(store: Store, run_id: int, extending: bool = False) -> Job:
     """The run's own job, checked against what is on this machine now. ``extending``: a
     run that is to measure more repetitions (flows/orchestrate.extend), complete or not
     (an extension that was interrupted goes on from its stored trials)."""
-    if extending:
-        run = store.run(run_id)
-        if run["status"] not in ("complete", *RESUMABLE):
-            raise _refuse(run_id, f"it is {run['status']}")
-    else:
-        run = check_resumable(store, run_id)
+    run = store.run(run_id)
+    _check_status(run_id, run["status"], extending)
     config = run["config"]
     client = docker_engine.engine() if config.get("runtime") == "docker" else None
     job = Job.from_config(config, run["loadgen"], client)
