@@ -15,7 +15,7 @@ from regtrack.bench import runner, servers
 from regtrack.bench.runtimes import docker
 from regtrack.core.errors import Interrupted
 from tests import fakebench
-from tests.conftest import cli_in_process
+from tests.conftest import cli_in_process, settings_dir
 
 PLAN = ["--pipelines", "1,5,10", "--repetitions", "2", "--no-report"]
 
@@ -151,7 +151,7 @@ def test_a_modelled_run_that_reaches_a_real_runtime_fails_the_test(
 
 
 @pytest.mark.parametrize("workload", ["get-pipeline", "streams-queue"])
-def test_a_stored_job_is_rebuilt_as_it_was_planned(workload, redis_server, tmp_path):
+def test_a_stored_job_is_rebuilt_as_it_was_planned(workload, redis_server, tmp_path, monkeypatch):
     """What --resume and a grown run measure: the job a run stored, read back, plans the
     same visits and stores the same config, field for field (a range's skipped builds, the
     repetitions narrowed to one metric, the shard, why its load generator was chosen and
@@ -163,7 +163,7 @@ def test_a_stored_job_is_rebuilt_as_it_was_planned(workload, redis_server, tmp_p
     from regtrack.bench.loadgen_choice import Choice
     from regtrack.bench.shards import Shard
     from regtrack.core.cpus import plan_cpus
-    from regtrack.core.settings import load_settings
+    from regtrack.core.settings import load_settings, settings_source
     from regtrack.targets.versions import parse_specs, resolve
     from regtrack.workloads.files import load_workload
 
@@ -181,10 +181,13 @@ def test_a_stored_job_is_rebuilt_as_it_was_planned(workload, redis_server, tmp_p
     ).extended(4, ("throughput",))
     assert job.narrowed == {2: ("throughput",), 3: ("throughput",)}
     stored = json.loads(json.dumps(job.config()))
+    # Grown or resumed where another settings file is in use: the stored one is kept.
+    monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(settings_dir(tmp_path, "[run]\n")))
 
     again = Job.from_config(stored, job.loadgen.as_dict(), None)
 
     assert again.config() == job.config()
+    assert again.config()["settings_file"] == stored["settings_file"] != settings_source()
     assert again.planned() == job.planned() and again.visits() == job.visits()
     fields = {f.name for f in dataclasses.fields(Job) if f.name != "docker"}
     assert {n for n in fields if getattr(again, n) != getattr(job, n)} == set()

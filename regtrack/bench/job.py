@@ -93,6 +93,9 @@ class Job:
     # Which load generator and why (bench/loadgen_choice.py); None until a GET sweep's
     # probe has decided between memtier and redis-benchmark (settled).
     loadgen_choice: Choice | None = None
+    # The settings file the run was planned with ("built-in": regtrack's own), kept as
+    # planned when a resumed or grown run stores its config again.
+    settings_file: str = field(default_factory=settings_source)
 
     def __post_init__(self) -> None:
         if self.metric != "throughput" and self.runtime == "native":
@@ -240,7 +243,7 @@ class Job:
             "server_data": self.server_data(),
             "docker_images": self.docker_images,
             "settings": self.settings.model_dump(),
-            "settings_file": settings_source(),
+            "settings_file": self.settings_file,
             "workload": self.workload.model_dump(),
             "cpus": self.cpus.as_dict(),
             "targets": [t.as_dict() for t in self.targets],
@@ -292,6 +295,7 @@ class Job:
             shard=shards.stored(config.get("shard")),
             data_dir=data.get("dir") if runtime == "native" or data.get("persistent") else None,
             loadgen_choice=_stored_choice(config.get("loadgen_choice"), binary.name),
+            settings_file=config.get("settings_file") or "not recorded",
         )
 
 
