@@ -238,6 +238,14 @@ def labelled_containers(label: str) -> list[str]:
     return [c.name for c in client.containers.list(all=True, filters={"label": label})]
 
 
+# What a CI job's environment tells regtrack (annotations, the step summary, a database
+# inside the checkout refused): a test runs outside CI unless its ``env`` says otherwise,
+# whether or not the suite itself runs in a CI job.
+CI_VARIABLES = ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "CI", "GITHUB_WORKSPACE")
+for _name in CI_VARIABLES:
+    os.environ.pop(_name, None)
+
+
 def run_cli(
     *args: str,
     cwd: Path | None = None,
@@ -250,9 +258,7 @@ def run_cli(
     If the test is stopped meanwhile (``timeout``, pytest-timeout's limit, Ctrl-C), the
     command gets a Ctrl-C of its own first, so it stops its servers and containers as a
     user's interrupted run would, and is killed only if it does not end within 30 s."""
-    full_env = {
-        k: v for k, v in os.environ.items() if k not in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY")
-    }
+    full_env = {k: v for k, v in os.environ.items() if k not in CI_VARIABLES}
     full_env.update(env or {})
     argv = [sys.executable, "-m", "regtrack", *args]
     proc = subprocess.Popen(
@@ -306,7 +312,7 @@ def cli_in_process(
 
     from regtrack.cli import main
 
-    overrides: dict[str, str | None] = {"GITHUB_ACTIONS": None, "GITHUB_STEP_SUMMARY": None}
+    overrides: dict[str, str | None] = dict.fromkeys(CI_VARIABLES)
     # `regtrack --config` sets these for the command's process; CliRunner restores only
     # the variables it was given, so they are given as they are, not to leak to later tests.
     for name in ("REGTRACK_CONFIG", "REGTRACK_CONFIG_DIR"):

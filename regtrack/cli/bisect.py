@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -106,6 +105,7 @@ def bisect(
 ) -> None:
     """`regtrack bisect` (its help: BISECT_HELP, kept apart from the code)."""
     from regtrack.cli.steps import say
+    from regtrack.core import writes
     from regtrack.flows import bisect_search
     from regtrack.flows.bisect import Bisector, Hooks
     from regtrack.output import bisect_text
@@ -127,7 +127,7 @@ def bisect(
     record = bisections.get(store, bisection_id)
     click.echo(bisect_text.render(record))
     if json_out:
-        Path(json_out).write_text(bisect_text.render(record, "json"))
+        writes.replace_text(json_out, bisect_text.render(record, "json"), "JSON file")
     if options.report:
         _report(store, list(record.runs), bisection_id)
 

@@ -195,6 +195,7 @@ def _present(
 ) -> None:
     """The decision, everywhere it is read: stdout, step summary, JSON, report; exit code."""
     from regtrack.cli.steps import auto_report
+    from regtrack.core import writes
     from regtrack.output import ci_summary
 
     decision = gate.decision
@@ -207,14 +208,13 @@ def _present(
     # step, which other steps may have written to: always added to.
     path, append = summary
     if path:
-        with open(path, "a" if append else "w") as f:
-            f.write(text)
+        write = writes.append_text if append else writes.replace_text
+        write(path, text, "summary")
     if os.environ.get("GITHUB_STEP_SUMMARY"):
-        with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as f:
-            f.write(text)
+        writes.append_text(os.environ["GITHUB_STEP_SUMMARY"], text, "step summary")
     if json_out:
         records = ci_summary.ci_json(gate.result, decision, gate.context)
-        Path(json_out).write_text(json.dumps(records, indent=2))
+        writes.replace_text(json_out, json.dumps(records, indent=2), "JSON file")
     if report:
         auto_report(gate.store, gate.run_id)
     if decision.outcome != "regression":

@@ -157,7 +157,9 @@ def _context(
 
 def _step_outputs(values: dict[str, str]) -> None:
     """The step's outputs, where GitHub Actions reads them ($GITHUB_OUTPUT)."""
+    from regtrack.core import writes
+
     path = os.environ.get("GITHUB_OUTPUT")
     if path:
-        with open(path, "a") as f:
-            f.writelines(f"{key}={value}\n" for key, value in values.items())
+        lines = "".join(f"{key}={value}\n" for key, value in values.items())
+        writes.append_text(path, lines, "step output file")

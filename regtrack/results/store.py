@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from regtrack.core import writes
 from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.core.records import FunctionCost, TrialReason, TrialRecord
 from regtrack.results import comparability, trial_rows
@@ -65,6 +66,7 @@ class Store:
     @classmethod
     def open(cls, path: str | Path, *, create: bool = True) -> Store:
         db = Path(path)
+        writes.database_path(db)  # no link on the way; under CI, not in the checkout
         if not create and not db.is_file():
             raise BadInput(f"database {db} does not exist: run `regtrack run` first or pass --db")
         if create:

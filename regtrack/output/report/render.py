@@ -9,8 +9,6 @@ the folder, not a CDN, so a report works offline and from ``file://``.
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +17,7 @@ import jinja2
 
 from regtrack import __version__
 from regtrack.analysis.report_data import ReportData
-from regtrack.core.errors import BadInput
+from regtrack.core import writes
 from regtrack.output import tables
 from regtrack.output.report import bisect_page, history_page, pages
 
@@ -61,16 +59,9 @@ def _num(value: Any, digits: int = 0) -> str:
 
 
 def _write(path: Path, text: str) -> None:
-    """Atomic: a browser (or a second regtrack) never sees half a page."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide the page from a web server
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Atomic (a browser, or a second regtrack, never sees half a page), and never through
+    a link regtrack did not make (core/writes.py)."""
+    writes.replace_text(path, text, "report page")
 
 
 def _plotly_js(folder: Path) -> None:
@@ -79,9 +70,9 @@ def _plotly_js(folder: Path) -> None:
     text = get_plotlyjs()
     target = folder / PLOTLY_JS
     digest = hashlib.sha256(text.encode()).hexdigest()
-    if target.is_file() and hashlib.sha256(target.read_bytes()).hexdigest() == digest:
-        target.chmod(0o644)
-        return
+    kept = target.is_file() and not target.is_symlink() and target.stat().st_mode & 0o777 == 0o644
+    if kept and hashlib.sha256(target.read_bytes()).hexdigest() == digest:
+        return  # else written again: a copy mkstemp left 0600 is hidden from a web server
     _write(target, text)
 
 
@@ -89,10 +80,7 @@ def write_report(data: ReportData, folder: str | Path) -> ReportFiles:
     """Write (or refresh) the report: the index and history pages always, the run pages
     ``data`` holds (flows/report.py derived them)."""
     out = Path(folder)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise BadInput(f"cannot create the report folder {out}: {exc.strerror}") from None
+    writes.make_dirs(out, "report folder")
     env = _environment()
     common = {"version": __version__, "database": data.database, "plotly": PLOTLY_JS}
     _plotly_js(out)
