@@ -10,6 +10,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -282,6 +283,50 @@ def test_interrupt_keeps_measured_trials_and_leaves_nothing(tmp_path, redis_serv
     kept = conn.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
     assert measured <= kept < 18
     assert not our_processes()
+
+
+def test_a_point_cut_short_keeps_its_windows_and_resume_measures_it_again(tmp_path, redis_server):
+    """Ctrl-C in the middle of a paired point stores the point's whole groups of windows
+    as interrupted trials (never compared), says what they hold, and `--resume` measures
+    the point again, replacing them in the transaction that stores the whole ones. The
+    signal lands 2.5 s after the first point is stored: the second point's loads start
+    and warm up in about 1.5 s, then measure for 4 s (2 s per server)."""
+    db = tmp_path / "r.db"
+    proc = start_cli(
+        "run", "--versions", f"a=bin:{redis_server},b=bin:{redis_server}",
+        "--pipelines", "1,5", "--repetitions", "1", "--loadgen", "redis-benchmark",
+        "--db", str(db), *SHORT_RUN, "--duration", "2", "--no-report",
+    )  # fmt: skip
+    assert wait_for_trials(db, 2, timeout=60) == 2, "the first point was never stored"
+    time.sleep(2.5)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "regtrack: interrupted by SIGINT; results measured so far are kept" in err
+    assert "Traceback" not in err
+    (note,) = [line for line in err.splitlines() if "pipeline=5: its whole groups" in line]
+    assert "regtrack run --resume 1 measures the point again" in note, note
+    conn = sqlite3.connect(db)
+    query = (
+        "SELECT t.point, t.requests, t.wall_s, EXISTS (SELECT 1 FROM trial_reasons r"
+        " WHERE r.trial_id = t.id AND r.code = 'interrupted') FROM trials t ORDER BY t.point, t.seq"
+    )
+    rows = conn.execute(query).fetchall()
+    assert [(p, cut) for p, *_, cut in rows] == [
+        ("pipeline=1", 0), ("pipeline=1", 0), ("pipeline=5", 1), ("pipeline=5", 1),
+    ], rows  # fmt: skip
+    assert all(requests > 0 and 0 < wall < 2 for _, requests, wall, _ in rows[2:]), rows
+    assert not our_processes()
+
+    resumed = run_cli("run", "--resume", "1", "--db", str(db), "--no-report")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "2 trials to run" in resumed.stderr, resumed.stderr
+    rows = conn.execute(query).fetchall()
+    assert [(p, cut) for p, *_, cut in rows] == [
+        ("pipeline=1", 0), ("pipeline=1", 0), ("pipeline=5", 0), ("pipeline=5", 0),
+    ], rows  # fmt: skip
+    assert all(wall >= 1.5 for _, _, wall, _ in rows), rows
+    assert conn.execute("SELECT status FROM runs").fetchone()[0] == "complete"
 
 
 def test_python_m_regtrack_and_console_script_agree():

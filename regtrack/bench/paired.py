@@ -33,7 +33,7 @@ from regtrack.bench.runtimes.base import RunningServer
 from regtrack.bench.servers import ServerDied, plain_server, set_up
 from regtrack.core import interrupts
 from regtrack.core.cpus import CpuPlan
-from regtrack.core.errors import CannotMeasure
+from regtrack.core.errors import CannotMeasure, Interrupted
 from regtrack.core.procs import CpuTimes, contention_pct
 from regtrack.core.records import InvalidReason, LoadSpec, Progress, TrialRecord
 from regtrack.results.store import Store
@@ -82,7 +82,14 @@ def run_visit(
         for label, planned in by_point.items():
             progress.phase(f"{rep} · {label} · {' ⇄ '.join(visit.together)}")
             mine = [s for s in sides if s.target.label in {p.target for p in planned}]
-            records = measure_point(job, mine, planned)
+            try:
+                records = measure_point(job, mine, planned)
+            except PointCut as cut:
+                for record in cut.records:
+                    record.seed = seed
+                    store.add_trial(run_id, target_ids[record.target_label], record, None)
+                progress.note(_cut_note(run_id, f"{rep} · {label}", cut.records))
+                raise
             for side in mine:
                 if not side.server.alive():  # died after its windows: not to be trusted
                     record = next(r for r in records if r.target_label == side.target.label)
@@ -97,6 +104,18 @@ def run_visit(
             dead = [s.target.label for s in sides if not s.server.alive()]
             if dead:
                 raise ServerDied(f"redis-server of {dead[0]} exited during {label} (paired)")
+
+
+def _cut_note(run_id: int, where: str, kept: list[TrialRecord]) -> str:
+    """What a signal during a point cost: the part of it stored, and how to get the rest."""
+    resume = f"regtrack run --resume {run_id} measures the point again"
+    if not kept:
+        return f"interrupted at {where} before its first whole group of windows: {resume}"
+    shown = "; ".join(f"{r.target_label} {r.requests:,} requests" for r in kept)
+    return (
+        f"interrupted at {where}: its whole groups of windows are stored as interrupted "
+        f"trials ({shown}; {kept[0].wall_s:.1f} s each), not compared; {resume}"
+    )
 
 
 def _lanes(
@@ -165,6 +184,9 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
         )
         for s in order
     }  # fmt: skip
+    measured: list[windows.Window] = []
+    lanes: list[windows.Lane] = []
+    groups = max(1, windows.groups_for(settings.duration, settings.window))
     with contextlib.ExitStack() as stack:
         try:
             lanes = _lanes(stack, job, order, specs_of)
@@ -176,8 +198,7 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
             load_cpu = sum(lane.load.cpu_seconds() for lane in lanes)
             server_cpus = CpuTimes.read(ctx.cpus.server)
             client_cpus = CpuTimes.read(ctx.cpus.client)
-            groups = max(1, windows.groups_for(settings.duration, window))
-            measured = run_windows(lanes, groups, window, interrupts.check)
+            run_windows(lanes, groups, window, interrupts.check, into=measured)
             server_cpus_after = CpuTimes.read(ctx.cpus.server)
             client_cpus_after = CpuTimes.read(ctx.cpus.client)
             load_cpu = sum(lane.load.cpu_seconds() for lane in lanes) - load_cpu
@@ -185,6 +206,9 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
             io_after = {s.target.label: trial.syscalls(s.server.pid) for s in order}
         except (windows.LoadLost, redis.RedisError, OSError, CannotMeasure) as exc:
             return _failed(records, order, exc)
+        except KeyboardInterrupt as exc:
+            kept = _cut_short(job, records, order, lanes, measured, groups)
+            raise PointCut(str(exc), kept) from None
     first = lanes[0].label
     wall = after[first].at - before[first].at
     deltas = {label: serverstats.delta(before[label], after[label]) for label in before}
@@ -211,6 +235,51 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
             saturates=points.saturates(job.workload),
         )
     return [records[p.target] for p in planned]
+
+
+class PointCut(Interrupted):
+    """A signal during a paired point, with the trials its whole window groups made:
+    stored (as interrupted) before the run stops, so a Ctrl-C loses at most one group
+    of windows (2 x servers x window seconds), not the point."""
+
+    def __init__(self, signal_name: str, records: list[TrialRecord]):
+        super().__init__(signal_name)
+        self.records = records
+
+
+def _cut_short(
+    job: Job,
+    records: dict[str, TrialRecord],
+    order: list[Side],
+    lanes: list[windows.Lane],
+    measured: list[windows.Window],
+    planned: int,
+) -> list[TrialRecord]:
+    """Each side's trial from the whole groups measured before the signal, marked
+    interrupted (kept, never compared: shorter than planned); none if no group ended."""
+    kept = windows.complete_groups(measured, len(order))
+    done = len({w.group for w in kept})
+    if not done:
+        return []
+    settings = job.context.settings
+    table = windows.table(kept)
+    out = []
+    for side in order:
+        label = side.target.label
+        record = records[label]
+        total = windows.totals(kept, label)
+        _from_windows(record, total, settings.warmup)
+        lane = next((lane for lane in lanes if lane.label == label), None)
+        record.argv = [arg for argv in lane.load.argv for arg in argv] if lane else []
+        record.raw_output = f"[{METHOD}: interrupted, the whole groups of windows]\n{table}"
+        record.mark_invalid(
+            InvalidReason.INTERRUPTED,
+            f"stopped after {done} of {planned} groups of windows ({total.seconds:.1f} s of "
+            f"{settings.duration:g} s measured): kept, not compared; --resume measures the "
+            "point again",
+        )
+        out.append(record)
+    return out
 
 
 def _counters(

@@ -113,11 +113,13 @@ def alternate(
     window_s: float,
     check: Callable[[], None] = lambda: None,
     first_group: int = 0,
+    into: list[Window] | None = None,
 ) -> list[Window]:
     """Run ``groups`` groups of windows over ``lanes`` (in their order) and return every
-    window. ``check`` runs between windows (an interrupt stops the loop there); the loads
-    are left paused."""
-    windows: list[Window] = []
+    window. ``check`` runs between windows (an interrupt stops the loop there); each
+    window is added to ``into`` as it ends, so an interrupted caller keeps those measured.
+    The loads are left paused."""
+    windows: list[Window] = [] if into is None else into
     order = group_order(lanes)
     for group in range(first_group, first_group + groups):
         for position, lane in enumerate(order):
@@ -132,11 +134,13 @@ def together(
     window_s: float,
     check: Callable[[], None] = lambda: None,
     first_group: int = 0,
+    into: list[Window] | None = None,
 ) -> list[Window]:
     """A duet: every lane's load at once for ``groups`` groups of two windows, each
     window reading every server at its start and end (the order of the readings turns
-    each window, so no server is always read first). The loads are left paused."""
-    windows: list[Window] = []
+    each window, so no server is always read first). Windows go to ``into`` as they end,
+    as in ``alternate``. The loads are left paused."""
+    windows: list[Window] = [] if into is None else into
     for lane in lanes:
         lane.load.resume()
     try:
@@ -215,6 +219,15 @@ class Totals:
 
     def pct(self, cpu_s: float) -> float | None:
         return 100.0 * cpu_s / self.seconds if self.seconds > 0 else None
+
+
+def complete_groups(windows: Sequence[Window], servers: int) -> list[Window]:
+    """The windows of the groups that ended whole (every server loaded twice, A B B A):
+    what an interrupted point keeps, balanced in time like a whole one."""
+    per_group: dict[int, int] = {}
+    for w in windows:
+        per_group[w.group] = per_group.get(w.group, 0) + 1
+    return [w for w in windows if per_group[w.group] == 2 * servers]
 
 
 def totals(windows: Sequence[Window], label: str) -> Totals:

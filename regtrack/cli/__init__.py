@@ -42,7 +42,9 @@ def main(argv: list[str] | None = None) -> None:
         err.print(f"regtrack: error: {exc.format_message()}{where}", highlight=False)
         sys.exit(EXIT_BAD_INPUT)
     except (click.exceptions.Abort, KeyboardInterrupt) as exc:
-        how = f" by {exc}" if isinstance(exc, Interrupted) else ""
+        # click turns a KeyboardInterrupt into Abort: the signal is the one it came from.
+        cause = exc.__context__ if isinstance(exc, click.exceptions.Abort) else exc
+        how = f" by {cause}" if isinstance(cause, Interrupted) and str(cause) else ""
         with contextlib.suppress(OSError):  # after SIGHUP the terminal may be gone
             err.print(f"regtrack: interrupted{how}; results measured so far are kept")
         sys.exit(EXIT_INTERRUPTED)

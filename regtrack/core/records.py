@@ -37,6 +37,9 @@ class InvalidReason(StrEnum):
     WINDOWS_FAILED = "windows-failed"
     NOT_REPEATABLE = "not-repeatable"
     NOT_SATURATED = "not-saturated"
+    # Ctrl-C during a paired point: its complete window groups are kept, not compared, and
+    # --resume measures the point again, replacing them (results/store.py add_trial).
+    INTERRUPTED = "interrupted"
     OTHER = "other"  # text stored before the codes existed that no code matches
 
     @property
@@ -63,6 +66,7 @@ _LABELS = {
     InvalidReason.WINDOWS_FAILED: "paired windows failed",
     InvalidReason.NOT_REPEATABLE: "not repeatable",
     InvalidReason.NOT_SATURATED: "server not saturated",
+    InvalidReason.INTERRUPTED: "interrupted",
     InvalidReason.OTHER: "other",
 }
 

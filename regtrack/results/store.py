@@ -15,7 +15,7 @@ from typing import Any
 
 from regtrack.core import writes
 from regtrack.core.errors import BadInput, CannotMeasure
-from regtrack.core.records import FunctionCost, TrialReason, TrialRecord
+from regtrack.core.records import FunctionCost, InvalidReason, TrialReason, TrialRecord
 from regtrack.results import comparability, trial_rows
 from regtrack.results.migrations import schema_version, upgrade
 from regtrack.targets.versions import Target
@@ -205,12 +205,18 @@ class Store:
         t: TrialRecord,
         functions: list[FunctionCost] | None = None,
     ) -> int:
-        """Store a trial (and its per-function costs) in one transaction."""
+        """Store a trial (and its per-function costs) in one transaction; an interrupted
+        trial stored for the same planned trial (a paired point cut short) is replaced in
+        that transaction: never lost before the whole one is stored."""
         row = trial_rows.trial(run_id, target_id, t)
         row.update({name: as_json(row[name]) for name in trial_rows.JSON_COLUMNS})
         columns = ", ".join(row)
         marks = ", ".join("?" * len(row))
         with self.transaction() as conn:
+            conn.execute(
+                f"DELETE FROM trials WHERE run_id = ? AND seq = ? AND id IN ({_INTERRUPTED})",
+                (run_id, t.seq),
+            )
             cur = conn.execute(
                 f"INSERT INTO trials ({columns}) VALUES ({marks})", tuple(row.values())
             )
@@ -282,8 +288,11 @@ class Store:
         return out
 
     def trial_seqs(self, run_id: int) -> set[int]:
-        """Which planned trials of a run are stored (what --resume skips)."""
-        rows = self.conn.execute("SELECT seq FROM trials WHERE run_id = ?", (run_id,))
+        """Which planned trials of a run are stored (what --resume skips): not those
+        stored interrupted, which --resume measures again."""
+        rows = self.conn.execute(
+            f"SELECT seq FROM trials WHERE run_id = ? AND id NOT IN ({_INTERRUPTED})", (run_id,)
+        )
         return {int(r[0]) for r in rows}
 
     def repetitions_reached(self, run_id: int) -> int:
@@ -352,6 +361,11 @@ class Store:
             (run_id,),
         ).fetchall()
         return [{**_with_point_order(row), "valid": bool(row["valid"])} for row in rows]
+
+
+_INTERRUPTED = (
+    f"SELECT trial_id FROM trial_reasons WHERE code = '{InvalidReason.INTERRUPTED.value}'"
+)
 
 
 def _with_point_order(row: sqlite3.Row) -> dict[str, Any]:
