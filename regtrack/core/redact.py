@@ -49,16 +49,39 @@ def argv(args: Iterable[str]) -> list[str]:
     return [url(arg) if "://" in arg else arg for arg in args]
 
 
-USERINFO_RE = re.compile(r"([a-z][a-z0-9+.-]*://)([^\s/?#@]+)@", re.IGNORECASE)
-QUERY_RE = re.compile(r"([a-z][a-z0-9+.-]*://[^\s?#'\"]*)\?[^\s'\"]*", re.IGNORECASE)
+# A scheme (RFC 3986: a letter, then letters, digits, '+', '.', '-') followed by "://".
+# Matched from the start of a run of scheme characters only (the lookbehind), each part
+# possessive: a run is scanned once, where a match tried at every letter of a long word
+# scanned to its end each time (40,000 letters: 12.5 s; 2 MB: hours).
+SCHEME = r"(?<![a-z0-9+.-])[0-9+.-]*+[a-z][a-z0-9+.-]*+://"
+USERINFO_RE = re.compile(rf"({SCHEME})([^\s/?#@]++)@", re.IGNORECASE)
+SCHEME_RE = re.compile(SCHEME, re.IGNORECASE)
+# A run of URL characters up to a '?', from the run's start: what may hold a URL whose
+# query follows (once per run, not once per URL inside it).
+BEFORE_QUERY_RE = re.compile(r"(?<![^\s?#'\"])[^\s?#'\"]*+\?")
+QUERY_RE = re.compile(r"[^\s'\"]*+")
 
 
 def scrub(message: str) -> str:
     """Any URL's credentials in free text (an error message, a traceback) redacted: its
-    userinfo's password (or lone token) and its query string."""
+    userinfo's password (or lone token) and its query string. Linear in the text."""
 
     def hide(m: re.Match[str]) -> str:
         info = m.group(2)
         return m.group(1) + (f"{info.split(':', 1)[0]}:{HIDDEN}" if ":" in info else HIDDEN) + "@"
 
-    return QUERY_RE.sub(rf"\1?{HIDDEN}", USERINFO_RE.sub(hide, message))
+    return _hide_queries(USERINFO_RE.sub(hide, message))
+
+
+def _hide_queries(text: str) -> str:
+    """Each query string (to the next space or quote) that follows a URL in the same run
+    of URL characters, replaced by ``***``."""
+    out, done = [], 0
+    for m in BEFORE_QUERY_RE.finditer(text):
+        if m.start() < done or not SCHEME_RE.search(m.group(0)):
+            continue  # inside a query already hidden, or no URL before the '?'
+        query = QUERY_RE.match(text, m.end())
+        assert query is not None  # it matches the empty string
+        out += [text[done : m.end()], HIDDEN]
+        done = query.end()
+    return "".join([*out, text[done:]])
