@@ -1,17 +1,20 @@
-"""A composite action's steps run the way GitHub's runner runs them, as far as a test on
-this machine can: `run:` steps in order with bash (`bash --noprofile --norc -eo pipefail`,
-as `shell: bash` is), `${{ }}` expressions evaluated from the inputs, github, runner, env
-and steps contexts, `if:` conditions with the status functions, step outputs read from
-$GITHUB_OUTPUT. `uses:` steps (actions/cache, actions/upload-artifact) cannot run here:
-they are recorded with their evaluated `with:` so a test can check what they would get.
+"""A composite action's steps, or a workflow job's, run the way GitHub's runner runs them,
+as far as a test on this machine can: `run:` steps in order with bash (`bash --noprofile
+--norc -eo pipefail` as `shell: bash` is, `bash -e` without a shell), `${{ }}`
+expressions evaluated from the inputs, github, runner, env and steps contexts, `if:`
+conditions with the status functions, step outputs read from $GITHUB_OUTPUT. `uses:`
+steps (actions/cache, actions/upload-artifact) cannot run here: they are recorded with
+their evaluated `with:` so a test can check what they would get.
 
 Expressions: literals ('text', numbers, true, false, null), context paths (with `-` in
-names), `== != && || !`, parentheses, and always() success() failure() cancelled().
+names), `== != && || !`, parentheses, always() success() failure() cancelled(), and
+hashFiles('PATTERN') of the workspace.
 Anything else fails loudly rather than being guessed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import subprocess
@@ -144,6 +147,13 @@ class Evaluator:
             return float(text), t
         if kind != "name":
             raise ValueError(f"unexpected {text!r}")
+        if (
+            text == "hashFiles"
+            and t[:1] == [("op", "(")]
+            and t[1][0] == "str"
+            and t[2:3] == [("op", ")")]
+        ):
+            return self._hash_files(t[1][1][1:-1].replace("''", "'")), t[3:]
         if t and t[0] == ("op", "("):
             if len(t) < 2 or t[1] != ("op", ")"):
                 raise ValueError(f"{text}() takes no arguments here")
@@ -158,6 +168,18 @@ class Evaluator:
         for part in text.split("."):
             value = value.get(part) if isinstance(value, dict) else None
         return value, t
+
+    def _hash_files(self, pattern: str) -> str:
+        """hashFiles('PATTERN'): the files matching it in the workspace, hashed ('' if
+        none, as GitHub gives)."""
+        workspace = Path(self.contexts["github"]["workspace"])
+        files = sorted(p for p in workspace.glob(pattern) if p.is_file())
+        if not files:
+            return ""
+        digest = hashlib.sha256()
+        for path in files:
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+        return digest.hexdigest()
 
 
 def _truthy(value: Any) -> bool:
@@ -217,8 +239,39 @@ def run_action(
     contexts: dict[str, Any] = {
         "github": github, "runner": runner, "env": env, "inputs": given, "steps": {},
     }  # fmt: skip
+    results = run_steps(action["runs"]["steps"], contexts, workdir, timeout, stop_after)
+    final = Evaluator(contexts)
+    outputs = {k: final.interpolate(str(v["value"])) for k, v in action.get("outputs", {}).items()}
+    return ActionRun(results, outputs)
+
+
+def run_job(
+    workflow: dict[str, Any],
+    job: str,
+    github: dict[str, Any],
+    runner: dict[str, str],
+    env: dict[str, str],
+    workdir: Path,
+    timeout: float = 120,
+) -> ActionRun:
+    """Every step of one job of a workflow (already parsed), in order, as the runner
+    would run them; a `run:` step without `shell:` runs as GitHub's default on Linux,
+    `bash -e {0}`."""
+    contexts: dict[str, Any] = {"github": github, "runner": runner, "env": env, "steps": {}}
+    return ActionRun(run_steps(workflow["jobs"][job]["steps"], contexts, workdir, timeout), {})
+
+
+def run_steps(
+    steps: list[dict[str, Any]],
+    contexts: dict[str, Any],
+    workdir: Path,
+    timeout: float = 120,
+    stop_after: str | None = None,
+) -> list[StepResult]:
+    """Steps in order with these contexts (``contexts["steps"]`` filled as they run)."""
+    github, runner, env = contexts["github"], contexts["runner"], contexts["env"]
     results: list[StepResult] = []
-    for i, step in enumerate(action["runs"]["steps"]):
+    for i, step in enumerate(steps):
         failed = any(r.outcome == "failure" for r in results)
         ev = Evaluator(contexts, failed)
         result = StepResult(step.get("name", f"step {i}"), step.get("id"),
@@ -236,9 +289,7 @@ def run_action(
                                             "conclusion": result.outcome}  # fmt: skip
         if stop_after is not None and result.id == stop_after:
             break
-    final = Evaluator(contexts)
-    outputs = {k: final.interpolate(str(v["value"])) for k, v in action.get("outputs", {}).items()}
-    return ActionRun(results, outputs)
+    return results
 
 
 def _run_step(
@@ -251,19 +302,22 @@ def _run_step(
     folder: Path,
     timeout: float,
 ) -> None:
-    assert step.get("shell") == "bash", f"{result.name}: only shell: bash is modelled"
+    shell = step.get("shell")
+    assert shell in ("bash", None), f"{result.name}: only shell: bash is modelled"
+    # `shell: bash` is `bash --noprofile --norc -eo pipefail {0}`; no shell, `bash -e {0}`
+    flags = ["--noprofile", "--norc", "-eo", "pipefail"] if shell else ["-e"]
     folder.mkdir(parents=True)
     script, output = folder / "script.sh", folder / "output"
     script.write_text(ev.interpolate(step["run"]))
     output.touch()
     step_env = {
         **env,
-        "GITHUB_ACTION_PATH": github["action_path"],
+        "GITHUB_ACTION_PATH": github.get("action_path", ""),
         "GITHUB_OUTPUT": str(output),
         **{k: ev.interpolate(str(v)) for k, v in step.get("env", {}).items()},
     }
     proc = subprocess.run(
-        ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+        ["bash", *flags, str(script)],
         cwd=github["workspace"], env=step_env, capture_output=True, text=True,
         timeout=timeout, check=False,
     )  # fmt: skip

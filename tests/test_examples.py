@@ -78,6 +78,16 @@ def test_the_workflow_shards_one_plan_and_merges_it():
     assert jobs["decide"]["needs"] == "measure"
     uploads = [s for s in jobs["measure"]["steps"] if "upload-artifact" in s.get("uses", "")]
     assert uploads and "shard-${{ matrix.shard }}" in uploads[0]["with"]["name"]
+    # Every file regtrack writes, and every artifact, is outside the pull request's
+    # checkout (under CI, regtrack refuses a database inside it).
+    for argv in measured + decided:
+        for option in ("--db", "--summary", "--json"):
+            if option in argv:
+                assert argv[argv.index(option) + 1].startswith("$RUNNER_TEMP/"), argv
+    steps = [s for job in jobs.values() for s in job["steps"]]
+    for step in steps:
+        if "artifact" in step.get("uses", ""):
+            assert step["with"]["path"].startswith("${{ runner.temp }}/"), step
 
 
 def test_the_indexed_job_sets_what_regtrack_reads():

@@ -112,6 +112,8 @@ def bisect(
     from regtrack.output.console import run_progress
     from regtrack.results import bisections
 
+    if json_out:  # refused now, not after the bisection: no link regtrack did not make
+        writes.checked(json_out, "JSON file")
     if resume_id is not None and (good or bad):
         raise BadInput("--resume continues a bisection with its own --good and --bad")
     if resume_id is None and not (good and bad):

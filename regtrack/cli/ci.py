@@ -97,9 +97,13 @@ def ci(
     baseline, only if both were measured alike: same machine, runtime, CPUs, load
     generator and workload settings (regtrack.results.comparability).
     """
+    from regtrack.core import writes
     from regtrack.core.settings import load_thresholds
 
     thresholds = load_thresholds(threshold)
+    for path, what in ((summary, "summary"), (json_out, "JSON file")):
+        if path:  # refused now, not after the measuring: no link regtrack did not make
+            writes.checked(path, what)
     if merge_shards or shard_dbs:
         asked = (baseline_spec, candidate_spec, baseline_name)
         gate = _merged_gate(merge_shards, shard_dbs, options.db, thresholds, asked)

@@ -16,8 +16,10 @@ from regtrack.bench.job import Job, RunPurpose
 from regtrack.bench.loadgen.builtin import THROUGHPUT_CAVEAT
 from regtrack.bench.prepare import prepare_job
 from regtrack.bench.runner import BlockRule
+from regtrack.core import writes
 from regtrack.core.errors import BadInput, RegtrackError
 from regtrack.core.options import Options
+from regtrack.core.settings import load_settings
 from regtrack.flows import orchestrate, report
 from regtrack.output.console import build_progress, err, run_progress
 from regtrack.output.report import write_report
@@ -29,8 +31,10 @@ from regtrack.workloads import points
 def prepare(specs: list[versions.VersionSpec], options: Options) -> Job:
     """The Job, built with progress, then what the user should know about it: cached or
     fresh builds, load generator caveats, blocking mixes, uncontrolled seeds."""
-    # Which shard this host measures is read (and a bad --shard refused) before building.
+    # Which shard this host measures is read (and a bad --shard refused) before building;
+    # so is a database regtrack may not use (a link, or in the checkout under CI).
     shard = shards.current(options.shard_spec, options.shard_count)
+    writes.database_path(options.db or load_settings().database)
     options = dataclasses.replace(options, shard=shard)
     with build_progress() as phase:
         job = prepare_job(specs, options, phase)
