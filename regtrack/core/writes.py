@@ -81,6 +81,11 @@ def checked(path: str | Path, what: str, *, folder: bool = False) -> Path:
             info = os.lstat(current)
         except FileNotFoundError:
             break
+        except NotADirectoryError:
+            verb = "create" if folder else "write"
+            raise BadInput(
+                f"cannot {verb} the {what} {path}: {current.parent} is not a folder"
+            ) from None
         except OSError as exc:
             raise BadInput(f"cannot write the {what} {path}: {current}: {exc.strerror}") from None
         if not stat.S_ISLNK(info.st_mode):
