@@ -195,8 +195,9 @@ def test_an_old_database_is_migrated_and_keeps_every_reason(tmp_path):
 
 
 def test_a_view_added_by_hand_that_stops_the_upgrade_is_bad_input(tmp_path):
-    """A view over the column schema 9 drops makes the upgrade fail: one line naming the
-    database, exit 2 (what the file holds is the bad input), the step rolled back."""
+    """A view over the column schema 9 drops would make the upgrade fail: it is refused
+    before the upgrade starts (results/schema_objects.py), one line naming the database
+    and the view, exit 2 (what the file holds is the bad input), the file as it was."""
     path = tmp_path / "old.db"
     _old_database(path, ["contended: x"])
     conn = sqlite3.connect(path)
@@ -206,7 +207,7 @@ def test_a_view_added_by_hand_that_stops_the_upgrade_is_bad_input(tmp_path):
     proc = cli_in_process("compare", "--list", "--db", str(path))
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
-    assert f"database {path} cannot be upgraded to schema 9" in proc.stderr
+    assert f"database {path} holds a view 'reasons' that regtrack did not create" in proc.stderr
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == 8
     assert conn.execute("SELECT invalid_reason FROM trials").fetchone() == ("contended: x",)

@@ -9,6 +9,10 @@ so they stop theirs at once instead of letting the trial run out.
 
 SIGHUP (a dropped SSH session, a closed terminal) stops a run like SIGTERM: otherwise
 its default action kills regtrack with containers running and the run marked running.
+
+A database statement runs in SQLite's C code, where no Python handler runs until it
+returns: results/connection.py stops one that was running when a signal arrived
+(``received``), then raises ``Interrupted`` with ``check``.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 from regtrack.core.errors import Interrupted
 
 _received: str | None = None
+_count = 0
 
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -41,14 +46,21 @@ def _unraisable(args: Any) -> None:
 
 
 def _on_signal(signum: int, _frame: object) -> None:
-    global _received
+    global _received, _count
     _received = signal.Signals(signum).name
+    _count += 1
     raise Interrupted(_received)
 
 
 def pending() -> bool:
     """Whether a signal arrived (for threads, which the signal's exception never reaches)."""
     return _received is not None
+
+
+def received() -> int:
+    """How many signals arrived so far: work started before the latest one is to stop,
+    work started after it (cleanup: recording that a run was interrupted) is not."""
+    return _count
 
 
 def check() -> None:

@@ -24,10 +24,18 @@ def trial_marks(store: Store) -> dict[int, tuple[int, int]]:
     return {r[0]: (r[1], r[2]) for r in rows}
 
 
-def load(store: Store) -> dict[int, tuple[str, dict[str, Any], list[dict[str, Any]]]]:
-    """run id -> (key, summary, history rows) as last stored."""
+def load(store: Store) -> dict[int, tuple[str, Any, Any]]:
+    """run id -> (key, summary, history rows) as last stored; a row that is not JSON text
+    (an older regtrack's, a crafted file's) is left out, and its run derived again. The
+    caller checks the shape of what it reuses."""
     rows = store.conn.execute("SELECT run_id, key, summary, history FROM run_analysis")
-    return {r[0]: (r[1], json.loads(r[2]), json.loads(r[3])) for r in rows.fetchall()}
+    out = {}
+    for run_id, key, summary, history in rows.fetchall():
+        try:
+            out[run_id] = (key, json.loads(summary), json.loads(history))
+        except (TypeError, ValueError, RecursionError):
+            continue
+    return out
 
 
 def save(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from regtrack.core.errors import BadInput
-from regtrack.results import comparability
+from regtrack.results import comparability, stored_values
 from regtrack.results.store import Store, now
 
 
@@ -64,7 +64,7 @@ def named(store: Store, name: str) -> Baseline:
             f"no baseline named {name!r} in {store.path}; known: {', '.join(known) or 'none'}"
             " (regtrack baseline save NAME --run ID)"
         )
-    return Baseline(**dict(row))
+    return Baseline(**stored_values.row(store.path, "baselines", row))
 
 
 def listed(store: Store) -> list[Listed]:
@@ -73,7 +73,9 @@ def listed(store: Store) -> list[Listed]:
         " r.created_at AS run_created_at FROM baselines b"
         " JOIN runs r ON r.id = b.run_id ORDER BY b.name"
     ).fetchall()
+    joined = {"fingerprint": "runs.fingerprint", "run_created_at": "runs.created_at"}
+    listed = [stored_values.row(store.path, "baselines", r, joined) for r in rows]
     return [
-        Listed(**dict(r), setup=comparability.digest(comparability.of_run(store.run(r["run_id"]))))
-        for r in rows
+        Listed(**r, setup=comparability.digest(comparability.of_run(store.run(r["run_id"]))))
+        for r in listed
     ]

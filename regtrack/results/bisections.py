@@ -14,8 +14,9 @@ import pydantic
 
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import one_line
+from regtrack.results import stored_values
 from regtrack.results.records import StoredBisection
-from regtrack.results.store import Store, now
+from regtrack.results.store import Store, config_field, now
 
 FINISHED = ("done", "refused")
 
@@ -79,7 +80,7 @@ def latest_unfinished(store: Store) -> int:
 def runs(store: Store, bisection_id: int) -> list[int]:
     """The runs that measured for a bisection (ends, steps, confirmations), in order."""
     rows = store.conn.execute(
-        "SELECT id FROM runs WHERE json_extract(config, '$.bisection.id') = ? ORDER BY id",
+        f"SELECT id FROM runs WHERE {config_field('$.bisection.id')} = ? ORDER BY id",
         (bisection_id,),
     ).fetchall()
     return [r[0] for r in rows]
@@ -108,23 +109,27 @@ class _Columns(pydantic.BaseModel, strict=True):
     result: dict[str, Any] | None
 
 
-def _record(store: Store, row: Any) -> StoredBisection:
+def _record(store: Store, stored: Any) -> StoredBisection:
     """A stored bisection, its shape checked: a database edited by hand is one line."""
+    row = stored_values.row(store.path, "bisections", stored)
     try:
-        config, log, result = (json.loads(t) if t else None for t in row[3:6])
+        config, log, result = (json.loads(row[k]) if row[k] else None for k in _JSON)
         _Columns.model_validate({"config": config, "log": log, "result": result})
-    except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
-        why = one_line(exc) if isinstance(exc, pydantic.ValidationError) else str(exc)
+    except (ValueError, RecursionError) as exc:  # pydantic's ValidationError is a ValueError
+        why = one_line(exc) if isinstance(exc, pydantic.ValidationError) else "not JSON"
         raise BadInput(
-            f"bisection {row[0]} in {store.path} is not what regtrack stores ({why}): "
+            f"bisection {row['id']} in {store.path} is not what regtrack stores ({why}): "
             "was the database edited? Start a new bisection"
         ) from None
     return StoredBisection(
-        id=row[0],
-        created_at=row[1],
-        status=row[2],
+        id=row["id"],
+        created_at=row["created_at"],
+        status=row["status"],
         config=config,
         log=tuple(log),
         result=result,
-        runs=tuple(runs(store, row[0])),
+        runs=tuple(runs(store, row["id"])),
     )
+
+
+_JSON = ("config", "log", "result")

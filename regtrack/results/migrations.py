@@ -11,6 +11,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from regtrack.core.errors import BadInput, CannotMeasure
@@ -212,13 +213,21 @@ MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def schema_version(conn: sqlite3.Connection, *, create: bool) -> int:
-    """The database's schema version (0: new or empty); a database about to be created or
-    upgraded is switched to WAL mode first."""
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version < SCHEMA_VERSION and create:
-        _wal(conn)
-    return version
+def schema_version(conn: sqlite3.Connection) -> int:
+    """The database's schema version (0: new or empty)."""
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def refuse_unusable(db: Path, version: int, *, create: bool) -> None:
+    """Refuse a schema version this regtrack cannot read: a newer one, or none (an
+    empty file) where nothing is to be created."""
+    if version > SCHEMA_VERSION:
+        raise BadInput(
+            f"database {db} has schema version {version}, newer than this regtrack "
+            f"understands ({SCHEMA_VERSION}): upgrade regtrack"
+        )
+    if version == 0 and not create:
+        raise BadInput(f"database {db} is not a regtrack database (or is empty)")
 
 
 def _wal(conn: sqlite3.Connection) -> None:
@@ -237,27 +246,26 @@ def _wal(conn: sqlite3.Connection) -> None:
 
 
 def upgrade(store: Store, version: int, *, create: bool) -> None:
-    """Refuse a database whose schema version this regtrack cannot use as is, and bring an
-    older one up to SCHEMA_VERSION (read-only commands too: only a read-only file stops it)."""
+    """Bring a database older than SCHEMA_VERSION up to it (read-only commands too: only
+    a read-only file stops it); one about to be created or upgraded by a command that
+    writes is switched to WAL mode first. Its version is one refuse_unusable let by."""
+    if version == SCHEMA_VERSION:
+        return
     conn, db = store.conn, store.path
-    if version > SCHEMA_VERSION:
+    if not create and not (os.access(db, os.W_OK) and os.access(db.parent, os.W_OK)):
         conn.close()
         raise BadInput(
-            f"database {db} has schema version {version}, newer than this regtrack "
-            f"understands ({SCHEMA_VERSION}): upgrade regtrack"
+            f"database {db} has schema version {version}, older than this regtrack's "
+            f"({SCHEMA_VERSION}), and is read-only: make it writable once, and regtrack "
+            "upgrades it in place, keeping every result"
         )
-    if version == 0 and not create:
-        conn.close()
-        raise BadInput(f"database {db} is not a regtrack database (or is empty)")
-    if version < SCHEMA_VERSION:
-        if not create and not (os.access(db, os.W_OK) and os.access(db.parent, os.W_OK)):
+    if create:
+        try:
+            _wal(conn)
+        except sqlite3.DatabaseError as exc:
             conn.close()
-            raise BadInput(
-                f"database {db} has schema version {version}, older than this regtrack's "
-                f"({SCHEMA_VERSION}), and is read-only: make it writable once, and regtrack "
-                "upgrades it in place, keeping every result"
-            )
-        _migrate(store, version)  # no step drops a result: older ones stay as they were
+            raise BadInput(f"cannot use database {db}: {exc}") from None
+    _migrate(store, version)  # no step drops a result: older ones stay as they were
 
 
 def _migrate(store: Store, current: int) -> None:
@@ -277,25 +285,28 @@ def _migrate(store: Store, current: int) -> None:
         raise CannotMeasure(f"cannot set up database {store.path}: {exc}") from None
 
 
+def apply(conn: sqlite3.Connection, step: str | Callable[[sqlite3.Connection], None]) -> None:
+    """Run one step: its statements, or its function."""
+    if callable(step):
+        step(conn)
+        return
+    for statement in step.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
 def _step(store: Store, current: int) -> None:
     """Step ``current`` -> ``current + 1``; one that fails on what the file holds (not on
     the machine: space, locks, I/O) is bad input, rolled back by the transaction."""
-    step = MIGRATIONS[current]
     try:
-        if callable(step):
-            step(store.conn)
-        else:
-            for statement in step.split(";"):
-                if statement.strip():
-                    store.conn.execute(statement)
+        apply(store.conn, MIGRATIONS[current])
     except sqlite3.DatabaseError as exc:
         if (getattr(exc, "sqlite_errorname", "") or "").startswith(MACHINE_ERRORS):
             raise
         raise BadInput(
             f"database {store.path} cannot be upgraded to schema {current + 1} ({exc}): it "
-            "holds something regtrack did not make (a view, trigger or changed table?); drop "
-            "that, or use a copy from before it was changed, and run again (the failed step "
-            "was rolled back)"
+            "holds something regtrack did not make; use a copy from before it was changed, "
+            "and run again (the failed step was rolled back)"
         ) from None
 
 

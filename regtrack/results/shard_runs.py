@@ -67,7 +67,7 @@ def shard_runs(path: Path, read_from: Path | None = None) -> list[ShardRun]:
     try:
         try:
             runs = store.runs()
-        except (sqlite3.DatabaseError, ValueError, TypeError) as exc:
+        except sqlite3.DatabaseError as exc:
             raise BadInput(f"{path}: its runs cannot be read ({type(exc).__name__})") from None
         found = []
         for run in reversed(runs):

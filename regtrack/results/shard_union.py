@@ -17,8 +17,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from regtrack.core.errors import BadInput
+from regtrack.results import connection
 from regtrack.results.shard_runs import MAX_TARGETS, ShardRun, refuse
-from regtrack.results.store import Store, now
+from regtrack.results.store import Store, busy_timeout_ms, config_field, now
 from regtrack.results.trial_rows import JSON_COLUMNS
 
 # Columns of a trial that are not copied as they are (ids are renumbered, the host is set).
@@ -52,8 +53,8 @@ class PlanMerge:
 
 def merged_run(dest: Store, plan_id: str) -> int | None:
     row = dest.conn.execute(
-        "SELECT id FROM runs WHERE json_extract(config, '$.merged') = 1"
-        " AND json_extract(config, '$.plan_id') = ?",
+        f"SELECT id FROM runs WHERE {config_field('$.merged')} = 1"
+        f" AND {config_field('$.plan_id')} = ?",
         (plan_id,),
     ).fetchone()
     return None if row is None else int(row[0])
@@ -218,7 +219,10 @@ def _check_row(source: ShardRun, table: str, row: tuple) -> None:
 
 @contextlib.contextmanager
 def _reader(source: ShardRun) -> Iterator[sqlite3.Connection]:
-    conn = sqlite3.connect(source.read_from or source.path)
+    """The shard's file (its schema checked when its runs were read), whose statements
+    stop at a signal."""
+    conn = connection.connect(source.read_from or source.path, busy_timeout_ms())
+    conn.row_factory = None
     try:
         yield conn
     except sqlite3.DatabaseError as exc:

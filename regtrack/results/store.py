@@ -16,8 +16,14 @@ from typing import Any
 from regtrack.core import writes
 from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.core.records import FunctionCost, InvalidReason, TrialReason, TrialRecord
-from regtrack.results import comparability, trial_rows
-from regtrack.results.migrations import schema_version, upgrade
+from regtrack.results import (
+    comparability,
+    connection,
+    schema_objects,
+    stored_values,
+    trial_rows,
+)
+from regtrack.results.migrations import refuse_unusable, schema_version, upgrade
 from regtrack.targets.versions import Target
 
 BUSY_TIMEOUT_MS = 30_000  # how long a write waits for another writer; $REGTRACK_DB_TIMEOUT_S
@@ -26,6 +32,12 @@ BUSY_TIMEOUT_MS = 30_000  # how long a write waits for another writer; $REGTRACK
 def as_json(value: Any) -> str:
     """A stored JSON column: keys sorted, so equal values are equal text."""
     return json.dumps(value, sort_keys=True, default=str)
+
+
+def config_field(path: str) -> str:
+    """SQL for a field of a run's config, NULL where the config is not JSON (a crafted
+    file's): json_extract alone stops the whole query at such a row."""
+    return f"CASE WHEN json_valid(config) THEN json_extract(config, '{path}') END"
 
 
 def busy_timeout_ms() -> int:
@@ -80,15 +92,23 @@ class Store:
                     f"cannot write the database {db}: {target} is read-only; pass --db with a "
                     "path in a writable directory"
                 )
+        conn = None
         try:
-            timeout_ms = busy_timeout_ms()
-            conn = sqlite3.connect(db, timeout=timeout_ms / 1000, isolation_level=None)
-            conn.row_factory = sqlite3.Row
-            conn.execute(f"PRAGMA busy_timeout = {timeout_ms}")
-            conn.execute("PRAGMA foreign_keys = ON")
-            version = schema_version(conn, create=create)
-        except sqlite3.DatabaseError as exc:
-            raise BadInput(f"cannot use database {db}: {exc}") from None
+            conn = connection.connect(db, busy_timeout_ms())
+            # One snapshot of the version and the schema: another process may be
+            # upgrading the same file meanwhile.
+            conn.execute("BEGIN")
+            version = schema_version(conn)
+            refuse_unusable(db, version, create=create)
+            # Before any statement touches its data: a foreign trigger would fire on it.
+            schema_objects.require_regtracks(conn, db, version)
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn is not None:
+                conn.close()
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise BadInput(f"cannot use database {db}: {exc}") from None
+            raise
         store = cls(conn, db)
         upgrade(store, version, create=create)
         return store
@@ -255,7 +275,7 @@ class Store:
             "SELECT r.*, (SELECT COUNT(*) FROM trials t WHERE t.run_id = r.id) AS n_trials"
             " FROM runs r ORDER BY r.id DESC"
         ).fetchall()
-        return [_decode_run(row) for row in rows]
+        return [self._run_row(row) for row in rows]
 
     def run(self, run_id: int) -> dict[str, Any]:
         row = self.conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
@@ -263,7 +283,7 @@ class Store:
             raise BadInput(
                 f"run {run_id} is not in {self.path}: `regtrack compare --list` shows runs"
             )
-        return _decode_run(row)
+        return self._run_row(row)
 
     def latest_run_id(self) -> int:
         row = self.conn.execute(
@@ -278,22 +298,24 @@ class Store:
         rows = self.conn.execute(
             "SELECT * FROM targets WHERE run_id = ? ORDER BY position", (run_id,)
         ).fetchall()
-        return [_decode_target(row) for row in rows]
+        return [stored_values.row(self.path, "targets", row) for row in rows]
 
     def targets_by_run(self) -> dict[int, list[dict[str, Any]]]:
         """Every run's targets in one read (a report or a bisection step reads all runs)."""
         out: dict[int, list[dict[str, Any]]] = {}
         for row in self.conn.execute("SELECT * FROM targets ORDER BY run_id, position"):
-            out.setdefault(int(row["run_id"]), []).append(_decode_target(row))
+            target = stored_values.row(self.path, "targets", row)
+            out.setdefault(target["run_id"], []).append(target)
         return out
 
     def trial_seqs(self, run_id: int) -> set[int]:
         """Which planned trials of a run are stored (what --resume skips): not those
         stored interrupted, which --resume measures again."""
         rows = self.conn.execute(
-            f"SELECT seq FROM trials WHERE run_id = ? AND id NOT IN ({_INTERRUPTED})", (run_id,)
+            f"SELECT id, seq FROM trials WHERE run_id = ? AND id NOT IN ({_INTERRUPTED})",
+            (run_id,),
         )
-        return {int(r[0]) for r in rows}
+        return {stored_values.row(self.path, "trials", r)["seq"] for r in rows}
 
     def repetitions_reached(self, run_id: int) -> int:
         """How many repetitions of a run hold a trial (a merged run's rounds count them)."""
@@ -321,8 +343,7 @@ class Store:
         ).fetchall()
         out = []
         for row in rows:
-            item = dict(row)
-            item["params"] = json.loads(item["params"])
+            item = stored_values.row(self.path, "trials", row, {"target": "targets.label"})
             item["valid"] = bool(item["valid"])
             item["reasons"] = reasons.get(item["id"], ())
             out.append(item)
@@ -350,7 +371,10 @@ class Store:
             " WHERE t.run_id = ? AND t.valid = 1 AND t.server_calls > 0",
             (run_id,),
         ).fetchall()
-        return [_with_point_order(row) for row in rows]
+        return [
+            _with_point_order(stored_values.row(self.path, "function_costs", row, _OF_TRIAL))
+            for row in rows
+        ]
 
     def command_stats(self, run_id: int) -> list[dict[str, Any]]:
         """Per-command rows of every trial of a run (server deltas and load generator)."""
@@ -360,7 +384,14 @@ class Store:
             " JOIN targets g ON g.id = t.target_id WHERE t.run_id = ? ORDER BY t.seq",
             (run_id,),
         ).fetchall()
-        return [{**_with_point_order(row), "valid": bool(row["valid"])} for row in rows]
+        out = []
+        for row in rows:
+            item = stored_values.row(self.path, "command_stats", row, _OF_TRIAL)
+            out.append({**_with_point_order(item), "valid": bool(item["valid"])})
+        return out
+
+    def _run_row(self, row: sqlite3.Row) -> dict[str, Any]:
+        return stored_values.row(self.path, "runs", row, {"n_trials": ""})
 
 
 _INTERRUPTED = (
@@ -368,23 +399,15 @@ _INTERRUPTED = (
 )
 
 
-def _with_point_order(row: sqlite3.Row) -> dict[str, Any]:
+# The columns of a trial (and of its version) that function costs and command rows are
+# read with.
+_OF_TRIAL = {
+    name: f"trials.{name}"
+    for name in ("point", "workload", "server_calls", "params", "valid", "mode", "repetition")
+} | {"target": "targets.label"}
+
+
+def _with_point_order(item: dict[str, Any]) -> dict[str, Any]:
     """A joined row with the trial's params reduced to the point's sort key."""
-    item = dict(row)
-    item["point_order"] = json.loads(item.pop("params")).get("pipeline", 0)
-    return item
-
-
-def _decode_target(row: sqlite3.Row) -> dict[str, Any]:
-    item = dict(row)
-    item["server_info"] = json.loads(item["server_info"] or "{}")
-    item["details"] = json.loads(item["details"] or "{}")
-    return item
-
-
-def _decode_run(row: sqlite3.Row) -> dict[str, Any]:
-    item = dict(row)
-    for key in ("command", "config", "environment", "loadgen", "comparability"):
-        if item.get(key):
-            item[key] = json.loads(item[key])
+    item["point_order"] = item.pop("params").get("pipeline", 0)
     return item

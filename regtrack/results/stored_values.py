@@ -1,0 +1,208 @@
+"""Every row the store hands on, checked against what regtrack stores in it: a value of
+another type or shape (a crafted or damaged database) is one line of bad input here,
+never a traceback deeper in, nor a wrong kind of number reaching a verdict.
+
+A column holds the type regtrack's schema declares for it (INTEGER, REAL, TEXT and NOT
+NULL, read from the schema its migrations create: results/schema_objects.py), a number is
+finite, a flag is 0 or 1, and a JSON column is JSON of the shape its readers rely on (the
+models below: what they read, with its type; what else a document holds is kept, unread).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import sqlite3
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pydantic
+
+from regtrack.core.errors import BadInput
+from regtrack.core.settings import one_line
+from regtrack.results.schema_objects import REMEDY, columns
+
+
+class _Read(pydantic.BaseModel, strict=True, extra="allow"):
+    """A stored document: the fields its readers rely on, with their types."""
+
+
+class _Settings(_Read):
+    repetitions: int | None = None
+    seed_offset: int | None = None
+
+
+class _Workload(_Read):
+    name: str | None = None
+    server: dict[str, Any] | None = None
+
+
+class _Comparison(_Read):
+    baseline: str | None = None
+    forced: list[str] | None = None
+
+
+class _Build(_Read):
+    compiler: str | None = None
+    flags: list[str] | None = None
+    environment: dict[str, Any] | None = None
+
+
+class _Docker(_Read):
+    image: str | None = None
+
+
+class _Details(_Read):
+    """A version's details (targets.details, and each of a run's config targets)."""
+
+    subject: str | None = None
+    commit_date: str | None = None
+    server_config: dict[str, str] | None = None
+    build: _Build | None = None
+    docker: _Docker | None = None
+
+
+class _ConfigTarget(_Read):
+    label: str | None = None
+    details: _Details | None = None
+
+
+class _Config(_Read):
+    """A run's config as StoredRun and its comparability key read it. Tables read with
+    ``config.get(name, {})`` may be absent, not null."""
+
+    settings: _Settings = _Settings()
+    workload: _Workload = _Workload()
+    cpus: dict[str, Any] = {}
+    metric: str | None = None
+    points: list[str] | None = None
+    runtime: str | None = None
+    seeds: str | None = None
+    comparison: _Comparison | None = None
+    bisection: dict[str, Any] | None = None
+    design: str | None = None
+    rounds: list[int] | None = None
+    server_data: dict[str, Any] | None = None
+    targets: list[_ConfigTarget] | None = None
+
+
+class _Params(_Read):
+    pipeline: int = 0  # the point's sort key
+
+
+Document = dict[str, Any]
+# Each JSON column, and the shape of what it holds.
+JSON_SHAPES: dict[str, Any] = {
+    "runs.command": list[str],
+    "runs.config": _Config,
+    "runs.environment": Document,
+    "runs.loadgen": Document,
+    "runs.comparability": Document,
+    "targets.server_info": Document,
+    "targets.details": _Details,
+    "trials.params": _Params,
+    "trials.argv": list[str],
+    "trials.server_stats": Document,
+}
+# INTEGER columns that are flags.
+FLAGS = ("trials.valid",)
+
+
+class _Wrong(Exception):
+    """Why a value is not what its column holds (the row is named by the caller)."""
+
+
+def row(
+    db: Path,
+    table: str,
+    stored: sqlite3.Row | Mapping[str, Any],
+    joined: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A row of ``table`` as a dict, every value checked and each JSON column decoded;
+    ``joined`` names the source ("table.column") of a column another table gave the
+    query, or "" for one the query computed. BadInput names the first value that is
+    not what regtrack stores."""
+    item = dict(stored)
+    for name, value in item.items():
+        source = (joined or {}).get(name, f"{table}.{name}")
+        if not source:
+            continue
+        try:
+            item[name] = _checked(source, value)
+        except _Wrong as exc:
+            raise BadInput(
+                f"database {db}: {table} row {_which(item)}: {name} {exc}; {REMEDY}"
+            ) from None
+    return item
+
+
+def _checked(source: str, value: Any) -> Any:
+    table, column = source.split(".", 1)
+    declared, required = _declared(table).get(column, ("", False))
+    if value is None:
+        if required:
+            raise _Wrong("is NULL")
+        return None
+    if source in FLAGS:
+        if type(value) is not int or value not in (0, 1):
+            raise _Wrong(f"is {_shown(value)}, not 0 or 1")
+    elif declared == "INTEGER":
+        if type(value) is not int:
+            raise _Wrong(f"is {_shown(value)}, not an integer")
+    elif declared == "REAL":
+        if type(value) not in (int, float) or not math.isfinite(value):
+            raise _Wrong(f"is {_shown(value)}, not a number")
+    elif declared == "TEXT" and not isinstance(value, str):
+        raise _Wrong(f"is {_shown(value)}, not text")
+    shape = JSON_SHAPES.get(source)
+    return value if shape is None else _document(value, shape)
+
+
+@functools.cache
+def _declared(table: str) -> dict[str, tuple[str, bool]]:
+    return columns(table)
+
+
+def _document(text: str, shape: Any) -> Any:
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        raise _Wrong("is not JSON") from None
+    if shape is Document or _is_model(shape):
+        if not isinstance(value, dict):
+            raise _Wrong("is not a JSON object")
+    elif not isinstance(value, list):
+        raise _Wrong("is not a JSON list")
+    try:
+        _adapter(shape).validate_python(value)
+    except pydantic.ValidationError as exc:
+        raise _Wrong(f"is not what regtrack stores ({one_line(exc)})") from None
+    return value
+
+
+@functools.cache
+def _adapter(shape: Any) -> pydantic.TypeAdapter:
+    config = None if _is_model(shape) else pydantic.ConfigDict(strict=True)
+    return pydantic.TypeAdapter(shape, config=config)
+
+
+def _is_model(shape: Any) -> bool:
+    return isinstance(shape, type) and issubclass(shape, pydantic.BaseModel)
+
+
+def _which(item: Mapping[str, Any]) -> str:
+    """The row as a message names it: its id, else its trial's or run's, else its name."""
+    for key, how in (("id", "{}"), ("trial_id", "of trial {}"), ("run_id", "of run {}")):
+        if type(item.get(key)) is int:
+            return how.format(item[key])
+    return _shown(item.get("name", "?"))
+
+
+def _shown(value: Any) -> str:
+    """A stored value as a message quotes it: short, escaped, one line."""
+    if isinstance(value, bytes):
+        return f"a blob of {len(value)} bytes"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
