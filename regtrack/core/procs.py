@@ -14,11 +14,11 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from regtrack.core import interrupts
+from regtrack.core import child_env, interrupts
 from regtrack.core.errors import CannotMeasure
 
 
@@ -45,9 +45,11 @@ def spawn(
     stdout: int | object = subprocess.PIPE,
     stderr: int | object = subprocess.PIPE,
     cwd: str | Path | None = None,
-    env: dict[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.Popen:
-    """Start argv (never through a shell) in its own session, killed if regtrack dies.
+    """Start argv (never through a shell) in its own session, killed if regtrack dies, with
+    ``env`` as its whole environment: by default the basics of core/child_env.py, never
+    regtrack's own (a CI job's tokens stay there).
 
     Its own session keeps the terminal's Ctrl-C away from it, so regtrack decides the order
     in which things stop and can still read the server after an interrupt. The death
@@ -62,9 +64,22 @@ def spawn(
         stdout=stdout,
         stderr=stderr,
         cwd=cwd,
-        env=env,
+        env=child_env.basic() if env is None else env,
         start_new_session=True,
     )
+
+
+def alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one we may not signal exists too)."""
+    if pid <= 0:
+        return False  # 0 and below name process groups, not a process
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def running(proc: subprocess.Popen) -> bool:

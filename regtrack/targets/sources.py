@@ -9,13 +9,15 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from regtrack.core import redact
+from regtrack.core import child_env, procs, redact
 from regtrack.core.errors import BadInput, CannotMeasure
+from regtrack.targets import git_remote
 
 UPSTREAM = "https://github.com/redis/redis.git"
 SERIES_RE = re.compile(r"^(\d+)\.(\d+)$")
@@ -23,6 +25,7 @@ RELEASE_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 SHA_RE = re.compile(r"^[0-9a-fA-F]{7,40}$")
 COMMIT_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")  # a full SHA-1 or SHA-256 id
 NETWORK_TIMEOUT_S = 900
+CLONING_RE = re.compile(r"^.+\.git\.tmp(\d+)$")  # a clone under way: NAME.git.tmpPID
 
 
 def cache_root() -> Path:
@@ -34,15 +37,15 @@ def cache_root() -> Path:
 
 
 def git_env(extra: Mapping[str, str] | None = None, *, isolated: bool = False) -> dict[str, str]:
-    """The environment git runs in: never prompts, C locale; then ``extra`` on top.
+    """The environment git runs in: what git needs of ours (core/child_env.py), never
+    prompts, C locale; then ``extra`` on top.
 
-    ``isolated`` also drops the inherited ``GIT_*`` variables and ``EMAIL`` and ignores the
-    system and global git config, so that only ``extra`` and the repository's own config
-    count (deterministic commits, whoever runs them).
+    ``isolated`` also drops the inherited ``GIT_*`` variables and ignores the system and
+    global git config, so that only ``extra`` and the repository's own config count
+    (deterministic commits, whoever runs them).
     """
-    env = dict(os.environ)
+    env = child_env.git(isolated=isolated)
     if isolated:
-        env = {k: v for k, v in env.items() if not k.startswith("GIT_") and k != "EMAIL"}
         env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)
     env.update(
         GIT_TERMINAL_PROMPT="0",  # never wait for a password in a benchmark run
@@ -93,6 +96,42 @@ def git(
     return proc
 
 
+def remote_git(remote: git_remote.Remote, args: list[str]) -> tuple[int, str]:
+    """``git *args`` talking to ``remote``: (exit code, stderr).
+
+    Its credentials are only in its environment. It runs in a process group of its own
+    that dies with regtrack (procs.spawn), and the whole group (git-remote-http, index-pack)
+    is killed if regtrack is interrupted or it outlives NETWORK_TIMEOUT_S, so nothing is
+    left writing into a clone's directory as it is removed.
+    """
+    if shutil.which("git") is None:
+        raise CannotMeasure("git is not installed: apt-get install git")
+    proc = procs.spawn(
+        ["git", *remote.argv(*args)], stdout=subprocess.DEVNULL, env=git_env(remote.env)
+    )
+    try:
+        _, stderr = proc.communicate(timeout=NETWORK_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        procs.kill(proc)
+        raise CannotMeasure(f"git {args[0]} took longer than {NETWORK_TIMEOUT_S} s") from None
+    except BaseException:
+        procs.kill(proc)
+        raise
+    return proc.returncode, stderr.decode(errors="replace")
+
+
+def remove_abandoned_clones(folder: Path) -> list[Path]:
+    """Remove the clone directories (NAME.git.tmpPID) in ``folder`` whose regtrack no
+    longer runs (killed mid-clone: nothing ran to remove them); returns them."""
+    removed = []
+    for entry in os.scandir(folder):
+        match = CLONING_RE.match(entry.name)
+        if match and entry.is_dir(follow_symlinks=False) and not procs.alive(int(match[1])):
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(Path(entry.path))
+    return removed
+
+
 def is_commit(text: object) -> bool:
     """Whether ``text`` is a full commit id: what a stored commit must be before it is
     given to git (a crafted database could hold "--output=FILE")."""
@@ -127,8 +166,9 @@ class SourceRepo:
     """A cached bare mirror of one source repository (upstream Redis, a fork, a local path).
 
     ``location`` is what is stored, shown and keys the cache: a URL's credentials are
-    redacted there (core/redact.py). The URL as given is used only to clone and fetch,
-    and never written to disk (the mirror's own remote is the redacted one)."""
+    redacted there (core/redact.py). The URL as given is used only to clone and fetch, its
+    credentials reaching git through its environment (git_remote.py): never a command
+    line, never the mirror's files."""
 
     def __init__(self, location: str | None = None, cache: Path | None = None):
         self._url = self._normalise(location or UPSTREAM)
@@ -159,22 +199,31 @@ class SourceRepo:
         return not re.match(r"^[a-z][a-z0-9+.-]*://", self.location) and "@" not in self.location
 
     def ensure_clone(self) -> None:
-        """Clone into the cache once; later runs reuse it."""
+        """Clone into the cache once; later runs reuse it.
+
+        The clone is made in NAME.git.tmpPID and renamed into place once complete. Its
+        directory is removed however the clone ends in this process (an error, Ctrl-C,
+        SIGTERM); one left by a regtrack that was killed is removed by the next clone.
+        No credential is written into it (git_remote.py).
+        """
         if (self.path / "HEAD").is_file():
             return
+        remote = git_remote.remote(self._url)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + f".tmp{os.getpid()}")
-        proc = git(
-            ["clone", "--mirror", "--quiet", "--", self._url, str(tmp)],
-            timeout=NETWORK_TIMEOUT_S,
-            check=False,
-        )
-        if proc.returncode != 0:
-            subprocess.run(["rm", "-rf", "--", str(tmp)], check=False)
-            raise CannotMeasure(self._unreachable(proc.stderr))
-        # The mirror's config keeps the location without credentials; fetch gives the URL.
-        git(["-C", str(tmp), "remote", "set-url", "origin", "--", self.location])
-        tmp.rename(self.path)
+        remove_abandoned_clones(self.path.parent)
+        tmp = self.path.with_name(f"{self.path.name}.tmp{os.getpid()}")
+        try:
+            argv = ["clone", "--mirror", "--quiet", "--", remote.url, str(tmp)]
+            code, stderr = remote_git(remote, argv)
+            if code != 0:
+                raise CannotMeasure(self._unreachable(stderr))
+            try:
+                tmp.rename(self.path)
+            except OSError:
+                if not (self.path / "HEAD").is_file():  # else another process was first
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
         self._fetched = True
 
     def _unreachable(self, stderr: str) -> str:
@@ -192,23 +241,13 @@ class SourceRepo:
         if self._fetched:
             return
         self.ensure_clone()
-        proc = git(
-            [
-                "-C",
-                str(self.path),
-                "fetch",
-                "--prune",
-                "--tags",
-                "--quiet",
-                "--",
-                self._url,
-                "+refs/*:refs/*",
-            ],  # the mirror's refspec, from the URL as given
-            timeout=NETWORK_TIMEOUT_S,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise CannotMeasure(self._unreachable(proc.stderr))
+        remote = git_remote.remote(self._url)
+        # The mirror's refspec, from the URL as git may show it.
+        argv = ["-C", str(self.path), "fetch", "--prune", "--tags", "--quiet", "--",
+                remote.url, "+refs/*:refs/*"]  # fmt: skip
+        code, stderr = remote_git(remote, argv)
+        if code != 0:
+            raise CannotMeasure(self._unreachable(stderr))
         self._fetched = True
 
     # --- resolution ----------------------------------------------------------------------
@@ -367,6 +406,7 @@ class SourceRepo:
             ["tar", "-x", "--no-same-owner", "-C", str(dest)],
             stdin=archive.stdout,
             capture_output=True,
+            env=child_env.basic(),
             check=False,
         )
         archive.stdout.close()  # type: ignore[union-attr]
