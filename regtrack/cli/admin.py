@@ -50,18 +50,34 @@ def mix() -> None:
 
 
 @mix.command("capture")
-@click.option("--url", required=True, help="The live server, e.g. redis://10.0.0.5:6379/0.")
+@click.option(
+    "--url",
+    required=True,
+    help="The live server, e.g. redis://10.0.0.5:6379/0 (redis://USER@HOST:PORT for an ACL "
+    "user). A password here is on the command line, which every local user can read: "
+    "prefer --password-file or REGTRACK_REDIS_PASSWORD.",
+)
+@click.option(
+    "--password-file",
+    type=click.Path(dir_okay=False),
+    help="A file whose first line is the server's password. Without it, the environment "
+    "variable REGTRACK_REDIS_PASSWORD, if set; either one is used instead of a password "
+    "in --url.",
+)
 @click.option("--seconds", type=float, default=10.0, show_default=True, help="How long to watch.")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Workload file.")
 @click.option("--name", help="Workload name (default: the file's stem).")
-def mix_capture(url: str, seconds: float, out: str, name: str | None) -> None:
+def mix_capture(
+    url: str, password_file: str | None, seconds: float, out: str, name: str | None
+) -> None:
     """Write a mix workload from a live server's command statistics and its
     performance-relevant settings (sends only INFO and CONFIG GET of a fixed list)."""
+    from regtrack.core import writes
     from regtrack.workloads import capture
 
     path = Path(out)
-    observed = capture.sample(url, seconds)
-    path.write_text(capture.workload_text(observed, name or path.stem))
+    observed = capture.sample(url, seconds, capture.password(password_file))
+    writes.replace_text(path, capture.workload_text(observed, name or path.stem), "workload file")
     facts = capture.summary(observed)
     top = ", ".join(f"{cmd} {n}" for cmd, n in facts["top"])
     click.echo(

@@ -9,8 +9,11 @@ payload sizes cannot be seen in INFO).
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -21,6 +24,7 @@ from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.core.redis_options import QUIET_CONNECT
 from regtrack.workloads import commands
 
+PASSWORD_VARIABLE = "REGTRACK_REDIS_PASSWORD"
 MIN_SHARE = 0.005  # commands below 0.5% of the traffic are listed, not replayed
 MAX_RATIO = 50
 
@@ -116,21 +120,40 @@ class Capture:
     settings_problem: str | None = None  # why they could not be read (CONFIG refused)
 
 
-def _connect(url: str) -> redis.Redis:
+def password(file: str | None, environ: Mapping[str, str] | None = None) -> str | None:
+    """The server's password from the first line of ``file``, else $REGTRACK_REDIS_PASSWORD,
+    else None (the URL's own, if any). Both keep it off the command line, which every local
+    user can read (/proc/PID/cmdline)."""
+    if file is not None:
+        try:
+            lines = Path(file).read_text().splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            why = getattr(exc, "strerror", None) or "not text"
+            raise BadInput(f"--password-file {file}: {why}") from None
+        if not lines or not lines[0]:
+            raise BadInput(f"--password-file {file}: its first line is empty")
+        return lines[0]
+    return (os.environ if environ is None else environ).get(PASSWORD_VARIABLE) or None
+
+
+def _connect(url: str, secret: str | None) -> redis.Redis:
     try:
         options = parse_url(url)
     except ValueError as exc:
         problem = str(exc).replace(url, redact.url(url))
         raise BadInput(f"--url {redact.url(url)}: {problem}; use redis://HOST:PORT") from None
     options.pop("connection_class", None)  # rediss:// (TLS) keeps its ssl settings
+    if secret is not None:
+        options["password"] = secret  # the URL's user name (an ACL user) is kept
     return redis.Redis(**options, socket_timeout=10, decode_responses=True, **QUIET_CONNECT)
 
 
-def sample(url: str, seconds: float) -> Capture:
-    """Two INFO readings ``seconds`` apart: the commands the server ran in between."""
+def sample(url: str, seconds: float, secret: str | None = None) -> Capture:
+    """Two INFO readings ``seconds`` apart: the commands the server ran in between.
+    ``secret`` is the password (see ``password``), used instead of the URL's."""
     if seconds <= 0:
         raise BadInput("--seconds must be positive")
-    client = _connect(url)
+    client = _connect(url, secret)
     shown = redact.url(url)
     try:
         first = client.info("commandstats")
@@ -139,9 +162,12 @@ def sample(url: str, seconds: float) -> Capture:
         version = str(client.info("server").get("redis_version", "unknown"))
         settings, problem = _settings(client)
     except redis.AuthenticationError as exc:
-        raise BadInput(f"{shown}: {_scrub(exc, url)}; put the password in the URL") from None
+        raise BadInput(
+            f"{shown}: {_scrub(exc, url, secret)}; give the password in a file "
+            f"(--password-file) or in ${PASSWORD_VARIABLE}"
+        ) from None
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-        raise CannotMeasure(f"cannot read INFO from {shown}: {_scrub(exc, url)}") from None
+        raise CannotMeasure(f"cannot read INFO from {shown}: {_scrub(exc, url, secret)}") from None
     finally:
         client.close()
     calls: dict[str, int] = {}
@@ -170,13 +196,13 @@ def _settings(client: redis.Redis) -> tuple[dict[str, str], str | None]:
     return found, None
 
 
-def _scrub(exc: BaseException, url: str) -> str:
+def _scrub(exc: BaseException, url: str, secret: str | None = None) -> str:
     """An error's text without the credentials, should the library have echoed them."""
     _, userinfo, _, query = redact.parts(url)
     text = str(exc).replace(url, redact.url(url))
-    for secret in (userinfo, *userinfo.split(":", 1), query):
-        if len(secret) >= 3:  # never blank out every "a" of a message
-            text = text.replace(secret, "***")
+    for hidden in (userinfo, *userinfo.split(":", 1), query, secret or ""):
+        if len(hidden) >= 3:  # never blank out every "a" of a message
+            text = text.replace(hidden, "***")
     return text
 
 
