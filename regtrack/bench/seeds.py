@@ -33,6 +33,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from regtrack.core import child_env
+
 # Enough for every reader: Redis reads 16-40 bytes, buffered stdio reads up to 4 KiB.
 SEED_FILE_BYTES = 1 << 16
 NAMESPACE = "regtrack-seed-v1"
@@ -97,6 +99,7 @@ def native_problem() -> str | None:
             out = subprocess.run(
                 [*native_wrapper(path), "head", "-c", "16", "/dev/urandom"],
                 capture_output=True,
+                env=child_env.basic(),
                 timeout=10,
                 check=False,
             )

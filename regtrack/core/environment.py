@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from regtrack import __version__
+from regtrack.core import child_env
 from regtrack.core.cpus import CpuPlan, Topology, format_cpu_list
 
 # ISA features shown with a run: natively (throughput) glibc picks its string functions by them.
@@ -72,7 +73,11 @@ def _valgrind_at(path: str | None) -> dict[str, str | None]:
         return {"valgrind": None, "valgrind_hwcaps": None}
     try:
         out = subprocess.run(
-            [path, "-v", "--tool=none", "/bin/true"], capture_output=True, text=True, timeout=30
+            [path, "-v", "--tool=none", "/bin/true"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=child_env.server(),
         )
     except (OSError, subprocess.TimeoutExpired):
         return {"valgrind": None, "valgrind_hwcaps": None}

@@ -26,10 +26,10 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from regtrack.core import cpulock, procs
+from regtrack.core import child_env, cpulock, procs
 from regtrack.core.digests import sha256_of
 from regtrack.core.errors import BadInput, CannotMeasure
-from regtrack.targets.make_flags import compiler_version, make_environment
+from regtrack.targets.make_flags import MAKE_ENVIRONMENT, compiler_version, make_environment
 from regtrack.targets.sources import SourceRepo, cache_root
 from regtrack.targets.versions import Target
 
@@ -101,26 +101,32 @@ def _log_tail(log: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join("    " + line for line in text[-lines:])
 
 
-def _ccache(flags: list[str]) -> tuple[list[str], dict[str, str] | None]:
+def _ccache(flags: list[str]) -> tuple[list[str], dict[str, str]]:
     """make arguments and environment that put ccache in front of the compiler, when it
     is installed and the user chose no compiler: commits of one branch share most files,
     so each one after the first rebuilds in seconds. The compiler and its output are the
     same; paths are hashed relative to the tree, so every commit's tree shares one cache."""
     if shutil.which("ccache") is None or any(f.startswith("CC=") for f in flags):
-        return [], None
+        return [], {}
     return ["CC=ccache cc"], {
-        **os.environ,
         "CCACHE_DIR": str(cache_root() / "ccache"),
         "CCACHE_BASEDIR": "/",
         "CCACHE_NOHASHDIR": "true",
     }
 
 
+def make_env(flags: list[str]) -> dict[str, str]:
+    """make's whole environment: the toolchain and the make variables recorded with the
+    build (child_env.build, MAKE_ENVIRONMENT), and ccache's settings when it is used."""
+    return {**child_env.build(MAKE_ENVIRONMENT), **_ccache(flags)[1]}
+
+
 def _make(tree: Path, flags: list[str], log: Path, on_line: Callable[[str], None]) -> float:
     """Run make in ``tree``; returns seconds taken. Raises with the log's tail on failure."""
     jobs = str(len(os.sched_getaffinity(0)))
     started = time.monotonic()
-    cc, env = _ccache(flags)
+    cc, _ = _ccache(flags)
+    env = make_env(flags)
     argv = ["make", "-j", jobs, *cc, *flags]
     # make -j uses every CPU: it waits for, and then holds off, any measurement here.
     with cpulock.hold_all(on_wait=on_line), log.open("ab") as out:
@@ -184,7 +190,12 @@ def _last_line(log: Path) -> str:
 def _server_version(server: Path) -> str:
     try:
         out = subprocess.run(
-            [str(server), "--version"], capture_output=True, text=True, timeout=30, check=False
+            [str(server), "--version"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+            env=child_env.server(),
         )
     except OSError as exc:
         raise CannotMeasure(f"built server {server} cannot run: {exc.strerror}") from None

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from regtrack.core import child_env
 from regtrack.core.docker_engine import short
 from regtrack.core.errors import CannotMeasure
 
@@ -68,7 +69,9 @@ def ensure_image(client: Any, name: str, on_line: Callable[[str], None]) -> str:
 
 def _libraries(binary: Path) -> list[Path]:
     """The shared libraries ``binary`` links, and the dynamic loader, from ldd."""
-    out = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        ["ldd", str(binary)], capture_output=True, text=True, check=False, env=child_env.server()
+    )
     if out.returncode != 0:
         return []  # static
     libs = []

@@ -11,6 +11,7 @@ import shlex
 import shutil
 import subprocess
 
+from regtrack.core import child_env
 from regtrack.core.errors import BadInput, CannotMeasure
 
 FLAG_RE = re.compile(r"^[A-Z_][A-Z0-9_]*=[^\x00-\x1f]*$")
@@ -89,7 +90,12 @@ def compiler_version(flags: list[str]) -> str:
     cc_argv = shlex.split(_compiler_command(flags)) or ["cc"]
     try:
         out = subprocess.run(
-            [*cc_argv, "--version"], capture_output=True, text=True, timeout=30, check=False
+            [*cc_argv, "--version"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+            env=child_env.build(MAKE_ENVIRONMENT),
         )
     except OSError:
         raise CannotMeasure(

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from regtrack.core import procs
+from regtrack.core import child_env, procs
 from regtrack.core.errors import CannotMeasure
 
 CONTROL_TIMEOUT_S = 120.0
@@ -69,6 +69,7 @@ def _control(control: str, outdir: Path, pid: int, action: str, alive: Callable[
             [control, f"--vgdb-prefix={outdir}/vgdb", action, str(pid)],
             stdout=out,
             stderr=subprocess.STDOUT,
+            env=child_env.server(),
         )
         try:
             code, _ = procs.wait_with_rusage(proc, CONTROL_TIMEOUT_S, alive)

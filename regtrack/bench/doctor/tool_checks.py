@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from regtrack.bench import seeds
 from regtrack.bench.loadgen import memtier
 from regtrack.bench.runtimes import docker
-from regtrack.core import docker_engine
+from regtrack.core import child_env, docker_engine
 from regtrack.core.checkup import Check, Status
 from regtrack.core.errors import RegtrackError
 
@@ -43,7 +43,14 @@ class Tool:
 
 def _version(command: list[str]) -> str:
     try:
-        out = subprocess.run(command, capture_output=True, text=True, timeout=10, check=False)
+        out = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+            env=child_env.basic(),
+        )
     except (OSError, subprocess.TimeoutExpired):
         return "not usable"
     return ((out.stdout or out.stderr).strip().splitlines() or ["?"])[0][:60]

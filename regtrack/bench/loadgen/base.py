@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from regtrack.core import procs
+from regtrack.core import child_env, procs
 from regtrack.core.errors import BadInput
 
 
@@ -82,7 +82,12 @@ def tool_version(path: str, name: str) -> str | None:
     """
     try:
         out = subprocess.run(
-            [path, "--version"], capture_output=True, text=True, timeout=10, check=False
+            [path, "--version"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+            env=child_env.load_generator(),
         )
     except OSError as exc:
         raise BadInput(f"load generator {path} cannot be run: {exc.strerror}") from None
@@ -129,7 +134,7 @@ def run_tool(
     samples: list[tuple[float, float | None, float | None]] = []
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.monotonic()
-        proc = procs.spawn(command, stdout=out, stderr=err)
+        proc = procs.spawn(command, stdout=out, stderr=err, env=child_env.load_generator())
 
         def sample() -> None:
             server = procs.process_cpu_seconds(aim.server_pid) if aim.server_pid else None

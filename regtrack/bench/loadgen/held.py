@@ -21,7 +21,7 @@ from typing import IO
 
 from regtrack.bench.loadgen import memtier, memtier_argv, redis_benchmark
 from regtrack.bench.loadgen.base import Aim
-from regtrack.core import procs
+from regtrack.core import child_env, procs
 from regtrack.core.errors import BadInput
 from regtrack.core.records import LoadSpec
 
@@ -60,7 +60,14 @@ class HeldLoad:
                 out = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
                 self._outputs.append(out)
                 self.argv.append(command)
-                self._procs.append(procs.spawn(command, stdout=out, stderr=subprocess.STDOUT))
+                self._procs.append(
+                    procs.spawn(
+                        command,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        env=child_env.load_generator(),
+                    )
+                )
         except BaseException:
             self.close()
             raise

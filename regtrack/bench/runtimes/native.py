@@ -13,7 +13,7 @@ import redis
 
 from regtrack.bench import seeds
 from regtrack.bench.runtimes import access, base
-from regtrack.core import procs
+from regtrack.core import child_env, procs
 from regtrack.core.cpus import format_cpu_list
 
 HOST = "127.0.0.1"
@@ -165,6 +165,7 @@ def native_server(
                         stdout=log_file,
                         stderr=subprocess.STDOUT,
                         cwd=workdir,
+                        env=child_env.server(),
                     )
                 except OSError as exc:
                     raise base.ServerStartError(f"cannot start {binary}: {exc.strerror}") from None
