@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
+import math
+import re
 import string
 import tempfile
 from pathlib import Path
@@ -44,6 +46,34 @@ def test_any_version_text_parses_or_is_bad_input(text):
             assert not spec.value.startswith("-") and ".." not in spec.value
 
 
+# Numbers with no business in a benchmark: infinite, not a number, or beyond any bound
+# (core/limits.py). A file holding them loads only if they were refused or left out.
+HUGE_VALUES = ["inf", "-inf", "nan", "1e20", "9223372036854775807", "100000000000",
+               "[1e20]", "[100000000]", "[1, inf]"]  # fmt: skip
+VALUES = ['""', "0", "-1", "1e309", "[]", '["__data__x"]', "true", '"7.0.99"', "{}", *HUGE_VALUES]
+# The largest bound of any number a file may give (a seed offset: 2^31).
+LARGEST = 2**31
+
+
+def _numbers(value):
+    """Every int or float inside a model's dump (bools are flags, not numbers)."""
+    if isinstance(value, dict):
+        for inner in value.values():
+            yield from _numbers(inner)
+    elif isinstance(value, list | tuple):
+        for inner in value:
+            yield from _numbers(inner)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        yield value
+
+
+def _bounded(model) -> None:
+    for number in _numbers(model.model_dump()):
+        assert math.isfinite(number) and abs(number) <= LARGEST, (number, model)
+    for field in ("throughput", "latency", "instructions", "syscalls"):
+        assert getattr(model, field, 1) <= 100, "a threshold past 100% gates nothing"
+
+
 def _mutate(text: str, data) -> str:
     lines = text.splitlines()
     for _ in range(data.draw(st.integers(1, 4))):
@@ -59,9 +89,7 @@ def _mutate(text: str, data) -> str:
         elif how == "value" and "=" in line:
             key = line.split("=", 1)[0]
             value = data.draw(
-                st.sampled_from(
-                    ['""', "0", "-1", "1e309", "[]", '["__data__x"]', "true", '"7.0.99"', "{}"]
-                )
+                st.sampled_from(VALUES)
                 | st.text(max_size=12).map(
                     lambda t: '"' + t.replace('"', "").replace("\\", "") + '"'
                 )
@@ -84,10 +112,12 @@ def test_any_mutation_of_a_workload_file_loads_or_is_bad_input(tmp_path, preset,
     path = tmp_path / "w.toml"
     path.write_text(_mutate(preset.read_text(), data))
     try:
-        load_workload(str(path))
+        workload = load_workload(str(path))
     except BadInput as exc:
         message = str(exc)
         assert message.startswith(str(path)) and "\n" not in message, message
+    else:
+        _bounded(workload)
 
 
 @pytest.mark.parametrize("kind", ["[]", "{}", "3", "true", '"Mix"'])
@@ -131,9 +161,53 @@ def test_any_mutation_of_the_settings_file_loads_or_is_bad_input(tmp_path, data)
     path.write_text(_mutate(SETTINGS.read_text(), data))
     for load in (load_settings, lambda path: load_thresholds(None, path)):
         try:
-            load(path)
+            loaded = load(path)
         except BadInput as exc:
             assert str(exc).startswith(str(path)) and "\n" not in str(exc), str(exc)
+        else:
+            _bounded(loaded)
+
+
+NUMBER_LINE = re.compile(r"^\s*[a-z_]+\s*=\s*[-0-9\[]")
+NUMBERS = (
+    st.sampled_from(HUGE_VALUES)
+    | st.floats().map(repr)  # inf, -inf and nan are TOML too
+    | st.integers(-(2**63), 2**63 - 1).map(str)
+    | st.lists(st.integers(-(2**63), 2**63 - 1), min_size=1, max_size=3).map(str)
+)
+
+
+def _renumber(text: str, data) -> str:
+    """``text`` with the value of one of its number lines replaced by any number."""
+    lines = text.splitlines()
+    numbered = [i for i, line in enumerate(lines) if NUMBER_LINE.match(line)]
+    i = data.draw(st.sampled_from(numbered))
+    lines[i] = lines[i].split("=", 1)[0] + "= " + data.draw(NUMBERS)
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("path", [*PRESETS, SETTINGS], ids=lambda p: p.stem)
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_any_number_in_a_file_is_within_its_bound_or_one_line(tmp_path, path, data):
+    """Every number line of the presets and the settings file, given any number: it loads
+    within its bound (core/limits.py), or is refused in one line naming the file."""
+    mutated = tmp_path / path.name
+    mutated.write_text(_renumber(path.read_text(), data))
+    loaders = (
+        [load_settings, lambda p: load_thresholds(None, p)]
+        if path == SETTINGS
+        else [lambda p: load_workload(str(p))]
+    )
+    for load in loaders:
+        try:
+            loaded = load(mutated)
+        except BadInput as exc:
+            assert str(exc).startswith(str(mutated)) and "\n" not in str(exc), str(exc)
+        else:
+            _bounded(loaded)
 
 
 def _thresholds(path: Path) -> object:

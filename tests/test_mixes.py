@@ -65,7 +65,7 @@ def test_presets_load_and_cite_what_they_model(name):
     [
         (("data_size = 16", "data_size = 16\ncolour = 1"), "field 'colour': unknown field"),
         ((SET_LINE, SET_LINE + "\nratio = 0"),
-         "field 'commands[0].ratio': Input should be greater than 0"),
+         "field 'commands[0].ratio': 0: give a whole number with 1 <= value <= 10000"),
         (('"__data__"]', '"x__data__"]'), "__data__ must be a whole argument"),
         (('min_redis = "6.2"', 'min_redis = "5.0"'),
          "setup[0]: XAUTOCLAIM needs Redis 6.2 but min_redis is 5.0; raise min_redis to 6.2"),

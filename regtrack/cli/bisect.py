@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from regtrack.cli.options import EXIT_CODES_HELP, cli, measuring, staged
+from regtrack.cli.options import EXIT_CODES_HELP, PERCENT, cli, measuring, staged
 from regtrack.core.errors import BadInput, RegtrackError
 from regtrack.core.options import Options
 
@@ -80,7 +80,7 @@ commit that does not build.
 @staged(
     "statistics",
     "--threshold",
-    type=float,
+    type=PERCENT,
     help="Smallest change that counts, in percent.",
     unset="regtrack.toml [verdict], the metric's",
 )

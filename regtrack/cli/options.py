@@ -26,7 +26,9 @@ from typing import Any
 import click
 
 from regtrack import __version__
+from regtrack.core import limits
 from regtrack.core.errors import BadInput
+from regtrack.core.limits import Bound
 from regtrack.core.options import STAGES, GetSweep, Options, int_list, settle, specs
 from regtrack.core.settings import load_settings, option_defaults
 
@@ -46,6 +48,34 @@ class Depths(click.ParamType):
             return int_list(value)
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
+
+
+class Bounded(click.ParamType):
+    """An int or float option held to its range (core/limits.py): inf, nan and 1e20 are
+    one line naming the range, before anything starts. Not click's IntRange/FloatRange:
+    FloatRange lets nan through, and both print the range into every --help line."""
+
+    def __init__(self, kind: type, bound: Bound) -> None:
+        self.kind = kind
+        self.bound = bound
+        self.name = "integer" if kind is int else "float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value is None:
+            return None
+        try:
+            number = self.kind(value)
+        except (TypeError, ValueError, OverflowError):
+            self.fail(self.bound.refusal(value, self.kind), param, ctx)
+        if isinstance(value, float) and self.kind is int and number != value:
+            self.fail(self.bound.refusal(value, self.kind), param, ctx)  # 2.5 is no count
+        if not self.bound.holds(number):
+            self.fail(self.bound.refusal(value, self.kind), param, ctx)
+        return number
+
+
+# A verdict threshold in percent (run, ci, compare, bisect): past 100% it gates nothing.
+PERCENT = Bounded(float, limits.PERCENT)
 
 
 class StagedOption(click.Option):
@@ -118,10 +148,10 @@ def _type(name: str, command: str) -> Any:
     spec = specs()[name]
     if spec.choices:
         return click.Choice(spec.command_choices.get(command, spec.choices))
-    if spec.kind == "int":
-        bounded = spec.minimum is not None or spec.maximum is not None
-        return click.IntRange(spec.minimum, spec.maximum) if bounded else int
-    return {"float": float, "ints": Depths(), "path": click.Path(dir_okay=False)}.get(spec.kind)
+    if spec.kind in ("int", "float"):
+        kind = int if spec.kind == "int" else float
+        return Bounded(kind, spec.bound) if spec.bound is not None else kind
+    return {"ints": Depths(), "path": click.Path(dir_okay=False)}.get(spec.kind)
 
 
 def model_option(name: str, command: str = "run") -> Decorator:
@@ -184,7 +214,7 @@ def range_options(f: Callable[..., Any]) -> Callable[..., Any]:
 THRESHOLD = staged(
     "statistics",
     "--threshold",
-    type=float,
+    type=PERCENT,
     help="Verdict threshold in percent, for every metric.",
     unset="regtrack.toml [verdict], per metric",
 )

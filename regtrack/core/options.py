@@ -18,6 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from regtrack.core import limits
+from regtrack.core.limits import Bound
+
 # The stages an option belongs to, in the order `--help` shows them (DESIGN.md's data flow).
 STAGES = ("versions", "workload", "CPUs", "measuring", "statistics", "output")
 MEASURING = ("run", "ci", "bisect")
@@ -45,8 +48,7 @@ class Spec:
     choices: tuple[str, ...] = ()
     command_choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     kind: str = "str"  # str | int | float | flag | ints (1,10,30) | path
-    minimum: int | None = None
-    maximum: int | None = None
+    bound: Bound | None = None  # a number's allowed range (core/limits.py)
     multiple: bool = False
     flag: str | None = None  # the spelling, when not --field-name
     off_flag: str | None = None  # a flag's negative spelling, e.g. --no-report
@@ -95,6 +97,7 @@ class Options:
         "Seconds measured per trial.",
         "measuring",
         kind="float",
+        bound=limits.DURATION_S,
         setting="duration",
         defaults={"ci": 3.0, "bisect": 3.0},
     )
@@ -103,6 +106,7 @@ class Options:
         "Seconds of unrecorded warm-up before each trial.",
         "measuring",
         kind="float",
+        bound=limits.WARMUP_S,
         setting="warmup",
         defaults={"ci": 1.0, "bisect": 1.0},
     )
@@ -111,17 +115,33 @@ class Options:
         "Trials per version and point (ci, bisect, --until-decided: to start with).",
         "measuring",
         kind="int",
+        bound=limits.REPETITIONS,
         setting="repetitions",
         defaults={"ci": 4, "bisect": 4},
     )
     keys: int | None = option(
-        None, "Keys populated and read.", "workload", kind="int", unset="the workload's"
+        None,
+        "Keys populated and read.",
+        "workload",
+        kind="int",
+        bound=limits.KEYS,
+        unset="the workload's",
     )
     data_size: int | None = option(
-        None, "Value size in bytes.", "workload", kind="int", unset="the workload's"
+        None,
+        "Value size in bytes.",
+        "workload",
+        kind="int",
+        bound=limits.DATA_SIZE,
+        unset="the workload's",
     )
     clients: int | None = option(
-        None, "Load generator connections.", "workload", kind="int", unset="the workload's"
+        None,
+        "Load generator connections.",
+        "workload",
+        kind="int",
+        bound=limits.CLIENTS,
+        unset="the workload's",
     )
     server_cpus: str | None = option(
         None, "CPUs for the server, e.g. 0 or 0-1.", "CPUs", unset="the first CPU"
@@ -159,6 +179,7 @@ class Options:
         "Requests per instruction trial.",
         "measuring",
         kind="int",
+        bound=limits.INSTRUCTION_REQUESTS,
         setting="instruction_requests",
         defaults={"ci": 100_000, "bisect": 100_000},
     )
@@ -201,7 +222,7 @@ class Options:
         "versions",
         commands=RUN_CI,
         kind="int",
-        minimum=1,
+        bound=limits.EVERY,
     )
     max_commits: int | None = option(
         None,
@@ -209,7 +230,7 @@ class Options:
         "versions",
         commands=RUN_CI,
         kind="int",
-        minimum=2,
+        bound=limits.MAX_COMMITS,
     )
     server_config: tuple[str, ...] = option(
         (),
@@ -242,6 +263,7 @@ class Options:
         "Seconds each server has the load in a paired-in-time window.",
         "measuring",
         kind="float",
+        bound=limits.WINDOW_S,
         setting="window",
     )
     # Not options: set by the flows. The run's seed offset (bench/seeds.py): a stored
@@ -267,7 +289,7 @@ class Options:
         "measuring",
         commands=RUN_CI,
         kind="int",
-        minimum=1,
+        bound=limits.SHARDS,
     )
     budget: str = option(
         "10m",
@@ -281,8 +303,7 @@ class Options:
         "Sequential repetitions: at most this many repetitions per version.",
         "statistics",
         kind="int",
-        minimum=2,
-        maximum=1000,
+        bound=limits.MAX_REPETITIONS,
     )
     no_wait: bool = option(
         False,
@@ -329,14 +350,22 @@ def settle(options: Options) -> Options:
 
 
 def int_list(value: str | list[int] | tuple[int, ...]) -> list[int]:
-    """ "1,10,30" (or a list, from a config file) -> [1, 10, 30]; else one ValueError line."""
+    """ "1,10,30" (or a list, from a config file) -> [1, 10, 30]; else one ValueError line.
+
+    Pipeline depths: each within limits.PIPELINE, at most limits.PIPELINE_DEPTHS of them."""
+    shown = limits.shown(value)
     try:
         if isinstance(value, str):
             values = [int(v) for v in value.split(",") if v.strip()]
         else:
             values = [int(v) for v in value]
-    except (TypeError, ValueError):
-        raise ValueError(f"{value!r}: give comma-separated numbers like 1,10,30") from None
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{shown}: give comma-separated numbers like 1,10,30") from None
     if not values or any(v <= 0 for v in values):
-        raise ValueError(f"{value!r}: give positive numbers like 1,10,30")
+        raise ValueError(f"{shown}: give positive numbers like 1,10,30")
+    if len(values) > limits.PIPELINE_DEPTHS:
+        raise ValueError(f"{shown}: give at most {limits.PIPELINE_DEPTHS} depths")
+    for v in values:
+        if not limits.PIPELINE.holds(v):
+            raise ValueError(limits.PIPELINE.refusal(v, int))
     return values

@@ -9,10 +9,11 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from regtrack.core import limits
 from regtrack.core.errors import BadInput
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # regtrack/
@@ -55,40 +56,40 @@ def config_dirs(extra: Path | None = None) -> list[Path]:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-PositiveInt = Annotated[int, Field(gt=0)]
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class RunSettings(_Strict):
-    """How long and how often each point is measured, and what makes a trial invalid."""
+    """How long and how often each point is measured, and what makes a trial invalid.
 
-    duration: Annotated[float, Field(gt=0, description="seconds measured per trial")] = 10.0
-    warmup: Annotated[float, Field(ge=0, description="seconds run before each trial")] = 2.0
-    repetitions: PositiveInt = 3
-    client_bound_cpu_pct: Annotated[float, Field(gt=0, le=100)] = 90.0
+    Every number has an upper bound (core/limits.py says why each is where it is): the
+    settings file may be a pull request's."""
+
+    duration: limits.DURATION_S.of(float) = 10.0  # seconds measured per trial
+    warmup: limits.WARMUP_S.of(float) = 2.0  # seconds run before each trial
+    repetitions: limits.REPETITIONS.of(int) = 3
+    client_bound_cpu_pct: limits.PERCENT.of(float) = 90.0
     # A saturation workload's server below this busy share was not the bottleneck (a GET
     # sweep's runs at 97-99% when the client keeps up): "not server-bound". 0 turns it off.
-    server_bound_cpu_pct: Annotated[float, Field(ge=0, le=100)] = 85.0
-    contention_limit_pct: Annotated[float, Field(gt=0, le=100)] = 10.0
-    server_start_timeout: Annotated[float, Field(gt=0)] = 20.0
-    instruction_requests: Annotated[int, Field(ge=2000)] = 200_000
-    repeatability_pct: Annotated[float, Field(gt=0)] = 0.5
+    server_bound_cpu_pct: limits.PERCENT_OR_OFF.of(float) = 85.0
+    contention_limit_pct: limits.PERCENT.of(float) = 10.0
+    server_start_timeout: limits.SERVER_START_S.of(float) = 20.0
+    instruction_requests: limits.INSTRUCTION_REQUESTS.of(int) = 200_000
+    repeatability_pct: limits.PERCENT.of(float) = 0.5
     # "time": the throughput of several versions is measured paired in time, their servers
     # up together and the load moved between them in windows of ``window`` seconds
     # (bench/paired.py); "duet": all of them at once, each server and its load generator
     # on CPUs of their own (hosts with 2 CPUs per version); "separate": one server after
     # the other, a trial each.
     pairing: Literal["time", "duet", "separate"] = "time"
-    window: Annotated[float, Field(ge=0.05, le=10)] = 0.1  # docs/methodology.md: A/A runs
+    window: limits.WINDOW_S.of(float) = 0.1  # docs/methodology.md: A/A runs
     # "fixed": each repetition's servers read regtrack's seed bytes from /dev/urandom
     # (common random numbers, regtrack/bench/seeds.py); "random": Redis seeds itself.
     seeds: Literal["fixed", "random"] = "fixed"
     # Which seeds a run's repetitions read: repetition r reads seed offset + r. Unset, each
     # run draws its own (stored in the run's settings); 0 gives the seeds every run read
     # before offsets existed, e.g. to keep a history free of seed effects.
-    seed_offset: Annotated[int, Field(ge=0)] | None = None
+    seed_offset: limits.SEED_OFFSET.of(int) | None = None
     database: str = str(DEFAULT_DB)
 
 
@@ -99,21 +100,19 @@ class Thresholds(_Strict):
     value for every metric.
     """
 
-    throughput: Annotated[float, Field(gt=0)] = 5.0
-    latency: Annotated[float, Field(gt=0)] = 10.0
-    instructions: Annotated[float, Field(gt=0)] = 1.0
-    syscalls: Annotated[float, Field(gt=0)] = 2.0
+    # At most 100%: a throughput threshold beyond it could never be crossed, so it would
+    # switch the gate off.
+    throughput: limits.PERCENT.of(float) = 5.0
+    latency: limits.PERCENT.of(float) = 10.0
+    instructions: limits.PERCENT.of(float) = 1.0
+    syscalls: limits.PERCENT.of(float) = 2.0
 
     def uniform(self, pct: float) -> Thresholds:
-        """The same threshold for every metric (--threshold), method unchanged."""
-        return self.model_copy(
-            update={
-                "throughput": pct,
-                "latency": pct,
-                "instructions": pct,
-                "syscalls": pct,
-            }
-        )
+        """The same threshold for every metric (--threshold, or a stored bisection's),
+        within the file's range: one line otherwise, not a validation traceback."""
+        if not limits.PERCENT.holds(pct):
+            raise BadInput(f"threshold {limits.PERCENT.refusal(pct)}")
+        return Thresholds(throughput=pct, latency=pct, instructions=pct, syscalls=pct)
 
     def for_metric(self, name: str) -> float:
         if name == "throughput":
@@ -195,8 +194,8 @@ def load_settings(path: Path | None = None, **overrides: Any) -> RunSettings:
 
 def load_thresholds(uniform_pct: float | None = None, path: Path | None = None) -> Thresholds:
     """configs/regtrack.toml [verdict], with one threshold for every metric if given."""
-    if uniform_pct is not None and uniform_pct <= 0:
-        raise BadInput(f"--threshold {uniform_pct}: give a positive percentage, e.g. 3")
+    if uniform_pct is not None and not limits.PERCENT.holds(uniform_pct):
+        raise BadInput(f"--threshold: {limits.PERCENT.refusal(uniform_pct)}")
     source = path or _settings_file()
     data = _section(source, "verdict") if source else {}
     if "throughput_gate_pct" in data or "throughput_gate" in data:
@@ -204,8 +203,11 @@ def load_thresholds(uniform_pct: float | None = None, path: Path | None = None) 
             f"{source} [verdict]: throughput_gate_pct is gone: `regtrack ci` now decides "
             "throughput at throughput_pct, paired in time (docs/methodology.md); delete the line"
         )
+    spelled = {k.removesuffix("_pct"): k for k in data}  # as the file writes them
     try:
-        thresholds = Thresholds(**{k.removesuffix("_pct"): v for k, v in data.items()})
+        thresholds = Thresholds(**{name: data[key] for name, key in spelled.items()})
     except ValidationError as exc:
-        raise BadInput(f"{source} [verdict]: {one_line(exc)}") from None
+        name = str(exc.errors()[0]["loc"][0]) if exc.errors()[0]["loc"] else ""
+        line = one_line(exc).replace(f"field {name!r}", f"field {spelled.get(name, name)!r}", 1)
+        raise BadInput(f"{source} [verdict]: {line}") from None
     return thresholds.uniform(uniform_pct) if uniform_pct is not None else thresholds

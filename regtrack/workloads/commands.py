@@ -1,8 +1,10 @@
-"""What regtrack knows about Redis commands: since which version they exist, which block.
+"""What regtrack knows about Redis commands: since which version they exist, which block,
+which a workload may not send.
 
-Used to reject a mix before it runs against a server that lacks one of its commands, and
-to keep blocking commands out of a load generator process that also sends others
-(memtier rotates commands per connection, so a BRPOP stalls the rotation).
+Used to reject a mix before it runs against a server that lacks one of its commands, to
+keep blocking commands out of a load generator process that also sends others (memtier
+rotates commands per connection, so a BRPOP stalls the rotation), and to refuse a
+workload file that would administer the server (it may be a pull request's).
 """
 
 from __future__ import annotations
@@ -69,6 +71,30 @@ KNOWN = set(SINCE) | {
     "WAIT", "DBSIZE", "INFO", "CONFIG", "CLIENT", "OBJECT", "MEMORY",
 }  # fmt: skip
 
+# What a workload may not send, in a setup step or a mix: Redis's @admin category (7.x and
+# 8.x; 6.2's is a subset), which can write files (CONFIG SET dir + SAVE, ACL SAVE, CLUSTER
+# SAVECONFIG), load code (MODULE LOAD), reconfigure, replicate or stop the server; and two
+# @dangerous ones outside it: MIGRATE connects to any host, RESTORE parses a payload the
+# server does not check by default (sanitize-dump-payload no). By command: None refuses it
+# whole, a set only those subcommands (CONFIG GET is fine: redis-benchmark sends it).
+# The server refuses the @admin ones too: setup and load generators log in as the user
+# without them (bench/runtimes/access.py); this names them before anything starts.
+REFUSED: dict[str, frozenset[str] | None] = {
+    **dict.fromkeys(
+        ["ACL", "BGREWRITEAOF", "BGSAVE", "DEBUG", "FAILOVER", "LASTSAVE", "LATENCY",
+         "MIGRATE", "MODULE", "MONITOR", "PFDEBUG", "PFSELFTEST", "PSYNC", "REPLCONF",
+         "REPLICAOF", "RESTORE", "RESTORE-ASKING", "ROLE", "SAVE", "SHUTDOWN", "SLAVEOF",
+         "SLOWLOG", "SYNC"]
+    ),
+    "CONFIG": frozenset({"SET", "REWRITE", "RESETSTAT"}),
+    "CLIENT": frozenset({"KILL", "LIST", "NO-EVICT", "PAUSE", "UNBLOCK", "UNPAUSE"}),
+    "CLUSTER": frozenset(
+        {"ADDSLOTS", "ADDSLOTSRANGE", "BUMPEPOCH", "COUNT-FAILURE-REPORTS", "DELSLOTS",
+         "DELSLOTSRANGE", "FAILOVER", "FLUSHSLOTS", "FORGET", "MEET", "REPLICAS", "REPLICATE",
+         "RESET", "SAVECONFIG", "SET-CONFIG-EPOCH", "SETSLOT", "SLAVES"}
+    ),
+}  # fmt: skip
+
 ALWAYS_BLOCKING = {"BLPOP", "BRPOP", "BRPOPLPUSH", "BLMOVE", "BZPOPMIN", "BZPOPMAX", "BLMPOP",
                    "BZMPOP", "WAIT"}  # fmt: skip
 SOMETIMES_BLOCKING = {"XREAD", "XREADGROUP"}  # with a BLOCK argument
@@ -84,6 +110,18 @@ def blocks(args: list[str] | tuple[str, ...]) -> bool:
     if cmd in ALWAYS_BLOCKING:
         return True
     return cmd in SOMETIMES_BLOCKING and any(a.upper() == "BLOCK" for a in args[1:])
+
+
+def refused(args: list[str] | tuple[str, ...]) -> str | None:
+    """The command as refused ("CONFIG SET", "SAVE"), or None when a workload may send it."""
+    cmd = name(args)
+    if cmd not in REFUSED:
+        return None
+    subcommands = REFUSED[cmd]
+    if subcommands is None:
+        return cmd
+    sub = args[1].upper() if len(args) > 1 else ""
+    return f"{cmd} {sub}" if sub in subcommands else None
 
 
 def version_tuple(version: str) -> tuple[int, ...]:

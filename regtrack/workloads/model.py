@@ -14,16 +14,24 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from regtrack.core import limits
 from regtrack.workloads import commands
 
-PositiveInt = Annotated[int, Field(gt=0)]
+# Every number a workload file gives has an upper bound (core/limits.py says why): the
+# file may be a pull request's, and populate builds each value in memory.
+Keys = limits.KEYS.of(int)
+DataSize = limits.DATA_SIZE.of(int)
+Clients = limits.CLIENTS.of(int)
+Threads = limits.THREADS.of(int)
+Depth = limits.PIPELINE.of(int)
+Depths = Annotated[list[Depth], Field(max_length=limits.PIPELINE_DEPTHS)]
 SAVED_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 VERSION_RE = r"^\d+(\.\d+){0,2}$"
 ServerValue = str | int | float | bool
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 def _pipelines(v: list[int]) -> list[int]:
@@ -34,28 +42,51 @@ def _pipelines(v: list[int]) -> list[int]:
     return v
 
 
+def _check_in_flight(connections: int, pipelines: list[int], data_size: int) -> None:
+    """Connections within Redis's maxclients, and what they may hold at once (each its
+    deepest pipeline of values) within what a host can buffer (core/limits.py)."""
+    if connections > limits.CONNECTIONS:
+        raise ValueError(
+            f"{connections} connections (clients x threads, every process): give at most "
+            f"{limits.CONNECTIONS}, Redis's default maxclients"
+        )
+    in_flight = connections * max(pipelines, default=1) * data_size
+    if in_flight > limits.IN_FLIGHT_BYTES:
+        raise ValueError(
+            f"{connections} connections x pipeline {max(pipelines)} x data_size {data_size} "
+            f"is {in_flight / 1024**3:.0f} GiB in flight: give at most "
+            f"{limits.IN_FLIGHT_BYTES // 1024**3} GiB (fewer clients, shallower pipelines "
+            "or smaller values)"
+        )
+
+
 class GetPipelineWorkload(_Strict):
     """Populate ``keys`` keys of ``data_size`` bytes, then GET them at each pipeline depth."""
 
     name: str
     kind: Literal["get-pipeline"]
     description: str = ""
-    keys: PositiveInt = 100_000
-    data_size: PositiveInt = 1000
-    clients: PositiveInt = 50
-    threads: PositiveInt = 1
-    pipelines: list[PositiveInt] = Field(default_factory=lambda: [1, 5, 10, 15, 20, 25, 30])
+    keys: Keys = 100_000
+    data_size: DataSize = 1000
+    clients: Clients = 50
+    threads: Threads = 1
+    pipelines: Depths = Field(default_factory=lambda: [1, 5, 10, 15, 20, 25, 30])
     # The [server] table: redis.conf settings for every version (workloads/server_config.py).
     server: dict[str, ServerValue] = Field(default_factory=dict)
 
     _check_pipelines = field_validator("pipelines")(_pipelines)
+
+    @model_validator(mode="after")
+    def _in_flight(self) -> GetPipelineWorkload:
+        _check_in_flight(self.clients * self.threads, self.pipelines, self.data_size)
+        return self
 
 
 class Command(_Strict):
     """One command of a mix: its arguments, how many times in a row, how keys are drawn."""
 
     args: list[str] = Field(min_length=1)
-    ratio: PositiveInt = 1
+    ratio: limits.RATIO.of(int) = 1
     key_pattern: Literal["R", "P", "S", "G"] = "R"
 
     @field_validator("args")
@@ -74,7 +105,7 @@ class Process(_Strict):
     """One load generator process; several run side by side (producers, consumers)."""
 
     name: str = "main"
-    clients: PositiveInt | None = None
+    clients: Clients | None = None
     commands: list[Command] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -120,11 +151,11 @@ class MixWorkload(_Strict):
     models: str = ""  # the library and lifecycle this mix follows
     approximations: str = ""  # what memtier cannot express and how the mix works around it
     min_redis: str = Field(default="2.8", pattern=VERSION_RE)
-    data_size: PositiveInt = 128
-    keys: PositiveInt = 100_000
-    clients: PositiveInt = 50
-    threads: PositiveInt = 1
-    pipelines: list[PositiveInt] = Field(default_factory=lambda: [1, 10])
+    data_size: DataSize = 128
+    keys: Keys = 100_000
+    clients: Clients = 50
+    threads: Threads = 1
+    pipelines: Depths = Field(default_factory=lambda: [1, 10])
     tolerance_pct: Annotated[float, Field(gt=0, le=100)] = 10.0
     extra_commands: list[str] = Field(default_factory=list)
     setup: list[SetupStep] = Field(default_factory=list)
@@ -143,10 +174,17 @@ class MixWorkload(_Strict):
             )
         if self.commands:
             Process(name="main", commands=self.commands)  # same rotation rule
+        connections = sum(p.clients or self.clients for p in self.processes) * self.threads
+        _check_in_flight(connections, self.pipelines, self.data_size)
         known = commands.KNOWN | {e.upper() for e in self.extra_commands}
         floor = commands.version_tuple(self.min_redis)
         saved: set[str] = set()
         for where, args in self.located_args():
+            if refused := commands.refused(args):
+                raise ValueError(
+                    f"{where}: {refused} administers the server (it can write files, load "
+                    "code or reconfigure it); a workload's setup and commands may not send it"
+                )
             if commands.name(args) not in known:
                 raise ValueError(
                     f"{where}: unknown command {args[0]!r}; check the spelling, or list it "

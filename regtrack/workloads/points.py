@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from regtrack.core import limits
 from regtrack.core.errors import BadInput
 from regtrack.core.records import InvalidReason, LoadSpec, MixCommand, TrialReason
 from regtrack.workloads import commands
@@ -207,8 +208,9 @@ def with_loadgen_threads(workload: Workload, tool: str, client_cpus: int) -> Wor
     """A GET sweep under memtier runs one thread per client CPU unless the workload file
     says how many: one memtier thread saturates its core before a Redis server saturates
     its own, so with the cores to spare more threads let the server be the bottleneck.
-    (``clients`` is per thread, as memtier counts it.) Mixes keep their threads: their
-    connections per process are part of what the mix models."""
+    (``clients`` is per thread, as memtier counts it, so threads stop where clients x
+    threads would pass Redis's maxclients: core/limits.CONNECTIONS.) Mixes keep their
+    threads: their connections per process are part of what the mix models."""
     if (
         tool != "memtier"
         or not isinstance(workload, GetPipelineWorkload)
@@ -216,4 +218,5 @@ def with_loadgen_threads(workload: Workload, tool: str, client_cpus: int) -> Wor
         or client_cpus <= 1
     ):
         return workload
-    return workload.model_copy(update={"threads": client_cpus})
+    threads = max(1, min(client_cpus, limits.CONNECTIONS // workload.clients))
+    return workload.model_copy(update={"threads": threads})

@@ -4,8 +4,9 @@ A durable queue runs with AOF, Redis 8's story is its I/O threads, and eviction,
 and ``lazyfree-*`` change per-command cost too: a comparison under defaults can tell a
 team the wrong thing about the servers they run. Settings come from a workload file's
 ``[server]`` table and from ``--server-config KEY=VALUE`` (which wins), are validated
-here for shape, and against each version's own ``CONFIG GET`` before measuring
-(bench/server_settings.py).
+here for shape and safety (a workload file may be a pull request's: nothing that names a
+file, a host or another setting gets through), and against each version's own ``CONFIG
+GET`` before measuring (bench/server_settings.py).
 
 A key ending in ``?`` is optional: a version that does not know the setting runs
 without it, with a warning, instead of refusing the run.
@@ -14,27 +15,46 @@ without it, with a warning, instead of refusing the run.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from regtrack.core.errors import BadInput
+from regtrack.core.text import printable
 
 # What regtrack itself sets on every server: where it listens, the directory it owns (the
 # token it reads back), how it logs and runs. A user's value would break measuring.
 OWNED = frozenset(
     {
         "port", "bind", "protected-mode", "daemonize", "dir", "logfile", "unixsocket",
-        "unixsocketperm", "include", "supervised", "pidfile", "tls-port", "syslog-enabled",
-        "rename-command", "loadmodule", "enable-debug-command", "enable-protected-configs",
+        "unixsocketperm", "unixsocketgroup", "include", "supervised", "pidfile", "tls-port",
+        "syslog-enabled", "syslog-ident", "syslog-facility", "rename-command", "loadmodule",
+        "enable-debug-command", "enable-protected-configs", "enable-module-command",
     }
 )  # fmt: skip
+# What a workload may never set, in any version (6.2 to 8.x, Valkey), and why: redis-server
+# runs as regtrack's user, root in CI, and the workload file may be a pull request's
+# (cluster-config-file=/any/path created a root-owned file there). dbfilename and the AOF
+# names stay inside the server's own directory in today's versions; regtrack keeps them
+# its own all the same. Every tls-* setting names certificate and key files, and
+# regtrack's servers speak plain TCP on loopback.
+UNSAFE = {
+    **dict.fromkeys(["dbfilename", "appendfilename", "cluster-config-file"], "names a file"),
+    "appenddirname": "names a directory",
+    **dict.fromkeys(["replicaof", "slaveof"], "connects the server to another host"),
+    **dict.fromkeys(
+        ["oom-score-adj", "oom-score-adj-values"],
+        "changes which process the kernel kills first when memory runs out",
+    ),
+}
+TLS_PREFIX = "tls-"
 # Never stored, printed or applied: a benchmark database is shared, secrets are not.
 SECRETS = frozenset(
     {"requirepass", "masterauth", "masteruser", "aclfile", "user", "tls-key-file-pass",
      "tls-client-key-file-pass", "sentinel-pass"}
 )  # fmt: skip
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
+NEGATIVE_RE = re.compile(r"^-[0-9]+(\.[0-9]+)?$")
 
 
 @dataclass(frozen=True)
@@ -75,9 +95,23 @@ def setting(key: str, value: Any, where: str) -> Setting:
         )
     if name in OWNED:
         raise BadInput(f"{where}: {name} is set by regtrack itself on every server; leave it out")
+    why = UNSAFE.get(name) or ("names TLS files" if name.startswith(TLS_PREFIX) else None)
+    if why:
+        raise BadInput(
+            f"{where}: {name} {why}; regtrack's servers keep their files in a directory of "
+            "their own and serve only the load generators, so no workload sets it"
+        )
     text = _value(name, value)
     if "\n" in text or "\0" in text:
         raise BadInput(f"{where}: {name}'s value must be one line")
+    if text.startswith("-") and not NEGATIVE_RE.match(text):
+        # redis-server reads an argument starting with -- as a setting of its own (after
+        # --save, in 7.x too), and a lone - as "read the config from stdin": save="--dir
+        # /tmp" moved the server's directory.
+        raise BadInput(
+            f"{where}: {name}'s value {text[:40]!r} starts with '-': redis-server would read "
+            "it as a setting of its own; give a negative number or a value without it"
+        )
     return Setting(name, text, optional)
 
 
@@ -146,21 +180,27 @@ def skipped(table: Mapping[str, str] | None, applied: Mapping[str, str] | None) 
 
 
 def caption(
-    table: Mapping[str, str] | None,
+    table: Mapping[str, Any] | None,
     data: Mapping[str, Any] | None = None,
     without: Mapping[str, list[str]] | None = None,
+    quote: Callable[[object], str] = printable,
 ) -> str:
     """One line for every output: "server: appendonly yes, appendfsync everysec; data on
     ext4 (/)"; a tmpfs is labelled, since it hides the cost of fsync; ``without`` names
-    the versions that ran without an optional setting, since they were not run alike."""
+    the versions that ran without an optional setting, since they were not run alike.
+    Every name and value is stored text (a crafted database chooses it): ``quote`` shows
+    each as text in the output's format (Markdown passes its own)."""
     if not table:
         return "server: defaults (no persistence)"
-    text = "server: " + ", ".join(f"{k.removesuffix('?')} {v}" for k, v in table.items())
+    text = "server: " + ", ".join(
+        f"{quote(str(k).removesuffix('?'))} {quote(v)}" for k, v in table.items()
+    )
     for label, names in (without or {}).items():
         if names:
-            text += f"; {label} ran without {', '.join(names)} (optional, unknown to it)"
+            shown = ", ".join(quote(n) for n in names)
+            text += f"; {quote(label)} ran without {shown} (optional, unknown to it)"
     if data and data.get("persistent"):
-        text += f"; data on {data.get('filesystem')} ({data.get('mount')})"
+        text += f"; data on {quote(data.get('filesystem'))} ({quote(data.get('mount'))})"
         if data.get("filesystem") == "tmpfs":
             text += ": a tmpfs, fsync costs nothing here"
     return text
