@@ -10,14 +10,19 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import click
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from regtrack.bench import servers, setup
 from regtrack.bench.runtimes import docker
 from regtrack.bench.runtimes.native import native_server
+from regtrack.cli.options import Bounded
 from regtrack.core.errors import BadInput
 from regtrack.core.options import specs
 from regtrack.core.settings import RunSettings, Thresholds, load_settings, load_thresholds
+from regtrack.workloads import points
 from regtrack.workloads.files import load_workload
 from tests.conftest import cli_in_process, settings_dir
 
@@ -154,6 +159,22 @@ def test_the_other_commands_verdict_thresholds_are_bounded_too(tmp_path, command
     _one_line(proc, "--threshold", "0 < value <= 100")
 
 
+@settings(max_examples=500, deadline=None)
+@given(
+    name=st.sampled_from([n for n, s in specs().items() if s.bound is not None]),
+    value=st.floats() | st.integers() | st.text(max_size=12) | st.sampled_from(HUGE),
+)
+def test_any_option_value_is_within_its_bound_or_one_line(name, value):
+    spec = specs()[name]
+    kind = int if spec.kind == "int" else float
+    try:
+        converted = Bounded(kind, spec.bound).convert(value, None, None)
+    except click.BadParameter as exc:
+        assert spec.bound.text() in exc.message and "\n" not in exc.message
+    else:
+        assert isinstance(converted, kind) and spec.bound.holds(converted), (name, value)
+
+
 def test_every_numeric_option_has_a_bound():
     for name, spec in specs().items():
         if spec.kind in ("int", "float"):
@@ -241,6 +262,14 @@ def test_a_workload_out_of_range_stops_the_run_before_any_server(
     proc = _run(tmp_path, redis_server, "--workload", str(path))
     _one_line(proc, str(path), "'data_size'", "1 <= value <= 67108864")
     assert servers_started == []
+
+
+def test_memtier_threads_for_client_cpus_stay_within_maxclients():
+    """A GET sweep under memtier gets a thread per client CPU, each with ``clients``
+    connections: never more than Redis accepts (6,000 clients on 4 CPUs was 24,000)."""
+    wide = load_workload("get-pipeline", clients=6000)
+    assert points.with_loadgen_threads(wide, "memtier", 4).threads == 1
+    assert points.with_loadgen_threads(load_workload("get-pipeline"), "memtier", 4).threads == 4
 
 
 def test_the_presets_are_within_every_bound():
