@@ -100,7 +100,7 @@ def test_engines_variables_name_the_shard():
     with pytest.raises(BadInput, match="but --shard-count"):
         shards.from_environment({**GITLAB_SPLIT, "CI_NODE_INDEX": "1",
                                  "CI_JOB_NAME": "gate 1/3"}, count=4)  # fmt: skip
-    for bad in ("0/3", "4/3", "x", "1/0", "2"):
+    for bad in ("0/3", "4/3", "x", "1/0", "2", "1/1001", "1/99999999999999999999"):
         with pytest.raises(BadInput):
             shards.parse(bad)
 

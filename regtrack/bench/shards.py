@@ -29,6 +29,7 @@ from typing import Any
 
 from regtrack.bench import seeds
 from regtrack.bench.plan import Visit
+from regtrack.core import limits
 from regtrack.core.errors import BadInput
 
 # The variables each engine sets where it means a split; the index is 0-based unless noted.
@@ -77,6 +78,8 @@ def parse(text: str, source: str = "--shard") -> Shard:
         raise BadInput(f"{source} {text!r}: give K/N, e.g. --shard 2/8") from None
     if not 1 <= k <= n:
         raise BadInput(f"{source} {text!r}: K must be between 1 and N (shards count from 1)")
+    if not limits.SHARDS.holds(n):
+        raise BadInput(f"{source} {text!r}: N {limits.SHARDS.refusal(n, int)}")
     return Shard(k, n, source)
 
 
