@@ -1,4 +1,8 @@
-"""What `regtrack bisect` says: the commit found, its change, the functions that moved, the log."""
+"""What `regtrack bisect` says: the commit found, its change, the functions that moved, the log.
+
+Commit subjects, authors, the request and the log are stored text (a crafted database, or a
+pull request's commits, chose it): every piece is shown printable (core/text.py).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from collections.abc import Iterable
 
 from regtrack.analysis.bisect_records import BisectAnswer, BisectLogEntry, BisectStep
 from regtrack.analysis.records import SCHEMA_VERSION, ChangeSummary
+from regtrack.core.text import printable
 from regtrack.output.tables import attribution, interval_text, server_caption
 from regtrack.results.records import StoredBisection
 
@@ -21,7 +26,7 @@ def change_text(record: ChangeSummary | None) -> str:
     return (
         f"{record.change_pct:+.2f}% "
         f"{interval_text(record.ci_low_pct, record.ci_high_pct, digits=2)}"
-        f" ({record.verdict})"
+        f" ({printable(record.verdict)})"
     )
 
 
@@ -33,11 +38,15 @@ def _runs(step: BisectStep) -> str:
 
 def _commit(sha: str, facts: dict[str, dict[str, str]]) -> str:
     f = facts.get(sha, {})
-    return f"{sha[:12]} {f.get('subject', '')}".rstrip()
+    return f"{printable(sha[:12])} {printable(f.get('subject', ''))}".rstrip()
+
+
+def _short(sha: str) -> str:
+    return printable(sha[:SHORT])
 
 
 def _shas(commits: Iterable[str]) -> str:
-    return ", ".join(c[:SHORT] for c in commits)
+    return ", ".join(map(_short, commits))
 
 
 def heading(step: BisectStep) -> str:
@@ -45,12 +54,13 @@ def heading(step: BisectStep) -> str:
     (a drift, or many small steps) is half in."""
     share = step.share
     carries = f" ({100 * abs(share):.0f}% of the ends' change)" if share is not None else ""
+    first_bad = printable(step.first_bad)
     if step.kind == "step" or step.interval is None:
-        return f"First bad commit: {step.first_bad}{carries}"
+        return f"First bad commit: {first_bad}{carries}"
     start, end = step.interval
     return (
-        f"Spread change from {start[:SHORT]} to {end[:SHORT]} (a drift or many small steps, "
-        f"no one step carries it): half of it is in by {step.first_bad}{carries}"
+        f"Spread change from {_short(start)} to {_short(end)} (a drift or many small steps, "
+        f"no one step carries it): half of it is in by {first_bad}{carries}"
     )
 
 
@@ -64,21 +74,21 @@ def log_lines(bisection: StoredBisection) -> list[str]:
             lines.append(f"{n:>3}. end    {what}: run {entry.run_id}")
         elif entry.confirm_run_id is not None and entry.parent:
             lines.append(
-                f"{n:>3}. confirm {entry.parent[:SHORT]} -> {what}: run "
+                f"{n:>3}. confirm {_short(entry.parent)} -> {what}: run "
                 f"{entry.confirm_run_id}, {change_text(entry.change)}"
             )
         elif entry.reason:
-            lines.append(f"{n:>3}. skip   {what}: {entry.reason}")
+            lines.append(f"{n:>3}. skip   {what}: {printable(entry.reason)}")
         elif entry.cut is not None:
             how = "decided" if entry.decided else "by its estimate"
             lines.append(
                 f"{n:>3}. step   {what}: run {entry.run_id}, {100 * (entry.share or 0):.0f}% "
-                f"of the way to bad, {entry.judged} at {100 * entry.cut:.0f}% ({how}), "
+                f"of the way to bad, {printable(entry.judged)} at {100 * entry.cut:.0f}% ({how}), "
                 f"{change_text(entry.vs_good)} vs good"
             )
         else:
             run = f"run {entry.run_id}, " if entry.run_id else ""
-            judged = entry.judged or "undecided, measured again"
+            judged = printable(entry.judged or "undecided, measured again")
             vs_good = change_text(entry.vs_good)
             lines.append(f"{n:>3}. step   {what}: {run}{judged}, {vs_good} vs good")
     return lines
@@ -91,10 +101,11 @@ def render(bisection: StoredBisection, fmt: str = "table") -> str:
     config = bisection.config
     answer = BisectAnswer.from_json(bisection.result or {})
     facts, request = config["facts"], config["request"]
+    good, bad, metric = (printable(request[k]) for k in ("good", "bad", "metric"))
     out = [
-        f"bisect {bisection.id}: {request['good']}..{request['bad']} "
+        f"bisect {bisection.id}: {good}..{bad} "
         f"({len(config['commits'])} commits on the first-parent line), metric "
-        f"{request['metric']}, threshold {request['threshold']:g}%",
+        f"{metric}, threshold {request['threshold']:g}%",
         f"ends: bad vs good {change_text(answer.ends)}",
         f"measured {len(answer.measured_commits)} commits "
         f"(including both ends) in {len(bisection.runs)} runs",
@@ -123,16 +134,16 @@ def render(bisection: StoredBisection, fmt: str = "table") -> str:
         out.append(f"skipped (no build): {_shas(answer.skipped)}")
     for step in answer.steps:
         f = facts.get(step.first_bad, {})
-        out += ["", heading(step), f"  {f.get('subject', '')}"]
-        out.append(f"  author {f.get('author', '?')}, date {f.get('commit_date', '?')}")
+        out += ["", heading(step), f"  {printable(f.get('subject', ''))}"]
+        author, date = (printable(f.get(k, "?")) for k in ("author", "commit_date"))
+        out.append(f"  author {author}, date {date}")
         if step.between:
             out.append(
-                "  or one of the commits before it that do not build: "
-                + ", ".join(c[:SHORT] for c in step.between)
+                f"  or one of the commits before it that do not build: {_shas(step.between)}"
             )
         if step.run_id is not None:
             out.append(
-                f"  change against its parent {step.last_good[:SHORT]}: "
+                f"  change against its parent {_short(step.last_good)}: "
                 f"{change_text(step.change)} ({_runs(step)})"
             )
         if step.explain:

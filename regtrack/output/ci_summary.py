@@ -1,4 +1,9 @@
-"""What `regtrack ci` says: the headline, GitHub annotations, the Markdown summary, JSON."""
+"""What `regtrack ci` says: the headline, GitHub annotations, the Markdown summary, JSON.
+
+Labels, the workload's name, point names, setting values and the stored environment are
+a pull request's text: the summary quotes each (output/markdown.py) and stays within
+GitHub's limit for a step summary; the headline shows them printable (core/text.py).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,8 @@ from regtrack.analysis.records import (
     server_fields,
     shifts_json,
 )
+from regtrack.core.text import printable
+from regtrack.output import markdown
 from regtrack.output.tables import (
     change_text,
     forced_line,
@@ -29,11 +36,16 @@ OUTCOME_HEADLINE = {
     "not measured": "⛔ Could not measure",
 }
 METRIC_TITLE = {"instructions_per_op": "instructions per op", "throughput": "throughput"}
+# GitHub takes 1 MiB (1,048,576 bytes) of summary per step; the rest is cut with a note.
+MAX_SUMMARY_BYTES = 1_000_000
+# The headline is regtrack's words and numbers, a few hundred characters; longer is not.
+HEADLINE = 2_000
+ENVIRONMENT = ("cpu_model", "cpu_count", "kernel", "loadgen_version", "server_cpus", "client_cpus")
 
 
 def _answer(r: PooledComparison) -> str:
     """ "instructions per op +0.01% [-0.03, +0.05] no change (detectable ±0.1%)" """
-    title = METRIC_TITLE.get(r.metric, r.metric)
+    title = METRIC_TITLE.get(r.metric) or printable(r.metric)
     if r.change_pct is None and r.n_blocks >= 2:
         return f"{title} - (no estimate)"
     # Invalid trials (contended, client-bound, ...) can leave too few complete blocks:
@@ -101,53 +113,60 @@ def ci_json(
 
 
 def ci_summary(result: ComparisonResult, decision: GateDecision, context: GateContext) -> str:
-    """The Markdown a CI job shows: the verdict first, then why, then the tables."""
+    """The Markdown a CI job shows: the verdict first, then why, then the tables; cut to
+    GitHub's limit for a step summary, whatever the names in it."""
+    md = markdown.inline
     lines = [
-        f"## regtrack: {ci_headline(decision, context)}",
+        f"## regtrack: {md(ci_headline(decision, context), HEADLINE)}",
         "",
-        f"Candidate `{context.candidate}` vs baseline `{context.baseline}` · workload "
-        f"`{context.workload}` · {context.repetitions} interleaved, seed-matched "
-        f"repetitions · run {result.run_id} · seeds: {context.seeds or 'unknown'} · "
-        f"{server_caption(result.server)}",
+        f"Candidate {markdown.code(context.candidate)} vs baseline "
+        f"{markdown.code(context.baseline)} · workload {markdown.code(context.workload)} · "
+        f"{context.repetitions} interleaved, seed-matched repetitions · run {result.run_id} · "
+        f"seeds: {md(context.seeds or 'unknown')} · {server_caption(result.server, md)}",
         "",
     ]
     if context.forced:
-        lines += [f"**{forced_line(context.forced)}**", ""]
+        lines += [f"**{forced_line(context.forced, md)}**", ""]
     for metric, shift in (result.run_shifts or {}).items():
         if any(r.metric == metric for r in decision.gating) and result.baseline_run_id:
-            title = METRIC_TITLE.get(metric, metric)
-            lines += [f"{title}: {shift_text(result.baseline_run_id, shift)}", ""]
+            title = METRIC_TITLE.get(metric) or md(metric)
+            lines += [f"{title}: {shift_text(result.baseline_run_id, shift, md)}", ""]
     if not decision.gating:
         lines.append("- no gating metric was measured")
     for r in decision.gating:
-        points = ", ".join(r.points) or "no point"
+        points = markdown.items(r.points) or "no point"
         lines.append(
-            f"- **{METRIC_TITLE.get(r.metric, r.metric)}** over {points} "
+            f"- **{METRIC_TITLE.get(r.metric) or md(r.metric)}** over {points} "
             f"({r.n_blocks} blocks): {change_text(r)}"
         )
         for point, why in r.excluded.items():
-            lines.append(f"  - {point} does not gate: {why}")
-    lines += ["", render(result, "markdown")]
+            lines.append(f"  - {md(point)} does not gate: {md(why)}")
+    lines += ["", *render(result, "markdown").split("\n")]
     lines.append(
         f"Method: one pooled change per metric over the gating points (the mean of each "
-        f"seed-matched block's log ratios), with a {result.method} interval that stays "
+        f"seed-matched block's log ratios), with a {md(result.method)} interval that stays "
         f"valid however often the gate looks; family-wise error {100 * result.alpha:g}% "
         "split over the gating metrics; a point is called only when the pooled change is. "
         "A regression needs the whole interval on the worse side and the estimate beyond "
         "the threshold (docs/methodology.md)."
     )
     if context.environment:
-        env = context.environment
+        env = {k: md(context.environment.get(k)) for k in ENVIRONMENT}
         lines.append(
-            f"Environment: {env.get('cpu_model')}, {env.get('cpu_count')} CPUs, kernel "
-            f"{env.get('kernel')}, {env.get('loadgen_version')}, server CPU "
-            f"{env.get('server_cpus')}, client CPU {env.get('client_cpus')}."
+            f"Environment: {env['cpu_model']}, {env['cpu_count']} CPUs, kernel "
+            f"{env['kernel']}, {env['loadgen_version']}, server CPU "
+            f"{env['server_cpus']}, client CPU {env['client_cpus']}."
         )
     hosts = result.hosts
     if len(hosts) > 1:
         lines.append(
-            f"Merged from {len(hosts)} hosts ({', '.join(hosts)}): every block was compared "
-            "on the host that measured it, and hosts are a level of the model "
+            f"Merged from {len(hosts)} hosts ({markdown.items(hosts)}): every block was "
+            "compared on the host that measured it, and hosts are a level of the model "
             "(docs/scale-out.md); the environment above is the first shard's."
         )
-    return "\n".join(lines) + "\n"
+    note = (
+        f"The summary is cut here to stay within GitHub's {MAX_SUMMARY_BYTES:,}-byte limit for "
+        "a step summary: `regtrack ci --json` and the report hold everything."
+    )
+    kept = markdown.fit(lines, MAX_SUMMARY_BYTES, note, size=lambda line: len(line.encode()))
+    return "\n".join(kept) + "\n"

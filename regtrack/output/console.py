@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from rich.console import Console
 from rich.progress import (
@@ -21,12 +22,27 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.text import Text
 
 from regtrack.core import records
 from regtrack.core.records import TrialRecord
+from regtrack.core.text import printable
 
-# markup off: labels and error messages are user text, never rich markup.
-err = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
+
+class ShownConsole(Console):
+    """A console that shows text as it is: labels, commit subjects, stored reasons and
+    error messages are a pull request's or a database's text, so never rich markup
+    (``[link=...]``) or emoji codes, and a control character in a string it prints (an
+    OSC title or link, a CSI sequence) is shown as its escape (core/text.py), not sent."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**{"markup": False, "emoji": False, "highlight": False, **kwargs})
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        return super().render_str(printable(text, None, newlines=True), **kwargs)
+
+
+err = ShownConsole(stderr=True, soft_wrap=True)
 
 
 # Tables written to a pipe or a log (no terminal to fit) are not wrapped at all.
@@ -52,9 +68,10 @@ def _trial_line(record: TrialRecord) -> str:
         )
     else:
         rate = f"{record.ops_per_sec:,.0f} ops/s" if record.ops_per_sec else "no result"
-    status = "ok" if record.valid else f"INVALID: {record.reason_text}"
+    status = "ok" if record.valid else f"INVALID: {printable(record.reason_text, None)}"
     return (
-        f"rep {record.repetition + 1} {record.target_label} {record.point}: {rate} "
+        f"rep {record.repetition + 1} {printable(record.target_label)} "
+        f"{printable(record.point)}: {rate} "
         f"(client cpu {record.client_cpu_pct or 0:.0f}%, server cpu "
         f"{record.server_cpu_pct or 0:.0f}%) {status}"
     )
@@ -64,7 +81,7 @@ def _trial_line(record: TrialRecord) -> str:
 def run_progress() -> Iterator[records.Progress]:
     if err.is_terminal:
         bar = Progress(
-            TextColumn("{task.description}"),
+            TextColumn("{task.description}", markup=False),
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
@@ -82,7 +99,7 @@ def run_progress() -> Iterator[records.Progress]:
 
         hooks = records.Progress(
             started=lambda total: bar.update(task, total=total),
-            phase=lambda text: bar.update(task, description=text),
+            phase=lambda text: bar.update(task, description=printable(text)),
             trial_done=trial_done,
             note=lambda text: bar.console.print(f"regtrack: {text}", style="yellow"),
         )
@@ -110,7 +127,7 @@ def run_progress() -> Iterator[records.Progress]:
         )
 
     def note(text: str) -> None:
-        print(f"regtrack: {text}", file=sys.stderr, flush=True)
+        print(f"regtrack: {printable(text, None, newlines=True)}", file=sys.stderr, flush=True)
 
     yield records.Progress(started=started, trial_done=line, note=note)
 
@@ -120,7 +137,7 @@ def build_progress() -> Iterator[Callable[[str], None]]:
     """A phase callback for builds: a spinner on a terminal, a line every 15 s in a log."""
     if err.is_terminal:
         with err.status("preparing versions") as status:
-            yield lambda text: status.update(text)
+            yield lambda text: status.update(Text(printable(text)))
         return
     last = {"text": "", "at": 0.0}
 
@@ -128,7 +145,7 @@ def build_progress() -> Iterator[Callable[[str], None]]:
         subject = text.split(":")[0]
         now = time.monotonic()
         if subject != last["text"].split(":")[0] or now - last["at"] >= 15:
-            print(f"regtrack: {text}", file=sys.stderr, flush=True)
+            print(f"regtrack: {printable(text, None)}", file=sys.stderr, flush=True)
             last.update(text=text, at=now)
 
     yield show

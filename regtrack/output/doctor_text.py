@@ -1,5 +1,9 @@
 """`regtrack doctor` for people (a table: status, check, what was found, what to change)
-and for machines (JSON with a schema_version)."""
+and for machines (JSON with a schema_version).
+
+What a check found is read from /proc and /sys, process names too (another local user
+chooses those): shown printable (core/text.py).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import json
 import textwrap
 
 from regtrack.core.checkup import Checkup, Status
+from regtrack.core.text import printable
 
 WIDTH = 100
 MARKS = {Status.OK: "ok", Status.WARNING: "WARNING", Status.PROBLEM: "PROBLEM", Status.UNKNOWN: "?"}
@@ -26,7 +31,7 @@ def headline(checkup: Checkup) -> str:
     )
     verdict = (
         f"cannot measure trustworthy numbers here (exit {checkup.exit_code}): "
-        + ", ".join(c.name for c in checkup.problems)
+        + ", ".join(printable(c.name) for c in checkup.problems)
         if checkup.problems
         else "numbers measured here can be trusted"
     )
@@ -39,13 +44,14 @@ def headline(checkup: Checkup) -> str:
 
 def render_text(checkup: Checkup) -> str:
     """One row per check; below a warning or problem, what to change."""
-    name_width = max(len(c.name) for c in checkup.checks) if checkup.checks else 0
+    names = [printable(c.name) for c in checkup.checks]
+    name_width = max(map(len, names), default=0)
     indent = " " * (9 + name_width + 2)
     lines = [headline(checkup), ""]
-    for check in checkup.checks:
-        head = f"{MARKS[check.status]:<9}{check.name:<{name_width}}  "
+    for check, name in zip(checkup.checks, names, strict=True):
+        head = f"{MARKS[check.status]:<9}{name:<{name_width}}  "
         lines += textwrap.wrap(
-            check.found,
+            printable(check.found, None),
             WIDTH,
             initial_indent=head,
             subsequent_indent=indent,
@@ -53,7 +59,7 @@ def render_text(checkup: Checkup) -> str:
         ) or [head.rstrip()]
         if check.advice and check.status is not Status.OK:
             lines += textwrap.wrap(
-                check.advice,
+                printable(check.advice, None),
                 WIDTH,
                 initial_indent=indent + "-> ",
                 subsequent_indent=indent + "   ",

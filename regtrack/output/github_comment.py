@@ -3,6 +3,10 @@ built from `regtrack ci --json` output with the words the step summary uses.
 
 One comment per pull request (and per gate, with a comment id): the hidden marker on its
 first line is how the next push finds it and edits it instead of adding another.
+
+Every name in it (labels, the workload, points, forced differences) is a pull request's
+text: each is quoted (output/markdown.py), and the body stays within GitHub's limit
+whatever their length, or GitHub refuses the edit and a stale verdict stays up.
 """
 
 from __future__ import annotations
@@ -15,12 +19,23 @@ from typing import Any
 
 from regtrack.analysis.records import PointComparison, PooledComparison
 from regtrack.core.errors import BadInput
-from regtrack.output.ci_summary import METRIC_TITLE
+from regtrack.core.text import FIELD
+from regtrack.output import markdown
+from regtrack.output.ci_summary import HEADLINE, METRIC_TITLE
 from regtrack.output.tables import UNTRUSTED, change_text, format_value
 
 MARKER_PREFIX = "<!-- regtrack:ci"
-# GitHub refuses a comment body over 65,536 characters; the per-point details give way.
+# GitHub refuses a comment body over 65,536 characters: the per-point details give way
+# first, then whole lines from the end of the rest (markdown.fit).
 MAX_BODY = 65_000
+TRIMMED = (
+    "The comment is cut here to stay within GitHub's 65,536-character limit: the "
+    "artifact's JSON and report hold everything."
+)
+# The workflow run's address as `regtrack github comment` makes it from the runner's
+# variables ($GITHUB_SERVER_URL/$GITHUB_REPOSITORY/actions/runs/$GITHUB_RUN_ID): anything
+# else is shown as text, not made a link.
+RUN_URL_RE = re.compile(r"https?://[\w.:-]+/[\w.-]+/[\w.-]+/actions/runs/\d+", re.ASCII)
 VERDICT_ICON = {
     "regression": "❌",
     "improvement": "🚀",
@@ -77,6 +92,10 @@ class CiVerdict:
     def from_json(cls, data: Any, where: str = "the ci JSON") -> CiVerdict:
         try:
             records = [PointComparison.from_json(r) for r in data["records"]]
+            gate = [PooledComparison.from_json(r) for r in data["gate"]]
+            for r in (*gate, *records):  # words of regtrack's own, shown as they are
+                if r.verdict not in VERDICT_ICON:
+                    raise ValueError(f"verdict {str(r.verdict)[:40]!r}")
             first = data["records"][0] if data["records"] else {}
             return cls(
                 outcome=str(data["outcome"]),
@@ -85,7 +104,7 @@ class CiVerdict:
                 baseline=str(first.get("baseline", "?")),
                 candidate=str(first.get("candidate", "?")),
                 workload=str(first.get("workload", "?")),
-                gate=tuple(PooledComparison.from_json(r) for r in data["gate"]),
+                gate=tuple(gate),
                 records=tuple(records),
                 forced=tuple(str(f) for f in data.get("forced") or []),
             )
@@ -118,18 +137,26 @@ def comment_body(verdict: CiVerdict | None, context: CommentContext) -> str:
         )
         head += [f"## regtrack: ⛔ No verdict: `regtrack ci` {why}", ""]
         return "\n".join([*head, "The job's log says why.", "", _footer(context)]) + "\n"
-    head += [f"## regtrack: {verdict.headline}", ""]
+    head += [f"## regtrack: {markdown.inline(verdict.headline, HEADLINE)}", ""]
     head += [
-        f"Candidate `{verdict.candidate}` vs baseline `{verdict.baseline}` · workload "
-        f"`{verdict.workload}` · {verdict.repetitions} interleaved, seed-matched repetitions",
+        f"Candidate {markdown.code(verdict.candidate)} vs baseline "
+        f"{markdown.code(verdict.baseline)} · workload {markdown.code(verdict.workload)} · "
+        f"{verdict.repetitions} interleaved, seed-matched repetitions",
         "",
     ]
     if verdict.forced:
-        head += [f"**FORCED comparison, not like with like: {'; '.join(verdict.forced)}**", ""]
+        forced = markdown.items(verdict.forced, "; ")
+        head += [f"**FORCED comparison, not like with like: {forced}**", ""]
     head += _gate_table(verdict)
     tail = ["", _footer(context)]
-    room = MAX_BODY - sum(len(line) + 1 for line in head + tail)
-    return "\n".join([*head, *_details(verdict, room), *tail]) + "\n"
+    lines = [*head, *_details(verdict, MAX_BODY - _size(head + tail)), *tail]
+    if _size(lines) > MAX_BODY:  # the rest alone is too long: its last lines give way
+        lines = [*markdown.fit(head, MAX_BODY - _size(tail), TRIMMED), *tail]
+    return "\n".join(lines) + "\n"
+
+
+def _size(lines: list[str]) -> int:
+    return sum(len(line) + 1 for line in lines)
 
 
 def _gate_table(verdict: CiVerdict) -> list[str]:
@@ -141,28 +168,32 @@ def _gate_table(verdict: CiVerdict) -> list[str]:
     ]
     for a in verdict.gate:
         threshold = "-" if a.threshold_pct is None else f"±{a.threshold_pct:g}%"
+        points = markdown.items(a.points, quote=markdown.cell) or "-"
         lines.append(
-            f"| {VERDICT_ICON.get(a.verdict, '')} | {METRIC_TITLE.get(a.metric, a.metric)} | "
-            f"{_cell(', '.join(a.points)) or '-'} | {a.n_blocks} | {change_text(a)} | {threshold} |"
+            f"| {VERDICT_ICON.get(a.verdict, '')} | {_metric(a.metric)} | {points} | "
+            f"{a.n_blocks} | {change_text(a)} | {threshold} |"
         )
     return lines
 
 
 def _details(verdict: CiVerdict, room: int) -> list[str]:
-    """Every metric at every point, folded; rows that would overrun GitHub's limit are
-    counted instead (the artifact has them all)."""
+    """Every metric at every point, folded; rows that would overrun GitHub's limit (``room``
+    characters) are counted instead (the artifact has them all)."""
     if not verdict.records:
         return []
+    counted = ["", f"{len(verdict.records)} records are in the artifact's JSON."]
     open_ = [
         "",
         f"<details><summary>Every metric and point ({len(verdict.records)} records)</summary>",
         "",
-        f"| metric | point | {_cell(verdict.baseline)} | {_cell(verdict.candidate)} | "
-        "change [interval] and verdict | gates |",
+        f"| metric | point | {markdown.cell(verdict.baseline)} | "
+        f"{markdown.cell(verdict.candidate)} | change [interval] and verdict | gates |",
         "|---|---|---:|---:|---|---|",
     ]
     close = ["", "</details>"]
-    used = sum(len(line) + 1 for line in open_ + close) + 80
+    used = _size(open_ + close) + 80
+    if used > room:
+        return counted
     rows: list[str] = []
     for i, r in enumerate(verdict.records):
         row = _row(r)
@@ -182,25 +213,26 @@ def _row(r: PointComparison) -> str:
     mark = "" if r.trusted else f" {UNTRUSTED}"
     change = change_text(r)
     return (
-        f"| {METRIC_TITLE.get(r.metric, r.metric)}{f' ({r.unit})' if r.unit else ''} | "
-        f"{_cell(r.point)} | "
+        f"| {_metric(r.metric)}{f' ({markdown.cell(r.unit)})' if r.unit else ''} | "
+        f"{markdown.cell(r.point)} | "
         f"{format_value(r.baseline_value, r.unit)}{mark} | "
         f"{format_value(r.candidate_value, r.unit)}{mark} | {change} | "
         f"{'yes' if r.gating else 'no'} |"
     )
 
 
-def _cell(text: str) -> str:
-    """Text in a Markdown table cell: a '|' would end the cell."""
-    return text.replace("|", "\\|")
+def _metric(name: str) -> str:
+    return METRIC_TITLE.get(name) or markdown.cell(name)
 
 
 def _footer(context: CommentContext) -> str:
     parts = ["<sub>One comment, edited on every push"]
     if context.commit:
-        parts.append(f"measured at {context.commit[:12]}")
+        parts.append(f"measured at {markdown.inline(context.commit[:12])}")
     if context.run_url:
-        parts.append(f"[workflow run]({context.run_url})")
+        url = context.run_url
+        link = len(url) <= FIELD and RUN_URL_RE.fullmatch(url)
+        parts.append(f"[workflow run]({url})" if link else f"workflow run {markdown.code(url)}")
     if context.artifact:
-        parts.append(f"HTML report and database: artifact `{context.artifact}`")
+        parts.append(f"HTML report and database: artifact {markdown.code(context.artifact)}")
     return " · ".join(parts) + "</sub>"

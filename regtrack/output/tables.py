@@ -6,7 +6,8 @@ import csv
 import io
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -21,7 +22,9 @@ from regtrack.analysis.records import (
     PooledComparison,
     ServerFacts,
 )
-from regtrack.output.console import UNWRAPPED, table_width
+from regtrack.core.text import printable
+from regtrack.output import markdown
+from regtrack.output.console import UNWRAPPED, ShownConsole, table_width
 from regtrack.workloads import server_config
 
 if TYPE_CHECKING:
@@ -29,6 +32,19 @@ if TYPE_CHECKING:
 
 FORMATS = ("table", "markdown", "csv", "json")
 UNTRUSTED = "!"
+
+
+@dataclass(frozen=True)
+class Quoting:
+    """How one format shows stored text (labels, workload and point names, reasons): in a
+    table's cell, and in running text. Any of it may be a pull request's choice."""
+
+    cell: Callable[[object], str]
+    prose: Callable[[object], str]
+
+
+TERMINAL = Quoting(printable, printable)
+MARKDOWN = Quoting(markdown.cell, markdown.inline)
 
 
 def format_value(value: float | None, unit: str, server_busy_pct: float | None = None) -> str:
@@ -56,7 +72,7 @@ def change_text(rec: Answer) -> str:
     bounds = interval_text(rec.ci_low_pct, rec.ci_high_pct)
     if bounds:
         text += f" {bounds}"
-    text += f" {rec.verdict}"
+    text += f" {printable(rec.verdict)}"  # read back from JSON or a database, it is text
     if rec.blocks_for_no_change:
         text += f" (no change needs {rec.blocks_for_no_change} seeds, {n} so far)"
     elif rec.verdict == "inconclusive" and rec.mde_pct is not None:
@@ -89,7 +105,9 @@ def mde_text(pct: float) -> str:
     return "over ±100%" if pct > 100.0 else f"±{pct:.1f}%"
 
 
-def _grid(result: ComparisonResult, metric: str) -> tuple[list[str], list[list[str]], list[str]]:
+def _grid(
+    result: ComparisonResult, metric: str, q: Quoting
+) -> tuple[list[str], list[list[str]], list[str]]:
     """Header, rows and footnotes of one metric's table: one row per workload point."""
     unit = METRIC_BY_NAME[metric].unit
     baseline = result.baseline
@@ -102,13 +120,13 @@ def _grid(result: ComparisonResult, metric: str) -> tuple[list[str], list[list[s
     }
     workloads = list(dict.fromkeys(cells["workload"]))
     header = (["workload"] if len(workloads) > 1 else []) + ["point"]
-    header += [f"{t} {unit}" for t in result.targets]
-    header += [f"% change {c} vs {baseline}" for c in candidates]
+    header += [f"{q.cell(t)} {unit}" for t in result.targets]
+    header += [f"% change {q.cell(c)} vs {q.cell(baseline)}" for c in candidates]
     rows: list[list[str]] = []
     notes: dict[str, None] = {}
     points = cells[["workload", "point", "point_order"]].drop_duplicates()
     for p in points.sort_values(["workload", "point_order"]).itertuples():
-        row = ([p.workload] if len(workloads) > 1 else []) + [p.point]
+        row = ([q.cell(p.workload)] if len(workloads) > 1 else []) + [q.cell(p.point)]
         for target in result.targets:
             cell = by_key.get((p.workload, p.point, target))
             if cell is None:
@@ -118,7 +136,7 @@ def _grid(result: ComparisonResult, metric: str) -> tuple[list[str], list[list[s
             if not cell.trusted:
                 text += f" {UNTRUSTED}"
                 for problem in cell.problems:
-                    notes[f"{target} {p.point}: {problem}"] = None
+                    notes[f"{q.prose(target)} {q.prose(p.point)}: {q.prose(problem)}"] = None
             row.append(text)
         for candidate in candidates:
             rec = changes.get((p.workload, p.point, candidate))
@@ -134,13 +152,13 @@ def _grid(result: ComparisonResult, metric: str) -> tuple[list[str], list[list[s
         if not pooled:
             continue
         first = next(iter(pooled.values()))
-        label = f"pooled ({', '.join(first.points) or 'no point'})"
-        row = ([workload] if len(workloads) > 1 else []) + [label]
+        label = f"pooled ({', '.join(q.cell(p) for p in first.points) or 'no point'})"
+        row = ([q.cell(workload)] if len(workloads) > 1 else []) + [label]
         row += ["" for _ in result.targets]
         row += [change_text(pooled[c]) if c in pooled else "-" for c in candidates]
         rows.append(row)
         for point, why in first.excluded.items():
-            notes[f"{point} does not gate: {why}"] = None
+            notes[f"{q.prose(point)} does not gate: {q.prose(why)}"] = None
     return header, rows, list(notes)
 
 
@@ -149,16 +167,16 @@ def _busy(cell: Any) -> float | None:
     return None if busy is None or math.isnan(busy) else float(busy)
 
 
-def _caption(result: ComparisonResult, metric: str) -> str:
+def _caption(result: ComparisonResult, metric: str, quote: Callable[[object], str]) -> str:
     m = METRIC_BY_NAME[metric]
     better = "higher is better" if m.higher_is_better else "lower is better"
     text = (
         f"run {result.run_id} · {metric} ({m.unit}, {better}) · median of valid trials · "
-        f"baseline {result.baseline}"
+        f"baseline {quote(result.baseline)}"
     )
     if m.unit == "ops/s":
         text += " · (server N%): the server's median busy share"
-    text += f" · {server_caption(result.server)}"
+    text += f" · {server_caption(result.server, quote)}"
     recs = result.points_of(metric)
     if recs:
         r = recs[0]
@@ -168,7 +186,7 @@ def _caption(result: ComparisonResult, metric: str) -> str:
         )
     shift = (result.run_shifts or {}).get(metric)
     if shift and result.baseline_run_id is not None:
-        text += " · " + shift_text(result.baseline_run_id, shift)
+        text += " · " + shift_text(result.baseline_run_id, shift, quote)
     if len(result.hosts) > 1:
         text += (
             f" · merged from {len(result.hosts)} hosts: each block compared on its own host, "
@@ -182,7 +200,7 @@ def _caption(result: ComparisonResult, metric: str) -> str:
     return text
 
 
-def _disagreement_lines(result: ComparisonResult) -> list[str]:
+def _disagreement_lines(result: ComparisonResult, quote: Callable[[object], str]) -> list[str]:
     lines = []
     for d in result.disagreements:
         sys_text = (
@@ -191,7 +209,8 @@ def _disagreement_lines(result: ComparisonResult) -> list[str]:
             else ""
         )
         lines.append(
-            f"throughput and instructions disagree for {d.candidate} at {d.point}: "
+            f"throughput and instructions disagree for {quote(d.candidate)} at "
+            f"{quote(d.point)}: "
             f"throughput {d.throughput_change_pct:+.1f}% but instructions/op "
             f"{d.instructions_change_pct:+.1f}%{sys_text}; callgrind does not see kernel "
             "work (syscalls) or memory stalls"
@@ -209,55 +228,63 @@ def _footer(notes: list[str]) -> list[str]:
     ]
 
 
-def shift_text(baseline_run: int, shift: RunShift) -> str:
+def shift_text(
+    baseline_run: int, shift: RunShift, quote: Callable[[object], str] = printable
+) -> str:
     """What an interval across runs carries: "across runs (baseline from run 3): each
     run's shift, sd 5.0% (default ...), is in the interval"."""
     return (
         f"across runs (baseline from run {baseline_run}): each run's shift as a whole, sd "
-        f"{shift.sd_pct:.2f}% ({shift.source}), is in the interval"
+        f"{shift.sd_pct:.2f}% ({quote(shift.source)}), is in the interval"
     )
 
 
-def server_caption(facts: ServerFacts) -> str:
-    """The line every output carries about the servers (workloads/server_config.caption)."""
-    return server_config.caption(facts.server_config, facts.server_data, facts.server_without)
+def server_caption(facts: ServerFacts, quote: Callable[[object], str] = printable) -> str:
+    """The line every output carries about the servers (workloads/server_config.caption),
+    its stored names and values shown by ``quote``."""
+    return server_config.caption(
+        facts.server_config, facts.server_data, facts.server_without, quote
+    )
 
 
-def forced_line(differences: Sequence[str] | None) -> str | None:
+def forced_line(
+    differences: Sequence[str] | None, quote: Callable[[object], str] = printable
+) -> str | None:
     """The label of a comparison made with --force between runs measured differently."""
     if not differences:
         return None
-    return f"FORCED comparison, not like with like: {'; '.join(differences)}"
+    return f"FORCED comparison, not like with like: {'; '.join(map(quote, differences))}"
 
 
 def render(result: ComparisonResult, fmt: str, metrics: list[str] | None = None) -> str:
     """Tables of the requested metrics that the run measured (default: all it measured)."""
     metrics = [m for m in (metrics or result.metrics) if m in result.metrics]
-    forced = forced_line(list(result.forced))
     if fmt == "json":
         return json.dumps(result.to_json(metrics), indent=2)
     if fmt == "csv":
         return _csv(result, metrics)
     if fmt == "markdown":
+        forced = forced_line(list(result.forced), MARKDOWN.prose)
         parts = [f"> **{forced}**\n"] if forced else []
         for metric in metrics:
-            header, rows, notes = _grid(result, metric)
-            parts.append(f"**{_caption(result, metric)}**\n")
+            header, rows, notes = _grid(result, metric, MARKDOWN)
+            parts.append(f"**{_caption(result, metric, MARKDOWN.prose)}**\n")
             parts.extend(_markdown_table(header, rows))
             parts.extend(["", *[f"- {line.strip()}" for line in _footer(notes)], ""])
-        parts.extend(f"> {line}" for line in _disagreement_lines(result))
+        parts.extend(f"> {line}" for line in _disagreement_lines(result, MARKDOWN.prose))
         return "\n".join(parts)
+    forced = forced_line(list(result.forced))
     console = _canvas()
     if forced:
         _prose(console, forced)
     for metric in metrics:
-        header, rows, notes = _grid(result, metric)
-        _prose(console, _caption(result, metric))
+        header, rows, notes = _grid(result, metric, TERMINAL)
+        _prose(console, _caption(result, metric, TERMINAL.prose))
         console.print(_numbers_table(header, rows))
         for line in _footer(notes):
             _prose(console, line)
         console.print()
-    for line in _disagreement_lines(result):
+    for line in _disagreement_lines(result, TERMINAL.prose):
         _prose(console, f"note: {line}")
     return console.file.getvalue()  # type: ignore[attr-defined]
 
@@ -267,17 +294,18 @@ def attribution(tables: Sequence[Attribution], fmt: str) -> str:
     if fmt == "json":
         return json.dumps(tables, indent=2)
     out: list[str] = []
+    q = MARKDOWN if fmt == "markdown" else TERMINAL
     for t in tables:
         header = [
             "function",
-            f"{t['baseline']} Ir/op",
-            f"{t['candidate']} Ir/op",
+            f"{q.cell(t['baseline'])} Ir/op",
+            f"{q.cell(t['candidate'])} Ir/op",
             "difference",
             "share of difference",
         ]
         rows = [
             [
-                f["function"],
+                q.cell(f["function"]),
                 f"{f['baseline_per_op']:,.1f}",
                 f"{f['candidate_per_op']:,.1f}",
                 f"{f['diff_per_op']:+,.1f}",
@@ -296,8 +324,8 @@ def attribution(tables: Sequence[Attribution], fmt: str) -> str:
             ]
         )
         caption = (
-            f"{t['workload']} {t['point']}: instructions per op (exclusive), "
-            f"{t['candidate']} vs {t['baseline']}: {change} "
+            f"{q.prose(t['workload'])} {q.prose(t['point'])}: instructions per op (exclusive), "
+            f"{q.prose(t['candidate'])} vs {q.prose(t['baseline'])}: {change} "
             f"(mean of {t['n_baseline']} and {t['n_candidate']} valid trials)"
         )
         if fmt == "markdown":
@@ -306,14 +334,15 @@ def attribution(tables: Sequence[Attribution], fmt: str) -> str:
             out.append("")
             continue
         console = _canvas()
-        console.print(caption, highlight=False)
+        console.print(caption)
         console.print(_numbers_table(header, rows))
         out.append(console.file.getvalue())  # type: ignore[attr-defined]
     return "\n".join(out)
 
 
 def versions_table(rows: list[dict[str, str]]) -> str:
-    """How each spec resolved, one row per version."""
+    """How each spec resolved, one row per version (every field text a spec, a repository
+    or a commit chose, shown as text)."""
     console = _canvas()
     table = Table()
     subjects = any(r.get("subject") for r in rows)
@@ -324,11 +353,12 @@ def versions_table(rows: list[dict[str, str]]) -> str:
     for r in rows:
         cells = [r["label"], r["kind"], r["ref"], r["commit"][:12], r["version"]]
         cells.append(r["date"] or r["path"])
-        table.add_row(*cells, *([r.get("subject") or ""] if subjects else []))
+        cells += [r.get("subject") or ""] if subjects else []
+        table.add_row(*map(printable, cells))
     console.print(table)
     repos = sorted({r["source_repo"] for r in rows if r["source_repo"]})
     for repo in repos:
-        console.print(f"source repository: {repo}", highlight=False)
+        console.print(f"source repository: {printable(repo)}")
     return console.file.getvalue()  # type: ignore[attr-defined]
 
 
@@ -353,12 +383,15 @@ def _numbers_table(header: list[str], rows: list[list[str]]) -> Table:
 
 def _prose(console: Console, text: str) -> None:
     """A caption or note: wrapped at a terminal's width, whole on one line in a log."""
-    console.print(text, highlight=False, soft_wrap=console.width >= UNWRAPPED)
+    console.print(text, soft_wrap=console.width >= UNWRAPPED)
 
 
 def _canvas() -> Console:
-    """A console that draws a table into text, as wide as the terminal (console.table_width)."""
-    return Console(file=io.StringIO(), width=table_width(), force_terminal=False, color_system=None)
+    """A console that draws a table into text, as wide as the terminal (console.table_width):
+    no colour, and text shown as it is (console.ShownConsole: no markup, no emoji codes)."""
+    return ShownConsole(
+        file=io.StringIO(), width=table_width(), force_terminal=False, color_system=None
+    )
 
 
 CSV_COLUMNS = (
@@ -385,5 +418,13 @@ def _csv(result: ComparisonResult, metrics: list[str]) -> str:
             r.change_pct, r.ci_low_pct, r.ci_high_pct, r.mde_pct, r.threshold_pct, r.verdict,
             r.n, int(r.gating), int(r.trusted if point else True), forced,
         ]  # fmt: skip
-        writer.writerow(["" if v is None else v for v in row])
+        writer.writerow([_csv_value(v) for v in row])
     return out.getvalue()
+
+
+def _csv_value(value: Any) -> Any:
+    """A CSV field: text as stored but for control characters, shown as escapes (a CSV
+    printed to a terminal must not drive it); None as an empty field."""
+    if value is None:
+        return ""
+    return printable(value, None) if isinstance(value, str) else value

@@ -2,11 +2,19 @@
 
 Bars on a point are the range of the valid repetitions (min to max): the spread a reader
 must see before believing a difference between two lines.
+
+plotly.js reads a few HTML tags in every text it draws (titles, names, axis labels, hover
+text: ``<a href>`` makes a link), and labels, points and subjects are a pull request's
+text: each goes in as text (``shown``: ``<`` as ``&lt;``, which plotly draws as ``<``).
+The page embeds figures with ``tojson``, which escapes ``<``, so a ``</script>`` in a
+label cannot end the script (render.py).
 """
 
 from __future__ import annotations
 
+import html
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
@@ -14,6 +22,20 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b")
+
+
+def shown(value: Any) -> Any:
+    """A value plotly draws as text: a string with its HTML characters escaped, lists
+    and tuples item by item, anything else (a number) as it is."""
+    if isinstance(value, str):
+        return html.escape(value, quote=False)
+    if isinstance(value, list | tuple):
+        return [shown(v) for v in value]
+    return value
+
+
+def _texts(values: Iterable[Any]) -> list[Any]:
+    return [shown(v) for v in values]
 
 
 def _as_dict(fig: go.Figure) -> dict[str, Any]:
@@ -37,9 +59,9 @@ def _layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> None:
     # Plain colours instead of a named template: resolving "plotly_white" costs ~40 ms per
     # figure and embeds ~10 kB of template in every figure of the page.
     fig.update_layout(
-        title={"text": title, "x": 0.0, "xanchor": "left"},
-        xaxis={"title": {"text": x_title}, "type": "category", **GRID},
-        yaxis={"title": {"text": y_title}, "rangemode": "tozero", **GRID},
+        title={"text": shown(title), "x": 0.0, "xanchor": "left"},
+        xaxis={"title": {"text": shown(x_title)}, "type": "category", **GRID},
+        yaxis={"title": {"text": shown(y_title)}, "rangemode": "tozero", **GRID},
         margin={"l": 70, "r": 20, "t": 50, "b": 50},
         height=360,
         legend={"orientation": "h", "y": -0.2},
@@ -61,12 +83,12 @@ def _unmeasured(fig: go.Figure, mine: pd.DataFrame, name: str, color: str, unit:
         return
     fig.add_trace(
         go.Scatter(
-            x=bad["point"].tolist(),
+            x=_texts(bad["point"]),
             y=bad["value"].astype(float).tolist(),
-            name=f"{name}: no valid trial",
+            name=shown(f"{name}: no valid trial"),
             mode="markers",
             marker={"symbol": "x-open", "size": 12, "color": color},
-            text=["; ".join(problems) for problems in bad["problems"]],
+            text=[shown("; ".join(problems)) for problems in bad["problems"]],
             hovertemplate=f"%{{x}}: %{{y:,.4g}} {unit}, NO VALID TRIAL: %{{text}}<extra></extra>",
         )
     )
@@ -85,9 +107,9 @@ def by_point(cells: pd.DataFrame, title: str, unit: str, targets: list[str]) -> 
         value = _measured(mine)
         fig.add_trace(
             go.Scatter(
-                x=mine["point"].tolist(),
+                x=_texts(mine["point"]),
                 y=value.tolist(),
-                name=target,
+                name=shown(target),
                 mode="lines+markers",
                 line={"color": color},
                 error_y={
@@ -116,12 +138,12 @@ def latency(p50: pd.DataFrame, p99: pd.DataFrame, targets: list[str]) -> dict[st
                 continue
             fig.add_trace(
                 go.Scatter(
-                    x=mine["point"].tolist(),
+                    x=_texts(mine["point"]),
                     y=_measured(mine).tolist(),
-                    name=f"{target} {name}",
+                    name=shown(f"{target} {name}"),
                     mode="lines+markers",
                     line={"color": color, "dash": dash},
-                    hovertemplate=f"%{{x}}: %{{y:.3f}} ms ({target} {name})",
+                    hovertemplate=f"%{{x}}: %{{y:.3f}} ms ({shown(target)} {name})",
                 )
             )
             _unmeasured(fig, mine, f"{target} {name}", color, "ms")
@@ -150,10 +172,10 @@ def _series(
                 "type": "scatter",
                 "x": group[x].tolist(),
                 "y": group["value"].astype(float).tolist(),
-                "name": str(name),
+                "name": shown(str(name)),
                 "mode": "lines+markers",
                 "line": {"color": PALETTE[i % len(PALETTE)]},
-                "customdata": group[columns].values.tolist(),
+                "customdata": _texts(group[columns].values.tolist()),
                 "hovertemplate": hover,
             }
         )
@@ -171,11 +193,11 @@ def _series(
                 "type": "scatter",
                 "x": found[x].tolist(),
                 "y": found["value"].astype(float).tolist(),
-                "name": f"{name}: step",
+                "name": shown(f"{name}: step"),
                 "mode": "markers",
                 "marker": {"symbol": "diamond", "size": 14, "color": "#d62728"},
-                "customdata": found[step_columns].values.tolist(),
-                "text": text,
+                "customdata": _texts(found[step_columns].values.tolist()),
+                "text": _texts(text),
                 "hovertemplate": step_hover,
             }
         )
@@ -229,7 +251,7 @@ def history_by_commit(rows: pd.DataFrame, title: str, unit: str) -> dict[str, An
             "type": "linear",
             "tickmode": "array",
             "tickvals": ticks["position"].tolist(),
-            "ticktext": ticks["tick"].tolist(),
+            "ticktext": _texts(ticks["tick"]),
             "tickangle": -40,
         },
         yaxis={"rangemode": "normal"},
