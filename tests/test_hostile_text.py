@@ -38,7 +38,7 @@ from regtrack.output import (
     tables,
 )
 from regtrack.output.console import err
-from regtrack.output.github_comment import CiVerdict, CommentContext, comment_body
+from regtrack.output.github_comment import MAX_BODY, CiVerdict, CommentContext, comment_body
 from regtrack.output.report import bisect_page, figures, history_page, pages
 from regtrack.output.report.render import _environment
 from regtrack.results.records import StoredBisection
@@ -316,6 +316,23 @@ def test_a_comment_with_a_huge_gate_is_cut_to_whole_lines_with_a_note():
     assert "The comment is cut here to stay within GitHub's 65,536-character limit" in body
     assert body.startswith("<!-- regtrack:ci -->\n## regtrack: ") and body.endswith("</sub>\n")
     assert rendered_outside_code(body) == []
+
+
+def test_the_fold_of_a_huge_verdict_keeps_its_notes_within_the_limit():
+    """The rows stop where the count of the rest and the untrusted note still fit: the
+    fold is kept, not dropped for overrunning by its notes."""
+    found = result()
+    points = tuple(
+        dataclasses.replace(found.comparisons[0], point=f"p{i}", trusted=False)
+        for i in range(5_000)
+    )
+    body = comment_of(dataclasses.replace(found, comparisons=points))
+    assert len(body) <= MAX_BODY
+    assert "<details><summary>Every metric and point (5000 records)</summary>" in body
+    assert "more records are in the artifact's JSON." in body
+    assert "! no valid trial in this cell" in body and body.endswith(
+        "</details>\n\n<sub>One comment, edited on every push</sub>\n"
+    )
 
 
 # --- HTML ---------------------------------------------------------------------------------

@@ -191,7 +191,10 @@ def _details(verdict: CiVerdict, room: int) -> list[str]:
         "|---|---|---:|---:|---|---|",
     ]
     close = ["", "</details>"]
-    used = _size(open_ + close) + 80
+    untrusted = any(not r.trusted for r in verdict.records)
+    note = [f"\n{UNTRUSTED} no valid trial in this cell: do not trust its value."] * untrusted
+    more = f"\n{len(verdict.records)} more records are in the artifact's JSON."
+    used = _size(open_ + note + close) + len(more) + 1  # room kept for the count of the rest
     if used > room:
         return counted
     rows: list[str] = []
@@ -202,10 +205,6 @@ def _details(verdict: CiVerdict, room: int) -> list[str]:
             break
         rows.append(row)
         used += len(row) + 1
-    untrusted = any(not r.trusted for r in verdict.records)
-    note = (
-        [f"\n{UNTRUSTED} no valid trial in this cell: do not trust its value."] if untrusted else []
-    )
     return [*open_, *rows, *note, *close]
 
 
