@@ -26,7 +26,8 @@ from regtrack.output.tables import UNTRUSTED, change_text, format_value
 
 MARKER_PREFIX = "<!-- regtrack:ci"
 # GitHub refuses a comment body over 65,536 characters: the per-point details give way
-# first, then whole lines from the end of the rest (markdown.fit).
+# first, then whole lines from the end of the rest (markdown.fit). 65,000 characters are
+# at most 260,000 UTF-8 bytes, under the 262,144 bytes GitHub has been measured to take.
 MAX_BODY = 65_000
 TRIMMED = (
     "The comment is cut here to stay within GitHub's 65,536-character limit: the "
