@@ -337,13 +337,16 @@ class Store:
         """Every trial of a run; ``reasons`` holds its invalid reasons (TrialReason)."""
         reasons = self.trial_reasons(run_id)
         rows = self.conn.execute(
-            "SELECT t.*, g.label AS target FROM trials t JOIN targets g ON g.id = t.target_id"
-            " WHERE t.run_id = ? ORDER BY t.seq",
+            "SELECT t.*, g.label AS target, g.run_id AS target_run FROM trials t"
+            " JOIN targets g ON g.id = t.target_id WHERE t.run_id = ? ORDER BY t.seq",
             (run_id,),
         ).fetchall()
         out = []
         for row in rows:
-            item = stored_values.row(self.path, "trials", row, {"target": "targets.label"})
+            item = stored_values.row(self.path, "trials", row, _VERSION)
+            if item.pop("target_run") != run_id:
+                why = f"its version {item['target']!r} is not one of run {run_id}'s"
+                raise stored_values.refused(self.path, "trials", item, why)
             item["valid"] = bool(item["valid"])
             item["reasons"] = reasons.get(item["id"], ())
             out.append(item)
@@ -399,6 +402,8 @@ _INTERRUPTED = (
 )
 
 
+# A trial's version: its label and its run.
+_VERSION = {"target": "targets.label", "target_run": "targets.run_id"}
 # The columns of a trial (and of its version) that function costs and command rows are
 # read with.
 _OF_TRIAL = {

@@ -14,7 +14,7 @@ import functools
 import json
 import math
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -108,10 +108,31 @@ JSON_SHAPES: dict[str, Any] = {
 }
 # INTEGER columns that are flags.
 FLAGS = ("trials.valid",)
+# What a trial, a command row or a function cost measured: counts, rates, times, shares,
+# never negative and far below MEASURED_MAX whatever was measured (a billion operations
+# per second, an hour of latency, a century of CPU). Analysis takes ratios and logs of
+# them; a crafted 1e300 would overflow where a real measure never can.
+MEASURES = frozenset(
+    [f"trials.{c}" for c in (
+        "wall_s", "warmup_s", "requests", "ops_per_sec", "lat_avg_ms", "lat_min_ms",
+        "lat_p50_ms", "lat_p95_ms", "lat_p99_ms", "lat_p999_ms", "lat_max_ms",
+        "client_cpu_pct", "server_cpu_pct", "steal_pct", "contention_pct", "keyspace_hits",
+        "keyspace_misses", "error_replies", "server_calls", "syscalls_read", "syscalls_write",
+        "instructions", "instructions_per_op", "instructions_repeat_pct",
+    )]
+    + [f"command_stats.{c}" for c in (
+        "calls", "usec", "failed_calls", "ops_per_sec", "p50_ms", "p99_ms",
+    )]
+    + ["function_costs.exclusive", "function_costs.inclusive"]
+)  # fmt: skip
+MEASURED_MAX = 1e15
 
 
 class _Wrong(Exception):
     """Why a value is not what its column holds (the row is named by the caller)."""
+
+
+Check = Callable[[Any], Any]  # a stored value -> the value read (JSON decoded), or _Wrong
 
 
 def row(
@@ -125,44 +146,80 @@ def row(
     query, or "" for one the query computed. BadInput names the first value that is
     not what regtrack stores."""
     item = dict(stored)
-    for name, value in item.items():
-        source = (joined or {}).get(name, f"{table}.{name}")
-        if not source:
-            continue
+    for name, check in _checks(table, tuple(item), tuple((joined or {}).items())):
         try:
-            item[name] = _checked(source, value)
+            item[name] = check(item[name])
         except _Wrong as exc:
-            raise BadInput(
-                f"database {db}: {table} row {_which(item)}: {name} {exc}; {REMEDY}"
-            ) from None
+            raise refused(db, table, item, f"{name} {exc}") from None
     return item
 
 
-def _checked(source: str, value: Any) -> Any:
-    table, column = source.split(".", 1)
-    declared, required = _declared(table).get(column, ("", False))
-    if value is None:
-        if required:
-            raise _Wrong("is NULL")
-        return None
-    if source in FLAGS:
-        if type(value) is not int or value not in (0, 1):
-            raise _Wrong(f"is {_shown(value)}, not 0 or 1")
-    elif declared == "INTEGER":
-        if type(value) is not int:
-            raise _Wrong(f"is {_shown(value)}, not an integer")
-    elif declared == "REAL":
-        if type(value) not in (int, float) or not math.isfinite(value):
-            raise _Wrong(f"is {_shown(value)}, not a number")
-    elif declared == "TEXT" and not isinstance(value, str):
-        raise _Wrong(f"is {_shown(value)}, not text")
-    shape = JSON_SHAPES.get(source)
-    return value if shape is None else _document(value, shape)
+def refused(db: Path, table: str, item: Mapping[str, Any], why: str) -> BadInput:
+    """The one line a row that is not what regtrack stores is refused with."""
+    return BadInput(f"database {db}: {table} row {_which(item)}: {why}; {REMEDY}")
 
 
 @functools.cache
-def _declared(table: str) -> dict[str, tuple[str, bool]]:
-    return columns(table)
+def _checks(
+    table: str, names: tuple[str, ...], joined: tuple[tuple[str, str], ...]
+) -> list[tuple[str, Check]]:
+    """Each column of a query's rows with its check, made once per query (a run's
+    trials are thousands of rows)."""
+    sources = dict(joined)
+    out = []
+    for name in names:
+        source = sources.get(name, f"{table}.{name}")
+        if source:
+            out.append((name, _check(source)))
+    return out
+
+
+def _check(source: str) -> Check:
+    table, column = source.split(".", 1)
+    declared, required = columns(table).get(column, ("", False))
+    kind = _flag if source in FLAGS else _KINDS.get(declared, _any)
+    measure = source in MEASURES
+    shape = JSON_SHAPES.get(source)
+
+    def check(value: Any) -> Any:
+        if value is None:
+            if required:
+                raise _Wrong("is NULL")
+            return None
+        kind(value)
+        if measure and not 0 <= value <= MEASURED_MAX:
+            raise _Wrong(f"is {_shown(value)}, not a measure (0 to {MEASURED_MAX:g})")
+        return value if shape is None else _document(value, shape)
+
+    return check
+
+
+def _flag(value: Any) -> None:
+    if type(value) is not int or value not in (0, 1):
+        raise _Wrong(f"is {_shown(value)}, not 0 or 1")
+
+
+def _integer(value: Any) -> None:
+    if type(value) is not int:
+        raise _Wrong(f"is {_shown(value)}, not an integer")
+
+
+def _real(value: Any) -> None:
+    if type(value) is int or (type(value) is float and math.isfinite(value)):
+        return
+    raise _Wrong(f"is {_shown(value)}, not a number")
+
+
+def _text(value: Any) -> None:
+    if type(value) is not str:
+        raise _Wrong(f"is {_shown(value)}, not text")
+
+
+def _any(value: Any) -> None:
+    """A column the schema declares no type for (none of regtrack's)."""
+
+
+_KINDS = {"INTEGER": _integer, "REAL": _real, "TEXT": _text}
 
 
 def _document(text: str, shape: Any) -> Any:
