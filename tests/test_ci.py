@@ -111,7 +111,7 @@ def test_an_interval_too_wide_to_read_is_not_printed_as_figures():
         ([], "give exactly one of --baseline-version SPEC"),
         (["--baseline-version", "bin:/x", "--baseline-name", "b"], "give exactly one of"),
         (["--baseline-name", "nope"], "no baseline named 'nope'"),
-        (["--baseline-version", "bin:/nonexistent", "--threshold", "0"], "--threshold 0"),
+        (["--baseline-version", "bin:/nonexistent", "--threshold", "0"], "'--threshold': '0'"),
     ],
 )
 def test_ci_bad_usage_is_exit_2(tmp_path, redis_server, args, message):

@@ -43,6 +43,7 @@ from regtrack.output.report import bisect_page, figures, history_page, pages
 from regtrack.output.report.render import _environment
 from regtrack.results.records import StoredBisection
 from tests import answers, hostile
+from tests.conftest import cli_in_process
 
 GITHUB_COMMENT_LIMIT = 65_536
 MENTION = "x` @octocat ![i](https://e.example/i.png) [l](https://e.example) <img src=x> `y"
@@ -601,3 +602,29 @@ def test_hostile_names_in_a_run_page_are_text(quick_figures, n):
 @given(hostile.page_names)
 def test_hostile_names_in_a_history_page_are_text(quick_figures, n):
     assert_html(history, n)
+
+
+def test_compare_list_and_baseline_list_show_stored_labels_as_text(tmp_path):
+    """A crafted database's labels, status and dates reach the terminal as text: the
+    lines the commands print themselves (not through a table) escape control
+    characters, so an OSC title or a cursor move in a stored label is shown, not sent."""
+    from regtrack.results import baselines
+    from regtrack.results.store import Store
+    from regtrack.targets.versions import Target
+
+    db = tmp_path / "r.db"
+    store = Store.open(db)
+    run_id = store.create_run(["regtrack", "run"], {"metric": "throughput"}, {}, {})
+    store.add_target(run_id, 0, Target("a", "bin:/x", "bin"), {})
+    store.finish_run(run_id, "complete")
+    baselines.save(store, "shipped", run_id, "a")
+    hostile = "a\x1b]0;pwned\x07\x1b[2J"
+    store.conn.execute("UPDATE targets SET label = ?", (hostile,))
+    store.conn.execute("UPDATE baselines SET label = ?", (hostile,))
+    store.conn.execute("UPDATE runs SET status = ?, created_at = ?", ("\x1b[31mok", "\x9b1m"))
+    store.close()
+    for argv in (["compare", "--list"], ["baseline", "list"]):
+        proc = cli_in_process(*argv, "--db", str(db))
+        assert proc.returncode == 0, proc.stderr
+        assert not any(ch in proc.stdout for ch in "\x1b\x07\x9b"), repr(proc.stdout)
+        assert r"a\x1b]0;pwned\x07" in proc.stdout, proc.stdout

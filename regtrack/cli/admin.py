@@ -73,13 +73,14 @@ def mix_capture(
     """Write a mix workload from a live server's command statistics and its
     performance-relevant settings (sends only INFO and CONFIG GET of a fixed list)."""
     from regtrack.core import writes
+    from regtrack.core.text import printable
     from regtrack.workloads import capture
 
     path = Path(out)
     observed = capture.sample(url, seconds, capture.password(password_file))
     writes.replace_text(path, capture.workload_text(observed, name or path.stem), "workload file")
     facts = capture.summary(observed)
-    top = ", ".join(f"{cmd} {n}" for cmd, n in facts["top"])
+    top = ", ".join(f"{printable(cmd)} {n}" for cmd, n in facts["top"])  # the server's names
     click.echo(
         f"{path}: {facts['commands']} commands in {seconds:g} s ({facts['per_second']:,.0f}/s); "
         f"most: {top}. Check key patterns and payload sizes before replaying: "
@@ -100,6 +101,7 @@ def baseline() -> None:
 def baseline_save(name: str, run_id: int, label: str | None, db: str | None) -> None:
     """Save version LABEL of run ID as baseline NAME."""
     from regtrack.core.settings import load_settings
+    from regtrack.core.text import printable
     from regtrack.results import baselines, comparability
     from regtrack.results.store import Store
     from regtrack.targets import versions
@@ -114,7 +116,7 @@ def baseline_save(name: str, run_id: int, label: str | None, db: str | None) -> 
     baselines.save(store, name, run_id, label)
     setup = comparability.digest(comparability.of_run(store.run(run_id)))
     click.echo(
-        f"baseline {name!r} = {label} of run {run_id} (setup {setup}: later candidates "
+        f"baseline {name!r} = {printable(label)} of run {run_id} (setup {setup}: later candidates "
         "must be measured alike)"
     )
 
@@ -125,6 +127,7 @@ def baseline_save(name: str, run_id: int, label: str | None, db: str | None) -> 
 def baseline_list(fmt: str, db: str | None) -> None:
     """List the saved baselines."""
     from regtrack.core.settings import load_settings
+    from regtrack.core.text import printable
     from regtrack.output import listings
     from regtrack.results import baselines
     from regtrack.results.store import Store
@@ -136,8 +139,9 @@ def baseline_list(fmt: str, db: str | None) -> None:
         return
     if not saved:
         click.echo("no baselines saved (regtrack baseline save NAME --run ID)")
-    for b in saved:
+    for b in saved:  # stored text: shown, never acted on by the terminal
         click.echo(
-            f"{b.name:<20} {b.label} of run {b.run_id} ({b.run_created_at}), "
+            f"{printable(b.name):<20} {printable(b.label)} of run {b.run_id} "
+            f"({printable(b.run_created_at)}), "
             f"setup {b.setup} (ci --baseline-name compares only runs measured alike)"
         )

@@ -148,10 +148,12 @@ def _list_runs(runs: list[RunLine], fmt: str) -> None:
         items = [{**dataclasses.asdict(r), "labels": list(r.labels)} for r in runs]
         click.echo(listings.document("runs", items))
         return
-    for r in runs:
+    from regtrack.core.text import printable
+
+    for r in runs:  # stored text: shown, never acted on by the terminal
         click.echo(
-            f"run {r.id}  {r.created_at}  {r.status:<11}  {r.n_trials:>4} trials  "
-            f"{', '.join(r.labels)}"
+            f"run {r.id}  {printable(r.created_at)}  {printable(r.status):<11}  "
+            f"{r.n_trials:>4} trials  {', '.join(printable(label) for label in r.labels)}"
         )
 
 
