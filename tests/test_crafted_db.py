@@ -30,6 +30,7 @@ from regtrack.core.errors import BadInput
 from regtrack.core.records import InvalidReason, TrialRecord
 from regtrack.flows import readout, report
 from regtrack.results import analysis_cache, baselines, loaded
+from regtrack.results.migrations import SCHEMA_VERSION
 from regtrack.results.records import LoadedRun, StoredRun
 from regtrack.results.store import Store
 from regtrack.targets.versions import Target
@@ -621,7 +622,7 @@ def test_any_crafted_value_is_read_or_refused_in_one_line(base, tmp_path_factory
     db = tmp_path_factory.getbasetemp() / "crafted.db"
     runs = _craft_copy(db, base, data)
     if runs is None:
-        with pytest.raises(BadInput, match=r"\(schema 9\): use a database regtrack wrote"):
+        with pytest.raises(BadInput, match=rf"\(schema {SCHEMA_VERSION}\): use a database"):
             Store.open(db, create=False)
         return
     _read_as_commands_do(db, base, runs)

@@ -18,6 +18,7 @@ import sqlite3
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from regtrack.core.errors import BadInput
 from regtrack.results.migrations import MIGRATIONS, SCHEMA_VERSION, apply
@@ -39,12 +40,22 @@ _CREATES = re.compile(
 _ORDER = ("trigger", "view", "virtual table", "table", "index")
 
 
+class Table(NamedTuple):
+    """A table as SQLite parsed it (how its SQL is written, spacing or case, does not
+    matter): its columns (name, type, NOT NULL, default, key, generated), its foreign
+    keys and its indexes (name, unique, origin, partial)."""
+
+    columns: tuple[tuple, ...]
+    foreign_keys: tuple[tuple, ...]
+    indexes: tuple[tuple, ...]
+
+
 @dataclass(frozen=True)
 class Schema:
     """Every object by (kind, name), and how the tables and indexes are defined."""
 
     objects: Counter[tuple[str, str]]
-    tables: dict[str, tuple]
+    tables: dict[str, Table]
     indexes: dict[str, tuple]
 
 
@@ -78,8 +89,8 @@ def expected_schema(version: int) -> Schema:
 def columns(table: str) -> dict[str, tuple[str, bool]]:
     """A table's columns as regtrack's current schema declares them: name -> (type, NOT
     NULL); what results/stored_values.py checks each value read against."""
-    definition = expected_schema(SCHEMA_VERSION).tables[table][0]
-    return {str(c[0]): (str(c[1]).upper(), bool(c[2])) for c in definition}
+    definition = expected_schema(SCHEMA_VERSION).tables[table]
+    return {str(c[0]): (str(c[1]).upper(), bool(c[2])) for c in definition.columns}
 
 
 def _problem(conn: sqlite3.Connection, found: Counter, expected: Schema) -> str:
@@ -125,16 +136,13 @@ def _danger(item: tuple[str, str]) -> tuple[int, str]:
     return (_ORDER.index(kind) if kind in _ORDER else -1, name)
 
 
-def _table(conn: sqlite3.Connection, name: str) -> tuple:
-    """A table's columns (name, type, NOT NULL, default, key, generated), foreign keys
-    and indexes (unique, origin, partial), as SQLite parsed them: how its SQL is written
-    (spacing, case) does not matter."""
+def _table(conn: sqlite3.Connection, name: str) -> Table:
     queries = (
         'SELECT name, type, "notnull", dflt_value, pk, hidden FROM pragma_table_xinfo(?)',
         'SELECT "table", "from", "to", on_update, on_delete, match FROM pragma_foreign_key_list(?)',
         'SELECT name, "unique", origin, partial FROM pragma_index_list(?) ORDER BY name',
     )
-    return tuple(tuple(tuple(row) for row in conn.execute(q, (name,))) for q in queries)
+    return Table(*(tuple(tuple(row) for row in conn.execute(q, (name,))) for q in queries))
 
 
 def _index(conn: sqlite3.Connection, name: str) -> tuple:

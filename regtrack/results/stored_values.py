@@ -4,8 +4,9 @@ never a traceback deeper in, nor a wrong kind of number reaching a verdict.
 
 A column holds the type regtrack's schema declares for it (INTEGER, REAL, TEXT and NOT
 NULL, read from the schema its migrations create: results/schema_objects.py), a number is
-finite, a flag is 0 or 1, and a JSON column is JSON of the shape its readers rely on (the
-models below: what they read, with its type; what else a document holds is kept, unread).
+finite, a measure is within what can be measured, a flag is 0 or 1, and a JSON column is
+JSON of the shape its readers rely on (the models below: what they read, with its type;
+what else a document holds is kept, unread).
 """
 
 from __future__ import annotations
@@ -109,9 +110,8 @@ JSON_SHAPES: dict[str, Any] = {
 # INTEGER columns that are flags.
 FLAGS = ("trials.valid",)
 # What a trial, a command row or a function cost measured: counts, rates, times, shares,
-# never negative and far below MEASURED_MAX whatever was measured (a billion operations
-# per second, an hour of latency, a century of CPU). Analysis takes ratios and logs of
-# them; a crafted 1e300 would overflow where a real measure never can.
+# never negative, and below MEASURED_MAX (a billion operations a second for eleven days).
+# Analysis takes ratios and logs of them: a crafted 1e300 overflows where no measure can.
 MEASURES = frozenset(
     [f"trials.{c}" for c in (
         "wall_s", "warmup_s", "requests", "ops_per_sec", "lat_avg_ms", "lat_min_ms",
