@@ -14,7 +14,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-import traceback
 from collections.abc import Callable
 from contextlib import closing, suppress
 from pathlib import Path
@@ -334,15 +333,10 @@ def test_a_value_of_the_wrong_type_is_one_line_of_bad_input(
     assert "use a database regtrack wrote" in proc.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=OverflowError,
-    reason="analysis.stats.extra_repetitions: ceil(n * (half / room) ** 2) of an inf square",
-)
 def test_an_interval_too_wide_to_square_is_compared_or_refused(measured, tmp_path):
     """A trial's instructions per op 1.4e7 times its cell's others (a crafted value of the
-    right type, within what a measure may be): the interval is finite, its square is not.
-    Strict: when analysis guards it, this passes and says to drop _known_overflow."""
+    right type, within what a measure may be): the interval is finite, its square is not,
+    so no number of extra repetitions is offered (analysis.stats.extra_repetitions)."""
     db = tmp_path / "r.db"
     shutil.copy(measured, db)
     with closing(sqlite3.connect(db)) as conn:
@@ -525,18 +519,6 @@ def _one_line_or_fine(step: Callable[[], object]) -> None:
         step()
     except BadInput as exc:
         assert str(exc) and "\n" not in str(exc) and "\r" not in str(exc), repr(str(exc))
-    except OverflowError as exc:
-        if not _known_overflow(exc):
-            raise
-
-
-def _known_overflow(exc: OverflowError) -> bool:
-    """analysis.stats.extra_repetitions squares a finite but huge interval (one trial's
-    value a million times the others' in a two-block cell) into inf, then ceil(inf);
-    test_an_interval_too_wide_to_square_is_compared_or_refused holds it until analysis
-    guards it (an analysis change, not a reading one)."""
-    last = traceback.extract_tb(exc.__traceback__)[-1]
-    return last.name == "extra_repetitions" and last.filename.endswith("analysis/stats.py")
 
 
 def _read_as_commands_do(db: Path, base: Base, runs: set[int]) -> None:

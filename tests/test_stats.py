@@ -62,6 +62,9 @@ def test_extra_repetitions_estimate():
     assert stats.extra_repetitions(change, 5.0) == 12
     on_the_edge = stats.Change(-5.0, -9.0, -1.0, 4, "paired-t")
     assert stats.extra_repetitions(on_the_edge, 5.0) is None
+    # Finite, but its square is not (a crafted trial 1e7 times the others): none would do.
+    huge = stats.Change(1.0, -1e200, 1e200, 2, "paired-t")
+    assert stats.extra_repetitions(huge, 5.0) is None
 
 
 def test_welch_handles_identical_samples():

@@ -167,6 +167,8 @@ def extra_repetitions(change: Change | None, threshold_pct: float) -> int | None
     room = est if est > threshold_pct else threshold_pct - est
     if half <= 0 or room <= 0.05 * threshold_pct:
         return None
-    needed = math.ceil(change.n * (half / room) ** 2)
-    extra = max(1, needed - change.n)
-    return extra if extra <= MAX_EXTRA_REPETITIONS else None
+    scale = half / room
+    if scale > math.sqrt((MAX_EXTRA_REPETITIONS + change.n) / change.n):
+        return None  # more than MAX_EXTRA_REPETITIONS (checked before squaring: a crafted
+        # trial's interval, 1e160 wide, would overflow the square)
+    return max(1, math.ceil(change.n * scale**2) - change.n)
