@@ -128,6 +128,23 @@ def test_a_crafted_shard_is_refused_clearly_or_merged_and_nothing_else_is_touche
                                                           "merged.db-shm"}  # fmt: skip
 
 
+def test_a_shard_given_as_a_link_is_refused_and_what_it_points_at_is_not_read(shard, tmp_path):
+    """A downloaded artifact is the measuring job's, which ran the pull request's code: a
+    link named shard-1.db (or its -wal) could have merge read any file on the host."""
+    secret = tmp_path / "secret"
+    secret.write_bytes(Path(shard).read_bytes())
+    linked = tmp_path / "shard-1.db"
+    linked.symlink_to(secret)
+    with pytest.raises(BadInput, match=r"shard-1\.db is a symbolic link"):
+        shard_merge.merge(tmp_path / "merged.db", [linked])
+    wal_linked = tmp_path / "shard-2.db"
+    shutil.copy(shard, wal_linked)
+    Path(f"{wal_linked}-wal").symlink_to(secret)
+    with pytest.raises(BadInput, match=r"shard-2\.db-wal is a symbolic link"):
+        shard_merge.merge(tmp_path / "merged.db", [wal_linked])
+    assert not (tmp_path / "merged.db").exists()
+
+
 def test_the_same_trial_twice_is_merged_once_and_two_different_ones_are_refused(shard, tmp_path):
     again = tmp_path / "again.db"
     shutil.copy(shard, again)

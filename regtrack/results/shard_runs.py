@@ -49,11 +49,17 @@ def private_copy(path: Path, folder: Path) -> Path:
     """``path`` (and its -wal, where a shard left its last commits) copied into
     ``folder``: what merge reads and may upgrade, so the input stays as it was."""
     copy = folder / f"input-{len(list(folder.iterdir()))}.db"
+    wal = Path(f"{path}-wal")
+    for source in (path, wal):  # an artifact's link could read any file on the host
+        if source.is_symlink():
+            raise BadInput(
+                f"{source} is a symbolic link: regtrack reads a shard's database only as a "
+                "file, never through a link; give the file itself"
+            )
     try:
-        shutil.copyfile(path, copy)
-        wal = Path(f"{path}-wal")
+        shutil.copyfile(path, copy, follow_symlinks=False)
         if wal.is_file():
-            shutil.copyfile(wal, Path(f"{copy}-wal"))
+            shutil.copyfile(wal, Path(f"{copy}-wal"), follow_symlinks=False)
     except OSError as exc:
         raise BadInput(f"cannot read {path}: {exc.strerror}") from None
     return copy
