@@ -214,7 +214,7 @@ def test_a_trial_where_neither_side_is_saturated_is_flagged(tmp_path, redis_serv
         ),
         (["--versions", "bin:{server}", "--pipelines", "0,1"], 2, "positive numbers"),
         (["--versions", "bin:{server}", "--workload", "nope"], 2, "unknown workload 'nope'"),
-        (["--versions", "bin:{server}", "--duration", "-1"], 2, "field 'duration'"),
+        (["--versions", "bin:{server}", "--duration", "-1"], 2, "'--duration': '-1'"),
         (["--versions", "a=bin:{server},a=bin:{server}"], 2, "used twice"),
     ],
 )
