@@ -18,9 +18,21 @@ if ! timeout 20 git ls-remote --exit-code https://github.com/redis/redis.git HEA
     SOURCE=(--source-repo "$MIRROR")
 fi
 
+# The database: reports/regtrack.db, or under CI (where regtrack refuses a database in
+# the checkout: docs/ci.md, "Security") one in the job's temporary folder.
+DB=()
+ci="${CI:-}"
+case "${ci,,}" in
+    true | 1 | yes)
+        out="${RUNNER_TEMP:-${TMPDIR:-/tmp}}/regtrack-quickstart"
+        mkdir -p "$out"
+        DB=(--db "$out/regtrack.db")
+        ;;
+esac
+
 # Throughput and instructions per GET (callgrind, seed-matched servers: deterministic),
 # then the functions that explain 7.0's extra instructions.
-.venv/bin/regtrack run --versions 6.2,7.0,unstable "${SOURCE[@]}" \
+.venv/bin/regtrack run --versions 6.2,7.0,unstable "${SOURCE[@]}" "${DB[@]}" \
     --metric both --pipelines 10,30 --duration 2 --warmup 1 --repetitions 3 \
     --instruction-requests 60000
-.venv/bin/regtrack explain --baseline 6.2 --candidate 7.0 --point pipeline=10 --top 8
+.venv/bin/regtrack explain --baseline 6.2 --candidate 7.0 --point pipeline=10 --top 8 "${DB[@]}"
