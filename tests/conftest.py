@@ -433,3 +433,30 @@ def slow_repo(offline_redis) -> tuple[Path, str]:
 
     dest = TEST_CACHE / "slow-redis"
     return dest, make_slow_branch(offline_redis, dest, "7.0.15", 25)
+
+
+@pytest.fixture
+def servers_started(monkeypatch) -> list[tuple]:
+    """Every server start of the command, refused and recorded: a bad value must stop it
+    before the first."""
+    from regtrack.bench import servers
+    from regtrack.bench.runtimes import docker
+
+    started: list[tuple] = []
+
+    def refuse(*args, **kwargs):
+        started.append(args)
+        raise RuntimeError("a server was started")
+
+    monkeypatch.setattr(servers, "native_server", refuse)
+    monkeypatch.setattr(docker, "docker_server", refuse)
+    return started
+
+
+def one_error_line(proc: subprocess.CompletedProcess, *words: str) -> str:
+    """A command's bad input as one line (exit 2) holding ``words``: its stderr."""
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert proc.stderr.startswith("regtrack: error: ") and proc.stderr.count("\n") == 1, proc.stderr
+    for word in words:
+        assert word in proc.stderr, (word, proc.stderr)
+    return proc.stderr

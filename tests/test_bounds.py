@@ -15,8 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from regtrack.bench import servers, setup
-from regtrack.bench.runtimes import docker
+from regtrack.bench import setup
 from regtrack.bench.runtimes.native import native_server
 from regtrack.cli.options import Bounded
 from regtrack.core.errors import BadInput
@@ -24,23 +23,9 @@ from regtrack.core.options import specs
 from regtrack.core.settings import RunSettings, Thresholds, load_settings, load_thresholds
 from regtrack.workloads import points
 from regtrack.workloads.files import load_workload
-from tests.conftest import cli_in_process, settings_dir
+from tests.conftest import cli_in_process, one_error_line, settings_dir
 
 HUGE = ["inf", "-inf", "nan", "1e20", "1e309", "9223372036854775807"]
-
-
-@pytest.fixture
-def servers_started(monkeypatch) -> list[tuple]:
-    """Every server start of the run, refused: a bad value must stop it before the first."""
-    started: list[tuple] = []
-
-    def refuse(*args, **kwargs):
-        started.append(args)
-        raise RuntimeError("a server was started")
-
-    monkeypatch.setattr(servers, "native_server", refuse)
-    monkeypatch.setattr(docker, "docker_server", refuse)
-    return started
 
 
 def _run(tmp_path: Path, redis_server: str, *args: str, config: Path | None = None):
@@ -49,14 +34,6 @@ def _run(tmp_path: Path, redis_server: str, *args: str, config: Path | None = No
         *head, "run", "--versions", f"a=bin:{redis_server}", "--no-report",
         "--db", str(tmp_path / "r.db"), *args,
     )  # fmt: skip
-
-
-def _one_line(proc, *words: str) -> str:
-    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
-    assert proc.stderr.startswith("regtrack: error: ") and proc.stderr.count("\n") == 1, proc.stderr
-    for word in words:
-        assert word in proc.stderr, (word, proc.stderr)
-    return proc.stderr
 
 
 # --- settings files ---------------------------------------------------------------------
@@ -118,7 +95,7 @@ def test_the_reproductions_through_the_settings_file_stop_before_any_server(
         folder = tmp_path / str(i)
         folder.mkdir()
         proc = _run(folder, redis_server, config=settings_dir(folder, text))
-        _one_line(proc, *words)
+        one_error_line(proc, *words)
     assert servers_started == []
 
 
@@ -147,7 +124,7 @@ def test_an_option_out_of_range_is_one_line_before_any_server(
     tmp_path, redis_server, servers_started, option, value, allowed
 ):
     proc = _run(tmp_path, redis_server, option, value)
-    _one_line(proc, option, allowed)
+    one_error_line(proc, option, allowed)
     assert servers_started == []
 
 
@@ -156,7 +133,7 @@ def test_an_option_out_of_range_is_one_line_before_any_server(
 def test_the_other_commands_verdict_thresholds_are_bounded_too(tmp_path, command, value):
     """compare's and bisect's own --threshold took any float (inf: no change could count)."""
     proc = cli_in_process(command, "--threshold", value, "--db", str(tmp_path / "r.db"))
-    _one_line(proc, "--threshold", "0 < value <= 100")
+    one_error_line(proc, "--threshold", "0 < value <= 100")
 
 
 @settings(max_examples=500, deadline=None)
@@ -260,7 +237,7 @@ def test_a_workload_out_of_range_stops_the_run_before_any_server(
     path = tmp_path / "w.toml"
     path.write_text(GET + "data_size = 1e20\n")
     proc = _run(tmp_path, redis_server, "--workload", str(path))
-    _one_line(proc, str(path), "'data_size'", "1 <= value <= 67108864")
+    one_error_line(proc, str(path), "'data_size'", "1 <= value <= 67108864")
     assert servers_started == []
 
 

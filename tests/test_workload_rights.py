@@ -16,8 +16,7 @@ import time
 import pytest
 import redis
 
-from regtrack.bench import servers, setup
-from regtrack.bench.runtimes import docker
+from regtrack.bench import setup
 from regtrack.bench.runtimes.base import connect
 from regtrack.bench.runtimes.native import native_server
 from regtrack.core import procs
@@ -25,7 +24,7 @@ from regtrack.core.errors import BadInput
 from regtrack.workloads import commands, server_config
 from regtrack.workloads.files import load_workload
 from regtrack.workloads.model import MixWorkload, SetupStep
-from tests.conftest import MAKE_FLAGS, TEST_CACHE, cli_in_process
+from tests.conftest import MAKE_FLAGS, TEST_CACHE, cli_in_process, one_error_line
 
 # Every redis-server directive (6.2, 7.x, 8.x, Valkey 8-9) that names a file or directory,
 # loads or enables code, sets a secret or reaches another host.
@@ -40,26 +39,6 @@ DIRECTIVES = [
     "masterauth", "masteruser", "requirepass", "user", "oom-score-adj",
     "oom-score-adj-values",
 ]  # fmt: skip
-
-
-@pytest.fixture
-def servers_started(monkeypatch) -> list[tuple]:
-    started: list[tuple] = []
-
-    def refuse(*args, **kwargs):
-        started.append(args)
-        raise RuntimeError("a server was started")
-
-    monkeypatch.setattr(servers, "native_server", refuse)
-    monkeypatch.setattr(docker, "docker_server", refuse)
-    return started
-
-
-def _one_line(proc, *words: str) -> None:
-    assert proc.returncode == 2, (proc.returncode, proc.stderr)
-    assert proc.stderr.startswith("regtrack: error: ") and proc.stderr.count("\n") == 1, proc.stderr
-    for word in words:
-        assert word in proc.stderr, (word, proc.stderr)
 
 
 # --- [server] and --server-config -------------------------------------------------------
@@ -88,7 +67,7 @@ def test_cluster_config_file_in_a_workload_is_refused_and_nothing_is_created(
         "run", "--versions", f"a=bin:{redis_server}", "--workload", str(path), "--no-report",
         "--db", str(tmp_path / "r.db"),
     )  # fmt: skip
-    _one_line(proc, "cluster-config-file names a file")
+    one_error_line(proc, "cluster-config-file names a file")
     assert servers_started == [] and not target.parent.exists()
 
 
@@ -215,7 +194,7 @@ def test_a_setup_step_config_set_dir_stops_the_run_in_one_line(
         "run", "--versions", f"a=bin:{redis_server}", "--workload", str(path), "--loadgen",
         "builtin", "--no-report", "--db", str(tmp_path / "r.db"),
     )  # fmt: skip
-    _one_line(proc, "setup[0]: CONFIG SET administers the server")
+    one_error_line(proc, "setup[0]: CONFIG SET administers the server")
     assert servers_started == []
 
 
