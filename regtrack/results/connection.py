@@ -12,8 +12,9 @@ signal (recording that a run was interrupted) run to their end.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,10 +57,20 @@ def connect(path: Path | str, timeout_ms: int) -> sqlite3.Connection:
     return conn
 
 
-def _raise_if_interrupted(exc: sqlite3.OperationalError) -> None:
+def _raise_signal(exc: sqlite3.OperationalError) -> None:
     """An abort by the progress handler (SQLITE_INTERRUPT) is the signal, raised again."""
     if getattr(exc, "sqlite_errorname", "") == "SQLITE_INTERRUPT":
         interrupts.check()
+
+
+@contextlib.contextmanager
+def _signal_raised() -> Iterator[None]:
+    """A statement's SQLITE_INTERRUPT raised as the signal that caused it."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        _raise_signal(exc)
+        raise
 
 
 class StoppableCursor(sqlite3.Cursor):
@@ -69,54 +80,38 @@ class StoppableCursor(sqlite3.Cursor):
 
     def execute(self, sql: str, parameters: Parameters = (), /) -> StoppableCursor:
         self.connection.started()
-        try:
+        with _signal_raised():
             return super().execute(sql, parameters)
-        except sqlite3.OperationalError as exc:
-            _raise_if_interrupted(exc)
-            raise
 
     def executemany(self, sql: str, seq: Iterable[Parameters], /) -> StoppableCursor:
         self.connection.started()
-        try:
+        with _signal_raised():
             return super().executemany(sql, seq)
-        except sqlite3.OperationalError as exc:
-            _raise_if_interrupted(exc)
-            raise
 
     def executescript(self, script: str, /) -> StoppableCursor:
         self.connection.started()
-        try:
+        with _signal_raised():
             return super().executescript(script)
-        except sqlite3.OperationalError as exc:
-            _raise_if_interrupted(exc)
-            raise
 
     def fetchone(self) -> Any:
-        try:
+        with _signal_raised():
             return super().fetchone()
-        except sqlite3.OperationalError as exc:
-            _raise_if_interrupted(exc)
-            raise
 
     def fetchmany(self, size: int | None = None) -> list[Any]:
-        try:
+        with _signal_raised():
             return super().fetchmany(self.arraysize if size is None else size)
-        except sqlite3.OperationalError as exc:
-            _raise_if_interrupted(exc)
-            raise
 
     def fetchall(self) -> list[Any]:
-        try:
+        with _signal_raised():
             return super().fetchall()
-        except sqlite3.OperationalError as exc:
-            _raise_if_interrupted(exc)
-            raise
 
     def __next__(self) -> Any:
+        # Called once per row: a plain try, not _signal_raised (a generator's context
+        # manager made iterating 200,000 rows take 255 ms instead of 96).
         try:
             return super().__next__()
         except sqlite3.OperationalError as exc:
-            _raise_if_interrupted(exc)
+            _raise_signal(exc)
             raise
 
 
