@@ -193,9 +193,8 @@ def load_settings(path: Path | None = None, **overrides: Any) -> RunSettings:
 
 
 def load_thresholds(uniform_pct: float | None = None, path: Path | None = None) -> Thresholds:
-    """configs/regtrack.toml [verdict], with one threshold for every metric if given."""
-    if uniform_pct is not None and not limits.PERCENT.holds(uniform_pct):
-        raise BadInput(f"--threshold: {limits.PERCENT.refusal(uniform_pct)}")
+    """configs/regtrack.toml [verdict], with one threshold for every metric if given
+    (checked against its range by Thresholds.uniform)."""
     source = path or _settings_file()
     data = _section(source, "verdict") if source else {}
     if "throughput_gate_pct" in data or "throughput_gate" in data:

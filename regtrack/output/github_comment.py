@@ -150,14 +150,10 @@ def comment_body(verdict: CiVerdict | None, context: CommentContext) -> str:
         head += [f"**FORCED comparison, not like with like: {forced}**", ""]
     head += _gate_table(verdict)
     tail = ["", _footer(context)]
-    lines = [*head, *_details(verdict, MAX_BODY - _size(head + tail)), *tail]
-    if _size(lines) > MAX_BODY:  # the rest alone is too long: its last lines give way
-        lines = [*markdown.fit(head, MAX_BODY - _size(tail), TRIMMED), *tail]
+    lines = [*head, *_details(verdict, MAX_BODY - markdown.length(head + tail)), *tail]
+    if markdown.length(lines) > MAX_BODY:  # the rest alone is too long: its last lines give way
+        lines = [*markdown.fit(head, MAX_BODY - markdown.length(tail), TRIMMED), *tail]
     return "\n".join(lines) + "\n"
-
-
-def _size(lines: list[str]) -> int:
-    return sum(len(line) + 1 for line in lines)
 
 
 def _gate_table(verdict: CiVerdict) -> list[str]:
@@ -195,7 +191,8 @@ def _details(verdict: CiVerdict, room: int) -> list[str]:
     untrusted = any(not r.trusted for r in verdict.records)
     note = [f"\n{UNTRUSTED} no valid trial in this cell: do not trust its value."] * untrusted
     more = f"\n{len(verdict.records)} more records are in the artifact's JSON."
-    used = _size(open_ + note + close) + len(more) + 1  # room kept for the count of the rest
+    # room kept for the count of the rest
+    used = markdown.length(open_ + note + close) + len(more) + 1
     if used > room:
         return counted
     rows: list[str] = []

@@ -81,14 +81,19 @@ def items(
     return sep.join(shown)
 
 
+def length(lines: Iterable[str], size: Callable[[str], int] = len) -> int:
+    """The size of ``lines`` as a document: each line's ``size`` and its newline."""
+    return sum(size(line) + 1 for line in lines)
+
+
 def fit(lines: list[str], limit: int, note: str, size: Callable[[str], int] = len) -> list[str]:
     """``lines`` when their text (a newline after each) is within ``limit``; else the
     first of them that fit, then a blank line (a table ends there) and ``note``. Whole
     lines only, so no code span or table row is cut in two."""
-    if sum(size(line) + 1 for line in lines) <= limit:
+    if length(lines, size) <= limit:
         return lines
     tail = ["", note]
-    room = limit - sum(size(line) + 1 for line in tail)
+    room = limit - length(tail, size)
     kept: list[str] = []
     for line in lines:
         room -= size(line) + 1

@@ -21,6 +21,7 @@ from typing import Any
 
 import pydantic
 
+from regtrack.core import limits
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import one_line
 from regtrack.results.schema_objects import REMEDY, columns
@@ -259,7 +260,4 @@ def _which(item: Mapping[str, Any]) -> str:
 
 def _shown(value: Any) -> str:
     """A stored value as a message quotes it: short, escaped, one line."""
-    if isinstance(value, bytes):
-        return f"a blob of {len(value)} bytes"
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return f"a blob of {len(value)} bytes" if isinstance(value, bytes) else limits.shown(value)
