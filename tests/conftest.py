@@ -21,6 +21,7 @@ import redis
 from regtrack.bench.runtimes.base import connect
 from regtrack.core import docker_engine, procs
 from regtrack.core.errors import CannotMeasure
+from regtrack.plan.run_plan import RunPlan
 from regtrack.targets.sources import cache_root
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -460,3 +461,11 @@ def one_error_line(proc: subprocess.CompletedProcess, *words: str) -> str:
     for word in words:
         assert word in proc.stderr, (word, proc.stderr)
     return proc.stderr
+
+
+def stored_plan(**fields: Any) -> RunPlan:
+    """A run's plan as a test stores it: the stored JSON ``fields`` over a GET sweep's
+    smallest plan, read as any stored plan is (RunPlan.from_json)."""
+    return RunPlan.from_json(
+        {"workload": {"name": "get-pipeline", "kind": "get-pipeline"}, **fields}
+    )

@@ -4,14 +4,18 @@ settings that only change precision are not."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 
 import pytest
 
 from regtrack.core.records import TrialRecord
+from regtrack.core.settings import Thresholds
+from regtrack.plan.records import Printed
+from regtrack.plan.run_plan import RunPlan
 from regtrack.results import comparability, loaded
 from regtrack.results.store import Store, now
-from regtrack.targets.versions import Target
+from regtrack.targets.target import BuildFacts, Target
 from tests.conftest import cli_in_process
 
 GCC = "cc (Debian 12.2.0-14) 12.2.0"
@@ -25,7 +29,7 @@ CONFIG = {
                  "data_size": 1000, "threads": 1, "pipelines": [10, 30], "description": "GETs"},
     "cpus": {"server_cpus": "0", "client_cpus": "1"},
     "callgrind_hz": 1,
-    "targets": [{"label": "a", "kind": "git",
+    "targets": [{"label": "a", "spec": "a", "kind": "git",
                  "details": {"build": {"flags": [], "compiler": GCC}}}],
 }  # fmt: skip
 ENV = {"cpu_model": "Xeon", "cpu_count": 2, "physical_cores": 2, "kernel": "6.1", "load": 1,
@@ -37,7 +41,8 @@ def _diff(change) -> list[str]:
     config, env, loadgen = copy.deepcopy(CONFIG), dict(ENV), dict(LOADGEN)
     change(config, env, loadgen)
     return comparability.differences(
-        comparability.key(CONFIG, ENV, LOADGEN), comparability.key(config, env, loadgen)
+        comparability.key(RunPlan.from_json(CONFIG), ENV, LOADGEN),
+        comparability.key(RunPlan.from_json(config), env, loadgen),
     )
 
 
@@ -68,7 +73,7 @@ def _diff(change) -> list[str]:
         (lambda c, e, lg: c["targets"][0]["details"]["build"].update(
             environment={"CFLAGS": "-O1"}),
          ["build flags default != default (environment CFLAGS=-O1)"]),
-        (lambda c, e, lg: c.update(targets=[{"label": "a", "kind": "bin", "details": {}}]),
+        (lambda c, e, lg: c.update(targets=[{"label": "a", "spec": "a", "kind": "bin"}]),
          [f"build flags default != {comparability.NOT_BUILT}",
           f"compiler {GCC} != {comparability.NOT_BUILT}"]),
     ],
@@ -82,7 +87,6 @@ def test_each_setting_that_changes_what_is_measured_is_a_difference(change, expe
     [
         lambda c, e, lg: c["settings"].update(duration=10.0, warmup=2.0, repetitions=30),
         lambda c, e, lg: c["workload"].update(pipelines=[1, 5], description="other words"),
-        lambda c, e, lg: c["workload"].update(models="RQ 1.16", min_redis="7.0", tolerance_pct=5),
         lambda c, e, lg: e.update(load=9),
         lambda c, e, lg: lg.update(version="7.0.15 (same binary)"),
     ],
@@ -100,10 +104,13 @@ def test_instruction_settings_matter_only_when_both_runs_counted_instructions():
 
 
 def test_a_run_older_than_the_key_gets_it_from_its_stored_facts():
-    stored = {"config": CONFIG, "environment": ENV, "loadgen": LOADGEN, "comparability": None}
-    assert comparability.of_run(stored) == comparability.key(CONFIG, ENV, LOADGEN)
+    stored = {"config": RunPlan.from_json(CONFIG), "environment": ENV, "loadgen": LOADGEN,
+              "comparability": None}  # fmt: skip
+    assert comparability.of_run(stored) == comparability.key(
+        RunPlan.from_json(CONFIG), ENV, LOADGEN
+    )
     assert comparability.digest(comparability.of_run(stored)) == comparability.digest(
-        comparability.key(CONFIG, ENV, LOADGEN)
+        comparability.key(RunPlan.from_json(CONFIG), ENV, LOADGEN)
     )
 
 
@@ -132,8 +139,8 @@ def test_what_counted_instructions_does_not_matter_to_throughput_runs():
     other_config, other_env = copy.deepcopy(config), dict(ENV)
     tools(other_config, other_env, None)
     base, cand = (
-        comparability.key(config, ENV, LOADGEN),
-        comparability.key(other_config, other_env, LOADGEN),
+        comparability.key(RunPlan.from_json(config), ENV, LOADGEN),
+        comparability.key(RunPlan.from_json(other_config), other_env, LOADGEN),
     )
     assert (base["valgrind"], base["compiler"], base["build flags"]) == (None, None, None)
     assert comparability.differences(base, cand) == []
@@ -142,42 +149,46 @@ def test_what_counted_instructions_does_not_matter_to_throughput_runs():
 def _before_the_tools(config, env) -> dict:
     """A run as stored before valgrind, compiler and build flags entered the key: its
     stored key lacks them (its config and environment are as stored then)."""
-    stored = comparability.key(config, env, LOADGEN)
+    stored = comparability.key(RunPlan.from_json(config), env, LOADGEN)
     for name in ("valgrind", "compiler", "build flags"):
         del stored[name]
-    return {"config": config, "environment": env, "loadgen": LOADGEN, "comparability": stored}
+    plan = RunPlan.from_json(config)
+    return {"config": plan, "environment": env, "loadgen": LOADGEN, "comparability": stored}
 
 
 def test_a_run_stored_before_the_tools_entered_the_key_gets_what_it_recorded():
     """Its environment kept valgrind's version and its builds their compiler and flags
     (regtrack recorded them before the key used them): derived, they compare as usual."""
     old = comparability.of_run(_before_the_tools(CONFIG, ENV))
-    assert old == comparability.key(CONFIG, ENV, LOADGEN)
-    assert comparability.differences(old, comparability.key(CONFIG, ENV, LOADGEN)) == []
+    assert old == comparability.key(RunPlan.from_json(CONFIG), ENV, LOADGEN)
+    assert (
+        comparability.differences(old, comparability.key(RunPlan.from_json(CONFIG), ENV, LOADGEN))
+        == []
+    )
     newer = {**ENV, "valgrind": "valgrind-3.22.0"}
-    assert comparability.differences(old, comparability.key(CONFIG, newer, LOADGEN)) == [
-        "valgrind valgrind-3.19.0 != valgrind-3.22.0"
-    ]
+    assert comparability.differences(
+        old, comparability.key(RunPlan.from_json(CONFIG), newer, LOADGEN)
+    ) == ["valgrind valgrind-3.19.0 != valgrind-3.22.0"]
 
 
 def test_a_fact_a_counting_run_did_not_record_is_unknown_and_never_equal():
     unrecorded = {k: v for k, v in ENV.items() if k != "valgrind"}
     old = comparability.of_run(_before_the_tools(CONFIG, unrecorded))
     assert old["valgrind"] == comparability.UNKNOWN
-    new = comparability.key(CONFIG, ENV, LOADGEN)
+    new = comparability.key(RunPlan.from_json(CONFIG), ENV, LOADGEN)
     assert comparability.differences(old, new) == ["valgrind unknown != valgrind-3.19.0"]
     assert comparability.differences(old, old) == ["valgrind unknown != unknown"]
     no_compiler = copy.deepcopy(CONFIG)
     del no_compiler["targets"][0]["details"]["build"]["compiler"]
-    assert comparability.differences(new, comparability.key(no_compiler, ENV, LOADGEN)) == [
-        f"compiler {GCC} != unknown"
-    ]
+    assert comparability.differences(
+        new, comparability.key(RunPlan.from_json(no_compiler), ENV, LOADGEN)
+    ) == [f"compiler {GCC} != unknown"]
     # Throughput compares as before: the run did not count, so nothing is unknown.
     throughput = {**copy.deepcopy(CONFIG), "metric": "throughput"}
     assert (
         comparability.differences(
             comparability.of_run(_before_the_tools(throughput, unrecorded)),
-            comparability.key(throughput, ENV, LOADGEN),
+            comparability.key(RunPlan.from_json(throughput), ENV, LOADGEN),
         )
         == []
     )
@@ -199,8 +210,8 @@ def _store_run(
     pipeline=10. ``stored_key=False``: stored as before the tools entered the key, and
     ``valgrind=None``: no version in its environment."""
     target = Target(label="a", spec="7.0.15", kind="git", commit="c0ffee" * 6 + "c0ff",
-                    details={"build": {"flags": list(flags), "compiler": compiler}})  # fmt: skip
-    config = {**copy.deepcopy(CONFIG), "metric": metric, "targets": [target.as_dict()]}
+                    build=BuildFacts(flags=flags, compiler=compiler))  # fmt: skip
+    config = {**copy.deepcopy(CONFIG), "metric": metric, "targets": [target.to_json()]}
     env = (
         {**ENV, "valgrind": valgrind}
         if valgrind
@@ -208,7 +219,7 @@ def _store_run(
     )
     if metric == "throughput":
         config["callgrind_hz"] = None
-    run_id = store.create_run(["regtrack", "run"], config, env, LOADGEN)
+    run_id = store.create_run(["regtrack", "run"], RunPlan.from_json(config), env, LOADGEN)
     if not stored_key:
         old = _before_the_tools(config, env)["comparability"]
         with store.transaction() as conn:
@@ -326,24 +337,29 @@ def test_a_stored_run_is_read_back_as_one_typed_record(tmp_path):
     store = Store.open(tmp_path / "r.db")
     old = _store_run(store, stored_key=False)
     run_id = _store_run(store)
-    config = store.run(run_id)["config"]
-    config["settings"]["seed_offset"] = 7000
-    config["comparison"] = {"baseline": "a", "thresholds": {"regression_pct": 2.0}}
-    store.update_config(run_id, config)
+    plan = store.run(run_id)["config"]
+    settings = plan.settings.model_copy(update={"seed_offset": 7000})
+    store.update_config(run_id, dataclasses.replace(plan, settings=settings))
+    printed = Printed("a", Thresholds(throughput=2.0))
+    with store.transaction() as conn:  # what its command printed is kept from its creation
+        conn.execute(
+            "UPDATE runs SET config = json_set(config, '$.comparison', json(?)) WHERE id = ?",
+            (json.dumps(printed.to_json()), run_id),
+        )
     store.finish_run(run_id, "incomplete", "server died")
 
     run = loaded.stored_run(store, run_id)
     assert (run.status, run.status_detail) == ("incomplete", "server died")
     assert (run.repetitions, run.seed_offset, run.workload) == (4, 7000, "get-pipeline")
     assert (run.metric, run.bisection) == ("instructions", None)
-    assert run.printed == config["comparison"]
+    assert run.printed == printed
     assert run.environment["cpu_model"] == "Xeon"
     assert [(t.label, t.redis_version) for t in run.targets] == [("a", "7.0.15")]
     # What the run page shows of it: the command, load generator, each version's build.
     assert (run.command, run.loadgen) == (("regtrack", "run"), LOADGEN)
     (target,) = run.targets
     assert (target.kind, target.commit, target.built_sha) == ("git", "c0ffee" * 6 + "c0ff", "")
-    assert target.build == {"flags": [], "compiler": GCC}
+    assert target.build == BuildFacts(flags=(), compiler=GCC)
     assert run.key == comparability.of_run(store.run(run_id))
     assert run.comparability == comparability.digest(run.key)
     # A run stored before the tools entered its key: derived, as of_run derives it.

@@ -34,7 +34,7 @@ from regtrack.results.records import LoadedRun, StoredRun
 from regtrack.results.store import Store
 from regtrack.targets.versions import Target
 from tests import fakebench
-from tests.conftest import cli_in_process, redis_server_path
+from tests.conftest import cli_in_process, redis_server_path, stored_plan
 
 REPO = Path(__file__).parent.parent
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -58,7 +58,7 @@ def _record(seq: int, label: str = "a", **fields) -> TrialRecord:
 def _small(path: Path) -> tuple[int, int]:
     """A database regtrack wrote: one run, one version, one instruction trial."""
     store = Store.open(path)
-    run_id = store.create_run(["regtrack", "run"], {"metric": "instructions"}, {}, {})
+    run_id = store.create_run(["regtrack", "run"], stored_plan(metric="instructions"), {}, {})
     target_id = store.add_target(run_id, 0, Target("a", "bin:/x", "bin"), {})
     store.add_trial(run_id, target_id, _record(0, mode="instructions", instructions_per_op=1000.0))
     store.finish_run(run_id, "complete")
@@ -275,7 +275,7 @@ def measured(tmp_path_factory) -> Path:
     )
     record.mark_invalid(InvalidReason.CLIENT_BOUND, "99% CPU")
     store.add_trial(2, target["id"], record)
-    failed = store.create_run(["regtrack", "run"], {}, {}, {})
+    failed = store.create_run(["regtrack", "run"], stored_plan(), {}, {})
     store.finish_run(failed, "failed", "the server did not start")
     report.gather(store)
     store.keep_whole()  # every commit in the .db file: tests copy that file alone

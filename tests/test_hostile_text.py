@@ -43,7 +43,7 @@ from regtrack.output.report import bisect_page, figures, history_page, pages
 from regtrack.output.report.render import _environment
 from regtrack.results.records import StoredBisection
 from tests import answers, hostile
-from tests.conftest import cli_in_process
+from tests.conftest import cli_in_process, stored_plan
 
 GITHUB_COMMENT_LIMIT = 65_536
 MENTION = "x` @octocat ![i](https://e.example/i.png) [l](https://e.example) <img src=x> `y"
@@ -614,7 +614,7 @@ def test_compare_list_and_baseline_list_show_stored_labels_as_text(tmp_path):
 
     db = tmp_path / "r.db"
     store = Store.open(db)
-    run_id = store.create_run(["regtrack", "run"], {"metric": "throughput"}, {}, {})
+    run_id = store.create_run(["regtrack", "run"], stored_plan(metric="throughput"), {}, {})
     store.add_target(run_id, 0, Target("a", "bin:/x", "bin"), {})
     store.finish_run(run_id, "complete")
     baselines.save(store, "shipped", run_id, "a")

@@ -29,7 +29,7 @@ from regtrack.results.loaded import trials_frame
 from regtrack.results.migrations import MIGRATIONS, SCHEMA_VERSION
 from regtrack.results.store import Store
 from regtrack.targets.versions import Target
-from tests.conftest import cli_in_process
+from tests.conftest import cli_in_process, stored_plan
 
 R = InvalidReason
 THROUGHPUT = METRIC_BY_NAME["throughput"]
@@ -225,7 +225,7 @@ def test_the_report_of_a_migrated_database_shows_the_reason_as_it_read(tmp_path)
 
 def _store_with(path: Path, records: list[TrialRecord]) -> tuple[Store, int]:
     store = Store.open(path)
-    run_id = store.create_run([], {}, {}, {})
+    run_id = store.create_run([], stored_plan(), {}, {})
     ids = {}
     for position, label in enumerate(sorted({r.target_label for r in records})):
         ids[label] = store.add_target(run_id, position, Target(label, "bin:/x", "bin"), {})

@@ -59,7 +59,7 @@ def test_memtier_only_where_it_saturates_the_server_and_the_answer_is_kept(
     assert job.loadgen.name == {"memtier": "memtier_benchmark"}.get(tool, tool)
     assert f"at pipeline 10: server {server:.0f}% busy, client {client:.0f}%" in choice.why
     assert ("saturates the server" in choice.why) == (tool == "memtier")
-    assert job.config()["loadgen_choice"]["probe"]["server_cpu_pct"] == server
+    assert job.config().loadgen_choice.probe.server_cpu_pct == server
     again = _job(redis_server).settled().loadgen_choice
     assert (again.tool, again.why, calls) == (tool, choice.why, [1]), "kept, not probed again"
     assert again.cached and again.cached.startswith(str(cache))

@@ -14,6 +14,8 @@ import pytest
 from regtrack.bench import runner, servers
 from regtrack.bench.runtimes import docker
 from regtrack.core.errors import Interrupted
+from regtrack.plan.records import LoadgenProbe
+from regtrack.plan.run_plan import RunPlan
 from tests import fakebench
 from tests.conftest import cli_in_process, settings_dir
 
@@ -177,17 +179,19 @@ def test_a_stored_job_is_rebuilt_as_it_was_planned(workload, redis_server, tmp_p
         skipped=(Skipped("c", "c0ffee" * 6 + "c0ff", "a commit", "does not build: make"),),
         shard=Shard(2, 3, "CI_NODE_INDEX"),
         data_dir=str(tmp_path),
-        loadgen_choice=Choice("memtier", "saturates", {"server_cpu": 97.0}, str(tmp_path / "c")),
+        loadgen_choice=Choice(
+            "memtier", "saturates", LoadgenProbe(10, 1, 97.0, 60.0, 4e5), str(tmp_path / "c")
+        ),
     ).extended(4, ("throughput",))
     assert job.narrowed == {2: ("throughput",), 3: ("throughput",)}
-    stored = json.loads(json.dumps(job.config()))
+    stored = RunPlan.from_json(json.loads(json.dumps(job.config().to_json())))
     # Grown or resumed where another settings file is in use: the stored one is kept.
     monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(settings_dir(tmp_path, "[run]\n")))
 
-    again = Job.from_config(stored, job.loadgen.as_dict(), None)
+    again = Job.from_config(stored, job.loadgen, None)
 
     assert again.config() == job.config()
-    assert again.config()["settings_file"] == stored["settings_file"] != settings_source()
+    assert again.config().settings_file == stored.settings_file != settings_source()
     assert again.planned() == job.planned() and again.visits() == job.visits()
     fields = {f.name for f in dataclasses.fields(Job) if f.name != "docker"}
     assert {n for n in fields if getattr(again, n) != getattr(job, n)} == set()

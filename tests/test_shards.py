@@ -22,9 +22,10 @@ from hypothesis import strategies as st
 from regtrack.bench import seeds, shards
 from regtrack.bench.plan import interleave
 from regtrack.core.errors import BadInput
+from regtrack.plan.run_plan import RunPlan
 from regtrack.workloads.points import Point
 from tests import fakebench
-from tests.conftest import cli_in_process
+from tests.conftest import cli_in_process, stored_plan
 
 
 def _points(n: int) -> list[Point]:
@@ -233,10 +234,15 @@ def test_the_shards_of_one_pipeline_share_seeds_and_another_pipeline_reads_other
     assert len(runs) == 128
 
 
+def _identity(config: dict) -> str:
+    return RunPlan.from_json(config).identity()
+
+
 def test_the_plan_id_names_what_is_measured_not_where():
     config = {
         "metric": "both", "runtime": "native", "memory": None, "points": ["pipeline=10"],
-        "settings": {"repetitions": 4, "database": "/a/r.db"}, "workload": {"name": "w"},
+        "settings": {"repetitions": 4, "database": "/a/r.db"},
+        "workload": {"name": "w", "kind": "get-pipeline"},
         "targets": [{"label": "a", "spec": "7.0.15", "kind": "git", "commit": "c1",
                      "binary_sha256": "host-specific", "details": {}}],
         "cpus": {"server_cpus": "0"}, "shard": {"index": 1, "count": 3},
@@ -244,15 +250,19 @@ def test_the_plan_id_names_what_is_measured_not_where():
     same = {**config, "cpus": {"server_cpus": "4"}, "shard": {"index": 2, "count": 3},
             "settings": {"repetitions": 4, "database": "/b/r.db"}}  # fmt: skip
     same["targets"] = [{**config["targets"][0], "binary_sha256": "built-elsewhere"}]
-    assert shards.plan_id(config) == shards.plan_id(same)
+    assert RunPlan.from_json(config).identity() == RunPlan.from_json(same).identity()
     other = {**config, "points": ["pipeline=30"]}
-    assert shards.plan_id(other) != shards.plan_id(config)
+    assert RunPlan.from_json(other).identity() != RunPlan.from_json(config).identity()
     built = {"build": {"flags": ["MALLOC=libc"], "directory": "/host/a/cache"}}
     libc = {**config, "targets": [{**config["targets"][0], "details": built}]}
     elsewhere = {"build": {"flags": ["MALLOC=libc"], "directory": "/host/b/cache"}}
     libc_too = {**config, "targets": [{**config["targets"][0], "details": elsewhere}]}
-    assert shards.plan_id(libc) != shards.plan_id(config), "other make flags: another plan"
-    assert shards.plan_id(libc) == shards.plan_id(libc_too), "where it was built is not"
+    assert RunPlan.from_json(libc).identity() != RunPlan.from_json(config).identity(), (
+        "other make flags: another plan"
+    )
+    assert RunPlan.from_json(libc).identity() == RunPlan.from_json(libc_too).identity(), (
+        "where it was built is not"
+    )
 
 
 def test_instruction_counts_pool_across_hosts_only_when_what_moves_them_agrees(tmp_path):
@@ -261,7 +271,7 @@ def test_instruction_counts_pool_across_hosts_only_when_what_moves_them_agrees(t
     def shard_run(host: str, hwcaps: str, sha: str) -> shard_runs.ShardRun:
         env = {"hostname": host, "fingerprint": "f" * 16, "valgrind": "Valgrind-3.19.0",
                "valgrind_hwcaps": hwcaps, "glibc": "2.36", "cpu_model": host}  # fmt: skip
-        config = {"targets": [{"label": "a", "binary_sha256": sha, "details": {}}]}
+        config = stored_plan(targets=[{"label": "a", "spec": "a", "binary_sha256": sha}])
         return shard_runs.ShardRun(tmp_path, 1, "p", None, shard_runs.host_label(env), "complete",
                                 config, env, {}, [])  # fmt: skip
 

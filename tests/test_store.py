@@ -10,7 +10,7 @@ from regtrack.core.records import InvalidReason, TrialReason, TrialRecord
 from regtrack.results.migrations import SCHEMA_VERSION
 from regtrack.results.store import Store
 from regtrack.targets.versions import Target
-from tests.conftest import cli_in_process
+from tests.conftest import cli_in_process, stored_plan
 
 
 def _trial(seq: int, valid: bool = True) -> TrialRecord:
@@ -42,7 +42,9 @@ def test_new_database_is_versioned_and_in_wal_mode(tmp_path):
 def test_each_trial_is_committed_when_added(tmp_path):
     path = tmp_path / "r.db"
     store = Store.open(path)
-    run_id = store.create_run(["regtrack", "run"], {"x": 1}, {"fingerprint": "f"}, {"name": "rb"})
+    run_id = store.create_run(
+        ["regtrack", "run"], stored_plan(), {"fingerprint": "f"}, {"name": "rb"}
+    )
     target_id = store.add_target(run_id, 0, Target("a", "bin:/x", "bin"), {"redis_version": "7"})
     store.add_trial(run_id, target_id, _trial(0))
     store.add_trial(run_id, target_id, _trial(1, valid=False))
@@ -67,7 +69,7 @@ def test_each_trial_is_committed_when_added(tmp_path):
 def test_reopening_keeps_data_and_does_not_migrate_again(tmp_path):
     path = tmp_path / "r.db"
     store = Store.open(path)
-    run_id = store.create_run([], {}, {}, {})
+    run_id = store.create_run([], stored_plan(), {}, {})
     store.close()
     again = Store.open(path)
     assert [r["id"] for r in again.runs()] == [run_id]

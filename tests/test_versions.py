@@ -49,7 +49,7 @@ def test_bin_spec_resolves_to_an_executable_with_its_sha256(tmp_path):
     link.symlink_to(exe)
     (target,) = resolve(parse_specs(f"x=bin:{link}"))
     assert target.binary == str(link)  # run by the name given (argv[0] matters to Redis)
-    assert target.details["resolved_path"] == str(exe)
+    assert target.resolved_path == str(exe)
     assert len(target.binary_sha256) == 64
 
 

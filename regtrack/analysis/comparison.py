@@ -38,13 +38,8 @@ def comparison_settings(
     """The baseline and thresholds a run's verdicts are computed with: what the caller
     asks for, else what the run stored when its command printed verdicts (so the report
     and a later `compare` say what the terminal said), else ``fallback``."""
-    stored = run.printed
-    if thresholds is None:
-        try:
-            thresholds = Thresholds(**stored["thresholds"])
-        except (KeyError, TypeError, ValueError):  # none stored, or from another version
-            thresholds = fallback
-    return baseline or stored.get("baseline"), thresholds
+    stored = run.printed  # thresholds None: none stored, or from another version
+    return baseline or stored.baseline, thresholds or stored.thresholds or fallback
 
 
 def compare(
@@ -142,7 +137,7 @@ def server_facts(run: StoredRun) -> ServerFacts:
     return ServerFacts(
         server_config=table,
         server_without={label: names for label, names in without.items() if names},
-        server_data=run.server_data,
+        server_data=run.server_data.to_json() if run.server_data else None,
     )
 
 

@@ -33,7 +33,9 @@ def run_points(
     if loaded.trials.empty:
         return rows
     run = loaded.run
-    server = server_config.caption(run.server, run.server_data).removeprefix("server: ")
+    server = server_config.caption(
+        run.server, run.server_data.to_json() if run.server_data else None
+    ).removeprefix("server: ")
     for name in metrics:
         if known is not None:
             run_cells = known[known["metric"] == name]

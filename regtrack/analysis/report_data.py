@@ -78,7 +78,7 @@ def summarize(
         n_trials=len(trials),
         n_invalid=int((~trials["valid"].astype(bool)).sum()) if len(trials) else 0,
         verdicts=dict(verdicts),
-        forced=list(run.printed.get("forced") or []),
+        forced=list(run.printed.forced),
         server=server,
     )
 

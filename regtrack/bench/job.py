@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import re
 import tempfile
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,51 +13,17 @@ from regtrack.bench import loadgen, loadgen_choice, seeds, shards, trial
 from regtrack.bench.callgrind import control
 from regtrack.bench.loadgen import held, memtier
 from regtrack.bench.loadgen.base import LoadgenBinary
-from regtrack.bench.loadgen_choice import Choice
 from regtrack.bench.plan import MODES_BY_METRIC, Visit, interleave, trial_count
 from regtrack.core import filesystems
-from regtrack.core.cpus import CpuPlan, parse_cpu_list, split_sides
+from regtrack.core.cpus import CpuPlan, split_sides
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import RunSettings, settings_source
-from regtrack.targets.versions import Target
-from regtrack.workloads import model, points, server_config
+from regtrack.plan.records import LoadgenChoice, RunPurpose, ServerData, Skipped
+from regtrack.plan.run_plan import RunPlan
+from regtrack.targets.target import Target
+from regtrack.workloads import points, server_config
 from regtrack.workloads.model import Workload
 from regtrack.workloads.points import Point
-
-
-@dataclass(frozen=True)
-class RunPurpose:
-    """Why a run is measured, recorded with it beside its Job's plan (which says what is
-    measured): the commands that measure decide it, the Job never changes for it."""
-
-    # "fixed": the planned repetitions, looked at once; "sequential": blocks are added
-    # while a gate is undecided, so intervals must stay valid under repeated looks.
-    design: str = "fixed"
-    # The baseline label and thresholds the command printed its verdicts with, so the
-    # report and a later `compare` show the same verdicts (analysis.comparison_settings).
-    comparison: Mapping[str, Any] = field(default_factory=dict)
-    # The bisection this run measures for (regtrack bisect): its id and the run's role.
-    bisection: Mapping[str, Any] | None = None
-
-    def as_config(self) -> dict[str, Any]:
-        return {
-            "design": self.design,
-            "comparison": dict(self.comparison),
-            "bisection": dict(self.bisection) if self.bisection is not None else None,
-        }
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """A version of a range A..B that did not build: left out, never fatal to the range."""
-
-    label: str
-    commit: str
-    subject: str | None
-    reason: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
@@ -92,7 +57,7 @@ class Job:
     data_dir: str | None = None
     # Which load generator and why (bench/loadgen_choice.py); None until a GET sweep's
     # probe has decided between memtier and redis-benchmark (settled).
-    loadgen_choice: Choice | None = None
+    loadgen_choice: LoadgenChoice | None = None
     # The settings file the run was planned with ("built-in": regtrack's own), kept as
     # planned when a resumed or grown run stores its config again.
     settings_file: str = field(default_factory=settings_source)
@@ -203,16 +168,18 @@ class Job:
         settings = self.settings.model_copy(update={"repetitions": repetitions})
         return dataclasses.replace(self, settings=settings, narrowed=narrowed)
 
-    def server_data(self) -> dict[str, Any]:
+    def server_data(self) -> ServerData:
         """Where the servers' files go and on which filesystem (core/filesystems.py), and
         whether the settings write any (AOF or RDB): with persistence, the filesystem is
         part of what was measured."""
         persistent = self.persistent()
         if self.runtime == "docker" and not persistent:
-            where = {"dir": "/data", "mount": "container tmpfs", "filesystem": "tmpfs"}
-        else:  # containers of a persistent server write to a host directory too
-            where = filesystems.of(self.data_dir or tempfile.gettempdir())
-        return {**where, "persistent": persistent}
+            return ServerData("/data", "container tmpfs", "tmpfs", None, persistent)
+        # containers of a persistent server write to a host directory too
+        where = filesystems.of(self.data_dir or tempfile.gettempdir())
+        return ServerData(
+            where["dir"], where["mount"], where["filesystem"], where["device"], persistent
+        )
 
     def persistent(self) -> bool:
         """Whether the run's servers write AOF or RDB files (server_config.persistent)."""
@@ -228,86 +195,75 @@ class Job:
     def server_settings(self, target: Target) -> list[server_config.Setting]:
         """The settings ``target``'s servers run with: the run's, less optional ones this
         version does not know (bench/server_settings.py records them per version)."""
-        return server_config.from_stored(target.details.get("server_config", self.workload.server))
+        table = target.server_config if target.server_config is not None else self.workload.server
+        return server_config.from_stored(table)
 
     def server_argv(self, target: Target) -> list[str]:
         return server_config.argv(self.server_settings(target))
 
-    def config(self) -> dict[str, Any]:
-        """What the run stores as its config; ``plan_id`` names the plan it measures (or
-        its share of), the same on every host that measures a shard of it."""
-        config = {
-            "metric": self.metric,
-            "runtime": self.runtime,
-            "memory": self.memory,
-            "server_data": self.server_data(),
-            "docker_images": self.docker_images,
-            "settings": self.settings.model_dump(),
-            "settings_file": self.settings_file,
-            "workload": self.workload.model_dump(),
-            "cpus": self.cpus.as_dict(),
-            "targets": [t.as_dict() for t in self.targets],
-            "points": [p.label for p in self.points],
-            "narrowed": {str(rep): list(modes) for rep, modes in self.narrowed.items()},
-            "planned_trials": trial_count(self.planned()),
-            "callgrind_hz": control.CALLGRIND_HZ if self.metric != "throughput" else None,
-            "seeds": f"not controlled: {self.seed_problem}" if self.seed_problem else "fixed",
-            "loadgen_choice": self.loadgen_choice.as_dict() if self.loadgen_choice else None,
-            "throughput_method": self.throughput_method,
-            "skipped": [s.as_dict() for s in self.skipped],
-            "shard": None
-            if self.shard is None
-            else {"index": self.shard.index, "count": self.shard.count, "from": self.shard.source},
-        }
-        config["plan_id"] = shards.plan_id(config)
-        return config
+    def config(self, purpose: RunPurpose | None = None) -> RunPlan:
+        """The run's plan as it is stored, measured for ``purpose``; its ``plan_id`` names
+        the plan it measures (or its share of), the same on every host that measures a
+        shard of it."""
+        return RunPlan(
+            targets=tuple(self.targets),
+            workload=self.workload,
+            settings=self.settings,
+            cpus=self.cpus,
+            metric=self.metric,
+            runtime=self.runtime,
+            memory=self.memory,
+            server_data=self.server_data(),
+            docker_images=self.docker_images,
+            settings_file=self.settings_file,
+            points=tuple(p.label for p in self.points),
+            narrowed=dict(self.narrowed),
+            planned_trials=trial_count(self.planned()),
+            callgrind_hz=control.CALLGRIND_HZ if self.metric != "throughput" else None,
+            seeds=f"not controlled: {self.seed_problem}" if self.seed_problem else "fixed",
+            loadgen_choice=self.loadgen_choice,
+            throughput_method=self.throughput_method,
+            skipped=self.skipped,
+            shard=self.shard,
+            purpose=purpose or RunPurpose(),
+        ).identified()
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any], tool: Mapping[str, Any], docker: Any) -> Job:
-        """The job a run stored (``config()``, its load generator ``tool``), as it was: a
+    def from_config(cls, plan: RunPlan, tool: LoadgenBinary, docker: Any) -> Job:
+        """The job a run stored (its plan, its load generator ``tool``), as it was: a
         resumed or grown run measures what the first attempt planned, never today's
         defaults. ``docker``: the engine, for a run in containers."""
-        workload = model.stored(config["workload"])
-        # A run stored before throughput could be paired in time measured separate trials,
-        # and one stored before seed offsets read the seeds of offset 0.
-        settings = RunSettings(
-            **{"pairing": "separate", **config["settings"], "seed_offset": seeds.offset_of(config)}
-        )
-        runtime = config.get("runtime", "native")
-        data = config.get("server_data") or {}
-        binary = LoadgenBinary(**tool)
+        if plan.cpus is None:
+            raise BadInput("the run's plan records no CPUs: it cannot be measured again")
+        data = plan.server_data or ServerData()
         return cls(
-            targets=[Target(**t) for t in config["targets"]],
-            workload=workload,
-            settings=settings,
-            cpus=CpuPlan(
-                parse_cpu_list(config["cpus"]["server_cpus"]),
-                parse_cpu_list(config["cpus"]["client_cpus"]),
-            ),
-            loadgen=binary,
-            metric=config.get("metric", "throughput"),
-            runtime=runtime,
-            memory=config.get("memory"),
+            targets=list(plan.targets),
+            workload=plan.workload,
+            settings=plan.settings.model_copy(update={"seed_offset": plan.seed_offset}),
+            cpus=plan.cpus,
+            loadgen=tool,
+            metric=plan.metric,
+            runtime=plan.runtime,
+            memory=plan.memory,
             docker=docker,
-            docker_images=config.get("docker_images"),
-            narrowed={int(r): tuple(m) for r, m in config.get("narrowed", {}).items()},
-            skipped=tuple(Skipped(**s) for s in config.get("skipped") or ()),
-            shard=shards.stored(config.get("shard")),
-            data_dir=data.get("dir") if runtime == "native" or data.get("persistent") else None,
-            loadgen_choice=_stored_choice(config.get("loadgen_choice"), binary.name),
-            settings_file=config.get("settings_file") or "not recorded",
+            docker_images=plan.docker_images,
+            narrowed=dict(plan.narrowed),
+            skipped=plan.skipped,
+            shard=plan.shard,
+            data_dir=data.dir if plan.runtime == "native" or data.persistent else None,
+            loadgen_choice=_stored_choice(plan.loadgen_choice, tool.name),
+            settings_file=plan.settings_file,
         )
 
 
-def _stored_choice(stored: Any, tool: str) -> Choice:
+def _stored_choice(stored: LoadgenChoice | None, tool: str) -> LoadgenChoice:
     """The run's own load generator, as it was chosen: a resumed run never probes again.
     A choice names tools as --loadgen does (memtier), the binary by its own name."""
-    if isinstance(stored, dict):
-        named = memtier.NAME if stored.get("tool") == "memtier" else stored.get("tool")
+    if stored is not None:
+        named = memtier.NAME if stored.tool == "memtier" else stored.tool
         if named == tool:
-            why = str(stored.get("why") or "")
-            return Choice(str(stored["tool"]), why, stored.get("probe"), stored.get("cached"))
-    return Choice(tool, "the run's own")
+            return stored
+    return LoadgenChoice(tool, "the run's own")
 
 
 DURATION_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(s|m|h|min)?\s*$")

@@ -22,7 +22,6 @@ import hashlib
 import json
 import os
 import tempfile
-from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +35,7 @@ from regtrack.core import environment
 from regtrack.core.errors import CannotMeasure
 from regtrack.core.records import InvalidReason
 from regtrack.core.settings import RunSettings
+from regtrack.plan.records import LoadgenChoice, LoadgenProbe
 from regtrack.targets.sources import cache_root
 from regtrack.workloads import points
 from regtrack.workloads.model import GetPipelineWorkload
@@ -49,17 +49,8 @@ PROBE_WARMUP_S = 0.0  # a second of memtier is enough to see which side runs out
 SATURATION_REASONS = frozenset({InvalidReason.CLIENT_BOUND, InvalidReason.NOT_SERVER_BOUND})
 
 
-@dataclass(frozen=True)
-class Choice:
-    """The tool, why, and the probe behind it (None: nothing was probed)."""
-
-    tool: str
-    why: str
-    probe: dict[str, Any] | None = None
-    cached: str | None = None  # the file the answer was read from
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+# The record a decision makes: the tool, why, and the probe behind it.
+Choice = LoadgenChoice
 
 
 def pending(requested: str | None, binary: str | None, workload: Any, metric: str) -> bool:
@@ -100,7 +91,9 @@ def decide(job: Job) -> Choice:
     key_file = _answer_file(job, memtier_bin.sha256)
     kept = _read(key_file)
     if kept is not None:
-        return Choice(kept["tool"], kept["why"], kept.get("probe"), str(key_file))
+        return Choice(
+            kept["tool"], kept["why"], LoadgenProbe.from_json(kept.get("probe")), str(key_file)
+        )
     try:
         record = _probe(job, memtier_bin)
     except (CannotMeasure, redis.RedisError, OSError) as exc:
@@ -111,16 +104,16 @@ def decide(job: Job) -> Choice:
     client = record.client_cpu_pct or 0.0
     pipeline = record.params["pipeline"]
     threads = record.params["threads"]
-    probe = {
-        "pipeline": pipeline,
-        "threads": threads,
-        "server_cpu_pct": round(server, 1),
-        "client_cpu_pct": round(client, 1),
-        "ops_per_sec": round(record.ops_per_sec or 0.0),
-        "invalid_reason": record.reason_text or None,
-        "at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "version": job.targets[0].label,
-    }
+    probe = LoadgenProbe(
+        pipeline=pipeline,
+        threads=threads,
+        server_cpu_pct=round(server, 1),
+        client_cpu_pct=round(client, 1),
+        ops_per_sec=round(record.ops_per_sec or 0.0),
+        invalid_reason=record.reason_text or None,
+        at=datetime.now(UTC).isoformat(timespec="seconds"),
+        version=job.targets[0].label,
+    )
     figures = (
         f"memtier_benchmark with {threads} thread{'s' if threads > 1 else ''} on CPU "
         f"{job.side_cpus()[job.targets[0].label].client_list} at pipeline {pipeline}: "
@@ -212,7 +205,7 @@ def _write(path: Path, choice: Choice) -> None:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".answer-", suffix=".tmp")
         try:
             with os.fdopen(fd, "w") as f:
-                json.dump({k: v for k, v in choice.as_dict().items() if k != "cached"}, f)
+                json.dump({k: v for k, v in choice.to_json().items() if k != "cached"}, f)
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

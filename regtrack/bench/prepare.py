@@ -126,17 +126,17 @@ def _obtain(
         if kind is not None
         else set()
     )
-    failed = build.obtain([t for t in targets if t.label not in in_container], flags, on_phase)
+    built = {
+        t.label: t
+        for t in build.obtain([t for t in targets if t.label not in in_container], flags, on_phase)
+    }
+    obtained = [built.get(t.label, t) for t in targets]
     skipped = tuple(
-        Skipped(
-            label=t.label,
-            commit=t.commit,
-            subject=t.details.get("subject"),
-            reason=f"does not build: {t.details['build_failed']}",
-        )
-        for t in failed
+        Skipped(t.label, t.commit, t.subject, f"does not build: {t.build_failed}")
+        for t in obtained
+        if t.build_failed is not None
     )
-    return [t for t in targets if t not in failed], skipped
+    return [t for t in obtained if t.build_failed is None], skipped
 
 
 def _cpus(
@@ -164,11 +164,7 @@ def _refuse_images_without_docker(targets: list[Target], runtime: str) -> None:
 
 def _built_benchmarks(targets: list[Target]) -> list[str]:
     """The redis-benchmark binaries the versions' builds made, the newest version's first."""
-    return [
-        t.details["build"]["benchmark"]
-        for t in reversed(targets)
-        if t.details.get("build", {}).get("benchmark")
-    ]
+    return [t.build.benchmark for t in reversed(targets) if t.build and t.build.benchmark]
 
 
 def prepare_job(
@@ -205,7 +201,7 @@ def prepare_job(
     if duet and len(targets) > 2:
         split_sides(cpus, len(targets))  # a range's versions each need CPUs of their own
     if client is not None and kind is not None:
-        images.assign(client, targets, kind, on_phase, options.builder_image, flags)
+        targets = images.assign(client, targets, kind, on_phase, options.builder_image, flags)
     binary = loadgen.locate(tool, options.loadgen_bin, _built_benchmarks(targets))
     probed = loadgen_choice.pending(options.loadgen, options.loadgen_bin, workload, options.metric)
     return Job(

@@ -31,7 +31,6 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from regtrack.core import child_env
 
@@ -50,11 +49,6 @@ def for_repetition(repetition: int, offset: int = 0) -> str:
     """The seed of repetition ``repetition`` (0-based) of a run with ``offset``: 16 hex
     digits, the same on every host (offset 0: the seeds of runs made before offsets)."""
     return hashlib.sha256(f"{NAMESPACE}:{offset + repetition}".encode()).hexdigest()[:16]
-
-
-def offset_of(config: dict[str, Any]) -> int:
-    """A stored run's seed offset (0 for runs made before offsets)."""
-    return int(config["settings"].get("seed_offset") or 0)
 
 
 def draw_offset() -> int:

@@ -19,18 +19,15 @@ can tell exactly which planned trials each shard measured.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
 
 from regtrack.bench import seeds
 from regtrack.bench.plan import Visit
 from regtrack.core import limits
 from regtrack.core.errors import BadInput
+from regtrack.plan.records import Shard
 
 # The variables each engine sets where it means a split; the index is 0-based unless noted.
 ENGINES = (
@@ -48,26 +45,6 @@ COUNT_VARIABLE = "REGTRACK_SHARD_COUNT"  # the count where the engine does not g
 # The pipeline every shard of one plan runs in: its id gives them one seed offset (the
 # same for a retried job, which must measure the plan its siblings measured).
 PIPELINE_VARIABLES = ("GITHUB_RUN_ID", "CI_PIPELINE_ID", "BUILDKITE_BUILD_ID")
-
-
-@dataclass(frozen=True)
-class Shard:
-    """Shard ``index`` (1-based) of ``count``, and where that was read from."""
-
-    index: int
-    count: int
-    source: str = "--shard"
-
-    @property
-    def label(self) -> str:
-        return f"{self.index}/{self.count}"
-
-
-def stored(config: Mapping[str, Any] | None) -> Shard | None:
-    """The shard a run's config recorded (None: it measured the whole plan)."""
-    if not config:
-        return None
-    return Shard(int(config["index"]), int(config["count"]), str(config.get("from", "--shard")))
 
 
 def parse(text: str, source: str = "--shard") -> Shard:
@@ -170,37 +147,6 @@ def counts(visits: list[Visit], shard: Shard) -> tuple[int, int]:
     """(blocks shard ``shard`` measures, blocks in the plan)."""
     owners = assign(visits, shard.count)
     return sum(1 for owner in owners if owner == shard.index), len(owners)
-
-
-def plan_id(config: Mapping[str, Any]) -> str:
-    """The identity of a resolved plan: what is measured, not where.
-
-    Two shards belong together when they were asked to measure the same versions (specs
-    resolved to commits or binaries), points, workload, metric, runtime and settings.
-    Host facts (CPU numbers, paths of cached builds) are left out: they differ by host.
-    """
-    settings = dict(config.get("settings") or {})
-    settings.pop("database", None)
-    facts = {
-        "metric": config.get("metric"),
-        "runtime": config.get("runtime"),
-        "memory": config.get("memory"),
-        "settings": settings,
-        "workload": config.get("workload"),
-        "points": config.get("points"),
-        "targets": [
-            {
-                "label": t.get("label"),
-                "spec": t.get("spec"),
-                "commit": t.get("commit"),
-                "binary_sha256": t.get("binary_sha256") if t.get("kind") == "bin" else None,
-                "build_flags": ((t.get("details") or {}).get("build") or {}).get("flags"),
-            }
-            for t in config.get("targets") or []
-        ],
-    }
-    text = json.dumps(facts, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def seed_offset(env: Mapping[str, str]) -> int:

@@ -116,9 +116,9 @@ def _measured(
     options: Options,
 ) -> tuple[Store, int, str]:
     """A new run of the versions, adding blocks until decided if asked."""
-    from regtrack.bench.job import RunPurpose
     from regtrack.cli.steps import measure, prepare
     from regtrack.flows import orchestrate, readout
+    from regtrack.plan.records import Printed, RunPurpose
     from regtrack.targets import versions
 
     specs = versions.parse_specs(version_specs)
@@ -127,7 +127,7 @@ def _measured(
     job = prepare(specs, options)
     purpose = RunPurpose(
         "sequential" if until_decided else "fixed",
-        {"baseline": baseline or job.targets[0].label, "thresholds": thresholds.model_dump()},
+        Printed(baseline or job.targets[0].label, thresholds),
     )
     rule = None
     if until_decided:

@@ -39,10 +39,9 @@ def prepare(specs: list[versions.VersionSpec], options: Options) -> Job:
     with build_progress() as phase:
         job = prepare_job(specs, options, phase)
     for target in job.targets:
-        if "build" in target.details:
-            b = target.details["build"]
-            how = "cached build" if b["cached"] else f"built in {b['seconds']:.0f} s"
-            what = b.get("server_version") or f"image {target.image}"
+        if (b := target.build) is not None:
+            how = "cached build" if b.cached else f"built in {b.seconds or 0:.0f} s"
+            what = b.server_version or f"image {target.image}"
             err.print(f"regtrack: {target.label}: {how}: {what}")
     if job.shard is not None:
         mine, total = shards.counts(job.planned(), job.shard)
@@ -54,7 +53,7 @@ def prepare(specs: list[versions.VersionSpec], options: Options) -> Job:
             )
         err.print(
             f"regtrack: shard {job.shard.label} (from {job.shard.source}): {mine} of {total} "
-            f"blocks of plan {job.config()['plan_id']}"
+            f"blocks of plan {job.config().plan_id}"
         )
     for skipped in job.skipped:
         what = f"{skipped.label} ({skipped.subject})"

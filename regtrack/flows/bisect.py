@@ -30,7 +30,7 @@ from typing import Any
 from regtrack.analysis import bisection, comparison, run_shift
 from regtrack.analysis.bisect_records import BisectLogEntry
 from regtrack.analysis.records import ChangeSummary, PooledComparison
-from regtrack.bench.job import Job, RunPurpose, parse_duration
+from regtrack.bench.job import Job, parse_duration
 from regtrack.bench.plan import MODES_BY_METRIC
 from regtrack.bench.prepare import prepare_job
 from regtrack.bench.runner import BlockRule
@@ -40,6 +40,7 @@ from regtrack.core.records import Progress
 from regtrack.core.settings import Thresholds
 from regtrack.flows import orchestrate
 from regtrack.flows.bisect_request import request_of
+from regtrack.plan.records import BisectionRole, RunPurpose
 from regtrack.results import bisections, comparability, loaded
 from regtrack.results.store import Store
 from regtrack.targets.build import MakeFailed
@@ -142,7 +143,7 @@ class Bisector:
             budget_s=parse_duration(self.request.budget, "--budget"),
             max_repetitions=max(cap, job.settings.repetitions),
         )
-        purpose = RunPurpose("sequential", bisection={"id": self.id, "role": role})
+        purpose = RunPurpose("sequential", bisection=BisectionRole(self.id, role))
         _, run_id, status = orchestrate.measure(
             job, self.db, self.hooks.say, self.hooks.progress, wait=self.wait, sequential=rule,
             purpose=purpose,
@@ -165,7 +166,8 @@ class Bisector:
         for run in loaded.stored_runs(self.store).values():
             if (
                 run.status == "complete"
-                and (run.bisection or {}).get("role") == role
+                and run.bisection is not None
+                and run.bisection.role == role
                 and [t.commit for t in run.targets] == commits
                 and (run.metric, run.points) == (job.metric, points)
                 and (role == "ends" or run.seed_offset == job.settings.seed_offset)

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 
 from regtrack.analysis import comparison, gate
 from regtrack.analysis.records import ComparisonResult, GateContext, GateDecision
-from regtrack.bench.job import Job, RunPurpose
+from regtrack.bench.job import Job
 from regtrack.core import environment
 from regtrack.core.records import Progress
 from regtrack.core.settings import Thresholds, load_settings
 from regtrack.flows import orchestrate
+from regtrack.plan.records import Printed, RunPurpose
 from regtrack.results import baselines, comparability, loaded
 from regtrack.results.records import StoredRun
 from regtrack.results.store import Store
@@ -89,7 +90,7 @@ def run(
     # intervals valid at every look (a later round may add blocks).
     purpose = RunPurpose(
         "sequential",
-        {"baseline": job.targets[0].label, "thresholds": thresholds.model_dump(), "forced": forced},
+        Printed(job.targets[0].label, thresholds, tuple(forced)),
     )
 
     def compare(st: Store, rid: int) -> ComparisonResult:

@@ -62,7 +62,7 @@ def measure(
             env["runtime"] = job.runtime
             run_id = store.create_run(
                 ["regtrack", *redact.argv(sys.argv[1:])],
-                {**job.config(), **purpose.as_config()},
+                job.config(purpose),
                 env,
                 job.loadgen.as_dict(),
             )

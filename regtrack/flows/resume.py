@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from regtrack.bench.job import Job
+from regtrack.bench.loadgen.base import LoadgenBinary
 from regtrack.core import docker_engine, environment
 from regtrack.core.digests import sha256_of
 from regtrack.core.errors import BadInput
@@ -54,9 +55,9 @@ def _check_target(run_id: int, target: Target, client: Any) -> None:
     if client is None:
         _check_file(run_id, f"{target.label}'s server", target.binary, target.binary_sha256)
         return
-    wanted = target.details.get("docker", {}).get("image_id")
+    wanted = target.docker.image_id if target.docker else None
     have = (
-        engine_images.image_digest(client, target.image)["image_id"]
+        engine_images.image_digest(client, target.image).image_id
         if (target.image and engine_images.has_image(client, target.image))
         else None
     )
@@ -70,9 +71,9 @@ def load_job(store: Store, run_id: int, extending: bool = False) -> Job:
     (an extension that was interrupted goes on from its stored trials)."""
     run = store.run(run_id)
     _check_status(run_id, run["status"], extending)
-    config = run["config"]
-    client = docker_engine.engine() if config.get("runtime") == "docker" else None
-    job = Job.from_config(config, run["loadgen"], client)
+    plan = run["config"]
+    client = docker_engine.engine() if plan.runtime == "docker" else None
+    job = Job.from_config(plan, LoadgenBinary(**run["loadgen"]), client)
     _check_file(run_id, "the load generator", job.loadgen.path, job.loadgen.sha256)
     for target in job.targets:
         _check_target(run_id, target, client)

@@ -7,29 +7,29 @@ blocks no shard measured yet, and which shard should have.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from regtrack.bench import shards
 from regtrack.bench.plan import MODES_BY_METRIC, Visit, interleave
 from regtrack.core.errors import BadInput
+from regtrack.plan.records import Merged
+from regtrack.plan.run_plan import RunPlan
 from regtrack.results import shard_runs, shard_union
 from regtrack.results.shard_union import Missing, PlanMerge
 from regtrack.results.store import Store
-from regtrack.workloads import model, points
+from regtrack.workloads import points
 
 
-def planned_visits(config: Mapping[str, Any]) -> list[Visit]:
-    """The whole plan a run's config describes (every shard's visits)."""
-    workload = model.stored(config["workload"])
+def planned_visits(plan: RunPlan) -> list[Visit]:
+    """The whole plan a run stored (every shard's visits)."""
     return interleave(
-        [t["label"] for t in config["targets"]],
-        points.points(workload),
-        int(config["settings"]["repetitions"]),
-        MODES_BY_METRIC[config.get("metric", "throughput")],
+        [t.label for t in plan.targets],
+        points.points(plan.workload),
+        plan.settings.repetitions,
+        MODES_BY_METRIC[plan.metric],
         0,
-        {int(r): tuple(m) for r, m in (config.get("narrowed") or {}).items()},
+        dict(plan.narrowed),
     )
 
 
@@ -104,7 +104,7 @@ def _merge_plan(dest: Store, runs: list[shard_runs.ShardRun]) -> PlanMerge:
         _new_round(dest, run_id, result.apart)
     have = dest.trial_seqs(run_id)
     if len(have) < planned:  # which shard left what out: the plan itself tells
-        count = max((r.shard or {"count": 1})["count"] for r in runs)
+        count = max(r.shard.count if r.shard else 1 for r in runs)
         result.missing = missing_blocks(_plan(runs[0]), count, have)
     detail = "; ".join(
         f"shard {m.index}/{m.count} missing: {m.blocks} blocks ({m.trials} trials) not measured"
@@ -118,7 +118,7 @@ def _planned_trials(run: shard_runs.ShardRun) -> int:
     """How many trials the whole plan holds: as the run stored it, else (a run of an older
     regtrack) counted by planning it again. Every stored trial's seq is checked against it
     (results/shard_union.py), so a crafted count cannot make a merged run look complete."""
-    stored = run.config.get("planned_trials")
+    stored = run.config.planned_trials
     if isinstance(stored, int) and 1 <= stored <= shard_runs.MAX_TRIALS:
         return stored
     return sum(len(v.trials) for v in _plan(run))
@@ -139,7 +139,7 @@ def _new_round(dest: Store, run_id: int, apart: list[str]) -> None:
     """A merge that added trials is one more look for a sequential gate on the merged run
     (analysis.comparison counts looks by round): record the repetitions it reached, and
     whether the hosts' instruction counts may be pooled."""
-    config = dest.run(run_id)["config"]
-    config["hosts_apart"] = apart
-    config["rounds"] = [*config.get("rounds", []), dest.repetitions_reached(run_id)]
-    dest.update_config(run_id, config)
+    plan = dest.run(run_id)["config"]
+    rounds = plan.merged.rounds if plan.merged else ()
+    merged = Merged((*rounds, dest.repetitions_reached(run_id)), tuple(apart))
+    dest.update_config(run_id, replace(plan, merged=merged))

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from regtrack.core.errors import BadInput
+from regtrack.plan.run_plan import RunPlan
 from regtrack.targets.make_flags import flags_text
 
 # Machine facts that change throughput for reasons other than Redis (environment.py).
@@ -43,69 +44,58 @@ UNKNOWN = "unknown"
 NOT_BUILT = "not built by regtrack"
 
 
-def key(config: dict[str, Any], environment: dict[str, Any], loadgen: dict[str, Any]) -> dict:
+def key(plan: RunPlan, environment: Mapping[str, Any], loadgen: Mapping[str, Any]) -> dict:
     """The run's comparability key: plain JSON, one entry per fact that must match."""
-    settings = config.get("settings", {})
-    workload = {k: v for k, v in config.get("workload", {}).items() if k not in NOT_TRAFFIC}
+    dumped = plan.workload.model_dump()
+    workload = {k: v for k, v in dumped.items() if k not in NOT_TRAFFIC}
     if not workload.get("server"):  # no settings: as runs made before settings existed
         workload.pop("server", None)
-    cpus = config.get("cpus", {})
-    counted = config.get("metric", "throughput") != "throughput"
+    counted = plan.counted
+    data = plan.server_data
     facts: dict[str, Any] = {f"machine.{k}": environment.get(k) for k in MACHINE}
     facts.update(
         {
-            "runtime": config.get("runtime", "native"),
-            "docker images": config.get("docker_images")
-            if config.get("runtime") == "docker"
-            else None,
-            "memory limit": config.get("memory"),
+            "runtime": plan.runtime,
+            "docker images": plan.docker_images if plan.runtime == "docker" else None,
+            "memory limit": plan.memory,
             # With AOF or RDB on, the filesystem the server writes to is measured too.
-            "server data filesystem": (config.get("server_data") or {}).get("filesystem")
-            if (config.get("server_data") or {}).get("persistent")
-            else None,
-            "server cpus": cpus.get("server_cpus"),
-            "client cpus": cpus.get("client_cpus"),
-            # Windows paired in time and separate trials measure throughput differently
-            # (runs from before the paired mode measured separate trials).
-            "throughput method": config.get("throughput_method", "separate trials")
-            if config.get("metric", "throughput") != "instructions"
-            else None,
+            "server data filesystem": data.filesystem if data and data.persistent else None,
+            "server cpus": plan.cpus.server_list if plan.cpus else None,
+            "client cpus": plan.cpus.client_list if plan.cpus else None,
+            # Windows paired in time and separate trials measure throughput differently.
+            "throughput method": plan.throughput_method if plan.metric != "instructions" else None,
             "load generator": loadgen.get("name"),
             "load generator binary": loadgen.get("sha256") or loadgen.get("image_id"),
-            "instruction requests": settings.get("instruction_requests") if counted else None,
-            "callgrind hz": config.get("callgrind_hz") if counted else None,
+            "instruction requests": plan.settings.instruction_requests if counted else None,
+            "callgrind hz": plan.callgrind_hz if counted else None,
             "valgrind": (environment.get("valgrind") or UNKNOWN) if counted else None,
-            **_builds(config, counted),
+            **_builds(plan, counted),
         }
     )
     facts.update({f"workload.{k}": v for k, v in sorted(workload.items())})
     return facts
 
 
-def _builds(config: dict[str, Any], counted: bool) -> dict[str, str | None]:
+def _builds(plan: RunPlan, counted: bool) -> dict[str, str | None]:
     """The compiler and make variables of the run's versions built from source (one
     compiler and one flag set for all of a run's builds; several are joined by "; ")."""
     if not counted:
         return {"compiler": None, "build flags": None}
-    builds = [
-        (t.get("details") or {}).get("build")
-        for t in config.get("targets") or []
-        if (t.get("details") or {}).get("build")
-    ]
+    builds = [t.build for t in plan.targets if t.build is not None]
     if not builds:
         return {"compiler": NOT_BUILT, "build flags": NOT_BUILT}
-    compilers = {b.get("compiler") or UNKNOWN for b in builds}
-    flags = {flags_text(b) if "flags" in b else UNKNOWN for b in builds}
+    compilers = {b.compiler or UNKNOWN for b in builds}
+    flags = {flags_text(b.flags, b.environment) if b.flags is not None else UNKNOWN for b in builds}
     return {
         "compiler": UNKNOWN if UNKNOWN in compilers else "; ".join(sorted(compilers)),
         "build flags": UNKNOWN if UNKNOWN in flags else "; ".join(sorted(flags)),
     }
 
 
-def of_run(run: dict[str, Any]) -> dict[str, Any]:
-    """A stored run's key (a ``Store.run`` row): as stored when it was created, or, for a
-    run older than the key, derived from the same stored facts."""
-    derived = key(run.get("config") or {}, run.get("environment") or {}, run.get("loadgen") or {})
+def of_run(run: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored run's key (a ``Store.run`` row, its plan read): as stored when it was
+    created, or, for a run older than the key, derived from the same stored facts."""
+    derived = key(run["config"], run.get("environment") or {}, run.get("loadgen") or {})
     if run.get("comparability"):
         # A fact added to the key later is derived for a run stored before it.
         return {**{k: derived[k] for k in ADDED if k in derived}, **run["comparability"]}

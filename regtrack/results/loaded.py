@@ -11,9 +11,11 @@ from typing import Any
 
 import pandas as pd
 
+from regtrack.plan.run_plan import RunPlan
 from regtrack.results import comparability
 from regtrack.results.records import AlikeRuns, LoadedRun, RunCosts, RunTarget, StoredRun
 from regtrack.results.store import Store
+from regtrack.targets.target import Target
 
 
 def trials_frame(store: Store, run_id: int) -> pd.DataFrame:
@@ -75,8 +77,7 @@ def command_stats(store: Store, run_id: int) -> pd.DataFrame:
 
 
 def _stored(row: dict[str, Any], targets: list[dict[str, Any]]) -> StoredRun:
-    config = row.get("config") or {}
-    settings = config.get("settings") or {}
+    plan: RunPlan = row["config"]
     key = comparability.of_run(row)
     return StoredRun(
         id=int(row["id"]),
@@ -88,39 +89,39 @@ def _stored(row: dict[str, Any], targets: list[dict[str, Any]]) -> StoredRun:
         key=key,
         status=row.get("status") or "",
         status_detail=row.get("status_detail") or "",
-        workload=(config.get("workload") or {}).get("name") or "",
-        metric=config.get("metric") or "throughput",
-        points=tuple(config.get("points") or ()),
-        runtime=config.get("runtime") or "native",
-        repetitions=int(settings.get("repetitions") or 0),
-        seed_offset=int(settings.get("seed_offset") or 0),
-        seeds=config.get("seeds"),
+        workload=plan.workload.name,
+        metric=plan.metric,
+        points=plan.points,
+        runtime=plan.runtime,
+        repetitions=plan.settings.repetitions,
+        seed_offset=plan.seed_offset,
+        seeds=plan.seeds,
         environment=row.get("environment") or {},
         loadgen=row.get("loadgen") or {},
-        printed=config.get("comparison") or {},
-        bisection=config.get("bisection"),
-        design=config.get("design", "fixed"),
-        rounds=tuple(config.get("rounds") or ()),
-        server=dict((config.get("workload") or {}).get("server") or {}),
-        server_data=config.get("server_data"),
+        printed=plan.purpose.printed,
+        bisection=plan.purpose.bisection,
+        design=plan.purpose.design,
+        rounds=plan.merged.rounds if plan.merged else (),
+        server=dict(plan.workload.server),
+        server_data=plan.server_data,
     )
 
 
 def _target(row: dict[str, Any]) -> RunTarget:
-    details = row.get("details") or {}
+    stored = Target.from_json({**row, "commit": row.get("commit_sha")})
     built = str((row.get("server_info") or {}).get("redis_git_sha1") or "")
     return RunTarget(
-        label=row["label"],
-        spec=row["spec"],
-        kind=row.get("kind") or "",
-        commit=row.get("commit_sha") or "",
-        source_repo=row.get("source_repo") or "",
+        label=stored.label,
+        spec=stored.spec,
+        kind=stored.kind,
+        commit=stored.commit or "",
+        source_repo=stored.source_repo or "",
         redis_version=row.get("redis_version") or "",
-        subject=details.get("subject") or "",
-        commit_date=details.get("commit_date") or "",
-        server_config=details.get("server_config"),
+        subject=stored.subject or "",
+        commit_date=stored.commit_date or "",
+        server_config=stored.server_config,
         built_sha=built if built.strip("0") else "",
-        binary_sha256=row.get("binary_sha256") or "",
-        build=details.get("build") or {},
-        image=(details.get("docker") or {}).get("image") or "",
+        binary_sha256=stored.binary_sha256 or "",
+        build=stored.build,
+        image=stored.docker.image if stored.docker else "",
     )

@@ -11,7 +11,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from regtrack.core.errors import BadInput, CannotMeasure
+from regtrack.plan.records import BisectionRole, Printed, ServerData
+from regtrack.targets.target import BuildFacts
 from regtrack.targets.versions import parse_spec
+from regtrack.workloads.model import ServerValue
 
 if TYPE_CHECKING:  # pandas only where frames are built: importing this module stays cheap
     import pandas as pd
@@ -42,7 +45,7 @@ class RunTarget:
     server_config: Mapping[str, str] | None = None
     built_sha: str = ""  # the git sha the server says it was built from ("": none or zeros)
     binary_sha256: str = ""
-    build: Mapping[str, Any] = field(default_factory=dict)  # flags, environment, compiler
+    build: BuildFacts | None = None  # how regtrack built it (None: it did not)
     image: str = ""  # the container image it ran in ("": native)
 
     @property
@@ -80,15 +83,15 @@ class StoredRun:
     seeds: str | None = None  # "fixed" or "not controlled: why"; None before it was stored
     environment: Mapping[str, Any] = field(default_factory=dict)  # the machine, as captured
     loadgen: Mapping[str, Any] = field(default_factory=dict)  # the load generator, as found
-    # The baseline and thresholds its command printed verdicts with ({}: none stored).
-    printed: Mapping[str, Any] = field(default_factory=dict)
+    # The baseline and thresholds its command printed verdicts with (empty: none stored).
+    printed: Printed = field(default_factory=Printed)
     # A bisection's run: which bisection, in which role (ends, step, confirm); None: not one.
-    bisection: Mapping[str, Any] | None = None
+    bisection: BisectionRole | None = None
     design: str = "fixed"  # fixed | sequential: the interval its looks allow
     # A run merged from shards: the repetitions it reached after each merge round.
     rounds: tuple[int, ...] = ()
-    server: Mapping[str, Any] = field(default_factory=dict)  # the workload's server table
-    server_data: Mapping[str, Any] | None = None  # where persistent servers kept files
+    server: Mapping[str, ServerValue] = field(default_factory=dict)  # the workload's [server]
+    server_data: ServerData | None = None  # where persistent servers kept files
 
     @property
     def labels(self) -> list[str]:

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from regtrack.core.errors import BadInput
+from regtrack.plan.records import Shard
+from regtrack.plan.run_plan import RunPlan
 from regtrack.results.store import Store
 
 # What a shard's run may hold before it is planned or copied: a crafted database could
@@ -30,10 +32,10 @@ class ShardRun:
     path: Path
     run_id: int
     plan_id: str
-    shard: dict[str, Any] | None
+    shard: Shard | None
     host: str
     status: str
-    config: dict[str, Any]
+    config: RunPlan
     environment: dict[str, Any]
     loadgen: dict[str, Any]
     command: list[str]
@@ -42,7 +44,7 @@ class ShardRun:
     @property
     def name(self) -> str:
         shard = self.shard
-        return f"shard {shard['index']}/{shard['count']}" if shard else "the whole plan"
+        return f"shard {shard.label}" if shard else "the whole plan"
 
 
 def private_copy(path: Path, folder: Path) -> Path:
@@ -77,19 +79,19 @@ def shard_runs(path: Path, read_from: Path | None = None) -> list[ShardRun]:
             raise BadInput(f"{path}: its runs cannot be read ({type(exc).__name__})") from None
         found = []
         for run in reversed(runs):
-            config = run["config"] or {}
-            if not isinstance(config, dict) or not config.get("plan_id") or config.get("merged"):
+            plan: RunPlan = run["config"]
+            if not plan.plan_id or plan.merged is not None:
                 continue
-            _check_config(path, run["id"], config)
+            _check_plan(path, run["id"], plan)
             found.append(
                 ShardRun(
                     path=path,
                     run_id=run["id"],
-                    plan_id=str(config["plan_id"]),
-                    shard=_shard(path, run["id"], config.get("shard")),
+                    plan_id=plan.plan_id,
+                    shard=plan.shard,
                     host=host_label(_mapping(run["environment"])),
                     status=str(run["status"]),
-                    config=config,
+                    config=plan,
                     environment=_mapping(run["environment"]),
                     loadgen=_mapping(run["loadgen"]),
                     command=[str(a) for a in run["command"] or []]
@@ -114,37 +116,20 @@ def refuse(path: Path, run_id: int, what: str) -> BadInput:
     )
 
 
-def _check_config(path: Path, run_id: int, config: dict[str, Any]) -> None:
-    """The fields planning and copying rely on, with their types and bounds."""
-    settings, workload = config.get("settings"), config.get("workload")
-    targets = config.get("targets")
-    if not isinstance(settings, dict) or not isinstance(workload, dict):
-        raise refuse(path, run_id, "no settings or workload")
-    repetitions = settings.get("repetitions")
-    if not isinstance(repetitions, int) or not 1 <= repetitions <= MAX_REPETITIONS:
-        raise refuse(path, run_id, f"repetitions {str(repetitions)[:20]!r}")
-    if config.get("metric", "throughput") not in METRICS:
-        raise refuse(path, run_id, f"metric {str(config.get('metric'))[:20]!r}")
-    if workload.get("kind") not in WORKLOAD_KINDS:
-        raise refuse(path, run_id, f"workload kind {str(workload.get('kind'))[:20]!r}")
-    pipelines = workload.get("pipelines", [])
-    if not isinstance(pipelines, list) or len(pipelines) > MAX_PIPELINES:
+def _check_plan(path: Path, run_id: int, plan: RunPlan) -> None:
+    """The bounds planning and copying rely on (the plan's reader checked its types)."""
+    repetitions = plan.settings.repetitions
+    if not 1 <= repetitions <= MAX_REPETITIONS:
+        raise refuse(path, run_id, f"repetitions {repetitions}")
+    if plan.metric not in METRICS:
+        raise refuse(path, run_id, f"metric {plan.metric[:20]!r}")
+    if len(getattr(plan.workload, "pipelines", ())) > MAX_PIPELINES:
         raise refuse(path, run_id, "its pipelines")
-    if (
-        not isinstance(targets, list)
-        or not 1 <= len(targets) <= MAX_TARGETS
-        or not all(isinstance(t, dict) and isinstance(t.get("label"), str) for t in targets)
-    ):
+    if not 1 <= len(plan.targets) <= MAX_TARGETS:
         raise refuse(path, run_id, "its versions")
-
-
-def _shard(path: Path, run_id: int, shard: Any) -> dict[str, Any] | None:
-    if shard is None:
-        return None
-    index, count = (shard.get("index"), shard.get("count")) if isinstance(shard, dict) else (0, 0)
-    if not (isinstance(index, int) and isinstance(count, int) and 1 <= index <= count <= 10_000):
+    shard = plan.shard
+    if shard is not None and not 1 <= shard.index <= shard.count <= 10_000:
         raise refuse(path, run_id, "its shard")
-    return shard
 
 
 def host_label(environment: dict[str, Any]) -> str:

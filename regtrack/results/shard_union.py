@@ -14,9 +14,10 @@ import contextlib
 import json
 import sqlite3
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from regtrack.core.errors import BadInput
+from regtrack.plan.records import Merged, Shard
 from regtrack.results import connection
 from regtrack.results.shard_runs import MAX_TARGETS, ShardRun, refuse
 from regtrack.results.store import Store, busy_timeout_ms, config_field, now
@@ -69,9 +70,9 @@ TARGET_COLUMNS = (
 def create_merged_run(dest: Store, first: ShardRun) -> int:
     """The merged run of ``first``'s plan: its config without the shard, its targets, in
     one transaction (never a run without its versions)."""
-    config = {**first.config, "shard": None, "merged": True}
+    plan = replace(first.config, shard=None, merged=Merged())
     with _reader(first) as src, dest.transaction() as conn:
-        run_id = dest.create_run(first.command, config, first.environment, first.loadgen)
+        run_id = dest.create_run(first.command, plan, first.environment, first.loadgen)
         rows = src.execute(
             f"SELECT {', '.join(TARGET_COLUMNS)} FROM targets WHERE run_id = ? ORDER BY position",
             (first.run_id,),
@@ -151,12 +152,12 @@ def add_shard(dest: Store, run_id: int, source: ShardRun, planned: int) -> tuple
                 "same planned trials were measured twice (a shard run again?); merge one "
                 "database per shard"
             )
-        shard = source.shard or {"index": 1, "count": 1}
+        shard = source.shard or Shard(1, 1)
         conn.execute(
             "INSERT OR IGNORE INTO merged_shards (run_id, shard, shards, host, source,"
             " source_run, environment, trials, merged_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                run_id, shard["index"], shard["count"], source.host, str(source.path),
+                run_id, shard.index, shard.count, source.host, str(source.path),
                 source.run_id, json.dumps(source.environment, sort_keys=True),
                 added + already, now(),
             ),
@@ -248,10 +249,10 @@ def instruction_differences(runs: list[ShardRun]) -> list[str]:
             out.append(f"{key}: {' / '.join(seen)}")
     binaries: dict[str, set[str]] = {}
     for r in runs:
-        for target in r.config.get("targets") or []:
-            image = ((target.get("details") or {}).get("docker") or {}).get("image_id")
-            code = target.get("binary_sha256") or image
-            binaries.setdefault(target["label"], set()).add(str(code))
+        for target in r.config.targets:
+            image = target.docker.image_id if target.docker else None
+            code = target.binary_sha256 or image
+            binaries.setdefault(target.label, set()).add(str(code))
     for label, shas in sorted(binaries.items()):
         if len(shas) > 1:
             out.append(f"{label}'s binary or image: {' / '.join(sorted(s[:12] for s in shas))}")

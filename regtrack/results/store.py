@@ -9,6 +9,7 @@ import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from regtrack.core import writes
 from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.core.records import FunctionCost, InvalidReason, TrialReason, TrialRecord
+from regtrack.plan.run_plan import RunPlan, UnreadablePlan
 from regtrack.results import (
     comparability,
     connection,
@@ -24,7 +26,7 @@ from regtrack.results import (
     trial_rows,
 )
 from regtrack.results.migrations import refuse_unusable, schema_version, upgrade
-from regtrack.targets.versions import Target
+from regtrack.targets.target import Target
 
 BUSY_TIMEOUT_MS = 30_000  # how long a write waits for another writer; $REGTRACK_DB_TIMEOUT_S
 
@@ -162,7 +164,7 @@ class Store:
     def create_run(
         self,
         command: list[str],
-        config: dict[str, Any],
+        plan: RunPlan,
         environment: dict[str, Any],
         loadgen: dict[str, Any],
     ) -> int:
@@ -173,23 +175,25 @@ class Store:
                 (
                     now(),
                     as_json(command),
-                    as_json(config),
+                    as_json(plan.to_json()),
                     as_json(environment),
                     environment.get("fingerprint"),
                     as_json(loadgen),
-                    as_json(comparability.key(config, environment, loadgen)),
+                    as_json(comparability.key(plan, environment, loadgen)),
                 ),
             )
             return int(cur.lastrowid)
 
-    def update_config(self, run_id: int, config: dict[str, Any]) -> None:
-        """The run's plan as it grew (sequential repetitions): what --resume rebuilds. Keys
-        the plan does not carry (why the run was measured: design, comparison, bisection)
-        stay as recorded."""
+    def update_config(self, run_id: int, plan: RunPlan) -> None:
+        """The run's plan as it grew (sequential repetitions, merge rounds): what --resume
+        rebuilds. Why the run was measured (its purpose) stays as recorded, and so do its
+        merge rounds unless ``plan`` brings new ones."""
+        stored = self.run(run_id)["config"]
+        kept = replace(plan, purpose=stored.purpose, merged=plan.merged or stored.merged)
         with self.transaction() as conn:
-            row = conn.execute("SELECT config FROM runs WHERE id = ?", (run_id,)).fetchone()
-            merged = {**(json.loads(row[0]) if row and row[0] else {}), **config}
-            conn.execute("UPDATE runs SET config = ? WHERE id = ?", (as_json(merged), run_id))
+            conn.execute(
+                "UPDATE runs SET config = ? WHERE id = ?", (as_json(kept.to_json()), run_id)
+            )
 
     def add_target(
         self, run_id: int, position: int, target: Target, server_info: dict[str, Any]
@@ -213,7 +217,7 @@ class Store:
                     target.image,
                     server_info.get("version") or server_info.get("redis_version"),
                     as_json(server_info),
-                    as_json(target.details),
+                    as_json(target.details_json()),
                 ),
             )
             return int(cur.lastrowid)
@@ -394,7 +398,14 @@ class Store:
         return out
 
     def _run_row(self, row: sqlite3.Row) -> dict[str, Any]:
-        return stored_values.row(self.path, "runs", row, {"n_trials": ""})
+        """A run's row, its config read as the RunPlan it stores (one line if it is not)."""
+        item = stored_values.row(self.path, "runs", row, {"n_trials": ""})
+        try:
+            item["config"] = RunPlan.from_json(item["config"] or {})
+        except UnreadablePlan as exc:
+            why = f"its plan cannot be read ({exc})"
+            raise stored_values.refused(self.path, "runs", item, why) from None
+        return item
 
 
 _INTERRUPTED = (

@@ -23,7 +23,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from regtrack.core import child_env, cpulock, procs
@@ -31,7 +31,7 @@ from regtrack.core.digests import sha256_of
 from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.targets.make_flags import MAKE_ENVIRONMENT, compiler_version, make_environment
 from regtrack.targets.sources import SourceRepo, cache_root
-from regtrack.targets.versions import Target
+from regtrack.targets.target import BuildFacts, Target
 
 SERVER_NAMES = ("redis-server", "valkey-server")
 BENCHMARK_NAMES = ("redis-benchmark", "valkey-benchmark")
@@ -67,10 +67,11 @@ class Build:
     # before they were recorded: the cache reused those whatever the environment).
     environment: dict[str, str] = field(default_factory=dict)
 
-    def details(self) -> dict:
+    def facts(self) -> BuildFacts:
+        """What the run records of the build (the target's ``build``)."""
         data = asdict(self)
         data["build_key"] = data.pop("key")
-        return data
+        return BuildFacts.from_json(data)
 
 
 def _find(tree: Path, names: tuple[str, ...]) -> Path | None:
@@ -335,16 +336,17 @@ def obtain(
     flags: list[str],
     on_phase: Callable[[str], None] = lambda text: None,
 ) -> list[Target]:
-    """Give every target a runnable server binary, building git and src targets.
+    """Every target with a runnable server binary, git and src targets built.
 
     All builds finish before anything is measured: a failing build stops the run while
-    nothing has been spent on measuring, except for a commit of a range (A..B), which is
-    marked (``details["build_failed"]``) and returned, so the range goes on without it.
+    nothing has been spent on measuring, except for a commit of a range (A..B), which
+    comes back marked (``build_failed``), so the range goes on without it.
     """
     repos: dict[str, SourceRepo] = {}
-    failed: list[Target] = []
+    out: list[Target] = []
     for target in targets:
         if target.kind not in ("git", "src"):
+            out.append(target)
             continue
         label = target.label
 
@@ -357,14 +359,19 @@ def obtain(
             try:
                 build = build_commit(repo, target.commit, flags, show)
             except CannotMeasure as exc:
-                if "range" not in target.details or getattr(exc, "passing", None):
+                if target.range is None or getattr(exc, "passing", None):
                     raise  # a range goes on without a commit that cannot build, not a full disk
-                target.details["build_failed"] = str(exc).splitlines()[0]
-                failed.append(target)
+                out.append(replace(target, build_failed=str(exc).splitlines()[0]))
                 continue
         else:
-            build = build_tree(Path(target.details["tree"]), flags, show)
-        target.binary = build.server
-        target.binary_sha256 = sha256_of(build.server)
-        target.details["build"] = build.details()
-    return failed
+            assert target.tree
+            build = build_tree(Path(target.tree), flags, show)
+        out.append(
+            replace(
+                target,
+                binary=build.server,
+                binary_sha256=sha256_of(build.server),
+                build=build.facts(),
+            )
+        )
+    return out

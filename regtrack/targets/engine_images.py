@@ -13,6 +13,7 @@ import re
 import subprocess
 import tarfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +117,14 @@ def import_binary(client: Any, binary: Path, tag: str) -> str:
         raise CannotMeasure(f"cannot import {binary} as image {name}: {short(exc)}") from None
 
 
-def image_digest(client: Any, image: str) -> dict[str, Any]:
-    """What identifies an image: its id and, for a pulled one, its registry digest."""
+@dataclass(frozen=True)
+class ImageIdentity:
+    """What identifies an image: its id and, for a pulled one, its registry digests."""
+
+    image_id: str
+    repo_digests: tuple[str, ...] = ()
+
+
+def image_digest(client: Any, image: str) -> ImageIdentity:
     found = client.images.get(image)
-    return {"image_id": found.id, "repo_digests": found.attrs.get("RepoDigests", [])}
+    return ImageIdentity(found.id, tuple(found.attrs.get("RepoDigests") or ()))

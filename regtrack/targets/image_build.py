@@ -16,13 +16,14 @@ import json
 import tarfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from regtrack.core import cpulock, docker_engine
 from regtrack.core.errors import CannotMeasure
 from regtrack.targets import engine_images
 from regtrack.targets.sources import SourceRepo
-from regtrack.targets.versions import Target
+from regtrack.targets.target import BuildFacts, Target
 
 DOCKERFILE_NAME = "regtrack.Dockerfile"
 LOG_TAIL_LINES = 15
@@ -76,22 +77,21 @@ def build_image(
     flags: list[str],
     on_line: Callable[[str], None] = lambda line: None,
     jobs: int = 2,
-) -> dict[str, Any]:
-    """Build ``target``'s commit in ``builder``; sets target.image, returns build details."""
+) -> tuple[str, BuildFacts]:
+    """Build ``target``'s commit in ``builder``: the image's name and how it was built."""
     assert target.commit and target.source_repo
     builder_id = engine_images.ensure_image(client, builder, on_line)
     tag = image_tag(target.commit, flags, builder_id)
     name = f"{engine_images.IMPORTED_REPO}:{tag}"
-    details = {
-        "commit": target.commit,
-        "flags": flags,
-        "builder_image": builder,
-        "builder_image_id": builder_id,
-        "how": "docker build",
-    }
-    target.image = name
+    facts = BuildFacts(
+        flags=tuple(flags),
+        commit=target.commit,
+        builder_image=builder,
+        builder_image_id=builder_id,
+        how="docker build",
+    )
     if engine_images.has_image(client, name):
-        return {**details, "cached": True}
+        return name, replace(facts, cached=True)
     repo = SourceRepo(target.source_repo)
     on_line("exporting sources")
     context = _context(repo, target.commit, dockerfile(flags, jobs))
@@ -100,7 +100,7 @@ def build_image(
     # The build uses every CPU: it waits for, and then holds off, any measurement here.
     with cpulock.hold_all(on_wait=on_line):
         _build(client, target, builder, name, context, lines, on_line)
-    return {**details, "cached": False, "seconds": round(time.monotonic() - started, 1)}
+    return name, replace(facts, cached=False, seconds=round(time.monotonic() - started, 1))
 
 
 def _build(

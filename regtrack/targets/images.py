@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from regtrack.core.errors import BadInput
 from regtrack.targets import engine_images, image_build
 from regtrack.targets.sources import UPSTREAM
-from regtrack.targets.versions import Target
+from regtrack.targets.target import DockerImage, Target
 
 RELEASE_TAG_RE = re.compile(r"^tag (\d+\.\d+\.\d+)$")
 
@@ -73,37 +74,45 @@ def assign(
     on_line: Callable[[str], None],
     builder: str | None = None,
     flags: list[str] | None = None,
-) -> None:
-    """Set target.image (and how it was obtained) for every target."""
-    for target in targets:
-        if built_in_docker(target, kind, builder):
-            assert builder
+) -> list[Target]:
+    """Every target with its image (and how it was obtained)."""
+    return [_assigned(client, t, kind, on_line, builder, flags or []) for t in targets]
 
-            def show(line: str, label: str = target.label) -> None:
-                on_line(f"building {label} in {builder}: {line}")
 
-            target.details["build"] = image_build.build_image(
-                client, target, builder, flags or [], show
-            )
-            how = f"docker build in {builder}"
-        elif target.kind == "image":
-            assert target.image
-            engine_images.ensure_image(client, target.image, on_line)
-            how = "as given"
-        elif uses_official(target, kind):
-            target.image = engine_images.official_image((target.ref or "").split()[-1])
-            engine_images.ensure_image(client, target.image, on_line)
-            how = "official image"
-        else:
-            if not target.binary or not target.binary_sha256:
-                raise BadInput(f"version {target.label!r} has no binary to put in an image")
-            on_line(f"importing {target.label} into an image")
-            tag = f"{target.kind}-{target.binary_sha256[:16]}"
-            engine_images.import_binary(client, Path(target.binary), tag)
-            target.image = f"{engine_images.IMPORTED_REPO}:{tag}"
-            how = "imported from regtrack's build"
-        target.details["docker"] = {
-            "image": target.image,
-            "how": how,
-            **engine_images.image_digest(client, target.image),
-        }
+def _assigned(
+    client: Any,
+    target: Target,
+    kind: str,
+    on_line: Callable[[str], None],
+    builder: str | None,
+    flags: list[str],
+) -> Target:
+    build = target.build
+    if built_in_docker(target, kind, builder):
+        assert builder
+
+        def show(line: str, label: str = target.label) -> None:
+            on_line(f"building {label} in {builder}: {line}")
+
+        image, build = image_build.build_image(client, target, builder, flags, show)
+        how = f"docker build in {builder}"
+    elif target.kind == "image":
+        assert target.image
+        image = target.image
+        engine_images.ensure_image(client, image, on_line)
+        how = "as given"
+    elif uses_official(target, kind):
+        image = engine_images.official_image((target.ref or "").split()[-1])
+        engine_images.ensure_image(client, image, on_line)
+        how = "official image"
+    else:
+        if not target.binary or not target.binary_sha256:
+            raise BadInput(f"version {target.label!r} has no binary to put in an image")
+        on_line(f"importing {target.label} into an image")
+        tag = f"{target.kind}-{target.binary_sha256[:16]}"
+        engine_images.import_binary(client, Path(target.binary), tag)
+        image = f"{engine_images.IMPORTED_REPO}:{tag}"
+        how = "imported from regtrack's build"
+    identity = engine_images.image_digest(client, image)
+    docker = DockerImage(image, how, identity.image_id, identity.repo_digests)
+    return replace(target, image=image, build=build, docker=docker)

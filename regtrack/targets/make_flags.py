@@ -10,6 +10,7 @@ import re
 import shlex
 import shutil
 import subprocess
+from collections.abc import Mapping, Sequence
 
 from regtrack.core import child_env
 from regtrack.core.errors import BadInput, CannotMeasure
@@ -65,11 +66,10 @@ def make_environment(flags: list[str]) -> dict[str, str]:
     }
 
 
-def flags_text(details: dict) -> str:
-    """A build's make variables as one text (its details, ``Build.details()``): the
-    ``--build-flags`` ("default": none), then those it took from the environment."""
-    text = " ".join(details.get("flags") or []) or "default"
-    environment = details.get("environment") or {}
+def flags_text(flags: Sequence[str] | None, environment: Mapping[str, str]) -> str:
+    """A build's make variables as one text (its BuildFacts): the ``--build-flags``
+    ("default": none), then those it took from the environment."""
+    text = " ".join(flags or []) or "default"
     if environment:
         text += " (environment " + " ".join(f"{k}={v}" for k, v in environment.items()) + ")"
     return text

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from regtrack.core.digests import sha256_of
 from regtrack.core.errors import BadInput
 from regtrack.targets.sources import SourceRepo
+from regtrack.targets.target import RangePlace, Target
 
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
 REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/+-]{0,199}$")
@@ -36,25 +36,6 @@ class VersionSpec:
     kind: str  # bin | src | image | git
     value: str
     text: str
-
-
-@dataclass
-class Target:
-    """A resolved spec: enough to trace any number back to exact code."""
-
-    label: str
-    spec: str
-    kind: str
-    binary: str | None = None
-    binary_sha256: str | None = None
-    commit: str | None = None
-    ref: str | None = None
-    source_repo: str | None = None
-    image: str | None = None
-    details: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _check_text(item: str) -> None:
@@ -163,7 +144,7 @@ def resolve_binary(spec: VersionSpec) -> Target:
         kind="bin",
         binary=str(path.absolute()),
         binary_sha256=sha256_of(resolved),
-        details={"resolved_path": str(resolved)},
+        resolved_path=str(resolved),
     )
 
 
@@ -176,11 +157,9 @@ def resolve_git(spec: VersionSpec, repo: SourceRepo) -> Target:
         commit=found.commit,
         ref=f"{found.ref_kind} {found.ref}",
         source_repo=repo.location,
-        details={
-            "source_version": found.version_h,
-            "commit_date": found.date,
-            "subject": found.subject,
-        },
+        source_version=found.version_h,
+        commit_date=found.date,
+        subject=found.subject,
     )
 
 
@@ -190,9 +169,7 @@ def resolve_tree(spec: VersionSpec) -> Target:
         raise BadInput(f"version {spec.text!r}: {path} is not a directory")
     if not (path / "src").is_dir() or not (path / "Makefile").is_file():
         raise BadInput(f"version {spec.text!r}: {path} is not a Redis source tree (no src/)")
-    return Target(
-        label=spec.label, spec=spec.text, kind="src", details={"tree": str(path.resolve())}
-    )
+    return Target(label=spec.label, spec=spec.text, kind="src", tree=str(path.resolve()))
 
 
 def resolve_range(
@@ -219,16 +196,11 @@ def resolve_range(
                 commit=commit,
                 ref=f"range {spec.value}",
                 source_repo=repo.location,
-                details={
-                    "source_version": repo.version_of(commit),
-                    **facts,
-                    "range": {
-                        "spec": spec.value,
-                        "position": commits.index(commit),
-                        "commits": len(commits),
-                        "measured": len(picked),
-                    },
-                },
+                source_version=repo.version_of(commit),
+                commit_date=facts["commit_date"],
+                subject=facts["subject"],
+                author=facts["author"],
+                range=RangePlace(spec.value, commits.index(commit), len(commits), len(picked)),
             )
         )
     return targets

@@ -134,10 +134,10 @@ def _version(target: RunTarget, table: Mapping[str, Any]) -> dict[str, Any]:
         "redis_version": target.redis_version,
         # The exact commit, else the git sha the server was built with.
         "commit": target.commit or target.built_sha,
-        "build_flags": flags_text(dict(build))
-        if build.get("flags") or build.get("environment")
+        "build_flags": flags_text(build.flags, build.environment)
+        if build is not None and (build.flags or build.environment)
         else "(default)",
-        "compiler": build.get("compiler", ""),
+        "compiler": (build.compiler or "") if build is not None else "",
         "image": target.image,
         "binary_sha256": target.binary_sha256[:16],
         "server": ", ".join(f"{k.removesuffix('?')} {v}" for k, v in applied.items()) or "defaults",
@@ -146,7 +146,7 @@ def _version(target: RunTarget, table: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _environment(run: StoredRun) -> dict[str, Any]:
-    data = run.server_data or {}
+    data = run.server_data.to_json() if run.server_data else {}
     shown = {k: data.get(k) for k in ("dir", "mount", "filesystem", "device") if data.get(k)}
     return {
         "machine": dict(run.environment),
