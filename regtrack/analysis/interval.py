@@ -4,7 +4,7 @@ it was computed.
 Every interval analysis makes is one (analysis/stats.py's Welch and paired t,
 analysis/sequential.py's sequential ones), a bisection places commits with them
 (analysis/bisection.py), and the records answers are made of store them under their
-JSON names (analysis/records.py: PooledComparison.interval, ChangeSummary.of). Plain
+JSON names (analysis/records.py: PooledComparison.interval, ChangeSummary.interval). Plain
 Python only, so the records that output reads need no scipy.
 """
 
