@@ -83,7 +83,7 @@ class _NoisyStep:
             got = sequential.interval(diffs, self.alpha, look=sequential.Look(len(blocks) // 2))
             if got is None:
                 return None
-            out.append(bisection.Change(got.estimate_pct, got.low_pct, got.high_pct))
+            out.append(got)
         return out[0], out[1]
 
     def place(self, i: int, cut: float) -> bisection.Placement:

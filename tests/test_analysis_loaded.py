@@ -161,8 +161,8 @@ def test_pooling_pairs_blocks_valid_on_both_sides_and_averages_the_points():
     assert all(sorted(by_block) == [1000, 1001, 1002] for by_block in ratios.values())
     assert ratios["pipeline=10"][1001] == pytest.approx(math.log(0.90) + NOISE[1])
     top = pooling.pooled(
-        THROUGHPUT, "get", "a", "b", frame, ratios, list(POINTS), "seed", 0.05, "t", None,
-        threshold_pct=5.0,
+        pooling.Pair(THROUGHPUT, "get", "a", "b"), pooling.Blocks(frame, ratios, "seed"),
+        list(POINTS), pooling.Judging(alpha=0.05, threshold_pct=5.0, method="t"),
     )  # fmt: skip
     estimate, low, high = expected_interval(0.90, 3)
     assert top.n_blocks == 3 and top.change_pct == pytest.approx(estimate)

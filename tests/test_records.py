@@ -63,6 +63,29 @@ def test_a_pooled_record_summarises_as_a_bisection_stores_it():
     }  # fmt: skip
 
 
+def test_one_interval_record_is_computed_placed_and_stored():
+    """stats, sequential and bisection share one Change; a pooled record and a stored
+    summary read back as it, an end stored as null (unbounded) as -100 / inf."""
+    from regtrack.analysis import bisection, sequential, stats
+    from regtrack.analysis.interval import Change
+
+    computed = sequential.interval([0.01, 0.03, 0.02, 0.04], 0.05)
+    welch = stats.unpaired([1.0, 1.1, 0.9], [1.2, 1.3, 1.1])
+    assert type(computed) is type(welch) is Change is stats.Change is bisection.Change
+    record = answers.pooled(method="t-spending")
+    assert record.interval == Change(-8.0, -11.0, -5.0, 4, "t-spending", 4.0)
+    assert record.summary().interval == Change(-8.0, -11.0, -5.0, 4, None, 4.0)
+    unbounded = answers.pooled(ci_low_pct=-100.0, ci_high_pct=math.inf, mde_pct=math.inf)
+    stored = ChangeSummary.from_json(json.loads(json.dumps(unbounded.summary().to_json())))
+    assert stored.interval == dataclasses.replace(unbounded.interval, method=None, mde_pct=None)
+    assert answers.pooled(change_pct=None).interval is None
+    assert ChangeSummary.from_json({"change_pct": 3.0}).interval == Change(3.0, -100.0, math.inf)
+    # A commit 8% below good and 0.5% above bad, when bad is 8% below good: bad's side.
+    vs_bad = answers.pooled(change_pct=0.5, ci_low_pct=-2.0, ci_high_pct=3.0).interval
+    placed = bisection.placement(record.interval, vs_bad, 0.5, -8.0)
+    assert placed.above and placed.decided and placed.share == pytest.approx(0.94, abs=0.01)
+
+
 def test_the_gate_decides_from_the_gating_pooled_records():
     regression = answers.pooled()
     fine = answers.pooled(metric="instructions_per_op", verdict="no change")

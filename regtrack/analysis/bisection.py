@@ -30,9 +30,11 @@ import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple
+from typing import Literal
 
 from scipy.stats import t as student_t
+
+from regtrack.analysis.interval import Change
 
 SKIPPED = "skipped"  # a commit that does not build, in the bisection's log
 STEP_FRACTION = 0.25  # a crossing pair carrying less of its interval's change: spread
@@ -73,28 +75,21 @@ class Placement:
         return abs(middle) > math.hypot(shrinking, fixed)
 
 
-class Change(NamedTuple):
-    """A measured change in percent with its interval (a pooled comparison record's)."""
-
-    pct: float
-    low_pct: float
-    high_pct: float
-
-
 def _log(pct: float) -> float:
     return math.log1p(pct / 100.0) if pct > -100.0 else -math.inf
 
 
 def placement(vs_good: Change, vs_bad: Change, cut: float, ends_pct: float) -> Placement:
     """Where a commit lies against ``cut`` (a share of the ends' change ``ends_pct``), from
-    its change against good and against bad (logs g = x - good, b = x - bad).
+    its change against good and against bad (logs g = x - good, b = x - bad): the
+    intervals of two pooled comparisons (records.PooledComparison.interval).
 
     x - good - cut (bad - good) = (1 - cut) g + cut b, so the commit is above the cut when
     that combination has the sign of the ends' change. Its interval is the same combination
     of the two intervals' bounds: if each covers its change, the sum covers (Bonferroni,
     valid however the two are correlated, at the price of some width). Share: g / (g - b).
     """
-    g, b = _log(vs_good.pct), _log(vs_bad.pct)
+    g, b = _log(vs_good.estimate_pct), _log(vs_bad.estimate_pct)
     low = (1 - cut) * _log(vs_good.low_pct) + cut * _log(vs_bad.low_pct)
     high = (1 - cut) * _log(vs_good.high_pct) + cut * _log(vs_bad.high_pct)
     rising = ends_pct > 0

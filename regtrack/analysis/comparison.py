@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -15,6 +16,7 @@ import pandas as pd
 from regtrack.analysis import pooling, run_shift, sequential, stats
 from regtrack.analysis.cells import cells, rows_for
 from regtrack.analysis.gate import disagreements
+from regtrack.analysis.interval import Change
 from regtrack.analysis.metrics import ALPHA, GATING, METRICS, Metric
 from regtrack.analysis.records import (
     ComparisonResult,
@@ -64,16 +66,8 @@ def compare(
             f"its versions are {', '.join(targets)}"
         )
     thresholds = thresholds or Thresholds()
-    result = _compare(
-        frame,
-        targets,
-        baseline,
-        paired=True,
-        method=_method(run.run),
-        thresholds=thresholds,
-        metrics=metrics,
-        rounds=run.run.rounds,
-    )
+    design = Design(paired=True, method=_method(run.run), rounds=run.run.rounds)
+    result = _compare(frame, targets, baseline, design, thresholds, metrics)
     # A run merged from shards (regtrack merge): the hosts its blocks were measured on.
     hosts = tuple(sorted(frame["host"].dropna().unique())) if "host" in frame else ()
     return dataclasses.replace(result, run_id=run.id, hosts=hosts, server=server_facts(run.run))
@@ -109,16 +103,8 @@ def compare_runs(
     frame = pd.concat([base, cand], ignore_index=True)
     seeded = _block_key(frame) == "seed" and bool(set(base["seed"]) & set(cand["seed"]))
     shifts = run_shift.for_runs(alike, tuple(m.name for m in metrics))
-    result = _compare(
-        frame,
-        [shown_base, candidate_label],
-        shown_base,
-        paired=seeded,
-        method=_method(candidate_run.run),
-        thresholds=thresholds,
-        metrics=metrics,
-        shifts=shifts,
-    )
+    design = Design(paired=seeded, method=_method(candidate_run.run), shifts=shifts)
+    result = _compare(frame, [shown_base, candidate_label], shown_base, design, thresholds, metrics)
     facts = server_facts(candidate_run.run)
     without = {k: v for k, v in facts.server_without.items() if k == candidate_label}
     return dataclasses.replace(
@@ -147,17 +133,26 @@ def _method(run: StoredRun) -> str:
     return "t-spending" if run.design == "sequential" else "t"
 
 
+@dataclass(frozen=True)
+class Design:
+    """How a comparison's trials were measured, so how they are compared: ``paired`` by
+    block (side by side, or seed-matched across runs), the interval ``method`` the run's
+    design allows, the repetitions after each merge round of a sharded run (``rounds``),
+    and each metric's run shift across runs (``shifts``)."""
+
+    paired: bool
+    method: str = "t"
+    rounds: tuple[int, ...] = ()
+    shifts: dict[str, run_shift.RunShift] | None = None
+
+
 def _compare(
     frame: pd.DataFrame,
     targets: list[str],
     baseline: str,
-    *,
-    paired: bool,
-    method: str = "t",
+    design: Design,
     thresholds: Thresholds | None,
     metrics: tuple[Metric, ...],
-    rounds: tuple[int, ...] = (),
-    shifts: dict[str, run_shift.RunShift] | None = None,
 ) -> ComparisonResult:
     """Per metric and candidate: one pooled answer over the sweep (what gates), and one
     record per point (where a change lives), both from seed-matched blocks.
@@ -174,7 +169,7 @@ def _compare(
     if not tables:
         raise BadInput("no measured values to compare")
     gating_metrics = [name for name in tables if name in GATING]
-    key = _block_key(frame) if paired else None
+    key = _block_key(frame) if design.paired else None
     records: list[PointComparison] = []
     pooled: list[PooledComparison] = []
     for metric in metrics:
@@ -182,64 +177,19 @@ def _compare(
         if table is None:
             continue
         family = (len(gating_metrics) if metric.name in GATING else 1) * max(1, len(candidates))
-        alpha = ALPHA / family
-        threshold = thresholds.for_metric(metric.name)
+        judging = _judging(metric, ALPHA / family, thresholds, design)
         rows = rows_for(frame, metric)
-        shift = (shifts or {}).get(metric.name)
-        offset = shift.of_difference() if shift else None
         indexed = {(r.workload, r.point, r.target): r for r in table.itertuples()}
         points = table[["workload", "point", "point_order"]].drop_duplicates()
         for workload, wpoints in points.sort_values(["workload", "point_order"]).groupby(
             "workload", sort=False
         ):
-            labels = list(wpoints["point"])
             wrows = rows[rows["workload"] == workload]
             for candidate in candidates:
-                ratios = pooling.ratios(wrows, metric, baseline, candidate, key)
-                excluded = _excluded_points(wrows, metric, baseline, candidate, labels)
-                gating_points = [p for p in labels if p not in excluded]
-                # The look is the candidate's: across runs (a stored baseline, a bisection's
-                # ends) only the candidate's run adds blocks; its repetitions count the looks.
-                look = _look(wrows[wrows["target"] == candidate], rounds)
-                top = pooling.pooled(
-                    metric,
-                    workload,
-                    baseline,
-                    candidate,
-                    wrows,
-                    ratios,
-                    gating_points,
-                    key,
-                    alpha,
-                    method,
-                    look,
-                    offset,
-                    threshold_pct=threshold,
-                    excluded=excluded,
-                )
+                pair = pooling.Pair(metric, workload, baseline, candidate)
+                top, at_points = _answers(pair, wrows, wpoints, indexed, key, judging, design)
                 pooled.append(top)
-                for p in wpoints.itertuples():
-                    base = indexed.get((workload, p.point, baseline))
-                    cand = indexed.get((workload, p.point, candidate))
-                    if base is None or cand is None:
-                        continue
-                    records.append(
-                        _record(
-                            metric,
-                            p,
-                            baseline,
-                            candidate,
-                            base,
-                            cand,
-                            ratios.get(p.point) if key else None,
-                            alpha / max(1, len(gating_points)),
-                            threshold,
-                            top,
-                            method,
-                            look,
-                            offset,
-                        )
-                    )
+                records += at_points
     cell_frame = pd.concat(tables.values(), ignore_index=True)
     return ComparisonResult(
         baseline=baseline,
@@ -249,10 +199,57 @@ def _compare(
         comparisons=tuple(records),
         pooled=tuple(pooled),
         disagreements=tuple(disagreements(records)),
-        method=method if key else "welch-t",
+        method=design.method if key else "welch-t",
         alpha=ALPHA,
         thresholds=thresholds,
     )
+
+
+def _judging(
+    metric: Metric, alpha: float, thresholds: Thresholds, design: Design
+) -> pooling.Judging:
+    """How ``metric``'s intervals are computed and judged, at its share of alpha."""
+    shift = (design.shifts or {}).get(metric.name)
+    return pooling.Judging(
+        alpha=alpha,
+        threshold_pct=thresholds.for_metric(metric.name),
+        method=design.method,
+        shift=shift.of_difference() if shift else None,
+    )
+
+
+def _answers(
+    pair: pooling.Pair,
+    rows: pd.DataFrame,
+    points: pd.DataFrame,
+    by_cell: dict[tuple[str, str, str], Any],
+    key: str | None,
+    judging: pooling.Judging,
+    design: Design,
+) -> tuple[PooledComparison, list[PointComparison]]:
+    """One candidate's answers for one metric of one workload: the pooled one over the
+    gating points, then one per point (``by_cell``: the metric's cells, by workload, point and
+    target; ``points``: the workload's, in order), at the pooled alpha split over the
+    gating points."""
+    labels = list(points["point"])
+    ratios = pooling.ratios(rows, pair.metric, pair.baseline, pair.candidate, key)
+    excluded = _excluded_points(rows, pair.metric, pair.baseline, pair.candidate, labels)
+    gating_points = [p for p in labels if p not in excluded]
+    # The look is the candidate's: across runs (a stored baseline, a bisection's
+    # ends) only the candidate's run adds blocks; its repetitions count the looks.
+    look = _look(rows[rows["target"] == pair.candidate], design.rounds)
+    judging = dataclasses.replace(judging, look=look)
+    blocks = pooling.Blocks(rows, ratios, key)
+    top = pooling.pooled(pair, blocks, gating_points, judging, excluded)
+    at_point = dataclasses.replace(judging, alpha=judging.alpha / max(1, len(gating_points)))
+    records = []
+    for point in labels:
+        base = by_cell.get((pair.workload, point, pair.baseline))
+        cand = by_cell.get((pair.workload, point, pair.candidate))
+        if base is not None and cand is not None:
+            by_block = ratios.get(point) if key else None
+            records.append(_record(pair, point, (base, cand), by_block, at_point, top))
+    return top, records
 
 
 def _block_key(frame: pd.DataFrame) -> str:
@@ -289,35 +286,19 @@ def _look(rows: pd.DataFrame, rounds: tuple[int, ...] = ()) -> sequential.Look |
 
 
 def _record(
-    metric: Metric,
-    p: Any,
-    baseline: str,
-    candidate: str,
-    base: Any,
-    cand: Any,
+    pair: pooling.Pair,
+    point: str,
+    sides: tuple[Any, Any],
     ratios: dict[Any, float] | None,
-    alpha: float,
-    threshold: float,
+    judging: pooling.Judging,
     pooled: PooledComparison,
-    method: str,
-    look: sequential.Look | None = None,
-    shift: sequential.Shift | None = None,
 ) -> PointComparison:
-    change: stats.Change | None
-    if ratios is not None:
-        change = sequential.interval(
-            list(ratios.values()), alpha, method=method, look=look, shift=shift
-        )
-    else:
-        change = stats.unpaired(
-            list(base.by_rep.values()), list(cand.by_rep.values()), 1 - alpha, shift
-        )
-    if change is not None:
-        estimate = change.estimate_pct
-    elif base.value and cand.value is not None:
-        estimate = 100.0 * (cand.value / base.value - 1.0)
-    else:
-        estimate = None
+    """One point's answer from its two cells (``sides``: the baseline's and the
+    candidate's, rows of analysis.cells): a regression or an improvement only where
+    ``pooled`` found that change."""
+    metric, (base, cand), threshold = pair.metric, sides, judging.threshold_pct
+    change = _point_change(sides, ratios, judging)
+    estimate = change.estimate_pct if change else _of_medians(base.value, cand.value)
     verdict = stats.verdict(change, threshold, metric.higher_is_better)
     verdict, _ = pooling.seeds_enough(metric, verdict, change.n if change else 0)
     problems = sorted(set(base.problems) | set(cand.problems))
@@ -327,10 +308,10 @@ def _record(
         problems.append(f"not called at one point: the pooled change is {pooled.verdict}")
         verdict = "inconclusive"
     return PointComparison(
-        workload=p.workload,
-        point=p.point,
-        baseline=baseline,
-        candidate=candidate,
+        workload=pair.workload,
+        point=point,
+        baseline=pair.baseline,
+        candidate=pair.candidate,
         metric=metric.name,
         unit=metric.unit,
         higher_is_better=metric.higher_is_better,
@@ -339,8 +320,10 @@ def _record(
         server_busy_pct_baseline=_none_if_nan(base.server_busy_pct),
         server_busy_pct_candidate=_none_if_nan(cand.server_busy_pct),
         change_pct=estimate,
-        **pooling.bounds(change),
-        confidence=1 - alpha,
+        ci_low_pct=change.low_pct if change else None,
+        ci_high_pct=change.high_pct if change else None,
+        mde_pct=change.mde_pct if change else None,
+        confidence=1 - judging.alpha,
         threshold_pct=threshold,
         verdict=verdict,
         extra_repetitions=(
@@ -348,7 +331,7 @@ def _record(
         ),
         n_valid=change.n if change else 0,
         method=change.method if change else None,
-        gating=p.point in pooled.points and pooled.gating,
+        gating=point in pooled.points and pooled.gating,
         n_valid_baseline=base.n_valid,
         n_valid_candidate=cand.n_valid,
         n_invalid_baseline=base.n_invalid,
@@ -358,6 +341,27 @@ def _record(
         trusted=bool(base.trusted and cand.trusted),
         problems=tuple(problems),
     )
+
+
+def _point_change(
+    sides: tuple[Any, Any], ratios: dict[Any, float] | None, judging: pooling.Judging
+) -> Change | None:
+    """A point's interval: from its seed-matched blocks' log ratios, else unpaired from
+    each side's repetitions."""
+    if ratios is not None:
+        return sequential.interval(
+            list(ratios.values()), judging.alpha, method=judging.method, look=judging.look,
+            shift=judging.shift,
+        )  # fmt: skip
+    base, cand = sides
+    return stats.unpaired(
+        list(base.by_rep.values()), list(cand.by_rep.values()), 1 - judging.alpha, judging.shift
+    )
+
+
+def _of_medians(base: float | None, cand: float | None) -> float | None:
+    """The change of the medians: what a point without an interval says."""
+    return 100.0 * (cand / base - 1.0) if base and cand is not None else None
 
 
 def _none_if_nan(value: Any) -> float | None:

@@ -8,11 +8,13 @@ and the block is the shared random effect, so one value per block carries the sw
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from regtrack.analysis import sequential, stats
+from regtrack.analysis.interval import Change
 from regtrack.analysis.metrics import GATING, Metric
 from regtrack.analysis.records import PooledComparison
 
@@ -41,81 +43,120 @@ def ratios(
     return out
 
 
+@dataclass(frozen=True)
+class Pair:
+    """What one answer of a comparison is about: a metric of a workload, candidate against
+    baseline."""
+
+    metric: Metric
+    workload: str
+    baseline: str
+    candidate: str
+
+
+@dataclass(frozen=True)
+class Judging:
+    """How an interval is computed and judged: at ``alpha``, by ``method`` (sequential.py)
+    at this ``look``, widened by the runs' ``shift`` across runs, against
+    ``threshold_pct``."""
+
+    alpha: float
+    threshold_pct: float
+    method: str = "t"
+    look: sequential.Look | None = None
+    shift: sequential.Shift | None = None
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """The trials of one workload and their seed-matched blocks: ``ratios`` (point -> block
+    -> log ratio, from ``ratios()``) paired by ``key``; None: not paired (Welch)."""
+
+    rows: pd.DataFrame
+    ratios: dict[str, dict[Any, float]]
+    key: str | None
+
+
 def pooled(
-    metric: Metric,
-    workload: str,
-    baseline: str,
-    candidate: str,
-    rows: pd.DataFrame,
-    ratios: dict[str, dict[Any, float]],
+    pair: Pair,
+    blocks: Blocks,
     points: list[str],
-    key: str | None,
-    alpha: float,
-    method: str,
-    look: sequential.Look | None,
-    shift: sequential.Shift | None = None,
-    *,
-    threshold_pct: float,
+    judging: Judging,
     excluded: dict[str, str] | None = None,
 ) -> PooledComparison:
-    """One change over the sweep's gating points, from blocks (sequential.block_values),
-    and its verdict at ``threshold_pct`` (``excluded``: the points left out, and why)."""
-    interval: stats.Change | None
-    if key is not None:
-        by_block: dict[Any, dict[str, float]] = {}
-        for point in points:
-            for block, value in ratios.get(point, {}).items():
-                by_block.setdefault(block, {})[point] = value
-        order = [
-            b
-            for b in sorted(by_block, key=lambda b: first_seq(rows, key, b))
-            if any(math.isfinite(v) for v in by_block[b].values())
-        ]
-        numbered = {i: by_block[b] for i, b in enumerate(order)}
-        blocks = sequential.block_values(numbered, points)
-        interval = sequential.interval(
-            blocks, alpha, method=method, look=look, hosts=block_hosts(rows, key, order),
-            shift=shift,
-        )  # fmt: skip
-        n = len(blocks)
+    """One change over the sweep's gating ``points``, from blocks (sequential.block_values),
+    and its verdict (``excluded``: the points left out, and why)."""
+    metric = pair.metric
+    if blocks.key is not None:
+        change, n = _paired(blocks, blocks.key, points, judging)
     else:
-        # No seed-matched blocks (a stored baseline without seeds): each side's repetitions
-        # averaged over the points, then a Welch interval of the two (one look only).
-        sides = []
-        for label in (baseline, candidate):
-            logs = values(rows, metric, label, "repetition")
-            reps: dict[Any, list[float]] = {}
-            for point in points:
-                for rep, value in logs.get(point, {}).items():
-                    reps.setdefault(rep, []).append(value)
-            sides.append(
-                [math.exp(sum(v) / len(v)) for v in reps.values() if len(v) == len(points)]
-            )
-        interval = stats.unpaired(sides[0], sides[1], 1 - alpha, shift)
-        n = min(len(sides[0]), len(sides[1]))
+        change, n = _unpaired(pair, blocks.rows, points, judging)
     verdict, waits = seeds_enough(
-        metric, stats.verdict(interval, threshold_pct, metric.higher_is_better), n
+        metric, stats.verdict(change, judging.threshold_pct, metric.higher_is_better), n
     )
     return PooledComparison(
-        workload=workload,
-        baseline=baseline,
-        candidate=candidate,
+        workload=pair.workload,
+        baseline=pair.baseline,
+        candidate=pair.candidate,
         metric=metric.name,
         unit=metric.unit,
         higher_is_better=metric.higher_is_better,
-        change_pct=interval.estimate_pct if interval else None,
-        **bounds(interval),
-        confidence=1 - alpha,
+        change_pct=change.estimate_pct if change else None,
+        ci_low_pct=change.low_pct if change else None,
+        ci_high_pct=change.high_pct if change else None,
+        mde_pct=change.mde_pct if change else None,
+        confidence=1 - judging.alpha,
         n_blocks=n,
         points=tuple(points),
-        method=interval.method if interval else None,
-        paired_by=key,
+        method=change.method if change else None,
+        paired_by=blocks.key,
         excluded=excluded or {},
-        threshold_pct=threshold_pct,
+        threshold_pct=judging.threshold_pct,
         verdict=verdict,
         gating=metric.name in GATING,
         blocks_for_no_change=waits,
     )
+
+
+def _paired(
+    blocks: Blocks, key: str, points: list[str], judging: Judging
+) -> tuple[Change | None, int]:
+    """The sequential interval of the blocks' mean log ratio over the points, blocks in
+    the order they were measured, and the number of blocks (an interval needs two)."""
+    by_block: dict[Any, dict[str, float]] = {}
+    for point in points:
+        for block, value in blocks.ratios.get(point, {}).items():
+            by_block.setdefault(block, {})[point] = value
+    order = [
+        b
+        for b in sorted(by_block, key=lambda b: first_seq(blocks.rows, key, b))
+        if any(math.isfinite(v) for v in by_block[b].values())
+    ]
+    numbered = {i: by_block[b] for i, b in enumerate(order)}
+    per_block = sequential.block_values(numbered, points)
+    change = sequential.interval(
+        per_block, judging.alpha, method=judging.method, look=judging.look,
+        hosts=block_hosts(blocks.rows, key, order), shift=judging.shift,
+    )  # fmt: skip
+    return change, len(per_block)
+
+
+def _unpaired(
+    pair: Pair, rows: pd.DataFrame, points: list[str], judging: Judging
+) -> tuple[Change | None, int]:
+    """No seed-matched blocks (a stored baseline without seeds): each side's repetitions
+    averaged over the points, then a Welch interval of the two (one look only), and the
+    repetitions of the smaller side."""
+    sides = []
+    for label in (pair.baseline, pair.candidate):
+        logs = values(rows, pair.metric, label, "repetition")
+        reps: dict[Any, list[float]] = {}
+        for point in points:
+            for rep, value in logs.get(point, {}).items():
+                reps.setdefault(rep, []).append(value)
+        sides.append([math.exp(sum(v) / len(v)) for v in reps.values() if len(v) == len(points)])
+    change = stats.unpaired(sides[0], sides[1], 1 - judging.alpha, judging.shift)
+    return change, min(len(sides[0]), len(sides[1]))
 
 
 def seeds_enough(metric: Metric, verdict: str, n_blocks: int | None) -> tuple[str, int | None]:
@@ -125,16 +166,6 @@ def seeds_enough(metric: Metric, verdict: str, n_blocks: int | None) -> tuple[st
     if verdict == "no change" and (n_blocks or 0) < needed:
         return "inconclusive", needed
     return verdict, None
-
-
-def bounds(change: stats.Change | None) -> dict[str, float | None]:
-    """The interval's ends and minimum detectable effect (a Welch interval has none), as
-    the records' fields."""
-    return {
-        "ci_low_pct": change.low_pct if change else None,
-        "ci_high_pct": change.high_pct if change else None,
-        "mde_pct": change.mde_pct if change else None,
-    }
 
 
 def block_hosts(rows: pd.DataFrame, key: str, blocks: list[Any]) -> list[str] | None:

@@ -13,6 +13,9 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, Self
 
+from regtrack.analysis import interval
+from regtrack.analysis.interval import Change
+
 if TYPE_CHECKING:  # pandas and pydantic only where a comparison is made, not for --help
     import pandas as pd
 
@@ -133,6 +136,15 @@ class PooledComparison(JsonRecord):
         return self.n_blocks
 
     @property
+    def interval(self) -> Change | None:
+        """The change with its interval (None: no valid measurement), as a bisection places
+        a commit by it (analysis/bisection.py)."""
+        return interval.stored(
+            self.change_pct, self.ci_low_pct, self.ci_high_pct,
+            n=self.n_blocks, method=self.method, mde_pct=self.mde_pct,
+        )  # fmt: skip
+
+    @property
     def extra_repetitions(self) -> None:
         """Pooled answers say how far they got by their minimum detectable effect."""
         return None
@@ -151,7 +163,8 @@ class PooledComparison(JsonRecord):
 @dataclass(frozen=True, kw_only=True)
 class ChangeSummary(JsonRecord):
     """A pooled change's numbers as a bisection stores them (its log, its steps, its ends):
-    every field may be missing from what an older regtrack stored."""
+    every field may be missing from what an older regtrack stored, so they stay as stored
+    and ``interval`` reads them as the one interval record."""
 
     change_pct: float | None = None
     ci_low_pct: float | None = None
@@ -159,6 +172,13 @@ class ChangeSummary(JsonRecord):
     mde_pct: float | None = None
     verdict: str | None = None
     n_blocks: int | None = None
+
+    @property
+    def interval(self) -> Change | None:
+        return interval.stored(
+            self.change_pct, self.ci_low_pct, self.ci_high_pct,
+            n=self.n_blocks, mde_pct=self.mde_pct,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)

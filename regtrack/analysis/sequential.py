@@ -50,7 +50,7 @@ from typing import NamedTuple
 
 from scipy.special import ndtri, stdtrit
 
-from regtrack.analysis import stats
+from regtrack.analysis.interval import Change
 
 METHODS = ("t-spending", "lai-t-mixture")
 # The plain Student t interval: valid for one look at a planned number of blocks (a
@@ -180,7 +180,7 @@ def interval(
     look: int | Look | None = None,
     hosts: Sequence[str] | None = None,
     shift: Shift | None = None,
-) -> stats.Change | None:
+) -> Change | None:
     """The interval of this look for the mean of i.i.d. block values (log ratios).
 
     Valid jointly over all looks: the chance that any look's interval, at n = look_every,
@@ -221,11 +221,11 @@ def interval(
     else:
         r, n_eff = radius(n, alpha, look_every, method, look, df), n
     if math.isinf(r):
-        return stats.Change(_pct(mean), -100.0, math.inf, n, method, math.inf, alpha)
+        return Change(_pct(mean), -100.0, math.inf, n, method, math.inf, alpha)
     half = r * sd
     mde = half + Z_POWER * sd / math.sqrt(n_eff)
     low, high = _pct(mean - half), _pct(mean + half)
-    return stats.Change(_pct(mean), low, high, n, method, _pct(mde), alpha)
+    return Change(_pct(mean), low, high, n, method, _pct(mde), alpha)
 
 
 class Shift(NamedTuple):
