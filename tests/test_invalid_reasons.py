@@ -177,7 +177,7 @@ def test_an_old_database_is_migrated_and_keeps_every_reason(tmp_path):
     assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     columns = {row[1] for row in store.conn.execute("PRAGMA table_info(trials)")}
     assert "invalid_reason" not in columns
-    got = [t["reasons"] for t in store.trials(1)]
+    got = [t.reasons for t in store.trials(1)]
     store.close()
     assert got == [
         (),
@@ -249,8 +249,8 @@ def test_every_code_round_trips_through_the_store_in_order(tmp_path):
     store, run_id = _store_with(tmp_path / "r.db", [_trial(0, "a", *every), _trial(1, "a")])
     (first, second) = store.trials(run_id)
     store.close()
-    assert first["reasons"] == every and not first["valid"]
-    assert second["reasons"] == () and second["valid"]
+    assert first.reasons == every and not first.valid
+    assert second.reasons == () and second.valid
 
 
 @settings(max_examples=60, deadline=None)
@@ -274,8 +274,8 @@ def test_a_crafted_database_reads_back_safely(rows):
         )
         (trial,) = store.trials(run_id)
         store.close()
-    assert len(trial["reasons"]) == len(rows)
-    for (code, _), reason in zip(rows, trial["reasons"], strict=True):
+    assert len(trial.reasons) == len(rows)
+    for (code, _), reason in zip(rows, trial.reasons, strict=True):
         known = stored_text(code) in {c.value for c in R}
         assert reason.code.value == stored_text(code) if known else reason.code is R.OTHER
         assert isinstance(reason.text, str)

@@ -43,7 +43,7 @@ def test_other_runs_are_read_back_until_their_trials_change(tmp_path):
     trials = store.trials(1)
     target = store.targets(1)[0]
     record = TrialRecord(
-        seq=max(t["seq"] for t in trials) + 1,
+        seq=max(t.seq for t in trials) + 1,
         repetition=2,
         target_label=target["label"],
         workload="get-pipeline",

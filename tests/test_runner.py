@@ -42,9 +42,9 @@ def test_gets_that_miss_make_the_trial_invalid(
     run_id = store.create_run([], job.config(), {}, job.loadgen.as_dict())
     assert execute(job, store, run_id) == "complete"
     (trial,) = store.trials(run_id)
-    assert trial["keyspace_misses"] > 0
-    assert not trial["valid"]
-    assert InvalidReason.GET_MISSES in [r.code for r in trial["reasons"]]
+    assert trial.keyspace_misses > 0
+    assert not trial.valid
+    assert InvalidReason.GET_MISSES in [r.code for r in trial.reasons]
 
 
 def test_populate_checks_the_server_holds_every_key(redis_server):
@@ -65,12 +65,12 @@ def test_a_trial_records_server_and_client_evidence(tmp_path, redis_server, redi
     run_id = store.create_run([], job.config(), {}, job.loadgen.as_dict())
     execute(job, store, run_id)
     (trial,) = store.trials(run_id)
-    assert trial["requests"] > 0 and trial["server_calls"] >= trial["requests"]
-    assert trial["keyspace_misses"] == 0 and trial["error_replies"] == 0
-    assert trial["warmup_s"] >= 0.2
-    assert 0 < trial["client_cpu_pct"] <= 100 and 0 < trial["server_cpu_pct"] <= 110
-    assert trial["contention_pct"] is not None and trial["steal_pct"] is not None
-    assert trial["wall_s"] > 0
+    assert trial.requests > 0 and trial.server_calls >= trial.requests
+    assert trial.keyspace_misses == 0 and trial.error_replies == 0
+    assert trial.warmup_s >= 0.2
+    assert 0 < trial.client_cpu_pct <= 100 and 0 < trial.server_cpu_pct <= 110
+    assert trial.contention_pct is not None and trial.steal_pct is not None
+    assert trial.wall_s > 0
     (target,) = store.targets(run_id)
     assert target["redis_version"] and target["server_info"]["redis_build_id"]
 

@@ -60,9 +60,9 @@ def test_each_trial_is_committed_when_added(tmp_path):
     store.finish_run(run_id, "complete")
     assert store.runs()[0]["status"] == "complete"
     trials = store.trials(run_id)
-    assert [t["target"] for t in trials] == ["a", "a"]
-    assert trials[0]["lat_p50_ms"] == 0.5
-    assert trials[1]["reasons"] == (TrialReason(InvalidReason.CLIENT_BOUND, "99% CPU"),)
+    assert [t.target for t in trials] == ["a", "a"]
+    assert trials[0].lat_p50_ms == 0.5
+    assert trials[1].reasons == (TrialReason(InvalidReason.CLIENT_BOUND, "99% CPU"),)
     store.close()
 
 

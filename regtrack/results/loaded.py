@@ -12,21 +12,16 @@ from typing import Any
 import pandas as pd
 
 from regtrack.plan.run_plan import RunPlan
-from regtrack.results import comparability
+from regtrack.results import comparability, trial_frame
 from regtrack.results.records import AlikeRuns, LoadedRun, RunCosts, RunTarget, StoredRun
 from regtrack.results.store import Store
 from regtrack.targets.target import Target
 
 
 def trials_frame(store: Store, run_id: int) -> pd.DataFrame:
-    """A run's trials, one row each, with the point's sort key and syscalls per operation."""
-    frame = pd.DataFrame(store.trials(run_id))
-    if frame.empty:
-        return frame
-    frame["point_order"] = frame["params"].map(lambda p: p.get("pipeline", 0))
-    calls = frame["server_calls"].where(frame["server_calls"] > 0)
-    frame["syscalls_per_op"] = (frame["syscalls_read"] + frame["syscalls_write"]) / calls
-    return frame
+    """A run's trials, one row each, with the point's sort key and syscalls per operation
+    (columns: results.trial_frame.TRIALS)."""
+    return trial_frame.trials(store.trials(run_id))
 
 
 def stored_run(store: Store, run_id: int) -> StoredRun:
@@ -51,7 +46,7 @@ def runs(store: Store) -> Iterator[LoadedRun]:
     """Every run, newest first, read one at a time (a history reads all of them)."""
     targets = store.targets_by_run()
     for row in store.runs():
-        trials = trials_frame(store, row["id"]) if row["n_trials"] else pd.DataFrame()
+        trials = trials_frame(store, row["id"]) if row["n_trials"] else trial_frame.trials([])
         yield LoadedRun(_stored(row, targets.get(row["id"], [])), trials)
 
 
@@ -68,12 +63,13 @@ def alike(store: Store, run_id: int) -> AlikeRuns:
 def costs(store: Store, run_id: int) -> RunCosts:
     """A run's per-function costs with its versions' labels (what explain attributes)."""
     labels = tuple(t["label"] for t in store.targets(run_id))
-    return RunCosts(run_id, labels, pd.DataFrame(store.function_costs(run_id)))
+    return RunCosts(run_id, labels, trial_frame.costs(store.function_costs(run_id)))
 
 
 def command_stats(store: Store, run_id: int) -> pd.DataFrame:
-    """Per-command counts of every trial of a run, the server's and the load generator's."""
-    return pd.DataFrame(store.command_stats(run_id))
+    """Per-command counts of every trial of a run, the server's and the load generator's
+    (columns: results.trial_frame.COMMANDS)."""
+    return trial_frame.commands(store.command_stats(run_id))
 
 
 def _stored(row: dict[str, Any], targets: list[dict[str, Any]]) -> StoredRun:

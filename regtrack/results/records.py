@@ -109,8 +109,9 @@ class StoredRun:
 
 @dataclass(frozen=True)
 class LoadedRun:
-    """A run with its trials, one row per trial as the store holds it plus ``point_order``
-    (the point's sort key) and ``syscalls_per_op``; ``reasons`` holds TrialReason tuples."""
+    """A run with its trials, one row per trial (a StoredTrial) plus ``point_order`` (the
+    point's sort key) and ``syscalls_per_op``: the columns and dtypes results.trial_frame
+    declares (TRIALS); ``reasons`` holds TrialReason tuples."""
 
     run: StoredRun
     trials: pd.DataFrame
@@ -132,8 +133,8 @@ class AlikeRuns:
 @dataclass(frozen=True)
 class RunCosts:
     """A run's per-function instruction costs (its valid instruction trials): one row per
-    trial and function with ``trial_id, function, exclusive, inclusive, point, workload,
-    server_calls, point_order, target``; empty when the run counted no instructions."""
+    trial and function (a StoredCost: results.trial_frame.COSTS declares the columns);
+    empty when the run counted no instructions."""
 
     run_id: int
     labels: tuple[str, ...]

@@ -16,16 +16,18 @@ from typing import Any
 
 from regtrack.core import writes
 from regtrack.core.errors import BadInput, CannotMeasure
-from regtrack.core.records import FunctionCost, InvalidReason, TrialReason, TrialRecord
+from regtrack.core.records import FunctionCost, InvalidReason, TrialRecord
 from regtrack.plan.run_plan import RunPlan, UnreadablePlan
 from regtrack.results import (
     comparability,
     connection,
     schema_objects,
+    stored_trials,
     stored_values,
     trial_rows,
 )
 from regtrack.results.migrations import refuse_unusable, schema_version, upgrade
+from regtrack.results.stored_trials import StoredCommand, StoredCost, StoredTrial
 from regtrack.targets.target import Target
 
 BUSY_TIMEOUT_MS = 30_000  # how long a write waits for another writer; $REGTRACK_DB_TIMEOUT_S
@@ -337,65 +339,17 @@ class Store:
                 (run_id,),
             )
 
-    def trials(self, run_id: int) -> list[dict[str, Any]]:
-        """Every trial of a run; ``reasons`` holds its invalid reasons (TrialReason)."""
-        reasons = self.trial_reasons(run_id)
-        rows = self.conn.execute(
-            "SELECT t.*, g.label AS target, g.run_id AS target_run FROM trials t"
-            " JOIN targets g ON g.id = t.target_id WHERE t.run_id = ? ORDER BY t.seq",
-            (run_id,),
-        ).fetchall()
-        out = []
-        for row in rows:
-            item = stored_values.row(self.path, "trials", row, _VERSION)
-            if item.pop("target_run") != run_id:
-                why = f"its version {item['target']!r} is not one of run {run_id}'s"
-                raise stored_values.refused(self.path, "trials", item, why)
-            item["valid"] = bool(item["valid"])
-            item["reasons"] = reasons.get(item["id"], ())
-            out.append(item)
-        return out
+    def trials(self, run_id: int) -> list[StoredTrial]:
+        """Every trial of a run (results/stored_trials.py)."""
+        return stored_trials.trials(self.conn, self.path, run_id)
 
-    def trial_reasons(self, run_id: int) -> dict[int, tuple[TrialReason, ...]]:
-        """Invalid reasons by trial id, in the order they were found."""
-        out: dict[int, tuple[TrialReason, ...]] = {}
-        for trial_id, code, detail in self.conn.execute(
-            "SELECT r.trial_id, r.code, r.detail FROM trial_reasons r"
-            " JOIN trials t ON t.id = r.trial_id WHERE t.run_id = ?"
-            " ORDER BY r.trial_id, r.position",
-            (run_id,),
-        ):
-            out[trial_id] = (*out.get(trial_id, ()), TrialReason.stored(code, detail))
-        return out
-
-    def function_costs(self, run_id: int) -> list[dict[str, Any]]:
+    def function_costs(self, run_id: int) -> list[StoredCost]:
         """Per-function costs of the valid instruction trials of a run, with their context."""
-        rows = self.conn.execute(
-            "SELECT f.trial_id, f.function, f.exclusive, f.inclusive, t.point, t.workload,"
-            " t.server_calls, t.params, g.label AS target"
-            " FROM function_costs f JOIN trials t ON t.id = f.trial_id"
-            " JOIN targets g ON g.id = t.target_id"
-            " WHERE t.run_id = ? AND t.valid = 1 AND t.server_calls > 0",
-            (run_id,),
-        ).fetchall()
-        return [
-            _with_point_order(stored_values.row(self.path, "function_costs", row, _OF_TRIAL))
-            for row in rows
-        ]
+        return stored_trials.function_costs(self.conn, self.path, run_id)
 
-    def command_stats(self, run_id: int) -> list[dict[str, Any]]:
+    def command_stats(self, run_id: int) -> list[StoredCommand]:
         """Per-command rows of every trial of a run (server deltas and load generator)."""
-        rows = self.conn.execute(
-            "SELECT c.*, t.workload, t.point, t.params, t.valid, t.mode, t.repetition,"
-            " g.label AS target FROM command_stats c JOIN trials t ON t.id = c.trial_id"
-            " JOIN targets g ON g.id = t.target_id WHERE t.run_id = ? ORDER BY t.seq",
-            (run_id,),
-        ).fetchall()
-        out = []
-        for row in rows:
-            item = stored_values.row(self.path, "command_stats", row, _OF_TRIAL)
-            out.append({**_with_point_order(item), "valid": bool(item["valid"])})
-        return out
+        return stored_trials.command_stats(self.conn, self.path, run_id)
 
     def _run_row(self, row: sqlite3.Row) -> dict[str, Any]:
         """A run's row, its config read as the RunPlan it stores (one line if it is not)."""
@@ -411,19 +365,3 @@ class Store:
 _INTERRUPTED = (
     f"SELECT trial_id FROM trial_reasons WHERE code = '{InvalidReason.INTERRUPTED.value}'"
 )
-
-
-# A trial's version: its label and its run.
-_VERSION = {"target": "targets.label", "target_run": "targets.run_id"}
-# The columns of a trial (and of its version) that function costs and command rows are
-# read with.
-_OF_TRIAL = {
-    name: f"trials.{name}"
-    for name in ("point", "workload", "server_calls", "params", "valid", "mode", "repetition")
-} | {"target": "targets.label"}
-
-
-def _with_point_order(item: dict[str, Any]) -> dict[str, Any]:
-    """A joined row with the trial's params reduced to the point's sort key."""
-    item["point_order"] = item.pop("params").get("pipeline", 0)
-    return item
