@@ -299,16 +299,16 @@ def test_run_stops_before_measuring_when_a_build_fails(tmp_path, cache, redis_se
 
 def test_run_with_built_versions_records_the_build(tmp_path, repo, cache, monkeypatch):
     """Builds are real; the trials are modelled (tests/fakebench.py)."""
-    fakebench.install(monkeypatch, fakebench.Model())
+    model = fakebench.Model()
     path, commits = repo
     db = tmp_path / "r.db"
     args = ["run", "--versions", "1.0,unstable", "--source-repo", str(path), "--db", str(db),
             "--pipelines", "10", "--repetitions", "1", "--duration", "0.5", "--warmup", "0.2",
             "--keys", "1000"]  # fmt: skip
-    first = cli_in_process(*args, env={"REGTRACK_CACHE": str(cache)})
+    first = cli_in_process(*args, env={"REGTRACK_CACHE": str(cache)}, measuring=model)
     assert first.returncode == 0, first.stderr
     assert first.stderr.count("built in") == 2
-    second = cli_in_process(*args, env={"REGTRACK_CACHE": str(cache)})
+    second = cli_in_process(*args, env={"REGTRACK_CACHE": str(cache)}, measuring=model)
     assert second.returncode == 0, second.stderr
     assert second.stderr.count("cached build") == 2 and "built in" not in second.stderr
     rows = (
