@@ -6,6 +6,7 @@ signals: test_faults.py and test_cli_run.py."""
 from __future__ import annotations
 
 import ast
+import inspect
 import json
 import sqlite3
 from collections.abc import Iterator
@@ -15,6 +16,8 @@ import pytest
 
 import regtrack
 from regtrack.bench import servers
+from regtrack.bench.measuring import Measuring
+from regtrack.bench.real import RealBench
 from regtrack.core.errors import Interrupted
 from tests import fakebench
 from tests.conftest import cli_in_process, settings_dir
@@ -191,6 +194,23 @@ def test_every_server_start_of_a_run_goes_through_the_measuring_seam(tmp_path, r
         cli_in_process("run", *_versions(redis_server, "a"), *PLAN, "--server-config", "hz=25",
                        "--db", str(tmp_path / "db"), measuring=model)  # fmt: skip
     assert model.started == [] and model.visits == []
+
+
+def test_the_model_and_the_real_bench_are_both_the_measuring_seam():
+    """Both sides of the seam offer every member of the protocol, methods with its
+    parameters, so a change to the seam fails here rather than deep inside a flow."""
+    members = [name for name in vars(Measuring) if not name.startswith("_")]
+    assert {"visit", "paired_visit", "probe_trial", "plain_server", "loadgen_answers"} <= set(
+        members
+    )
+    for side in (fakebench.Model(), RealBench()):
+        for name in members:
+            wanted = getattr(Measuring, name)
+            if isinstance(wanted, property):
+                getattr(side, name)  # an attribute or property of that name
+                continue
+            got = inspect.signature(getattr(side, name)).parameters
+            assert list(got) == list(inspect.signature(wanted).parameters)[1:], (side, name)
 
 
 @pytest.mark.parametrize("workload", ["get-pipeline", "streams-queue"])
