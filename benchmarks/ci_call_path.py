@@ -33,12 +33,13 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = Path(regtrack.__file__).resolve().parent
 
 
-def _ci(tmp: Path, server: str) -> int:
+def _ci(tmp: Path, server: str, model: object) -> int:
     from tests.conftest import cli_in_process
 
     proc = cli_in_process(
         "ci", "--baseline-version", f"a=bin:{server}", "--candidate-version", f"b=bin:{server}",
         "--metric", "both", "--pipelines", "10", "--db", str(tmp / "r.db"), "--no-report",
+        measuring=model,
     )  # fmt: skip
     return proc.returncode
 
@@ -129,12 +130,12 @@ def _modelled() -> dict[str, dict[str, set[str]]]:
         root = Path(tmp)
         (root / "regtrack.toml").write_text("[run]\nseed_offset = 0\n")
         patch.setenv("REGTRACK_CONFIG_DIR", str(root))
-        fakebench.install(patch, fakebench.Model(instructions={"a": 3500.0, "b": 3570.0}))
-        _ci(root, server)  # imports and caches warmed
+        model = fakebench.Model(instructions={"a": 3500.0, "b": 3570.0})
+        _ci(root, server, model)  # imports and caches warmed
         _decide(root)
         (root / "r.db").unlink()
         return {
-            "ci, measuring modelled trials": traced(lambda: _ci(root, server)),
+            "ci, measuring modelled trials": traced(lambda: _ci(root, server, model)),
             "ci --merge, deciding on the stored database": traced(lambda: _decide(root)),
         }
 

@@ -301,14 +301,18 @@ def settings_dir(tmp_path: Path, toml: str) -> Path:
 
 
 def cli_in_process(
-    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    measuring: Any = None,
 ) -> subprocess.CompletedProcess:
     """regtrack's own ``main()`` in this process, isolated by click's CliRunner (stdin,
     stdout, stderr, environment): the exit code and output ``run_cli`` would give, without
     starting Python and importing regtrack again for each one. For commands that stop
     before measuring (bad input, options), that only read the database (compare, explain,
     report, history, versions, baseline, merge) or whose trials are modelled
-    (tests/fakebench.py); what measures for real runs as users run it (run_cli)."""
+    (tests/fakebench.py: ``measuring=model``, handed to ``main`` as the command's measuring
+    seam); what measures for real runs as users run it (run_cli)."""
     from click.testing import CliRunner
 
     from regtrack.cli import main
@@ -328,7 +332,7 @@ def cli_in_process(
             CliRunner().isolation(env=overrides) as (out, err, _),
         ):
             try:
-                main(list(args))
+                main(list(args), measuring)
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
             sys.stdout.flush()

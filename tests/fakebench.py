@@ -2,19 +2,22 @@
 sequential blocks, stored baselines, shards and merge, resume) are tested in milliseconds
 to seconds, in process, without starting a single server.
 
-Replaced: ``bench.runner.run_visit`` (a server process and its trials), its paired-in-time
-sibling ``bench.paired.run_visit`` (every version's server at once), the load generator
-probe's one trial (``bench.loadgen_choice._probe``: memtier is client-bound here, as on
-this VM, so GET sweeps stay with redis-benchmark) and the server preflight starts for
-each version (``runner.plain_server``): a modelled server reports what a real one of the
-model's Redis version would (INFO server, as redis-py parses it, and the ACL level that
-version gets), so stored targets look like real ones. Beneath them the runtimes
-(``servers.native_server``, the docker runtime's ``docker_server``) raise
-``RealServerStarted``: a path this misses (the server settings check of a run with
---server-config is one) fails its test instead of quietly starting servers. Resolving
-and building versions (fake repositories whose make is instant, tests/fakerepo.py), CPU
-plans and locks, seeds, the machine's environment (valgrind's part asked once a process),
-the SQLite store, every analysis and every output stay real.
+``Model`` implements the measuring seam (regtrack/bench/measuring.py) that the command line
+hands to the flows; a test gives it to ``main(argv, measuring=model)`` (conftest's
+``cli_in_process(..., measuring=model)``), patching nothing. It models a version's visit
+(a server process and its trials), a paired-in-time visit (every version's server at
+once), the load generator probe's one trial (memtier is client-bound here, as on this VM,
+so GET sweeps stay with redis-benchmark, unless ``probe_cpu`` says otherwise) and the
+plain servers preflight starts for each version: a modelled server reports what a real
+one of the model's Redis version would (INFO server, as redis-py parses it, and the ACL
+level that version gets), so stored targets look like real ones. Every server start of a
+run goes through the seam, so the model has no path to a real runtime; the one start it
+does not model (the server settings check of a run with --server-config) raises
+``NotModelled``. Its load generator answers are kept only where ``loadgen_answers``
+says (None: neither read nor kept), never in the cache real runs read. Resolving and
+building versions (fake repositories whose make is instant, tests/fakerepo.py), CPU plans
+and locks, seeds, the machine's environment (valgrind's part asked once a process), the
+SQLite store, every analysis and every output stay real.
 
 A ``Model`` says what a trial measures: instructions per op and throughput per version
 (looked up by commit, then label, then "*"), times an effect of the server's seed (the
@@ -36,17 +39,21 @@ import random
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TypeVar
 
-import pytest
 from redis._parsers.helpers import parse_info
 
-from regtrack.bench import loadgen_choice, paired, runner, servers
-from regtrack.bench.runtimes import access, docker
+from regtrack.bench import loadgen_choice
+from regtrack.bench.job import Job
+from regtrack.bench.loadgen.base import LoadgenBinary
+from regtrack.bench.plan import Visit
+from regtrack.bench.runtimes import access
 from regtrack.bench.runtimes.base import RunningServer
 from regtrack.bench.trial import judge_load, new_record
 from regtrack.core import interrupts
-from regtrack.core.records import FunctionCost, TrialRecord
+from regtrack.core.records import FunctionCost, Progress, TrialRecord
+from regtrack.results.store import Store
 from regtrack.targets.versions import Target
 
 OPS = 20_000  # operations of a trial (either mode)
@@ -56,14 +63,16 @@ FIXED_IR_PER_OP = 3000
 T = TypeVar("T")
 
 
-class RealServerStarted(BaseException):
-    """A modelled test reached a real runtime. Not an Exception, so that no handler on the
-    way (``main``'s "internal error", exit 4) turns it into an exit code a test expects."""
+class NotModelled(BaseException):
+    """A modelled test reached a server start the model does not stand in for. Not an
+    Exception, so that no handler on the way (``main``'s "internal error", exit 4) turns
+    it into an exit code a test expects."""
 
 
 @dataclass
 class Model:
-    """What each trial measures, by version: commit, else label, else "*"."""
+    """What each trial measures, by version: commit, else label, else "*"; a Measuring
+    (regtrack/bench/measuring.py) whose visits, probe and servers are modelled."""
 
     instructions: dict[str, float] = field(default_factory=lambda: {"*": 3500.0})
     throughput: dict[str, float] = field(default_factory=lambda: {"*": 400_000.0})
@@ -75,6 +84,73 @@ class Model:
     faults: dict[tuple[str, int], BaseException] = field(default_factory=dict)
     visits: list[tuple[str, int, str]] = field(default_factory=list)  # (label, rep, mode)
     started: list[str] = field(default_factory=list)  # labels of servers outside visits
+    # The probe's trial: server, client and contended CPU %, or the error it raises.
+    probe_cpu: tuple[float, float, float] = (83.0, 99.0, 0.0)
+    probe_error: BaseException | None = None
+    probes: int = 0  # probes measured
+    loadgen_answers: Path | None = None  # where load generator answers are kept (None: not)
+
+    def visit(
+        self,
+        job: Job,
+        store: Store,
+        run_id: int,
+        visit: Visit,
+        target: Target,
+        target_ids: dict[str, int],
+        progress: Progress,
+    ) -> None:
+        self.paired_visit(job, store, run_id, visit, {target.label: target}, target_ids, progress)
+
+    def paired_visit(
+        self,
+        job: Job,
+        store: Store,
+        run_id: int,
+        visit: Visit,
+        targets: dict[str, Target],
+        target_ids: dict[str, int],
+        progress: Progress,
+    ) -> None:
+        """The visit's trials, modelled and stored in plan order; a planned fault after
+        the first."""
+        labels = visit.together or (visit.target,)
+        for label in labels:
+            self.visits.append((label, visit.repetition, visit.mode))
+        seed = job.seed(visit.repetition)
+        for n, planned in enumerate(visit.trials):
+            target = targets[planned.target]
+            record = new_record(planned, visit.mode)
+            record.seed = seed
+            self.fill(record, target, visit.repetition)
+            store.add_trial(run_id, target_ids[target.label], record, self.functions(record))
+            progress.trial_done(record)
+            if n == 0 and (fault := self.fault(labels, visit.repetition)) is not None:
+                raise fault
+            interrupts.check()
+
+    def probe_trial(self, job: Job, binary: LoadgenBinary) -> TrialRecord:
+        self.probes += 1
+        if self.probe_error is not None:
+            raise self.probe_error
+        return probed_record(job, *self.probe_cpu)
+
+    @contextlib.contextmanager
+    def plain_server(
+        self,
+        job: Job,
+        target: Target,
+        run_id: int | str,
+        seed: str | None = None,
+        cpus: tuple[int, ...] | None = None,
+    ) -> Iterator[RunningServer]:
+        if run_id == "settings":
+            raise NotModelled(
+                f"the server settings check of {target.label} (--server-config) is not "
+                "modelled (tests/fakebench.py): test it on real servers"
+            )
+        self.started.append(target.label)
+        yield self.server(target)
 
     def _of(self, table: dict[str, T], target: Target) -> T:
         for key in (target.commit, target.label, "*"):
@@ -159,7 +235,7 @@ class Model:
         ]  # fmt: skip
 
 
-def probe_trial(job, server: float, client: float, contended: float = 0.0) -> TrialRecord:
+def probed_record(job: Job, server: float, client: float, contended: float = 0.0) -> TrialRecord:
     """The memtier probe's one trial with these figures, judged as a real one is (one
     thread on one client CPU at the sweep's deepest pipeline)."""
     pipeline = max(p.params["pipeline"] for p in job.points)
@@ -172,53 +248,3 @@ def probe_trial(job, server: float, client: float, contended: float = 0.0) -> Tr
         threads=1, client_cpus=1, saturates=True,
     )  # fmt: skip
     return record
-
-
-def _no_real_server(*args, **kwargs):
-    raise RealServerStarted(
-        "a modelled test (tests/fakebench.py) reached a real runtime: model that path"
-    )
-
-
-def install(monkeypatch: pytest.MonkeyPatch, model: Model) -> Model:
-    """Replace the runner's visits, the servers preflight starts (and the load generator
-    probe) with the model's; fail at any real server start."""
-
-    def probe(job, binary) -> TrialRecord:
-        return probe_trial(job, server=83.0, client=99.0)
-
-    @contextlib.contextmanager
-    def plain_server(job, target, run_id, seed=None, cpus=None) -> Iterator[RunningServer]:
-        model.started.append(target.label)
-        yield model.server(target)
-
-    def run_visit(job, store, run_id, visit, target, target_ids, progress) -> None:
-        paired_visit(job, store, run_id, visit, {target.label: target}, target_ids, progress)
-
-    def paired_visit(job, store, run_id, visit, targets, target_ids, progress) -> None:
-        labels = visit.together or (visit.target,)
-        for label in labels:
-            model.visits.append((label, visit.repetition, visit.mode))
-        seed = job.seed(visit.repetition)
-        for n, planned in enumerate(visit.trials):
-            target = targets[planned.target]
-            record = new_record(planned, visit.mode)
-            record.seed = seed
-            model.fill(record, target, visit.repetition)
-            store.add_trial(run_id, target_ids[target.label], record, model.functions(record))
-            progress.trial_done(record)
-            if n == 0 and (fault := model.fault(labels, visit.repetition)) is not None:
-                raise fault
-            interrupts.check()
-
-    monkeypatch.setattr(runner, "run_visit", run_visit)
-    monkeypatch.setattr(paired, "run_visit", paired_visit)
-    monkeypatch.setattr(runner, "plain_server", plain_server)
-    monkeypatch.setattr(servers, "native_server", _no_real_server)
-    monkeypatch.setattr(docker, "docker_server", _no_real_server)
-    monkeypatch.setattr(loadgen_choice, "_probe", probe)
-    # Modelled answers never reach the cache that real runs read (and a real answer kept
-    # there never decides a modelled run).
-    monkeypatch.setattr(loadgen_choice, "_read", lambda path: None)
-    monkeypatch.setattr(loadgen_choice, "_write", lambda path, choice: None)
-    return model

@@ -288,15 +288,14 @@ def ci_outputs(tmp_path_factory) -> tuple[Path, Path]:
 
     folder = tmp_path_factory.mktemp("ci")
     out, summary = folder / "ci.json", folder / "summary.md"
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        fakebench.install(monkeypatch, fakebench.Model(**SLOWER))
-        server = redis_server_path()
-        proc = cli_in_process(
-            "ci", "--baseline-version", f"a=bin:{server}", "--candidate-version",
-            f"b=bin:{server}", "--metric", "throughput", "--pipelines", "10",
-            "--db", str(folder / "r.db"), "--json", str(out), "--summary", str(summary),
-            "--no-report",
-        )  # fmt: skip
+    model = fakebench.Model(**SLOWER)
+    server = redis_server_path()
+    proc = cli_in_process(
+        "ci", "--baseline-version", f"a=bin:{server}", "--candidate-version",
+        f"b=bin:{server}", "--metric", "throughput", "--pipelines", "10",
+        "--db", str(folder / "r.db"), "--json", str(out), "--summary", str(summary),
+        "--no-report", measuring=model,
+    )  # fmt: skip
     assert proc.returncode == 1, proc.stdout + proc.stderr
     return out, summary
 

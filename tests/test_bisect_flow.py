@@ -27,28 +27,28 @@ def cache(tmp_path, monkeypatch):
     return tmp_path / "cache"
 
 
-def _model(monkeypatch, commits: list[str], levels: dict[int, float]) -> fakebench.Model:
+def _model(commits: list[str], levels: dict[int, float]) -> fakebench.Model:
     """Instructions per op by commit: 3,500 until the first index of ``levels``, then each
     level from its index on."""
     value, table = 3500.0, {}
     for i, commit in enumerate(commits):
         value = levels.get(i, value)
         table[commit] = value
-    return fakebench.install(monkeypatch, fakebench.Model(instructions=table))
+    return fakebench.Model(instructions=table)
 
 
 def test_three_steps_are_noted_then_all_found(tmp_path, cache, monkeypatch):
     commits = make_history(tmp_path / "repo", ["ok"] * 12)
-    _model(monkeypatch, commits, {3: 3675.0, 6: 3500.0, 9: 3850.0})  # +5%, back, +10%
+    model = _model(commits, {3: 3675.0, 6: 3500.0, 9: 3850.0})  # +5%, back, +10%
     db, out = tmp_path / "r.db", tmp_path / "all.json"
     ends = ["--good", commits[0], "--bad", commits[-1], "--source-repo", str(tmp_path / "repo")]
-    plain = cli_in_process("bisect", *ends, *ARGS, "--db", str(db))
+    plain = cli_in_process("bisect", *ends, *ARGS, "--db", str(db), measuring=model)
     assert plain.returncode == 0, plain.stderr
     # Plain bisection names the changes that carry most of the ends' change (up at 3, up
     # again at 9); --all-steps also searches between them and finds the way back down.
     assert "NOTE: the range holds 2 changes" in plain.stdout, plain.stdout
     every = cli_in_process("bisect", *ends, *ARGS, "--all-steps", "--json", str(out),
-                           "--db", str(db))  # fmt: skip
+                           "--db", str(db), measuring=model)  # fmt: skip
     assert every.returncode == 0, every.stderr
     steps = json.loads(out.read_text())["result"]["steps"]
     assert [s["first_bad"] for s in steps] == [commits[3], commits[6], commits[9]]
@@ -63,10 +63,10 @@ def test_three_steps_are_noted_then_all_found(tmp_path, cache, monkeypatch):
 
 def test_ends_that_do_not_differ_are_refused_with_what_was_measured(tmp_path, cache, monkeypatch):
     commits = make_history(tmp_path / "repo", ["ok"] * 4)
-    model = _model(monkeypatch, commits, {})
+    model = _model(commits, {})
     proc = cli_in_process(
         "bisect", "--good", commits[0], "--bad", commits[3], "--source-repo",
-        str(tmp_path / "repo"), *ARGS, "--db", str(tmp_path / "r.db"),
+        str(tmp_path / "repo"), *ARGS, "--db", str(tmp_path / "r.db"), measuring=model,
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     assert "nothing to bisect" in proc.stderr and "measured" in proc.stderr
@@ -92,12 +92,12 @@ def test_a_range_run_draws_the_step_between_the_commits_around_it(
     kinds = ["ok"] * 16
     kinds[11] = "broken"
     commits = make_history(tmp_path / "repo", kinds)
-    _model(monkeypatch, commits, {9: 3675.0})
+    model = _model(commits, {9: 3675.0})
     db = tmp_path / "r.db"
     proc = cli_in_process(
         "run", "--versions", f"{commits[0]}..{commits[-1]}", "--every", "2", "--metric",
         "instructions", "--pipelines", "10", "--repetitions", "2", "--source-repo",
-        str(tmp_path / "repo"), "--db", str(db),
+        str(tmp_path / "repo"), "--db", str(db), measuring=model,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert f"skipped {commits[11][:7]}" in proc.stderr, "the commit that does not build"
@@ -133,11 +133,12 @@ def test_a_bisection_without_controlled_seeds_says_so_and_keeps_the_step_in_its_
     configs = settings_dir(tmp_path, '[run]\nseeds = "random"\n')
     monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(configs))
     commits = make_history(tmp_path / "repo", ["ok"] * 4)
-    _model(monkeypatch, commits, {2: 3675.0})
+    model = _model(commits, {2: 3675.0})
     out = tmp_path / "b.json"
     proc = cli_in_process(
         "bisect", "--good", commits[0], "--bad", commits[-1], "--source-repo",
         str(tmp_path / "repo"), *ARGS, "--json", str(out), "--db", str(tmp_path / "r.db"),
+        measuring=model,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "internal error" not in proc.stderr
@@ -187,13 +188,13 @@ def test_a_step_needing_more_seeds_than_the_ends_have_grows_the_ends_run(
     no longer decide it (it sits near the cut, and the runs' shifts stay in the
     interval), its estimate places it, well before --max-repetitions."""
     commits = make_history(tmp_path / "repo", ["ok"] * 6)
-    model = _model(monkeypatch, commits, {2: 3700.0, 3: 3850.0})  # 58% of +10%, then all
+    model = _model(commits, {2: 3700.0, 3: 3850.0})  # 58% of +10%, then all
     model.instructions_noise_pct = 0.3
     db, out = tmp_path / "r.db", tmp_path / "b.json"
     proc = cli_in_process(
         "bisect", "--good", commits[0], "--bad", commits[-1], "--source-repo",
         str(tmp_path / "repo"), *ARGS, "--max-repetitions", "12", "--json", str(out),
-        "--db", str(db),
+        "--db", str(db), measuring=model,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     short = commits[2][:7]
@@ -227,13 +228,13 @@ def test_throughput_all_steps_names_both_steps_side_by_side(tmp_path, cache, mon
     for i, commit in enumerate(commits):
         value *= {3: 0.96, 8: 0.92}.get(i, 1.0)
         table[commit] = value
-    fakebench.install(monkeypatch, fakebench.Model(throughput=table))
+    model = fakebench.Model(throughput=table)
     db, out = tmp_path / "r.db", tmp_path / "b.json"
     proc = cli_in_process(
         "bisect", "--good", commits[0], "--bad", commits[-1], "--source-repo",
         str(tmp_path / "repo"), "--metric", "throughput", "--point", "pipeline=10",
         "--all-steps", "--max-repetitions", "8", "--no-report", "--json", str(out),
-        "--db", str(db),
+        "--db", str(db), measuring=model,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     steps = json.loads(out.read_text())["result"]["steps"]
@@ -259,12 +260,12 @@ def test_ctrl_c_during_a_step_then_resume_measures_only_what_the_search_still_ne
     the bisection (exit 130, stored interrupted); --resume replays the stored log, so the
     ends are not measured again, and names the commit."""
     commits = make_history(tmp_path / "repo", ["ok"] * 3)  # one commit between the ends
-    model = _model(monkeypatch, commits, {1: 3675.0})
+    model = _model(commits, {1: 3675.0})
     model.faults = {(commits[1][:7], 0): Interrupted("SIGINT")}
     db, out = tmp_path / "r.db", tmp_path / "b.json"
     proc = cli_in_process(
         "bisect", "--good", commits[0], "--bad", commits[-1], "--source-repo",
-        str(tmp_path / "repo"), *ARGS, "--db", str(db),
+        str(tmp_path / "repo"), *ARGS, "--db", str(db), measuring=model,
     )  # fmt: skip
     assert proc.returncode == 130, proc.stderr
     assert "interrupted" in proc.stderr and "Traceback" not in proc.stderr
@@ -274,7 +275,7 @@ def test_ctrl_c_during_a_step_then_resume_measures_only_what_the_search_still_ne
     assert not model.faults, "stopped inside the step"
     model.visits.clear()
     resumed = cli_in_process("bisect", "--resume", "--db", str(db), "--json", str(out),
-                             "--no-report")  # fmt: skip
+                             "--no-report", measuring=model)  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     assert model.visits and not {label for label, _, _ in model.visits} & ends
     (step,) = json.loads(out.read_text())["result"]["steps"]

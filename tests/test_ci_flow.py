@@ -31,11 +31,11 @@ def test_an_a_a_comparison_is_decided_no_change(tmp_path, monkeypatch, pair):
     """Seed-matched counts of one build agree within ~0.05%: the first look (4 repetitions)
     bounds them far inside the 1% threshold, but "no change" waits for 8 seeds (a change
     can live in a few seeds); the summary said so before it was decided."""
-    fakebench.install(monkeypatch, fakebench.Model())
+    model = fakebench.Model()
     out = tmp_path / "r.json"
     proc = cli_in_process(
         "ci", *pair, "--metric", "instructions", "--pipelines", "10",
-        "--db", str(tmp_path / "r.db"), "--json", str(out), "--no-report",
+        "--db", str(tmp_path / "r.db"), "--json", str(out), "--no-report", measuring=model,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.startswith("## regtrack: ✅ No regression after 8 repetitions")
@@ -51,10 +51,10 @@ def test_an_a_a_comparison_is_decided_no_change(tmp_path, monkeypatch, pair):
 def test_an_undecided_gate_says_so_first_and_warns(tmp_path, monkeypatch, pair):
     """Two repetitions (one block) cannot bound an interval that stays valid under repeated
     looks: the gate is undecided, says so in its first line, and GitHub gets a warning."""
-    fakebench.install(monkeypatch, fakebench.Model())
+    model = fakebench.Model()
     args = ["ci", *pair, *TPUT, "--max-repetitions", "2", "--metric", "throughput",
             "--db", str(tmp_path / "r.db"), "--json", str(tmp_path / "r.json")]  # fmt: skip
-    proc = cli_in_process(*args, env={"GITHUB_ACTIONS": "true"})
+    proc = cli_in_process(*args, env={"GITHUB_ACTIONS": "true"}, measuring=model)
     assert proc.returncode == 0, proc.stderr
     first, second = proc.stdout.splitlines()[:2]
     assert first.startswith("::warning title=regtrack: undecided::throughput")
@@ -64,7 +64,7 @@ def test_an_undecided_gate_says_so_first_and_warns(tmp_path, monkeypatch, pair):
     data = _records(tmp_path / "r.json")
     assert data["outcome"] == "inconclusive" and not data["decided"]
     assert data["stopped"] == "max-repetitions"
-    strict = cli_in_process(*args, "--fail-on-inconclusive")
+    strict = cli_in_process(*args, "--fail-on-inconclusive", measuring=model)
     assert strict.returncode == 1, strict.stderr
 
 
@@ -75,10 +75,11 @@ def test_blocks_are_added_until_decided_and_a_decided_metric_stops(tmp_path, mon
     --max-repetitions."""
     configs = settings_dir(tmp_path, "[verdict]\nthroughput_pct = 0.001\n")
     monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(configs))
-    model = fakebench.install(monkeypatch, fakebench.Model())
+    model = fakebench.Model()
     db, out = tmp_path / "r.db", tmp_path / "r.json"
     proc = cli_in_process("ci", *pair, *TPUT, "--repetitions", "4", "--max-repetitions", "10",
-                          "--metric", "both", "--db", str(db), "--json", str(out))  # fmt: skip
+                          "--metric", "both", "--db", str(db), "--json", str(out),
+                          measuring=model)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     data = _records(out)
     verdicts = {g["metric"]: g["verdict"] for g in data["gate"]}
@@ -94,17 +95,19 @@ def test_blocks_are_added_until_decided_and_a_decided_metric_stops(tmp_path, mon
 
 
 def test_stored_baseline_needs_a_matching_machine(tmp_path, monkeypatch, redis_server):
-    fakebench.install(monkeypatch, fakebench.Model())
+    model = fakebench.Model()
     db = tmp_path / "r.db"
     cand = ["--candidate-version", f"new=bin:{redis_server}", *TPUT, "--db", str(db)]
     first = cli_in_process("run", "--versions", f"shipped=bin:{redis_server}", *TPUT,
-                           "--db", str(db))  # fmt: skip
+                           "--db", str(db), measuring=model)  # fmt: skip
     assert first.returncode == 0, first.stderr
     saved = cli_in_process("baseline", "save", "prod", "--run", "1", "--db", str(db))
     assert saved.returncode == 0 and "baseline 'prod' = shipped of run 1" in saved.stdout
     assert "prod" in cli_in_process("baseline", "list", "--db", str(db)).stdout
 
-    ok = cli_in_process("ci", "--baseline-name", "prod", *cand, "--json", str(tmp_path / "r.json"))
+    ok = cli_in_process(
+        "ci", "--baseline-name", "prod", *cand, "--json", str(tmp_path / "r.json"), measuring=model
+    )
     data = _records(tmp_path / "r.json")
     assert ok.returncode == (1 if data["outcome"] == "regression" else 0), ok.stderr
     assert data["headline"] in ok.stdout.splitlines()[0]
@@ -120,7 +123,7 @@ def test_stored_baseline_needs_a_matching_machine(tmp_path, monkeypatch, redis_s
     # ... because the candidate's run took the stored run's seed offset, while a run of
     # its own draws another: rerunning it measures other seeds.
     again = cli_in_process("run", "--versions", f"again=bin:{redis_server}", *TPUT,
-                           "--db", str(db))  # fmt: skip
+                           "--db", str(db), measuring=model)  # fmt: skip
     assert again.returncode == 0, again.stderr
     conn = sqlite3.connect(db)
     offsets = [json.loads(c)["settings"]["seed_offset"]
@@ -131,7 +134,7 @@ def test_stored_baseline_needs_a_matching_machine(tmp_path, monkeypatch, redis_s
     assert seeds[1] <= seeds[0] and not seeds[2] & seeds[0], seeds
     unpaired = cli_in_process("compare", "--run", "3", "--baseline-run", "1", "--baseline",
                               "shipped", "--candidate", "again", "--db", str(db),
-                              "--format", "json")  # fmt: skip
+                              "--format", "json", measuring=model)  # fmt: skip
     assert unpaired.returncode == 0, unpaired.stderr
     assert {r["method"] for r in json.loads(unpaired.stdout)["records"]} == {"welch-t"}
 
@@ -141,12 +144,12 @@ def test_stored_baseline_needs_a_matching_machine(tmp_path, monkeypatch, redis_s
     key["machine.kernel"] = "0.0.0-elsewhere"
     conn.execute("UPDATE runs SET comparability = ? WHERE id = 1", (json.dumps(key),))
     conn.commit()
-    refused = cli_in_process("ci", "--baseline-name", "prod", *cand)
+    refused = cli_in_process("ci", "--baseline-name", "prod", *cand, measuring=model)
     assert refused.returncode == 2
     assert "was not measured like this one (kernel 0.0.0-elsewhere != " in refused.stderr
     runs_before = conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
     forced = cli_in_process("ci", "--baseline-name", "prod", *cand, "--force",
-                            "--json", str(tmp_path / "forced.json"))  # fmt: skip
+                            "--json", str(tmp_path / "forced.json"), measuring=model)  # fmt: skip
     outcome = _records(tmp_path / "forced.json")["outcome"]
     assert forced.returncode == (1 if outcome == "regression" else 0), forced.stderr
     assert "(FORCED: not like with like)" in forced.stdout.splitlines()[0]
@@ -159,16 +162,16 @@ def test_a_baseline_measured_with_other_settings_is_refused_unless_forced(
     """A baseline saved from a run with --clients 10 is not like a candidate measured with
     the default 50: ci and compare refuse it with the differences (exit 2, nothing
     measured); with --force they compare and every output says so."""
-    fakebench.install(monkeypatch, fakebench.Model())
+    model = fakebench.Model()
     db = tmp_path / "r.db"
     first = cli_in_process("run", "--versions", f"shipped=bin:{redis_server}", *TPUT,
-                           "--clients", "10", "--db", str(db))  # fmt: skip
+                           "--clients", "10", "--db", str(db), measuring=model)  # fmt: skip
     assert first.returncode == 0, first.stderr
     saved = cli_in_process("baseline", "save", "prod", "--run", "1", "--db", str(db))
     assert saved.returncode == 0
     candidate = ["--candidate-version", f"new=bin:{redis_server}"]
     gate = ["ci", "--baseline-name", "prod", *candidate, *TPUT]
-    refused = cli_in_process(*gate, "--db", str(db))
+    refused = cli_in_process(*gate, "--db", str(db), measuring=model)
     assert refused.returncode == 2, refused.stderr
     last = refused.stderr.strip().splitlines()[-1]
     assert last.startswith("regtrack: error: baseline 'prod' was not measured like this one")
@@ -177,7 +180,7 @@ def test_a_baseline_measured_with_other_settings_is_refused_unless_forced(
     assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1, "nothing measured"
 
     out = tmp_path / "ci.json"
-    forced = cli_in_process(*gate, "--db", str(db), "--force", "--json", str(out))
+    forced = cli_in_process(*gate, "--db", str(db), "--force", "--json", str(out), measuring=model)
     assert forced.returncode == (1 if _records(out)["outcome"] == "regression" else 0)
     assert "(FORCED: not like with like)" in forced.stdout.splitlines()[0]
     assert "FORCED comparison, not like with like: clients 10 != 50" in forced.stdout
@@ -198,16 +201,19 @@ def test_a_baseline_measured_with_other_settings_is_refused_unless_forced(
     assert records and all(r["forced"] == ["clients 10 != 50"] for r in records)
 
     # Server settings are part of what must match: the same clients, another hz.
-    other = cli_in_process(*gate, "--clients", "10", "--server-config", "hz=25", "--db", str(db))
+    other = cli_in_process(
+        *gate, "--clients", "10", "--server-config", "hz=25", "--db", str(db), measuring=model
+    )
     assert other.returncode == 2, other.stderr
     assert 'not measured like this one (server null != {"hz": "25"})' in other.stderr
 
 
 def test_compare_json_carries_intervals_and_verdicts(tmp_path, monkeypatch, redis_server):
-    fakebench.install(monkeypatch, fakebench.Model())
+    model = fakebench.Model()
     db = tmp_path / "r.db"
     proc = cli_in_process("run", "--versions", f"a=bin:{redis_server},b=bin:{redis_server}",
-                          *TPUT, "--repetitions", "3", "--db", str(db))  # fmt: skip
+                          *TPUT, "--repetitions", "3", "--db", str(db),
+                          measuring=model)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(cli_in_process("compare", "--db", str(db), "--format", "json").stdout)[
         "records"
@@ -227,11 +233,11 @@ def test_runs_without_controlled_seeds_compare_and_gate_across_runs(
     "internal error: UnboundLocalError" (exit 3)."""
     configs = settings_dir(tmp_path, '[run]\nseeds = "random"\n')
     monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(configs))
-    fakebench.install(monkeypatch, fakebench.Model())
+    model = fakebench.Model()
     db = tmp_path / "r.db"
     for label in ("old", "new"):
         proc = cli_in_process("run", "--versions", f"{label}=bin:{redis_server}", *TPUT,
-                              "--repetitions", "3", "--db", str(db))  # fmt: skip
+                              "--repetitions", "3", "--db", str(db), measuring=model)  # fmt: skip
         assert proc.returncode == 0, proc.stderr
         assert proc.stderr.count("hash seeds are not controlled (random seeds") == 1
     with sqlite3.connect(db) as conn:
@@ -240,7 +246,7 @@ def test_runs_without_controlled_seeds_compare_and_gate_across_runs(
     assert config["seeds"].startswith("not controlled: random seeds")
 
     shown = cli_in_process("compare", "--run", "2", "--baseline-run", "1", "--db", str(db),
-                           "--format", "json")  # fmt: skip
+                           "--format", "json", measuring=model)  # fmt: skip
     assert shown.returncode == 0, shown.stderr
     (rec,) = [r for r in json.loads(shown.stdout)["records"] if r["metric"] == "throughput"]
     assert rec["method"] == "welch-t" and rec["ci_low_pct"] < rec["change_pct"] < rec["ci_high_pct"]
@@ -250,7 +256,7 @@ def test_runs_without_controlled_seeds_compare_and_gate_across_runs(
     assert saved.returncode == 0, saved.stderr
     gate = cli_in_process(
         "ci", "--baseline-name", "shipped", "--candidate-version", f"c=bin:{redis_server}", *TPUT,
-        "--metric", "throughput", "--db", str(db), "--json", str(out),
+        "--metric", "throughput", "--db", str(db), "--json", str(out), measuring=model,
     )  # fmt: skip
     assert gate.returncode in (0, 1), gate.stderr
     assert "internal error" not in gate.stderr

@@ -255,15 +255,15 @@ def measured(tmp_path_factory) -> Path:
         model = fakebench.Model(
             instructions={"a": 3500.0, "b": 3570.0}, throughput={"a": 4e5, "b": 3.8e5}
         )
-        fakebench.install(patch, model)
         for _ in range(2):
             proc = cli_in_process(
                 "run", "--versions", f"a=bin:{server},b=bin:{server}", "--metric", "both",
                 "--pipelines", "1,10", "--repetitions", "2", "--db", str(db), "--no-report",
+                measuring=model,
             )  # fmt: skip
             assert proc.returncode == 0, proc.stderr
         saved = cli_in_process("baseline", "save", "main", "--run", "1", "--label", "a",
-                               "--db", str(db))  # fmt: skip
+                               "--db", str(db), measuring=model)  # fmt: skip
         assert saved.returncode == 0, saved.stderr
     store = Store.open(db, create=False)
     target = store.targets(2)[1]

@@ -92,18 +92,18 @@ def stored(tmp_path_factory) -> Path:
     (configs / "regtrack.toml").write_text("[run]\nseed_offset = 0\n")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("REGTRACK_CONFIG_DIR", str(configs))
-        fakebench.install(patch, fakebench.Model(**MODEL))  # type: ignore[arg-type]
+        model = fakebench.Model(**MODEL)  # type: ignore[arg-type]
         versions = f"a=bin:{redis_server},b=bin:{redis_server}"
         run = cli_in_process(
             "run", "--versions", versions, "--metric", "both", "--pipelines", "1,10",
-            "--repetitions", "4", "--db", str(root / "r.db"), "--no-report",
+            "--repetitions", "4", "--db", str(root / "r.db"), "--no-report", measuring=model,
         )  # fmt: skip
         assert run.returncode == 0, run.stderr
         ci = cli_in_process(
             "ci", "--baseline-version", f"a=bin:{redis_server}",
             "--candidate-version", f"b=bin:{redis_server}",
             "--pipelines", "10", "--metric", "both", "--db", str(root / "r.db"),
-            "--json", str(root / "ci.json"), "--no-report",
+            "--json", str(root / "ci.json"), "--no-report", measuring=model,
         )  # fmt: skip
         assert ci.returncode == 1, ci.stdout + ci.stderr  # b is 5% slower: a regression
         (root / "ci.txt").write_text(ci.stdout)

@@ -17,7 +17,7 @@ from regtrack.core.records import InvalidReason, TrialRecord
 from regtrack.core.settings import load_settings
 from regtrack.targets import versions
 from tests.conftest import run_cli, settings_dir
-from tests.fakebench import probe_trial
+from tests.fakebench import Model
 
 
 @pytest.fixture
@@ -31,14 +31,10 @@ def _job(redis_server: str, **options):
     return prepare_job(specs, Options(pipelines=[1, 10], keys=2000, **options))
 
 
-def _probed(server: float, client: float, calls: list[int], contended: float = 0.0):
-    """A probe's trial with these figures, judged as a real one is."""
-
-    def probe(job, binary) -> TrialRecord:
-        calls.append(1)
-        return probe_trial(job, server, client, contended)
-
-    return probe
+def _probed(cache, server: float, client: float, contended: float = 0.0) -> Model:
+    """A seam whose probe trial has these figures (judged as a real one is), keeping its
+    answers in ``cache``."""
+    return Model(probe_cpu=(server, client, contended), loadgen_answers=cache / "loadgen-choice")
 
 
 @pytest.mark.parametrize(
@@ -46,56 +42,60 @@ def _probed(server: float, client: float, calls: list[int], contended: float = 0
     [(99.0, 60.0, "memtier"), (83.0, 99.0, "redis-benchmark"), (99.0, 95.0, "redis-benchmark")],
 )
 def test_memtier_only_where_it_saturates_the_server_and_the_answer_is_kept(
-    redis_server, memtier_bin, cache, monkeypatch, server, client, tool
+    redis_server, memtier_bin, cache, server, client, tool
 ):
-    calls: list[int] = []
-    monkeypatch.setattr(loadgen_choice, "_probe", _probed(server, client, calls))
+    model = _probed(cache, server, client)
     built = _job(redis_server)
     assert built.loadgen_choice is None and built.loadgen.name == "redis-benchmark", "undecided"
-    job = built.settled()
+    job = loadgen_choice.settle(built, model)
     choice = job.loadgen_choice
-    assert choice.tool == tool and calls == [1]
+    assert choice.tool == tool and model.probes == 1
     assert built.loadgen_choice is None, "the job as built is not changed"
     assert job.loadgen.name == {"memtier": "memtier_benchmark"}.get(tool, tool)
     assert f"at pipeline 10: server {server:.0f}% busy, client {client:.0f}%" in choice.why
     assert ("saturates the server" in choice.why) == (tool == "memtier")
     assert job.config().loadgen_choice.probe.server_cpu_pct == server
-    again = _job(redis_server).settled().loadgen_choice
-    assert (again.tool, again.why, calls) == (tool, choice.why, [1]), "kept, not probed again"
+    again = loadgen_choice.settle(_job(redis_server), model).loadgen_choice
+    assert (again.tool, again.why, model.probes) == (tool, choice.why, 1), "kept, not probed again"
     assert again.cached and again.cached.startswith(str(cache))
 
 
-def test_a_kept_answer_that_is_not_regtracks_is_ignored(
-    redis_server, memtier_bin, cache, monkeypatch
-):
-    calls: list[int] = []
-    monkeypatch.setattr(loadgen_choice, "_probe", _probed(83.0, 99.0, calls))
-    first = _job(redis_server).settled().loadgen_choice
+def test_a_kept_answer_that_is_not_regtracks_is_ignored(redis_server, memtier_bin, cache):
+    model = _probed(cache, 83.0, 99.0)
+    first = loadgen_choice.settle(_job(redis_server), model).loadgen_choice
     kept = next((cache / "loadgen-choice").glob("*.json"))
     for text in ('{"tool": "rm -rf /", "why": "x"}', "not json", '{"tool": "memtier"}'):
         kept.write_text(text)
-        assert _job(redis_server).settled().loadgen_choice.tool == first.tool
-    assert len(calls) == 4, "each crafted answer was probed anew"
+        assert loadgen_choice.settle(_job(redis_server), model).loadgen_choice.tool == first.tool
+    assert model.probes == 4, "each crafted answer was probed anew"
 
 
-def test_a_probe_that_says_nothing_of_the_machine_is_not_kept(
-    redis_server, memtier_bin, cache, monkeypatch
-):
+def test_a_probe_that_says_nothing_of_the_machine_is_not_kept(redis_server, memtier_bin, cache):
     """Contended, or failed outright: redis-benchmark this time, and the next run probes."""
-    calls: list[int] = []
-    monkeypatch.setattr(loadgen_choice, "_probe", _probed(99.0, 60.0, calls, contended=40.0))
-    first = _job(redis_server).settled().loadgen_choice
+    model = _probed(cache, 99.0, 60.0, contended=40.0)
+    first = loadgen_choice.settle(_job(redis_server), model).loadgen_choice
     assert first.tool == "redis-benchmark" and "the probe was not usable (contended" in first.why
 
-    def fails(job, binary):
-        calls.append(1)
-        raise ConnectionError("Connection reset by peer")
-
-    monkeypatch.setattr(loadgen_choice, "_probe", fails)
-    second = _job(redis_server).settled().loadgen_choice
+    model.probe_error = ConnectionError("Connection reset by peer")
+    second = loadgen_choice.settle(_job(redis_server), model).loadgen_choice
     assert second.tool == "redis-benchmark"
     assert "could not be probed: Connection reset" in second.why
-    assert calls == [1, 1] and not (cache / "loadgen-choice").exists()
+    assert model.probes == 2 and not (cache / "loadgen-choice").exists()
+
+
+def test_a_seam_that_keeps_no_answers_neither_reads_nor_writes_them(
+    redis_server, memtier_bin, cache
+):
+    """A modelled run (loadgen_answers None) probes every time and leaves regtrack's cache
+    as it was: a modelled answer never decides a real run, nor a real one a model."""
+    real = _probed(cache, 99.0, 60.0)
+    assert loadgen_choice.settle(_job(redis_server), real).loadgen_choice.tool == "memtier"
+    kept = sorted((cache / "loadgen-choice").iterdir())
+    model = Model(probe_cpu=(83.0, 99.0, 0.0))
+    for n in (1, 2):
+        choice = loadgen_choice.settle(_job(redis_server), model).loadgen_choice
+        assert (choice.tool, choice.cached, model.probes) == ("redis-benchmark", None, n)
+    assert sorted((cache / "loadgen-choice").iterdir()) == kept
 
 
 def test_client_bound_is_judged_on_the_cpus_its_threads_can_use():
@@ -156,6 +156,5 @@ def test_a_run_that_relaxes_its_limits_does_not_relax_the_probe(
         tmp_path, "[run]\nclient_bound_cpu_pct = 100\nserver_bound_cpu_pct = 0\n"
     )
     monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(configs))
-    calls: list[int] = []
-    monkeypatch.setattr(loadgen_choice, "_probe", _probed(83.0, 99.0, calls))
-    assert _job(redis_server).settled().loadgen_choice.tool == "redis-benchmark"
+    model = _probed(cache, 83.0, 99.0)
+    assert loadgen_choice.settle(_job(redis_server), model).loadgen_choice.tool == "redis-benchmark"

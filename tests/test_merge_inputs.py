@@ -32,12 +32,11 @@ def shard(tmp_path_factory) -> Iterator[Path]:
     server = redis_server_path()
     folder = tmp_path_factory.mktemp("shard")
     db = folder / "shard-1.db"
-    with pytest.MonkeyPatch.context() as mp:
-        fakebench.install(mp, fakebench.Model())
-        proc = cli_in_process(
-            "run", "--versions", f"a=bin:{server},b=bin:{server}",
-            *PLAN, "--shard", "1/2", "--db", str(db),
-        )  # fmt: skip
+    model = fakebench.Model()
+    proc = cli_in_process(
+        "run", "--versions", f"a=bin:{server},b=bin:{server}",
+        *PLAN, "--shard", "1/2", "--db", str(db), measuring=model,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     yield db
 
@@ -202,13 +201,13 @@ def test_shards_without_controlled_seeds_merge_and_compare(tmp_path, monkeypatch
     compares (its blocks pair by repetition within the run)."""
     configs = settings_dir(tmp_path, '[run]\nseeds = "random"\n')
     monkeypatch.setenv("REGTRACK_CONFIG_DIR", str(configs))
-    fakebench.install(monkeypatch, fakebench.Model())
+    model = fakebench.Model()
     versions = f"a=bin:{redis_server},b=bin:{redis_server}"
     dbs = []
     for k in (1, 2):
         db = tmp_path / f"shard-{k}.db"
         proc = cli_in_process("run", "--versions", versions, *PLAN, "--shard", f"{k}/2",
-                              "--db", str(db))  # fmt: skip
+                              "--db", str(db), measuring=model)  # fmt: skip
         assert proc.returncode == 0, proc.stderr
         dbs.append(db)
     out = tmp_path / "merged.db"

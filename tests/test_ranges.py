@@ -107,14 +107,14 @@ def test_a_range_that_holds_no_commit_is_bad_input(tmp_path, cache):
 
 def test_a_commit_of_a_range_that_does_not_build_is_skipped(tmp_path, cache, monkeypatch):
     """Builds are real (make fails on commit 1); the trials are modelled (tests/fakebench.py)."""
-    fakebench.install(monkeypatch, fakebench.Model())
+    model = fakebench.Model()
     shas = _history(tmp_path / "repo", 3, broken_at=1)
     db = tmp_path / "r.db"
     args = [
         "run", "--versions", "base..unstable", "--source-repo", str(tmp_path / "repo"),
         "--pipelines", "10", "--repetitions", "1", *SHORT_RUN, "--db", str(db), "--no-report",
     ]  # fmt: skip
-    proc = cli_in_process(*args, env={"REGTRACK_CACHE": str(cache)})
+    proc = cli_in_process(*args, env={"REGTRACK_CACHE": str(cache)}, measuring=model)
     assert proc.returncode == 0, proc.stderr
     assert f"skipped {shas[1][:7]} (step 1: harmless edit): does not build" in proc.stderr
     with sqlite3.connect(db) as conn:
@@ -127,6 +127,6 @@ def test_a_commit_of_a_range_that_does_not_build_is_skipped(tmp_path, cache, mon
         config = json.loads(conn.execute("SELECT config FROM runs").fetchone()[0])
     assert sorted(labels) == sorted([shas[0][:7], shas[2][:7]])
     assert [s["commit"] for s in config["skipped"]] == [shas[1]]
-    again = cli_in_process(*args, env={"REGTRACK_CACHE": str(cache)})
+    again = cli_in_process(*args, env={"REGTRACK_CACHE": str(cache)}, measuring=model)
     assert again.returncode == 0, again.stderr
     assert "remembered" in again.stderr, "a commit that failed to compile is not built again"

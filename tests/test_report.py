@@ -45,14 +45,13 @@ def measured(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     env = {"REGTRACK_CONFIG_DIR": str(configs)}
     db = folder / "r.db"
     sweep = ["--pipelines", "1,10", "--repetitions", "2", *SHORT_RUN, "--db", str(db)]
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        fakebench.install(monkeypatch, fakebench.Model())
-        for _ in range(2):
-            proc = cli_in_process(
-                "run", "--versions", f"a=bin:{hostile_dir}/redis-server,b=bin:{server}",
-                *sweep, env=env,
-            )  # fmt: skip
-            assert proc.returncode == 0, proc.stderr
+    model = fakebench.Model()
+    for _ in range(2):
+        proc = cli_in_process(
+            "run", "--versions", f"a=bin:{hostile_dir}/redis-server,b=bin:{server}",
+            *sweep, env=env, measuring=model,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
     proc = run_cli(
         "run", "--versions", f"bin:{server}", "--workload", "list-queue", "--loadgen",
         "builtin", "--pipelines", "1", "--repetitions", "1", *SHORT_RUN, "--db", str(db),
@@ -229,14 +228,14 @@ def test_report_command_and_its_errors(measured, tmp_path):
 def test_the_run_page_shows_the_verdicts_the_terminal_printed(tmp_path, browser, monkeypatch):
     """`run --threshold 20 --baseline b` prints b as the baseline and 20% thresholds; the
     page (written by that run) and a later plain `compare` use the same (modelled trials)."""
-    fakebench.install(monkeypatch, fakebench.Model())
+    model = fakebench.Model()
     server = shutil.which("redis-server")
     env = quiet_configs(tmp_path, server_bound_cpu_pct=0)
     db = tmp_path / "r.db"
     proc = cli_in_process(
         "run", "--versions", f"a=bin:{server},b=bin:{server}", "--pipelines", "1,10",
         "--repetitions", "2", *SHORT_RUN, "--threshold", "20", "--baseline", "b",
-        "--db", str(db), env=env,
+        "--db", str(db), env=env, measuring=model,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "% change a vs b" in proc.stdout

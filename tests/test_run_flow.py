@@ -5,14 +5,19 @@ signals: test_faults.py and test_cli_run.py."""
 
 from __future__ import annotations
 
+import ast
+import inspect
 import json
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from regtrack.bench import runner, servers
-from regtrack.bench.runtimes import docker
+import regtrack
+from regtrack.bench import servers
+from regtrack.bench.measuring import Measuring
+from regtrack.bench.real import RealBench
 from regtrack.core.errors import Interrupted
 from regtrack.plan.records import LoadgenProbe
 from regtrack.plan.run_plan import RunPlan
@@ -46,12 +51,11 @@ def test_visits_follow_the_interleaved_plan_and_preflight_stores_what_each_serve
     its seed, and preflight started each version once, before any
     visit, storing what a server of its version reports (5.0 knows no ACL users, and the
     run says so once)."""
-    model = fakebench.install(
-        monkeypatch, fakebench.Model(redis_version={"b": "6.0.20", "c": "5.0.14", "*": "7.2.4"})
-    )
+    model = fakebench.Model(redis_version={"b": "6.0.20", "c": "5.0.14", "*": "7.2.4"})
     db = tmp_path / "r.db"
     proc = cli_in_process("run", *_versions(redis_server, "a", "b", "c"), *PLAN,
-                          "--metric", "both", "--pairing", "separate", "--db", str(db))  # fmt: skip
+                          "--metric", "both", "--pairing", "separate", "--db", str(db),
+                          measuring=model)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     modes = ("throughput", "instructions")
     forwards = [(label, 0, mode) for mode in modes for label in "abc"]
@@ -80,7 +84,7 @@ def test_visits_follow_the_interleaved_plan_and_preflight_stores_what_each_serve
 
     model.visits.clear()
     paired = cli_in_process("run", *_versions(redis_server, "a", "b"), *PLAN,
-                            "--metric", "throughput", "--db", str(db))  # fmt: skip
+                            "--metric", "throughput", "--db", str(db), measuring=model)  # fmt: skip
     assert paired.returncode == 0, paired.stderr
     assert model.visits == [
         ("a", 0, "throughput"), ("b", 0, "throughput"),
@@ -103,10 +107,10 @@ def test_a_visit_ended_by_a_fault_keeps_its_trials_and_resume_measures_only_the_
     run goes on and ends incomplete); Ctrl-C ends the run there (interrupted). Either way
     what was measured is kept, and --resume measures the rest of that visit (and, after
     Ctrl-C, every later one), without preflight, each planned trial once."""
-    model = fakebench.install(monkeypatch, fakebench.Model(faults={("b", 0): fault}))
+    model = fakebench.Model(faults={("b", 0): fault})
     db = tmp_path / "r.db"
     proc = cli_in_process("run", *_versions(redis_server, "a", "b"), *PLAN,
-                          "--metric", "instructions", "--db", str(db))  # fmt: skip
+                          "--metric", "instructions", "--db", str(db), measuring=model)  # fmt: skip
     assert proc.returncode == code, proc.stderr
     assert "Traceback" not in proc.stderr
     state, detail = _run(db)
@@ -127,7 +131,9 @@ def test_a_visit_ended_by_a_fault_keeps_its_trials_and_resume_measures_only_the_
     before = list(model.visits)
     assert model.started == ["a", "b"]
 
-    resumed = cli_in_process("run", "--resume", "1", "--db", str(db), "--no-report")
+    resumed = cli_in_process(
+        "run", "--resume", "1", "--db", str(db), "--no-report", measuring=model
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert f"{planned - len(kept)} trials to run" in resumed.stderr
     again = model.visits[len(before) :]  # the rest of the visit the fault ended, first
@@ -138,18 +144,75 @@ def test_a_visit_ended_by_a_fault_keeps_its_trials_and_resume_measures_only_the_
     assert _seqs(db) == list(range(planned)), "every planned trial exactly once"
 
 
-def test_a_modelled_run_that_reaches_a_real_runtime_fails_the_test(
-    tmp_path, monkeypatch, redis_server
-):
-    """The guard under the model: with preflight's modelled server taken away, the run
-    reaches the native runtime, which fails the test outright (no exit code to mistake
-    for an expected one); the docker runtime is guarded alike."""
-    fakebench.install(monkeypatch, fakebench.Model())
-    monkeypatch.setattr(runner, "plain_server", servers.plain_server)
-    with pytest.raises(fakebench.RealServerStarted, match="reached a real runtime"):
-        cli_in_process("run", *_versions(redis_server, "a"), *PLAN, "--db", str(tmp_path / "db"))
-    with pytest.raises(fakebench.RealServerStarted):
-        docker.docker_server(None, "redis:7.2", (0,))
+# Where regtrack starts a server for real: the real seam's methods (bench/real.py) and
+# what they call. Anywhere else a server starts only through a Measuring.
+REAL_STARTS = {
+    ("bench/servers.py", "plain_server"), ("bench/servers.py", "serve"),
+    ("bench/runner.py", "run_visit"), ("bench/paired.py", "run_visit"),
+    ("bench/loadgen_choice.py", "probe"), ("bench/real.py", "plain_server"),
+}  # fmt: skip
+STARTERS = {"plain_server", "serve", "native_server", "docker_server"}
+# The real seam's visits and probe, called by bench/real.py alone.
+REAL_ENTRIES = {"runner.run_visit", "paired.run_visit", "run_visit", "loadgen_choice.probe"}
+
+
+def _calls(path: Path) -> Iterator[tuple[str, ast.Call]]:
+    """Every call in a module, with the function (or method) it is made in."""
+
+    def walk(node: ast.AST, where: str) -> Iterator[tuple[str, ast.Call]]:
+        for child in ast.iter_child_nodes(node):
+            inner = child.name if isinstance(child, ast.FunctionDef) else where
+            if isinstance(child, ast.Call):
+                yield where, child
+            yield from walk(child, inner)
+
+    yield from walk(ast.parse(path.read_text()), "")
+
+
+def test_every_server_start_of_a_run_goes_through_the_measuring_seam(tmp_path, redis_server):
+    """What makes a modelled run safe: outside the real seam's own code, regtrack starts a
+    server only through the Measuring it was handed (``measuring.plain_server``), and only
+    the real seam calls the real visits and probe; a Model has no real path. The one start
+    the model does not stand in for (the server settings check) fails the test outright
+    (no exit code to mistake for an expected one), starting nothing."""
+    root = Path(regtrack.__file__).parent
+    outside = []
+    for path in sorted(root.rglob("*.py")):
+        module = path.relative_to(root).as_posix()
+        for where, call in _calls(path):
+            func = call.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            through_seam = isinstance(func, ast.Attribute) and ast.unparse(func.value) in (
+                "measuring", "self.measuring",
+            )  # fmt: skip
+            if name in STARTERS and not through_seam and (module, where) not in REAL_STARTS:
+                outside.append(f"{module}:{call.lineno} {ast.unparse(func)} in {where}")
+            if ast.unparse(func) in REAL_ENTRIES and module != "bench/real.py":
+                outside.append(f"{module}:{call.lineno} {ast.unparse(func)} in {where}")
+    assert outside == []
+
+    model = fakebench.Model()
+    with pytest.raises(fakebench.NotModelled, match="server settings check of a"):
+        cli_in_process("run", *_versions(redis_server, "a"), *PLAN, "--server-config", "hz=25",
+                       "--db", str(tmp_path / "db"), measuring=model)  # fmt: skip
+    assert model.started == [] and model.visits == []
+
+
+def test_the_model_and_the_real_bench_are_both_the_measuring_seam():
+    """Both sides of the seam offer every member of the protocol, methods with its
+    parameters, so a change to the seam fails here rather than deep inside a flow."""
+    members = [name for name in vars(Measuring) if not name.startswith("_")]
+    assert {"visit", "paired_visit", "probe_trial", "plain_server", "loadgen_answers"} <= set(
+        members
+    )
+    for side in (fakebench.Model(), RealBench()):
+        for name in members:
+            wanted = getattr(Measuring, name)
+            if isinstance(wanted, property):
+                getattr(side, name)  # an attribute or property of that name
+                continue
+            got = inspect.signature(getattr(side, name)).parameters
+            assert list(got) == list(inspect.signature(wanted).parameters)[1:], (side, name)
 
 
 @pytest.mark.parametrize("workload", ["get-pipeline", "streams-queue"])

@@ -7,6 +7,7 @@ import pytest
 from regtrack.bench import setup
 from regtrack.bench.job import Job
 from regtrack.bench.loadgen import redis_benchmark
+from regtrack.bench.real import RealBench
 from regtrack.bench.runner import execute
 from regtrack.core.cpus import plan_cpus
 from regtrack.core.records import InvalidReason
@@ -40,7 +41,7 @@ def test_gets_that_miss_make_the_trial_invalid(
     store = Store.open(tmp_path / "r.db")
     job = _job(redis_server)
     run_id = store.create_run([], job.config(), {}, job.loadgen.as_dict())
-    assert execute(job, store, run_id) == "complete"
+    assert execute(job, RealBench(), store, run_id) == "complete"
     (trial,) = store.trials(run_id)
     assert trial.keyspace_misses > 0
     assert not trial.valid
@@ -63,7 +64,7 @@ def test_a_trial_records_server_and_client_evidence(tmp_path, redis_server, redi
     store = Store.open(tmp_path / "r.db")
     job = _job(redis_server)
     run_id = store.create_run([], job.config(), {}, job.loadgen.as_dict())
-    execute(job, store, run_id)
+    execute(job, RealBench(), store, run_id)
     (trial,) = store.trials(run_id)
     assert trial.requests > 0 and trial.server_calls >= trial.requests
     assert trial.keyspace_misses == 0 and trial.error_replies == 0

@@ -151,11 +151,11 @@ def test_a_source_repositorys_token_is_in_no_file_output_or_cache_name(
                    check=True)  # fmt: skip
     subprocess.run(["git", "-C", str(mirror), "remote", "set-url", "origin", redact.url(url)],
                    check=True)  # fmt: skip
-    fakebench.install(monkeypatch, fakebench.Model())
+    model = fakebench.Model()
     db = tmp_path / "r.db"
     proc = cli_in_process(
         "run", "--versions", "old=1.0.0,new=1.1.0", "--source-repo", url, "--pipelines", "10",
-        "--repetitions", "2", "--db", str(db),
+        "--repetitions", "2", "--db", str(db), measuring=model,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert SECRET not in proc.stdout + proc.stderr and "Report:" in proc.stdout
@@ -166,7 +166,7 @@ def test_a_source_repositorys_token_is_in_no_file_output_or_cache_name(
         if path.is_file() and path.suffix in (".html", ".json", ".log", ".lock", ".txt", ""):
             assert SECRET not in path.read_text(errors="replace"), path
     unknown = cli_in_process("run", "--versions", "9.9.9", "--source-repo", url,
-                             "--db", str(db))  # fmt: skip
+                             "--db", str(db), measuring=model)  # fmt: skip
     assert unknown.returncode in (2, 3) and SECRET not in unknown.stderr  # 3: no network
     assert "ci:***@git.example.invalid" in unknown.stderr
 
@@ -268,12 +268,14 @@ def test_settings_in_the_working_directory_are_ignored_unless_named(
     (tmp_path / "configs").mkdir()
     (tmp_path / "configs" / "regtrack.toml").write_text("[run]\nrepetitions = 5\n")
     monkeypatch.delenv("REGTRACK_CONFIG_DIR", raising=False)
-    fakebench.install(monkeypatch, fakebench.Model())
+    model = fakebench.Model()
     db = tmp_path / "r.db"
     common = ["--versions", f"a=bin:{redis_server}", "--pipelines", "10", "--no-report",
               "--db", str(db)]  # fmt: skip
-    plain = cli_in_process("run", *common, cwd=tmp_path)
-    named = cli_in_process("--config", str(tmp_path / "configs"), "run", *common, cwd=tmp_path)
+    plain = cli_in_process("run", *common, cwd=tmp_path, measuring=model)
+    named = cli_in_process(
+        "--config", str(tmp_path / "configs"), "run", *common, cwd=tmp_path, measuring=model
+    )
     assert plain.returncode == 0 and named.returncode == 0, plain.stderr + named.stderr
     rows = sqlite3.connect(db).execute("SELECT config FROM runs ORDER BY id").fetchall()
     configs = [json.loads(r[0]) for r in rows]

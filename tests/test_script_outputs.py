@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from typing import Any
 
 from tests import fakebench
 from tests.conftest import cli_in_process
@@ -16,8 +17,8 @@ from tests.test_golden import stored as stored  # the database, built once per m
 VERDICTS = {"regression", "improvement", "no change", "inconclusive"}
 
 
-def _ok(*args: str, env: dict[str, str] | None = None) -> str:
-    proc = cli_in_process(*args, env=env)
+def _ok(*args: str, env: dict[str, str] | None = None, measuring: Any = None) -> str:
+    proc = cli_in_process(*args, env=env, measuring=measuring)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 
@@ -66,14 +67,14 @@ def test_tables_fit_the_terminal_width(stored):
 
 
 def test_summary_replaces_its_file_unless_append(tmp_path, monkeypatch, redis_server):
-    fakebench.install(monkeypatch, fakebench.Model())
+    model = fakebench.Model()
     summary = tmp_path / "s.md"
     summary.write_text("an earlier job's summary\n")
     args = ["ci", "--baseline-version", f"a=bin:{redis_server}", "--candidate-version",
             f"b=bin:{redis_server}", "--metric", "instructions", "--pipelines", "10",
             "--repetitions", "8", "--no-report", "--summary", str(summary)]  # fmt: skip
-    _ok(*args, "--db", str(tmp_path / "one.db"))
+    _ok(*args, "--db", str(tmp_path / "one.db"), measuring=model)
     once = summary.read_text()
     assert "earlier" not in once and once.count("## regtrack:") == 1
-    _ok(*args, "--append", "--db", str(tmp_path / "two.db"))
+    _ok(*args, "--append", "--db", str(tmp_path / "two.db"), measuring=model)
     assert summary.read_text().count("## regtrack:") == 2

@@ -242,13 +242,15 @@ def test_io_threads_are_applied_and_observed(redis_server):
     """io-threads 2 on two server CPUs (on 2 cores no CPU is left for a load generator, so
     only the check runs): the setting is read back, and the server runs the threads."""
     from regtrack.bench import server_settings
+    from regtrack.bench.real import RealBench
     from regtrack.bench.servers import plain_server
 
     said: list[str] = []
-    job = _job(redis_server, {"io-threads": "2"}, server=(0, 1))
-    server_settings.check(job, said.append)
+    planned = _job(redis_server, {"io-threads": "2"}, server=(0, 1))
+    job = server_settings.check(planned, RealBench(), said.append)
+    assert planned.targets[0].server_config is None, "the plan is not changed"
     (target,) = job.targets
-    assert target.details["server_config"] == {"io-threads": "2"} and not said
+    assert target.server_config == {"io-threads": "2"} and not said
     with plain_server(job, target, "t") as server:
         client = server.client()
         assert client.config_get("io-threads") == {"io-threads": "2"}

@@ -139,18 +139,22 @@ def test_three_shards_merge_into_the_run_one_process_would_make(
 ):
     """In process, on modelled trials (tests/fakebench.py): what is measured where is
     the plan's business, not the servers'."""
-    fakebench.install(monkeypatch, fakebench.Model())
+    model = fakebench.Model()
     versions = f"a=bin:{redis_server},b=bin:{redis_server}"
     dbs = []
     for k, engine in enumerate(ENGINES, start=1):
         db = tmp_path / f"shard-{k}.db"
         pipeline = {**engine, "GITHUB_RUN_ID": "4242"}  # one pipeline: one seed offset
-        proc = cli_in_process("run", "--versions", versions, *PLAN, "--db", str(db), env=pipeline)
+        proc = cli_in_process(
+            "run", "--versions", versions, *PLAN, "--db", str(db), env=pipeline, measuring=model
+        )
         assert proc.returncode == 0, proc.stderr
         assert f"shard {k}/3 (from {next(iter(engine))})" in proc.stderr
         dbs.append(db)
     single = tmp_path / "single.db"
-    proc = cli_in_process("run", "--versions", versions, *PLAN, "--db", str(single))
+    proc = cli_in_process(
+        "run", "--versions", versions, *PLAN, "--db", str(single), measuring=model
+    )
     assert proc.returncode == 0, proc.stderr
 
     out = tmp_path / "merged.db"
@@ -192,14 +196,14 @@ def test_three_shards_merge_into_the_run_one_process_would_make(
     # any other: report pages, history.
     gate_db = tmp_path / "gate.db"
     gate = cli_in_process("ci", "--merge", "--db", str(gate_db), *map(str, dbs), "--json",
-                   str(tmp_path / "gate.json"))  # fmt: skip
+                   str(tmp_path / "gate.json"), measuring=model)  # fmt: skip
     assert gate.returncode == 0, gate.stderr
     verdict = json.loads((tmp_path / "gate.json").read_text())
     assert verdict["outcome"] != "regression", "the same build on both sides"
     assert "trials added" in gate.stderr and "Traceback" not in gate.stderr
     assert verdict["stopped"] == "merged" and verdict["records"]
     partial = cli_in_process("ci", "--merge", "--db", str(tmp_path / "partial.db"), str(dbs[0]),
-                             str(dbs[1]))  # fmt: skip
+                             str(dbs[1]), measuring=model)  # fmt: skip
     assert partial.returncode == 3, partial.stderr
     assert "## regtrack:" in partial.stdout, "what two shards decide is shown, then refused"
     last = partial.stderr.strip().splitlines()[-1]
@@ -212,7 +216,8 @@ def test_three_shards_merge_into_the_run_one_process_would_make(
 
     other = tmp_path / "other.db"
     proc = cli_in_process("run", "--versions", versions, "--metric", "instructions", "--pipelines",
-                   "5", *PLAN[4:], "--shard", "1/3", "--db", str(other))  # fmt: skip
+                   "5", *PLAN[4:], "--shard", "1/3", "--db", str(other),
+                   measuring=model)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     refused = cli_in_process("merge", str(tmp_path / "mixed.db"), str(dbs[0]), str(other))
     assert refused.returncode == 2
@@ -356,15 +361,19 @@ def test_a_shard_killed_mid_run_keeps_every_stored_trial_in_its_db_file_alone(
 def test_a_ci_on_one_shard_says_so_first_and_exits_5_and_a_matrix_job_decides(
     tmp_path, redis_server, monkeypatch
 ):
-    fakebench.install(monkeypatch, fakebench.Model())
+    model = fakebench.Model()
     pair = ["--baseline-version", f"a=bin:{redis_server}", "--candidate-version",
             f"b=bin:{redis_server}", "--metric", "instructions", "--pipelines", "10",
             "--repetitions", "8", "--no-report"]  # fmt: skip
-    shard = cli_in_process("ci", *pair, "--db", str(tmp_path / "s.db"), env=GITLAB_SPLIT)
+    shard = cli_in_process(
+        "ci", *pair, "--db", str(tmp_path / "s.db"), env=GITLAB_SPLIT, measuring=model
+    )
     assert shard.returncode == 5, shard.stdout + shard.stderr
     assert shard.stdout.startswith("## regtrack: ⏸️ Shard 2/3 measured, nothing decided")
     assert "from CI_NODE_INDEX" in shard.stdout and "ci --merge" in shard.stdout
-    matrix = cli_in_process("ci", *pair, "--db", str(tmp_path / "m.db"), env=GITLAB_MATRIX)
+    matrix = cli_in_process(
+        "ci", *pair, "--db", str(tmp_path / "m.db"), env=GITLAB_MATRIX, measuring=model
+    )
     assert matrix.returncode == 0, matrix.stdout + matrix.stderr
     assert matrix.stdout.startswith("## regtrack: ✅ No regression"), matrix.stdout
     assert "shard 2/3" not in matrix.stderr, matrix.stderr

@@ -38,7 +38,7 @@ def test_resolution_rules(repo, cache):
         parse_specs(f"1.0,1.0.0,unstable,c={commits['1.1.0']},s={commits['1.0.0'][:9]}"),
         str(path),
     )
-    got = [(t.label, t.ref, t.commit, t.details["source_version"]) for t in targets]
+    got = [(t.label, t.ref, t.commit, t.source_version) for t in targets]
     assert got == [
         ("1.0", "tag 1.0.1", commits["1.0.1"], "1.0.1"),
         ("1.0.0", "tag 1.0.0", commits["1.0.0"], "1.0.0"),
@@ -126,12 +126,12 @@ def test_bad_source_repositories_are_bad_input(value, message, cache):
 def test_second_build_of_a_commit_reuses_the_cache(repo, cache):
     path, _ = repo
     (target,) = resolve(parse_specs("1.0.0"), str(path))
-    build.obtain([target], [])
-    first = target.details["build"]
-    assert not first["cached"] and first["server_version"].startswith("Redis server v=")
+    (target,) = build.obtain([target], [])
+    first = target.build
+    assert not first.cached and first.server_version.startswith("Redis server v=")
     (again,) = resolve(parse_specs("1.0.0"), str(path))
-    build.obtain([again], [])
-    assert again.details["build"]["cached"]
+    (again,) = build.obtain([again], [])
+    assert again.build.cached
     assert again.binary == target.binary and again.binary_sha256 == target.binary_sha256
     count = (cache / "builds").glob("*/src/build-count.txt")
     assert [p.read_text() for p in count] == ["built\n"], "make ran exactly once"
@@ -141,17 +141,15 @@ def test_build_flags_and_compiler_are_part_of_the_cache_key(repo, cache):
     path, _ = repo
     (a,) = resolve(parse_specs("1.0.0"), str(path))
     (b,) = resolve(parse_specs("1.0.0"), str(path))
-    build.obtain([a], [])
-    build.obtain([b], ["MALLOC=libc"])
-    assert a.details["build"]["directory"] != b.details["build"]["directory"]
-    assert b.details["build"]["flags"] == ["MALLOC=libc"]
+    (a,) = build.obtain([a], [])
+    (b,) = build.obtain([b], ["MALLOC=libc"])
+    assert a.build.directory != b.build.directory
+    assert b.build.flags == ("MALLOC=libc",)
     assert (
         "built libc"
-        in (cache / "builds")
-        .joinpath(b.details["build"]["directory"], "src", "build-count.txt")
-        .read_text()
+        in (cache / "builds").joinpath(b.build.directory, "src", "build-count.txt").read_text()
     )
-    assert a.details["build"]["compiler"]
+    assert a.build.compiler
 
 
 def test_make_variables_from_the_environment_are_recorded_and_keyed(repo, cache, monkeypatch):
@@ -161,23 +159,26 @@ def test_make_variables_from_the_environment_are_recorded_and_keyed(repo, cache,
     for name in make_flags.MAKE_ENVIRONMENT:
         monkeypatch.delenv(name, raising=False)
     (a,) = resolve(parse_specs("1.0.0"), str(path))
-    build.obtain([a], [])
-    record = json.loads((Path(a.details["build"]["directory"]) / "build.json").read_text())
+    (a,) = build.obtain([a], [])
+    record = json.loads((Path(a.build.directory) / "build.json").read_text())
     assert "environment" not in record, "written as before, for an older regtrack"
-    assert a.details["build"]["environment"] == {}
+    assert a.build.environment == {}
 
     monkeypatch.setenv("CFLAGS", "-O1")
     monkeypatch.setenv("MALLOC", "jemalloc")  # the command line's MALLOC wins over it
     (b,) = resolve(parse_specs("1.0.0"), str(path))
-    build.obtain([b], ["MALLOC=libc"])
-    assert not b.details["build"]["cached"], "not the build made without CFLAGS"
-    assert b.details["build"]["directory"] != a.details["build"]["directory"]
-    assert b.details["build"]["environment"] == {"CFLAGS": "-O1"}
-    assert make_flags.flags_text(b.details["build"]) == "MALLOC=libc (environment CFLAGS=-O1)"
+    (b,) = build.obtain([b], ["MALLOC=libc"])
+    assert not b.build.cached, "not the build made without CFLAGS"
+    assert b.build.directory != a.build.directory
+    assert b.build.environment == {"CFLAGS": "-O1"}
+    assert (
+        make_flags.flags_text(b.build.flags, b.build.environment)
+        == "MALLOC=libc (environment CFLAGS=-O1)"
+    )
     (again,) = resolve(parse_specs("1.0.0"), str(path))
-    build.obtain([again], ["MALLOC=libc"])
-    assert again.details["build"]["cached"]
-    assert again.details["build"]["environment"] == {"CFLAGS": "-O1"}, "kept in the record"
+    (again,) = build.obtain([again], ["MALLOC=libc"])
+    assert again.build.cached
+    assert again.build.environment == {"CFLAGS": "-O1"}, "kept in the record"
 
 
 def test_the_compiler_recorded_is_the_one_make_runs(tmp_path, monkeypatch):
@@ -213,7 +214,7 @@ def test_a_failing_build_raises_with_the_log_tail(tmp_path, cache, redis_server)
     make_repo(path, broken={"1.1.0"})
     (target,) = resolve(parse_specs("1.1.0"), str(path))
     with pytest.raises(CannotMeasure) as failure:
-        build.obtain([target], [])
+        (target,) = build.obtain([target], [])
     text = str(failure.value)
     assert "make exit code 2" in text
     assert "server.c:42: error: expected ';'" in text
@@ -226,7 +227,7 @@ def test_src_tree_is_built_in_place(tmp_path, cache, redis_server):
     (tree / "Makefile").write_text(GOOD_MAKEFILE.replace("{server}", redis_server))
     (target,) = resolve(parse_specs(f"mine=src:{tree}"))
     before = {p.relative_to(tree) for p in tree.rglob("*")}
-    build.obtain([target], [])
+    (target,) = build.obtain([target], [])
     assert target.binary == str(tree / "src" / "redis-server")
     added = {p.relative_to(tree) for p in tree.rglob("*")} - before
     made = {Path("src/redis-server"), Path("src/redis-benchmark"), Path("build-count.txt")}
@@ -299,16 +300,16 @@ def test_run_stops_before_measuring_when_a_build_fails(tmp_path, cache, redis_se
 
 def test_run_with_built_versions_records_the_build(tmp_path, repo, cache, monkeypatch):
     """Builds are real; the trials are modelled (tests/fakebench.py)."""
-    fakebench.install(monkeypatch, fakebench.Model())
+    model = fakebench.Model()
     path, commits = repo
     db = tmp_path / "r.db"
     args = ["run", "--versions", "1.0,unstable", "--source-repo", str(path), "--db", str(db),
             "--pipelines", "10", "--repetitions", "1", "--duration", "0.5", "--warmup", "0.2",
             "--keys", "1000"]  # fmt: skip
-    first = cli_in_process(*args, env={"REGTRACK_CACHE": str(cache)})
+    first = cli_in_process(*args, env={"REGTRACK_CACHE": str(cache)}, measuring=model)
     assert first.returncode == 0, first.stderr
     assert first.stderr.count("built in") == 2
-    second = cli_in_process(*args, env={"REGTRACK_CACHE": str(cache)})
+    second = cli_in_process(*args, env={"REGTRACK_CACHE": str(cache)}, measuring=model)
     assert second.returncode == 0, second.stderr
     assert second.stderr.count("cached build") == 2 and "built in" not in second.stderr
     rows = (

@@ -9,7 +9,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
-from regtrack.bench import loadgen, loadgen_choice, seeds, shards, trial
+from regtrack.bench import seeds, shards, trial
 from regtrack.bench.callgrind import control
 from regtrack.bench.loadgen import held, memtier
 from regtrack.bench.loadgen.base import LoadgenBinary
@@ -29,7 +29,8 @@ from regtrack.workloads.points import Point
 @dataclass(frozen=True)
 class Job:
     """Everything one run needs, decided before the first server starts; never changed
-    afterwards (a grown plan or a decided load generator is a new Job)."""
+    afterwards (a grown plan or a decided load generator is a new Job). A record: making
+    one probes nothing (what the machine says is decided by whoever makes it)."""
 
     targets: list[Target]
     workload: Workload
@@ -46,8 +47,9 @@ class Job:
     # Modes still measured in later repetitions, once a sequential gate decided a metric:
     # the plan as it grows while it runs (extended), recorded with the run (update_config).
     narrowed: dict[int, tuple[str, ...]] = field(default_factory=dict)
-    # Why the servers' hash seeds are not regtrack's (None: they are; regtrack.bench.seeds).
-    seed_problem: str | None = field(init=False)
+    # Why the servers' hash seeds are not regtrack's (None: they are; seeds.problem),
+    # decided with the machine when the job is made (bench/prepare.py, flows/resume.py).
+    seed_problem: str | None = None
     skipped: tuple[Skipped, ...] = ()  # versions of a range that did not build
     # This host's share of a plan measured by several (--shard K/N, or an engine's
     # variables; regtrack.bench.shards); None: the whole plan.
@@ -56,46 +58,21 @@ class Job:
     # containers only when they persist; files_dir()).
     data_dir: str | None = None
     # Which load generator and why (bench/loadgen_choice.py); None until a GET sweep's
-    # probe has decided between memtier and redis-benchmark (settled).
+    # probe has decided between memtier and redis-benchmark (loadgen_choice.settle).
     loadgen_choice: LoadgenChoice | None = None
     # The settings file the run was planned with ("built-in": regtrack's own), kept as
     # planned when a resumed or grown run stores its config again.
     settings_file: str = field(default_factory=settings_source)
 
     def __post_init__(self) -> None:
-        if self.metric != "throughput" and self.runtime == "native":
-            control.require()
-        if self.settings.seeds == "random":
-            problem: str | None = 'random seeds were asked for (seeds = "random")'
-        elif self.runtime == "native":
-            problem = seeds.native_problem()
-        else:
-            problem = None
-        # Derived from the fields above, once: frozen, so set as dataclasses do themselves.
+        # Derived from the workload, once: frozen, so set as dataclasses do themselves.
         object.__setattr__(self, "points", points.points(self.workload))
-        object.__setattr__(self, "seed_problem", problem)
 
     def seed(self, repetition: int) -> str | None:
         """The seed every server of ``repetition`` starts with, or None (Redis's own)."""
         if self.seed_problem:
             return None
         return seeds.for_repetition(repetition, self.settings.seed_offset or 0)
-
-    def settled(self) -> Job:
-        """This job with a GET sweep's load generator decided (a probe, or the answer kept
-        for this machine and setup), on memtier when it saturates; a job is not changed
-        once built, so a decision is a new job."""
-        if self.loadgen_choice is not None:
-            return self
-        choice = loadgen_choice.decide(self)
-        if choice.tool != "memtier":
-            return dataclasses.replace(self, loadgen_choice=choice)
-        return dataclasses.replace(
-            self,
-            loadgen_choice=choice,
-            loadgen=loadgen.locate("memtier"),
-            workload=points.with_loadgen_threads(self.workload, "memtier", self.load_cpus),
-        )
 
     @property
     def context(self) -> trial.Context:

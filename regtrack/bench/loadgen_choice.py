@@ -18,6 +18,7 @@ run's note, or pass --loadgen, to decide again.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -36,12 +37,14 @@ from regtrack.core.errors import CannotMeasure
 from regtrack.core.records import InvalidReason
 from regtrack.core.settings import RunSettings
 from regtrack.plan.records import LoadgenChoice, LoadgenProbe
-from regtrack.targets.sources import cache_root
 from regtrack.workloads import points
 from regtrack.workloads.model import GetPipelineWorkload
 
 if TYPE_CHECKING:
     from regtrack.bench.job import Job
+    from regtrack.bench.measuring import Measuring
+
+__all__ = ["Choice", "decide", "pending", "probe", "settle", "unprobed"]
 
 PROBE_SECONDS = 1.0  # memtier measures whole seconds
 PROBE_WARMUP_S = 0.0  # a second of memtier is enough to see which side runs out of CPU
@@ -78,8 +81,26 @@ def unprobed(requested: str | None, binary: str | None, workload: Any, tool: str
     return Choice(tool, "instruction counts do not depend on the load generator's speed")
 
 
-def decide(job: Job) -> Choice:
-    """memtier or redis-benchmark for this GET sweep, from the kept answer or a probe."""
+def settle(job: Job, measuring: Measuring) -> Job:
+    """``job`` with a GET sweep's load generator decided (a probe, or the answer kept for
+    this machine and setup), on memtier when it saturates; a job is not changed once
+    built, so a decision is a new job."""
+    if job.loadgen_choice is not None:
+        return job
+    choice = decide(job, measuring)
+    if choice.tool != "memtier":
+        return dataclasses.replace(job, loadgen_choice=choice)
+    return dataclasses.replace(
+        job,
+        loadgen_choice=choice,
+        loadgen=loadgen.locate("memtier"),
+        workload=points.with_loadgen_threads(job.workload, "memtier", job.load_cpus),
+    )
+
+
+def decide(job: Job, measuring: Measuring) -> Choice:
+    """memtier or redis-benchmark for this GET sweep, from the kept answer or a probe
+    (``measuring``: how the probe is measured and where answers are kept)."""
     if job.shard is not None:
         # Each host would probe on its own and might choose differently: one plan, one tool.
         return Choice(
@@ -88,14 +109,15 @@ def decide(job: Job) -> Choice:
             "choose differently (pass --loadgen memtier to use it on every host)",
         )
     memtier_bin = loadgen.locate("memtier")
-    key_file = _answer_file(job, memtier_bin.sha256)
-    kept = _read(key_file)
+    answers = measuring.loadgen_answers
+    key_file = _answer_file(job, memtier_bin.sha256, answers) if answers else None
+    kept = _read(key_file) if key_file else None
     if kept is not None:
         return Choice(
             kept["tool"], kept["why"], LoadgenProbe.from_json(kept.get("probe")), str(key_file)
         )
     try:
-        record = _probe(job, memtier_bin)
+        record = measuring.probe_trial(job, memtier_bin)
     except (CannotMeasure, redis.RedisError, OSError) as exc:
         # Not kept: the run itself will say what is wrong with the server.
         reason = " ".join(str(exc).split())[:200]
@@ -104,7 +126,7 @@ def decide(job: Job) -> Choice:
     client = record.client_cpu_pct or 0.0
     pipeline = record.params["pipeline"]
     threads = record.params["threads"]
-    probe = LoadgenProbe(
+    probed = LoadgenProbe(
         pipeline=pipeline,
         threads=threads,
         server_cpu_pct=round(server, 1),
@@ -123,18 +145,21 @@ def decide(job: Job) -> Choice:
     # (probe_settings): client-bound at that share of its CPUs, not server-bound below it.
     reasons = record.reasons
     if record.valid:
-        choice = Choice("memtier", f"{figures}: it saturates the server", probe)
+        choice = Choice("memtier", f"{figures}: it saturates the server", probed)
     elif reasons and all(r.code in SATURATION_REASONS for r in reasons):
-        choice = Choice(redis_benchmark.NAME, f"{figures}: it does not saturate the server", probe)
+        choice = Choice(redis_benchmark.NAME, f"{figures}: it does not saturate the server", probed)
     else:  # not kept: a contended or failed probe says nothing of this machine
         first = reasons[0].text if reasons else "no reason recorded"
-        return Choice(redis_benchmark.NAME, f"{figures}: the probe was not usable ({first})", probe)
-    _write(key_file, choice)
-    return Choice(choice.tool, choice.why, probe, None)
+        why = f"{figures}: the probe was not usable ({first})"
+        return Choice(redis_benchmark.NAME, why, probed)
+    if key_file:
+        _write(key_file, choice)
+    return Choice(choice.tool, choice.why, probed, None)
 
 
-def _probe(job: Job, binary: Any) -> Any:
-    """One short memtier trial at the deepest pipeline against the first version."""
+def probe(job: Job, binary: Any) -> Any:
+    """One short memtier trial at the deepest pipeline against the first version, on a
+    real server (bench/real.py)."""
     target = job.targets[0]
     cpus = job.side_cpus()[target.label]  # a duet's side: its own server and client CPUs
     workload = points.with_loadgen_threads(job.workload, "memtier", len(cpus.client))
@@ -167,7 +192,7 @@ def probe_settings(settings: RunSettings) -> RunSettings:
     )
 
 
-def _answer_file(job: Job, memtier_sha: str) -> Path:
+def _answer_file(job: Job, memtier_sha: str, answers: Path) -> Path:
     machine = environment.fingerprint(environment.capture(job.cpus))
     workload = job.workload
     key = {
@@ -182,7 +207,7 @@ def _answer_file(job: Job, memtier_sha: str) -> Path:
         "server": workload.server,  # io-threads and the like change who saturates
     }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-    return cache_root() / "loadgen-choice" / f"{digest}.json"
+    return answers / f"{digest}.json"
 
 
 def _read(path: Path) -> dict[str, Any] | None:

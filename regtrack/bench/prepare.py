@@ -218,6 +218,7 @@ def prepare_job(
         skipped=skipped,
         data_dir=options.data_dir,
         shard=options.shard,
+        seed_problem=seeds.problem(settings.seeds, options.runtime),
         loadgen_choice=None
         if probed
         else loadgen_choice.unprobed(options.loadgen, options.loadgen_bin, workload, tool),
@@ -226,7 +227,7 @@ def prepare_job(
 
 def choose_tool(requested: str | None, workload: Workload) -> str:
     """redis-benchmark for GET sweeps, unless a probe finds that memtier saturates the
-    server (Job.settle_loadgen); memtier for mixes, or the built-in driver without it.
+    server (loadgen_choice.settle); memtier for mixes, or the built-in driver without it.
 
     redis-benchmark sends one command per run, so it cannot replay a mix.
     """

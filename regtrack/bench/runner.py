@@ -14,13 +14,14 @@ from dataclasses import dataclass
 
 import redis
 
-from regtrack.bench import paired, trial
+from regtrack.bench import trial
 from regtrack.bench.callgrind import protocol
 from regtrack.bench.callgrind.protocol import Callgrind
 from regtrack.bench.job import Job
+from regtrack.bench.measuring import Measuring
 from regtrack.bench.plan import PlannedTrial, Visit, trial_count
 from regtrack.bench.runtimes.base import RunningServer
-from regtrack.bench.servers import ServerDied, plain_server, serve, set_up
+from regtrack.bench.servers import ServerDied, serve, set_up
 from regtrack.core import interrupts
 from regtrack.core.errors import CannotMeasure
 from regtrack.core.records import FunctionCost, InvalidReason, LoadSpec, Progress, TrialRecord
@@ -29,12 +30,14 @@ from regtrack.targets.versions import Target
 from regtrack.workloads import points
 
 
-def preflight(job: Job, store: Store, run_id: int, progress: Progress) -> dict[str, int]:
+def preflight(
+    job: Job, measuring: Measuring, store: Store, run_id: int, progress: Progress
+) -> dict[str, int]:
     """Start each target once, record what it reports, and fail before measuring anything."""
     ids: dict[str, int] = {}
     for position, target in enumerate(job.targets):
         progress.phase(f"checking {target.label}")
-        with plain_server(job, target, run_id) as server:
+        with measuring.plain_server(job, target, run_id) as server:
             identity = server.server_identity()
         if server.access.level == "open":
             progress.note(
@@ -84,15 +87,16 @@ class BlockRule:
 
 def execute(
     job: Job,
+    measuring: Measuring,
     store: Store,
     run_id: int,
     progress: Progress | None = None,
     resume: bool = False,
     sequential: BlockRule | None = None,
 ) -> str:
-    """Run every visit of the plan (only the trials not stored yet, when resuming), adding
-    blocks of repetitions while ``sequential`` asks for them; returns the run's final
-    status: complete, or incomplete when a server died."""
+    """Run every visit of the plan (only the trials not stored yet, when resuming) through
+    ``measuring``, adding blocks of repetitions while ``sequential`` asks for them;
+    returns the run's final status: complete, or incomplete when a server died."""
     progress = progress or Progress()
     visits = job.visits()
     if resume:
@@ -103,7 +107,7 @@ def execute(
         if resume:
             target_ids = {t["label"]: t["id"] for t in store.targets(run_id)}
         else:
-            target_ids = preflight(job, store, run_id, progress)
+            target_ids = preflight(job, measuring, store, run_id, progress)
         total = trial_count(visits)
         progress.started(total)
         started = time.monotonic()
@@ -112,10 +116,12 @@ def execute(
                 interrupts.check()
                 try:
                     if visit.together:
-                        paired.run_visit(job, store, run_id, visit, by_label, target_ids, progress)
+                        measuring.paired_visit(
+                            job, store, run_id, visit, by_label, target_ids, progress
+                        )
                     else:
                         target = by_label[visit.target]
-                        run_visit(job, store, run_id, visit, target, target_ids, progress)
+                        measuring.visit(job, store, run_id, visit, target, target_ids, progress)
                 except ServerDied as exc:
                     lost.append(str(exc))
                     progress.note(f"{exc}; the rest of that visit is skipped, the run goes on")
@@ -220,8 +226,7 @@ def run_visit(
     progress: Progress,
 ) -> None:
     """One server process (one visit): start it pinned, set it up, run its planned trials,
-    store each. With preflight, where a run's measured trials touch servers and load
-    generators (the flows' logic tests stand in for it: tests/fakebench.py)."""
+    store each. The real Measuring's visit (bench/real.py); tests/fakebench.py models it."""
     rep = f"rep {visit.repetition + 1}/{job.settings.repetitions}"
     under = " under callgrind" if visit.mode == "instructions" else ""
     progress.phase(f"{rep} · starting {target.label}{under}")

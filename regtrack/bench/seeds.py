@@ -81,6 +81,15 @@ def _unshare_argv() -> list[str]:
     return [unshare, *user, "--mount", "--propagation", "private", "--"]
 
 
+def problem(seeds: str, runtime: str) -> str | None:
+    """Why a run's servers will not start with regtrack's seeds (None: they will), asked
+    of this machine when a job is made: random seeds asked for (the settings' ``seeds``),
+    or a native runtime that cannot bind a file over /dev/urandom here."""
+    if seeds == "random":
+        return 'random seeds were asked for (seeds = "random")'
+    return native_problem() if runtime == "native" else None
+
+
 @functools.cache
 def native_problem() -> str | None:
     """Why seeds cannot be controlled natively here (None when they can): probed once by

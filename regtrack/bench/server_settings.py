@@ -5,18 +5,21 @@ asked (``CONFIG GET``) which of them it knows: an unknown one is an error naming
 version (exit 2), or, marked optional (``KEY?=VALUE``), dropped for that version with a
 warning. Then it is started with them and every value is read back: a server that
 starts but ignores or rewrites a setting would otherwise be measured under a
-configuration nobody asked for. What each version ran with is kept in its target's
-details (``server_config``), which the runner applies and the run stores.
+configuration nobody asked for. What each version runs with is kept in its target's
+``server_config`` (with_settings), which the runner applies and the run stores: ``check``
+answers a new Job of new Targets, never changing the plan it was given.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
+from typing import Any
 
 from regtrack.bench.job import Job
+from regtrack.bench.measuring import Measuring
 from regtrack.bench.runtimes.base import ServerStartError
-from regtrack.bench.servers import plain_server
 from regtrack.core.errors import BadInput
 from regtrack.targets.versions import Target
 from regtrack.workloads import server_config
@@ -36,11 +39,18 @@ def same(asked: str, got: str) -> bool:
     return bool(m) and g.isdigit() and int(m.group(1)) * _UNITS[m.group(2) or ""] == int(g)
 
 
-def check(job: Job, say: Callable[[str], None]) -> None:
-    """Validate the run's settings against every version; record what each runs with."""
+def with_settings(target: Target, table: dict[str, Any]) -> Target:
+    """``target`` running with the server settings ``table`` (server_config.as_table; {}:
+    the version's defaults): a new Target, the one given is left as planned."""
+    return dataclasses.replace(target, server_config=table)
+
+
+def check(job: Job, measuring: Measuring, say: Callable[[str], None]) -> Job:
+    """Validate the run's settings against every version (each started through
+    ``measuring``); the job whose targets record what each runs with."""
     wanted = server_config.from_stored(job.workload.server)
     if not wanted:
-        return
+        return job
     threads = server_config.io_threads(wanted)
     if threads > 1 and job.metric != "throughput":
         say(
@@ -49,17 +59,23 @@ def check(job: Job, say: Callable[[str], None]) -> None:
             "times before they sleep: 7.0.15 at io-threads 2 counted 29x its io-threads 1), and "
             "windows rarely agree (docs/workloads.md); judge I/O threads by throughput"
         )
+    targets = []
     for target in job.targets:
-        applied, version = _known(job, target, wanted, say)
-        target.details["server_config"] = server_config.as_table(applied)
-        _read_back(job, target, applied, version)
+        applied, version = _known(job, measuring, target, wanted, say)
+        targets.append(with_settings(target, server_config.as_table(applied)))
+        _read_back(job, measuring, targets[-1], applied, version)
+    return dataclasses.replace(job, targets=targets)
 
 
 def _known(
-    job: Job, target: Target, wanted: list[Setting], say: Callable[[str], None]
+    job: Job,
+    measuring: Measuring,
+    target: Target,
+    wanted: list[Setting],
+    say: Callable[[str], None],
 ) -> tuple[list[Setting], str]:
-    target.details["server_config"] = {}  # the version's defaults, to ask what it knows
-    with plain_server(job, target, "settings") as server:
+    defaults = with_settings(target, {})  # the version's defaults, to ask what it knows
+    with measuring.plain_server(job, defaults, "settings") as server:
         version = str((server.info or {}).get("redis_version") or target.label)
         client = server.client(timeout=10)
         try:
@@ -82,11 +98,13 @@ def _known(
     return applied, version
 
 
-def _read_back(job: Job, target: Target, applied: list[Setting], version: str) -> None:
-    target.details["server_config"] = server_config.as_table(applied)
-    shown = server_config.caption(target.details["server_config"])
+def _read_back(
+    job: Job, measuring: Measuring, target: Target, applied: list[Setting], version: str
+) -> None:
+    """``target`` (with its settings) started once more, each value read back."""
+    shown = server_config.caption(server_config.as_table(applied))
     try:
-        with plain_server(job, target, "settings") as server:
+        with measuring.plain_server(job, target, "settings") as server:
             client = server.client(timeout=10)
             try:
                 got = {s.name: client.config_get(s.name).get(s.name, "") for s in applied}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
@@ -24,14 +25,19 @@ from regtrack.core.errors import (
 )
 from regtrack.output.console import err
 
+if TYPE_CHECKING:
+    from regtrack.bench.measuring import Measuring
+
 __all__ = ["cli", "main"]
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point: one line and a documented exit code for every expected failure."""
+def main(argv: list[str] | None = None, measuring: Measuring | None = None) -> None:
+    """Entry point: one line and a documented exit code for every expected failure.
+    ``measuring``: how the measuring commands measure (click's context ``obj``, read by
+    cli/steps.measuring); None, on this host's real servers (bench/real.py)."""
     interrupts.install()
     try:
-        cli.main(args=argv, prog_name="regtrack", standalone_mode=False)
+        cli.main(args=argv, prog_name="regtrack", standalone_mode=False, obj=measuring)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:

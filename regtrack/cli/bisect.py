@@ -104,7 +104,7 @@ def bisect(
     options: Options,
 ) -> None:
     """`regtrack bisect` (its help: BISECT_HELP, kept apart from the code)."""
-    from regtrack.cli.steps import say
+    from regtrack.cli.steps import measuring, say
     from regtrack.core import writes
     from regtrack.flows import bisect_search
     from regtrack.flows.bisect import Bisector, Hooks
@@ -125,7 +125,8 @@ def bisect(
     )
     # The search itself never prints: what it says reaches the command line through these.
     hooks = Hooks(say=say, progress=run_progress, change_text=bisect_text.change_text)
-    bisect_search.run(Bisector(store, bisection_id, hooks, options.db, not options.no_wait))
+    bisector = Bisector(store, bisection_id, hooks, options.db, not options.no_wait, measuring())
+    bisect_search.run(bisector)
     record = bisections.get(store, bisection_id)
     click.echo(bisect_text.render(record))
     if json_out:

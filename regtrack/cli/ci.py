@@ -153,7 +153,7 @@ def _measured_gate(
 ) -> GateRun:
     """Measure the gate here, or this host's shard of it: then nothing is decided, which
     the first line says and exit code 5 tells a script (never 0, as if it had passed)."""
-    from regtrack.cli.steps import prepare, say
+    from regtrack.cli.steps import measuring, prepare, say
     from regtrack.flows import ci_gate
     from regtrack.output.console import run_progress
 
@@ -169,6 +169,7 @@ def _measured_gate(
     job = prepare(ci_gate.specs(baseline_spec, candidate_spec), options)
     gate = ci_gate.run(
         job,
+        measuring(),
         stored,
         thresholds,
         force,

@@ -14,7 +14,9 @@ import click
 from regtrack.bench import shards
 from regtrack.bench.job import Job, RunPurpose
 from regtrack.bench.loadgen.builtin import THROUGHPUT_CAVEAT
+from regtrack.bench.measuring import Measuring
 from regtrack.bench.prepare import prepare_job
+from regtrack.bench.real import RealBench
 from regtrack.bench.runner import BlockRule
 from regtrack.core import writes
 from regtrack.core.errors import BadInput, RegtrackError
@@ -76,6 +78,13 @@ def prepare(specs: list[versions.VersionSpec], options: Options) -> Job:
     return job
 
 
+def measuring() -> Measuring:
+    """How this command measures: what main() was handed (click's context ``obj``: a
+    test's model), else on this host's real servers."""
+    given = click.get_current_context().obj
+    return given if given is not None else RealBench()
+
+
 def measure(
     job: Job,
     db: str | None,
@@ -86,7 +95,7 @@ def measure(
 ) -> tuple[Store, int, str]:
     """flows.orchestrate.measure with its messages and trial progress on the terminal."""
     return orchestrate.measure(
-        job, db, say, run_progress, wait=wait, resume_store=resume_store,
+        job, measuring(), db, say, run_progress, wait=wait, resume_store=resume_store,
         sequential=sequential, purpose=purpose,
     )  # fmt: skip
 

@@ -31,6 +31,7 @@ from regtrack.analysis import bisection, comparison, run_shift
 from regtrack.analysis.bisect_records import BisectLogEntry
 from regtrack.analysis.records import ChangeSummary, PooledComparison
 from regtrack.bench.job import Job, parse_duration
+from regtrack.bench.measuring import Measuring
 from regtrack.bench.plan import MODES_BY_METRIC
 from regtrack.bench.prepare import prepare_job
 from regtrack.bench.runner import BlockRule
@@ -72,7 +73,15 @@ def short(commit: str) -> str:
 class Bisector:
     """One bisection: measures commits on demand and remembers every answer in the store."""
 
-    def __init__(self, store: Store, bisection_id: int, hooks: Hooks, db: str | None, wait: bool):
+    def __init__(
+        self,
+        store: Store,
+        bisection_id: int,
+        hooks: Hooks,
+        db: str | None,
+        wait: bool,
+        measuring: Measuring,
+    ):
         stored = bisections.get(store, bisection_id)
         self.request = request_of(stored.config)
         self.commits: list[str] = stored.config["commits"]
@@ -82,6 +91,7 @@ class Bisector:
                 "database was changed by something other than regtrack; start a new bisection"
             )
         self.store, self.id, self.hooks, self.db, self.wait = store, bisection_id, hooks, db, wait
+        self.measuring = measuring  # how its runs measure (bench/measuring.py)
         self.thresholds = Thresholds().uniform(self.request.threshold)
         self.column = METRIC_COLUMN[self.request.metric]
         self.run_of: dict[str, int] = {}  # commit -> the search's run that measured it
@@ -145,8 +155,8 @@ class Bisector:
         )
         purpose = RunPurpose("sequential", bisection=BisectionRole(self.id, role))
         _, run_id, status = orchestrate.measure(
-            job, self.db, self.hooks.say, self.hooks.progress, wait=self.wait, sequential=rule,
-            purpose=purpose,
+            job, self.measuring, self.db, self.hooks.say, self.hooks.progress, wait=self.wait,
+            sequential=rule, purpose=purpose,
         )  # fmt: skip
         orchestrate.fail_if_incomplete(self.store, run_id, status)
         return run_id
@@ -346,8 +356,9 @@ class Bisector:
             )
             for rid in (ends, run_id):
                 status = orchestrate.extend(
-                    self.store, rid, more, self.hooks.say, self.hooks.progress, self.wait
-                )
+                    self.store, rid, more, self.measuring, self.hooks.say, self.hooks.progress,
+                    self.wait,
+                )  # fmt: skip
                 orchestrate.fail_if_incomplete(self.store, rid, status)
 
     def _repetitions(self, run_id: int) -> int:

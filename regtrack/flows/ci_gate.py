@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from regtrack.analysis import comparison, gate
 from regtrack.analysis.records import ComparisonResult, GateContext, GateDecision
 from regtrack.bench.job import Job
+from regtrack.bench.measuring import Measuring
 from regtrack.core import environment
 from regtrack.core.records import Progress
 from regtrack.core.settings import Thresholds, load_settings
@@ -74,6 +75,7 @@ def stored_baseline(db: str | None, name: str) -> StoredBaseline:
 
 def run(
     job: Job,
+    measuring: Measuring,
     stored: StoredBaseline | None,
     thresholds: Thresholds,
     force: bool,
@@ -113,7 +115,7 @@ def run(
             job, budget, max(max_repetitions, job.settings.repetitions), compare
         )
     store, run_id, _ = orchestrate.measure(
-        job, db, say, progress, wait=wait, sequential=rule, purpose=purpose
+        job, measuring, db, say, progress, wait=wait, sequential=rule, purpose=purpose
     )
     result = compare(store, run_id)
     measured = loaded.stored_run(store, run_id)

@@ -13,8 +13,9 @@ from contextlib import AbstractContextManager
 
 from regtrack.analysis import gate
 from regtrack.analysis.records import ComparisonResult
-from regtrack.bench import server_settings
+from regtrack.bench import loadgen_choice, server_settings
 from regtrack.bench.job import Job, RunPurpose, parse_duration
+from regtrack.bench.measuring import Measuring
 from regtrack.bench.plan import MODES_BY_METRIC
 from regtrack.bench.runner import BlockRule, execute
 from regtrack.bench.runtimes import docker
@@ -30,6 +31,7 @@ Say = Callable[[str], None]
 
 def measure(
     job: Job,
+    measuring: Measuring,
     db: str | None,
     say: Say,
     progress: Callable[[], AbstractContextManager[Progress]] = (
@@ -40,7 +42,8 @@ def measure(
     sequential: BlockRule | None = None,
     purpose: RunPurpose = RunPurpose(),
 ) -> tuple[Store, int, str]:
-    """Record the run (or reopen it), execute it with progress, say where the trials went.
+    """Record the run (or reopen it), execute it with progress through ``measuring``, say
+    where the trials went.
 
     The CPUs are held (cpulock) from before the run is recorded until it ends, so a run
     that waits for another one's CPUs is not recorded as running meanwhile.
@@ -55,8 +58,9 @@ def measure(
             store.reopen_run(run_id)
             say(f"resuming run {run_id}")
         else:
-            server_settings.check(job, say)  # each version knows and keeps them, or exit 2
-            job = _settled(job, say)
+            # Each version knows and keeps them, or exit 2: the job of what each runs with.
+            job = server_settings.check(job, measuring, say)
+            job = _settled(job, measuring, say)
             _say_method(job, say)
             env = environment.capture(job.cpus, job.loadgen.as_dict())
             env["runtime"] = job.runtime
@@ -74,8 +78,9 @@ def measure(
         try:
             with progress() as shown:
                 status = execute(
-                    job, store, run_id, shown, resume=bool(resume_store), sequential=sequential
-                )
+                    job, measuring, store, run_id, shown, resume=bool(resume_store),
+                    sequential=sequential,
+                )  # fmt: skip
         finally:
             n = len(store.trials(run_id))
             say(f"{n} trials of run {run_id} stored in {store.path}")
@@ -96,12 +101,12 @@ def _holding(job: Job, say: Say, wait: bool) -> Iterator[None]:
         yield
 
 
-def _settled(job: Job, say: Say) -> Job:
+def _settled(job: Job, measuring: Measuring, say: Say) -> Job:
     """The job with a GET sweep's load generator decided before the run is recorded, and
     why it was chosen."""
     if job.loadgen_choice is not None:  # chosen by the user, or a resumed run's
         return job
-    job = job.settled()
+    job = loadgen_choice.settle(job, measuring)
     choice = job.loadgen_choice
     assert choice is not None
     kept = f"; probed before, kept in {choice.cached}" if choice.cached else ""
@@ -164,6 +169,7 @@ def extend(
     store: Store,
     run_id: int,
     repetitions: int,
+    measuring: Measuring,
     say: Say,
     progress: Callable[[], AbstractContextManager[Progress]],
     wait: bool = True,
@@ -184,7 +190,7 @@ def extend(
         store.reopen_run(run_id)
         store.update_config(run_id, job.config())
         with progress() as shown:
-            return execute(job, store, run_id, shown, resume=True)
+            return execute(job, measuring, store, run_id, shown, resume=True)
 
 
 def fail_if_incomplete(store: Store, run_id: int, status: str) -> None:

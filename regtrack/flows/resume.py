@@ -8,9 +8,12 @@ or the load generator changed (sha256 / image id), or the machine's fingerprint 
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
+from regtrack.bench import seeds
+from regtrack.bench.callgrind import control
 from regtrack.bench.job import Job
 from regtrack.bench.loadgen.base import LoadgenBinary
 from regtrack.core import docker_engine, environment
@@ -74,6 +77,9 @@ def load_job(store: Store, run_id: int, extending: bool = False) -> Job:
     plan = run["config"]
     client = docker_engine.engine() if plan.runtime == "docker" else None
     job = Job.from_config(plan, LoadgenBinary(**run["loadgen"]), client)
+    if job.metric != "throughput" and job.runtime == "native":
+        control.require()
+    job = dataclasses.replace(job, seed_problem=seeds.problem(job.settings.seeds, job.runtime))
     _check_file(run_id, "the load generator", job.loadgen.path, job.loadgen.sha256)
     for target in job.targets:
         _check_target(run_id, target, client)
