@@ -328,6 +328,20 @@ class Options:
     )
 
 
+# Not a field of Options: a verdict threshold says how answers are read, not how versions
+# are measured, and compare (which measures nothing) takes it too. Declared once for every
+# command that reads verdicts; None: regtrack.toml [verdict], each metric's own.
+THRESHOLD = Spec(
+    help="Verdict threshold in percent, for every metric (bisect: the smallest change that "
+    "counts).",
+    stage="statistics",
+    commands=("run", "ci", "compare", "bisect"),
+    kind="float",
+    bound=limits.PERCENT,
+    unset="regtrack.toml [verdict], per metric",
+)
+
+
 def specs() -> dict[str, Spec]:
     """Every field that is an option, by field name, in declaration order."""
     return {
