@@ -35,7 +35,7 @@ class RunPurpose:
     # while a gate is undecided, so intervals must stay valid under repeated looks.
     design: str = "fixed"
     # The baseline label and thresholds the command printed its verdicts with, so the
-    # report and a later `compare` show the same verdicts (analysis.comparison_settings).
+    # report and a later `compare` show the same verdicts (analysis.comparison.comparison_settings).
     comparison: Mapping[str, Any] = field(default_factory=dict)
     # The bisection this run measures for (regtrack bisect): its id and the run's role.
     bisection: Mapping[str, Any] | None = None

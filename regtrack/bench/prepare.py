@@ -230,7 +230,7 @@ def prepare_job(
 
 def choose_tool(requested: str | None, workload: Workload) -> str:
     """redis-benchmark for GET sweeps, unless a probe finds that memtier saturates the
-    server (Job.settle_loadgen); memtier for mixes, or the built-in driver without it.
+    server (Job.settled); memtier for mixes, or the built-in driver without it.
 
     redis-benchmark sends one command per run, so it cannot replay a mix.
     """
