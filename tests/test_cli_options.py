@@ -38,7 +38,7 @@ def no_user_config(tmp_path, monkeypatch):
 
 @pytest.fixture
 def captured(monkeypatch) -> dict[str, Any]:
-    """What run and ci hand to prepare, and bisect to bisect.start, instead of measuring."""
+    """What run and ci hand to prepare, and bisect to bisect_request.start, instead of measuring."""
     from regtrack.cli import steps
     from regtrack.flows import bisect_request
 
