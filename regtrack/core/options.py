@@ -20,6 +20,7 @@ from typing import Any
 
 from regtrack.core import limits
 from regtrack.core.limits import Bound
+from regtrack.core.settings import DEFAULT_DB
 
 # The stages an option belongs to, in the order `--help` shows them (docs/layout.md's pipeline).
 STAGES = ("versions", "workload", "CPUs", "measuring", "statistics", "output")
@@ -330,7 +331,7 @@ class Options:
         "output",
         kind="path",
         envvar="REGTRACK_DB",
-        unset="reports/regtrack.db",
+        unset=str(DEFAULT_DB),  # RunSettings.database's default
     )
 
 
