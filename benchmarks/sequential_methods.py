@@ -16,7 +16,7 @@ alpha_k = alpha 6 / (pi^2 k^2) or alpha / (k (k + 1)), counted from the first lo
 ("k") or from the first look with 3 blocks ("j"); the naive fixed-n t interval at every
 look (invalid, for scale); and, for reference only, exact group-sequential boundaries
 calibrated by simulation for looks up to ``--blocks`` (valid only for exactly that look
-schedule and budget; not offered). Prints a table to quote in regtrack/sequential.py;
+schedule and budget; not offered). Prints a table to quote in regtrack/analysis/sequential.py;
 asserts nothing.
 
     benchmarks/sequential_methods.py --sims 100000

@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from regtrack.core.errors import BadInput
-from regtrack.output.github_api import GitHubApi, GitHubApiError, PullRequest
+from regtrack.github.api import GitHubApi, GitHubApiError, PullRequest
 from regtrack.output.github_comment import (
     MAX_BODY,
     CiVerdict,

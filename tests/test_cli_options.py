@@ -17,7 +17,7 @@ import pytest
 
 from regtrack.cli import cli
 from regtrack.cli.options import StagedOption, default_map, renamed_args
-from regtrack.core.options import STAGES, Options, command_defaults, specs
+from regtrack.core.options import STAGES, THRESHOLD, Options, command_defaults, specs
 from regtrack.results.store import Store
 from tests.conftest import cli_in_process
 
@@ -38,7 +38,7 @@ def no_user_config(tmp_path, monkeypatch):
 
 @pytest.fixture
 def captured(monkeypatch) -> dict[str, Any]:
-    """What run and ci hand to prepare, and bisect to bisect.start, instead of measuring."""
+    """What run and ci hand to prepare, and bisect to bisect_request.start, instead of measuring."""
     from regtrack.cli import steps
     from regtrack.flows import bisect_request
 
@@ -139,6 +139,23 @@ def test_every_option_has_a_stage():
         for param in cli.commands[command].params:
             if isinstance(param, click.Option) and param.name != "help":
                 assert getattr(param, "stage", None) in STAGES, (command, param.name)
+
+
+def test_threshold_is_one_option_wherever_verdicts_are_read():
+    """run, ci, compare and bisect each declared --threshold (compare's and bisect's with
+    their own help): now one declaration gives all of them one help, range and default."""
+    found = {}
+    for path in _commands(cli):
+        command = cli.get_command(click.Context(cli), path[0]) if path else None
+        for name in path[1:]:
+            command = command.get_command(click.Context(command), name)
+        for param in command.params if command is not None else ():
+            if "--threshold" in getattr(param, "opts", ()):
+                found[" ".join(path)] = param
+    assert set(found) == set(THRESHOLD.commands)
+    shapes = {(p.name, p.help, p.type.bound, p.default, p.stage, p.unset) for p in found.values()}
+    assert len(shapes) == 1, shapes
+    assert shapes.pop()[1:3] == (THRESHOLD.help, THRESHOLD.bound)
 
 
 def _commands(group: click.Group, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -256,7 +273,7 @@ def test_a_bad_config_file_is_one_line_and_exit_2(tmp_path, text, message):
 
 
 def test_options_round_trip_as_a_bisection_stores_them():
-    """bench/bisect.py stores asdict(options) and reads it back with Options(**stored)."""
+    """flows/bisect_request.py stores asdict(options) and reads it back with Options(**stored)."""
     options = Options(pipelines=[10], duration=3.0, server_config=("appendonly=yes",))
     assert Options(**dataclasses.asdict(options)) == options
     assert Options(**{"workload": "get-pipeline", "pipelines": [10]}).budget == "10m"

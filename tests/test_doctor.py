@@ -10,15 +10,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from regtrack.bench import doctor
-from regtrack.bench.doctor import busy_check, cpu_checks, irq_check, kernel_checks, tool_checks
-from regtrack.bench.doctor.machine import Machine
-from regtrack.bench.doctor.sample import CpuJiffies, ProcessTicks, Snapshot
-from regtrack.bench.doctor.sysroot import SysRoot
-from regtrack.bench.doctor.tool_checks import Tool
+from regtrack import doctor
 from regtrack.core.checkup import SCHEMA_VERSION, Check, Checkup, Status
 from regtrack.core.cpus import Topology
 from regtrack.core.errors import EXIT_CANNOT_MEASURE
+from regtrack.doctor import busy_check, cpu_checks, irq_check, kernel_checks, tool_checks
+from regtrack.doctor.machine import Machine
+from regtrack.doctor.sample import CpuJiffies, ProcessTicks, Snapshot
+from regtrack.doctor.sysroot import SysRoot
+from regtrack.doctor.tool_checks import Tool
 from regtrack.output import doctor_text
 from tests.conftest import run_cli
 

@@ -14,6 +14,7 @@ from regtrack.results import loaded, schema_objects, stored_trials, trial_frame
 from regtrack.results.store import Store
 from regtrack.results.stored_trials import StoredCommand, StoredCost, StoredTrial
 from regtrack.targets.versions import Target
+from tests.conftest import stored_plan
 
 
 def _trial(**given: object) -> StoredTrial:
@@ -148,8 +149,8 @@ def test_a_frame_with_a_missing_column_or_dtype_is_refused():
 
 def test_the_store_reads_trials_back_as_records(tmp_path):
     store = Store.open(tmp_path / "r.db")
-    run_id = store.create_run([], {}, {}, {})
-    empty = store.create_run([], {}, {}, {})
+    run_id = store.create_run([], stored_plan(), {}, {})
+    empty = store.create_run([], stored_plan(), {}, {})
     target = store.add_target(run_id, 0, Target("a", "bin:/x", "bin"), {})
     record = TrialRecord(
         seq=0, repetition=0, target_label="a", workload="get-pipeline", point="pipeline=5",

@@ -35,7 +35,7 @@ def doctor(
     """What on this machine would spoil measurements, and what to change: the CPU plan,
     other busy processes, hash seeds, tools, frequency governor and turbo, CPU isolation,
     IRQ affinity, ASLR, transparent huge pages, steal, Docker leftovers."""
-    from regtrack.bench.doctor import diagnose
+    from regtrack.doctor import diagnose
     from regtrack.output import doctor_text
 
     checkup = diagnose(server_cpus, client_cpus, sample_seconds, clean)

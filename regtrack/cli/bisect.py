@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from regtrack.cli.options import EXIT_CODES_HELP, PERCENT, cli, measuring, staged
+from regtrack.cli.options import EXIT_CODES_HELP, cli, measuring, staged, threshold_option
 from regtrack.core.errors import BadInput, RegtrackError
 from regtrack.core.options import Options
 
@@ -77,13 +77,7 @@ commit that does not build.
     help="One workload point, e.g. pipeline=10.",
     unset="the pipelines below",
 )
-@staged(
-    "statistics",
-    "--threshold",
-    type=PERCENT,
-    help="Smallest change that counts, in percent.",
-    unset="regtrack.toml [verdict], the metric's",
-)
+@threshold_option("bisect")
 @staged(
     "statistics",
     "--all-steps",

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from regtrack.cli.options import EXIT_CODES_HELP, THRESHOLD, cli, measuring, staged
+from regtrack.cli.options import EXIT_CODES_HELP, cli, measuring, staged, threshold_option
 from regtrack.core.errors import EXIT_REGRESSION, EXIT_SHARD_ONLY, BadInput, CannotMeasure
 from regtrack.core.options import Options
 
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     is_flag=True,
     help="Compare with a stored baseline measured differently.",
 )
-@THRESHOLD
+@threshold_option("ci")
 @staged(
     "statistics",
     "--fail-on-inconclusive",

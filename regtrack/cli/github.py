@@ -15,7 +15,7 @@ from regtrack.cli.options import cli
 from regtrack.core.errors import BadInput
 
 if TYPE_CHECKING:
-    from regtrack.output.github_api import PullRequest
+    from regtrack.github.api import PullRequest
     from regtrack.output.github_comment import CommentContext
 
 GITHUB_EXIT_CODES = """
@@ -78,7 +78,8 @@ def comment(
     (default https://api.github.com) and the token from $GITHUB_TOKEN, which is never
     printed or stored. Not a pull request: says so, posts nothing, exits 0.
     """
-    from regtrack.output import github_api, github_comment
+    from regtrack.github import api as github_api
+    from regtrack.output import github_comment
 
     event = _event()
     pr = _pull_request(number, event)
@@ -121,7 +122,7 @@ def _pull_request(number: int | None, event: dict[str, Any]) -> PullRequest | No
     """The pull request the job runs for: --pull-request, else the event's (a
     pull_request(_target) event, or an issue_comment on a pull request); None when the
     event is not about one."""
-    from regtrack.output.github_api import PullRequest
+    from regtrack.github.api import PullRequest
 
     repository = os.environ.get("GITHUB_REPOSITORY", "")
     if not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", repository):

@@ -26,10 +26,18 @@ from typing import Any
 import click
 
 from regtrack import __version__
-from regtrack.core import limits
 from regtrack.core.errors import BadInput
 from regtrack.core.limits import Bound
-from regtrack.core.options import STAGES, GetSweep, Options, int_list, settle, specs
+from regtrack.core.options import (
+    STAGES,
+    THRESHOLD,
+    GetSweep,
+    Options,
+    Spec,
+    int_list,
+    settle,
+    specs,
+)
 from regtrack.core.settings import load_settings, option_defaults
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
@@ -72,10 +80,6 @@ class Bounded(click.ParamType):
         if not self.bound.holds(number):
             self.fail(self.bound.refusal(value, self.kind), param, ctx)
         return number
-
-
-# A verdict threshold in percent (run, ci, compare, bisect): past 100% it gates nothing.
-PERCENT = Bounded(float, limits.PERCENT)
 
 
 class StagedOption(click.Option):
@@ -144,8 +148,7 @@ def renamed_args(args: list[str], renamed: Mapping[str, str]) -> list[str]:
     return out
 
 
-def _type(name: str, command: str) -> Any:
-    spec = specs()[name]
+def _type(spec: Spec, command: str) -> Any:
     if spec.choices:
         return click.Choice(spec.command_choices.get(command, spec.choices))
     if spec.kind in ("int", "float"):
@@ -154,9 +157,8 @@ def _type(name: str, command: str) -> Any:
     return {"ints": Depths(), "path": click.Path(dir_okay=False)}.get(spec.kind)
 
 
-def model_option(name: str, command: str = "run") -> Decorator:
-    """The click option of field ``name`` of Options, with ``command``'s default and help."""
-    spec = specs()[name]
+def spec_option(name: str, spec: Spec, command: str, default: Any = None) -> Decorator:
+    """The click option ``spec`` declares, named ``name``, with ``command``'s default and help."""
     flag = spec.flag or "--" + name.replace("_", "-")
     unset = spec.unset or (f"regtrack.toml [run] {spec.setting}" if spec.setting else None)
     return click.option(
@@ -165,9 +167,9 @@ def model_option(name: str, command: str = "run") -> Decorator:
         cls=StagedOption,
         stage=spec.stage,
         unset=unset,
-        type=_type(name, command),
+        type=_type(spec, command),
         is_flag=spec.kind == "flag",
-        default=spec.default(command, _FIELD_DEFAULTS[name]),
+        default=spec.default(command, default),
         show_default=True,
         multiple=spec.multiple,
         metavar=spec.metavar,
@@ -175,6 +177,17 @@ def model_option(name: str, command: str = "run") -> Decorator:
         show_envvar=spec.envvar is not None,
         help=spec.helps.get(command, spec.help),
     )
+
+
+def model_option(name: str, command: str = "run") -> Decorator:
+    """The click option of field ``name`` of Options, with ``command``'s default and help."""
+    return spec_option(name, specs()[name], command, _FIELD_DEFAULTS[name])
+
+
+def threshold_option(command: str) -> Decorator:
+    """--threshold as every command that reads verdicts takes it (core/options.THRESHOLD)."""
+    assert command in THRESHOLD.commands, command
+    return spec_option("threshold", THRESHOLD, command)
 
 
 def measuring(command: str) -> Decorator:
@@ -208,16 +221,6 @@ def range_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """--every / --max-commits: how many commits of a range A..B are measured."""
     return model_option("every")(model_option("max_commits")(f))
 
-
-# One verdict threshold for every metric, as run and ci take it (bisect's is the smallest
-# change that counts, in its own words).
-THRESHOLD = staged(
-    "statistics",
-    "--threshold",
-    type=PERCENT,
-    help="Verdict threshold in percent, for every metric.",
-    unset="regtrack.toml [verdict], per metric",
-)
 
 EXIT_CODES_HELP = """
 Exit codes: 0 success (no regression), 1 regression found (ci), 2 bad usage or input

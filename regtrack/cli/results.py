@@ -11,11 +11,11 @@ import click
 from regtrack.analysis.metrics import HISTORY_METRICS, METRICS
 from regtrack.cli.options import (
     EXIT_CODES_HELP,
-    PERCENT,
     cli,
     db_option,
     range_options,
     source_repo_option,
+    threshold_option,
 )
 from regtrack.output import tables
 
@@ -98,7 +98,7 @@ def versions_command(
     help="Metrics to show (repeatable; default: all).",
 )
 @click.option("--list", "list_runs", is_flag=True, help="List the runs in the database.")
-@click.option("--threshold", type=PERCENT, help="Verdict threshold in percent, for every metric.")
+@threshold_option("compare")
 @click.option(
     "--baseline-run",
     type=int,

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from regtrack.cli.options import EXIT_CODES_HELP, THRESHOLD, cli, measuring, staged
+from regtrack.cli.options import EXIT_CODES_HELP, cli, measuring, staged, threshold_option
 from regtrack.core.errors import BadInput
 from regtrack.core.options import Options
 
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     help="Label the table compares against.",
     unset="the first version",
 )
-@THRESHOLD
+@threshold_option("run")
 @staged(
     "statistics",
     "--until-decided",

@@ -20,8 +20,9 @@ from typing import Any
 
 from regtrack.core import limits
 from regtrack.core.limits import Bound
+from regtrack.core.settings import DEFAULT_DB
 
-# The stages an option belongs to, in the order `--help` shows them (DESIGN.md's data flow).
+# The stages an option belongs to, in the order `--help` shows them (docs/layout.md's pipeline).
 STAGES = ("versions", "workload", "CPUs", "measuring", "statistics", "output")
 MEASURING = ("run", "ci", "bisect")
 
@@ -72,13 +73,19 @@ RUN_CI = ("run", "ci")
 # bottleneck on 2 cores, short trials in many blocks (block-to-block noise dominates,
 # docs/methodology.md), two blocks to start.
 GET_SWEEP = GetSweep((10, 30))
+IN_BLOCKS = ("ci", "bisect")
+
+
+def in_blocks(value: Any) -> dict[str, Any]:
+    """The one default of the commands that measure short trials in blocks (IN_BLOCKS)."""
+    return dict.fromkeys(IN_BLOCKS, value)
 
 
 @dataclass(frozen=True)
 class Options:
     """What run, ci and bisect share: everything that says how versions are measured.
 
-    Field order and names are stored with a bisection (bench/bisect.py reads them back
+    Field order and names are stored with a bisection (flows/bisect_request.py reads them back
     for --resume): add fields with defaults, never rename one.
     """
 
@@ -88,7 +95,7 @@ class Options:
         "GET pipeline depths, e.g. 1,10,30.",
         "workload",
         kind="ints",
-        defaults={"ci": GET_SWEEP, "bisect": GET_SWEEP},
+        defaults=in_blocks(GET_SWEEP),
         helps={"bisect": "GET pipeline depths, e.g. 10,30 (--point sets one)."},
         unset="the workload's",
     )
@@ -99,7 +106,7 @@ class Options:
         kind="float",
         bound=limits.DURATION_S,
         setting="duration",
-        defaults={"ci": 3.0, "bisect": 3.0},
+        defaults=in_blocks(3.0),
     )
     warmup: float | None = option(
         None,
@@ -108,7 +115,7 @@ class Options:
         kind="float",
         bound=limits.WARMUP_S,
         setting="warmup",
-        defaults={"ci": 1.0, "bisect": 1.0},
+        defaults=in_blocks(1.0),
     )
     repetitions: int | None = option(
         None,
@@ -117,7 +124,7 @@ class Options:
         kind="int",
         bound=limits.REPETITIONS,
         setting="repetitions",
-        defaults={"ci": 4, "bisect": 4},
+        defaults=in_blocks(4),
     )
     keys: int | None = option(
         None,
@@ -181,7 +188,7 @@ class Options:
         kind="int",
         bound=limits.INSTRUCTION_REQUESTS,
         setting="instruction_requests",
-        defaults={"ci": 100_000, "bisect": 100_000},
+        defaults=in_blocks(100_000),
     )
     source_repo: str | None = option(
         None,
@@ -324,8 +331,22 @@ class Options:
         "output",
         kind="path",
         envvar="REGTRACK_DB",
-        unset="reports/regtrack.db",
+        unset=str(DEFAULT_DB),  # RunSettings.database's default
     )
+
+
+# Not a field of Options: a verdict threshold says how answers are read, not how versions
+# are measured, and compare (which measures nothing) takes it too. Declared once for every
+# command that reads verdicts; None: regtrack.toml [verdict], each metric's own.
+THRESHOLD = Spec(
+    help="Verdict threshold in percent, for every metric (bisect: the smallest change that "
+    "counts).",
+    stage="statistics",
+    commands=("run", "ci", "compare", "bisect"),
+    kind="float",
+    bound=limits.PERCENT,
+    unset="regtrack.toml [verdict], per metric",
+)
 
 
 def specs() -> dict[str, Spec]:

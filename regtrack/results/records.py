@@ -145,7 +145,7 @@ class RunCosts:
 class StoredBisection:
     """A bisection as stored (results/bisections.py): its request and the commits' facts
     (``config``), the log of every step, the answer once it finished (the JSON of
-    analysis.records.BisectAnswer) and the runs it measured."""
+    analysis.bisect_records.BisectAnswer) and the runs it measured."""
 
     id: int
     created_at: str

@@ -14,7 +14,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from regtrack.bench.doctor import (
+from regtrack.core.checkup import Check, Checkup
+from regtrack.core.cpus import Topology, parse_cpu_list, plan_cpus
+from regtrack.core.errors import BadInput
+from regtrack.core.settings import load_settings
+from regtrack.doctor import (
     busy_check,
     cpu_checks,
     irq_check,
@@ -22,12 +26,8 @@ from regtrack.bench.doctor import (
     sample,
     tool_checks,
 )
-from regtrack.bench.doctor.machine import Machine
-from regtrack.bench.doctor.sysroot import SysRoot
-from regtrack.core.checkup import Check, Checkup
-from regtrack.core.cpus import Topology, parse_cpu_list, plan_cpus
-from regtrack.core.errors import BadInput
-from regtrack.core.settings import load_settings
+from regtrack.doctor.machine import Machine
+from regtrack.doctor.sysroot import SysRoot
 
 SAMPLE_SECONDS = 1.0
 

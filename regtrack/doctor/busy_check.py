@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from regtrack.bench.doctor.machine import Machine, cpus_text
 from regtrack.core.checkup import Check, Status
+from regtrack.doctor.machine import Machine, cpus_text
 
 SHOWN = 5
 MIN_SHOWN_PCT = 1.0  # a process below 1% of a CPU is not worth naming

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from regtrack.bench.doctor.sample import Snapshot
-from regtrack.bench.doctor.sysroot import SysRoot
 from regtrack.core.cpus import CpuPlan, Topology, format_cpu_list
+from regtrack.doctor.sample import Snapshot
+from regtrack.doctor.sysroot import SysRoot
 
 
 @dataclass(frozen=True)

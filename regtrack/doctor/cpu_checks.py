@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 
-from regtrack.bench.doctor.machine import Machine, cpus_text
-from regtrack.bench.doctor.sysroot import cpu_list
 from regtrack.core.checkup import Check, Status
 from regtrack.core.cpus import format_cpu_list
+from regtrack.doctor.machine import Machine, cpus_text
+from regtrack.doctor.sysroot import cpu_list
 
 CPU_DIR = "sys/devices/system/cpu"
 STEAL_WARNING_PCT = 2.0

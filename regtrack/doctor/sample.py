@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from regtrack.bench.doctor.sysroot import SysRoot, cpu_list
+from regtrack.doctor.sysroot import SysRoot, cpu_list
 
 
 @dataclass(frozen=True)

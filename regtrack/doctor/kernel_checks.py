@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from regtrack.bench.doctor.machine import Machine
 from regtrack.core.checkup import Check, Status
+from regtrack.doctor.machine import Machine
 
 ASLR_FILE = "proc/sys/kernel/randomize_va_space"
 THP_FILE = "sys/kernel/mm/transparent_hugepage/enabled"

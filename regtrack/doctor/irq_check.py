@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from regtrack.bench.doctor.machine import Machine, cpus_text
-from regtrack.bench.doctor.sample import interrupt_names
-from regtrack.bench.doctor.sysroot import cpu_list
 from regtrack.core.checkup import Check, Status
 from regtrack.core.cpus import format_cpu_list
+from regtrack.doctor.machine import Machine, cpus_text
+from regtrack.doctor.sample import interrupt_names
+from regtrack.doctor.sysroot import cpu_list
 
 SHOWN = 5
 # A handful since boot (ACPI events, a console) is no load; more, or any now, is.
