@@ -30,7 +30,9 @@ from regtrack.analysis.run_shift import RunShift
 from regtrack.core.checkup import Check, Checkup, Status
 from regtrack.core.records import InvalidReason, TrialReason, TrialRecord
 from regtrack.core.settings import Thresholds
+from regtrack.plan.records import ServerData
 from regtrack.results.records import LoadedRun, RunTarget, StoredBisection, StoredRun
+from regtrack.results.run_row import HostFacts, LoadgenFacts
 from regtrack.results.shard_union import Missing, PlanMerge
 from tests import answers
 
@@ -323,9 +325,9 @@ def run_page(n: Names) -> RunPage:
     run = StoredRun(
         id=2, targets=targets, created_at="2025-01-02", command=("regtrack", "run", n.subject),
         status="incomplete", status_detail=n.reason, workload=n.workload, seeds=n.value,
-        environment={"cpu_model": n.host}, loadgen={"name": n.key},
-        server={n.key: n.value}, server_data={"persistent": True, "filesystem": n.value,
-                                              "mount": n.host, "dir": n.point},
+        environment=HostFacts(cpu_model=n.host), loadgen=LoadgenFacts(name=n.key),
+        server={n.key: n.value},
+        server_data=ServerData(dir=n.point, mount=n.host, filesystem=n.value, persistent=True),
     )  # fmt: skip
     trials = pd.DataFrame(
         [{"seq": 1, "repetition": 0, "target": n.candidate, "workload": n.workload,

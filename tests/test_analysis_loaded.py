@@ -22,6 +22,7 @@ from regtrack.analysis.records import ComparisonResult, PooledComparison
 from regtrack.core.errors import BadInput
 from regtrack.core.records import InvalidReason, TrialReason
 from regtrack.core.settings import Thresholds
+from regtrack.plan.records import Printed
 from regtrack.results.records import AlikeRuns, LoadedRun, RunCosts, RunTarget, StoredRun
 
 THROUGHPUT = METRIC_BY_NAME["throughput"]
@@ -314,7 +315,7 @@ def test_a_runs_report_line_is_summarised_from_its_record_and_trials():
     )
     trials = pd.concat([measured.trials, pd.DataFrame([invalid])], ignore_index=True)
     run = stored(status="incomplete", status_detail="Ctrl-C", metric="both",
-                 printed={"forced": ["clients 10 != 50"]})  # fmt: skip
+                 printed=Printed(forced=("clients 10 != 50",)))  # fmt: skip
     line = summarize(LoadedRun(run, trials), comparison.compare(measured), ServerFacts())
     assert (line.id, line.status, line.status_detail) == (1, "incomplete", "Ctrl-C")
     assert [v["label"] for v in line.versions] == ["a", "b"]

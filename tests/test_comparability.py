@@ -14,6 +14,7 @@ from regtrack.core.settings import Thresholds
 from regtrack.plan.records import Printed
 from regtrack.plan.run_plan import RunPlan
 from regtrack.results import comparability, loaded
+from regtrack.results.run_row import HostFacts, LoadgenFacts, RunRow
 from regtrack.results.store import Store, now
 from regtrack.targets.target import BuildFacts, Target
 from tests.conftest import cli_in_process
@@ -104,8 +105,7 @@ def test_instruction_settings_matter_only_when_both_runs_counted_instructions():
 
 
 def test_a_run_older_than_the_key_gets_it_from_its_stored_facts():
-    stored = {"config": RunPlan.from_json(CONFIG), "environment": ENV, "loadgen": LOADGEN,
-              "comparability": None}  # fmt: skip
+    stored = _row(RunPlan.from_json(CONFIG), ENV, None)
     assert comparability.of_run(stored) == comparability.key(
         RunPlan.from_json(CONFIG), ENV, LOADGEN
     )
@@ -153,7 +153,14 @@ def _before_the_tools(config, env) -> dict:
     for name in ("valgrind", "compiler", "build flags"):
         del stored[name]
     plan = RunPlan.from_json(config)
-    return {"config": plan, "environment": env, "loadgen": LOADGEN, "comparability": stored}
+    return _row(plan, env, stored)
+
+
+def _row(plan: RunPlan, env: dict, stored_key: dict | None) -> RunRow:
+    """A run's row as the store reads it back."""
+    return RunRow(
+        1, plan, HostFacts.read(env), LoadgenFacts.read(LOADGEN), comparability=stored_key
+    )
 
 
 def test_a_run_stored_before_the_tools_entered_the_key_gets_what_it_recorded():
@@ -221,7 +228,7 @@ def _store_run(
         config["callgrind_hz"] = None
     run_id = store.create_run(["regtrack", "run"], RunPlan.from_json(config), env, LOADGEN)
     if not stored_key:
-        old = _before_the_tools(config, env)["comparability"]
+        old = _before_the_tools(config, env).comparability
         with store.transaction() as conn:
             conn.execute(
                 "UPDATE runs SET comparability = ? WHERE id = ?", (json.dumps(old), run_id)
@@ -284,7 +291,7 @@ def test_throughput_runs_compare_whatever_valgrind_was_installed(tmp_path):
     _store_run(store, metric="throughput", valgrind="valgrind-3.19.0")
     _store_run(store, metric="throughput", valgrind="valgrind-3.22.0")
     # The environment records valgrind's version whatever the metric (environment.py).
-    assert store.run(2)["environment"]["valgrind"] == "valgrind-3.22.0"
+    assert store.run(2).environment.valgrind == "valgrind-3.22.0"
     store.close()
     shown = cli_in_process(*COMPARE, "--db", str(db))
     assert shown.returncode == 0, shown.stderr
@@ -296,7 +303,7 @@ def test_a_stored_run_without_valgrinds_version_is_compared_only_when_forced(tmp
     store = Store.open(db)
     _store_run(store, valgrind=None, stored_key=False)
     _store_run(store)
-    assert "valgrind" not in store.run(1)["comparability"], "stored as before"
+    assert "valgrind" not in store.run(1).comparability, "stored as before"
     store.close()
     refused = cli_in_process(*COMPARE, "--db", str(db))
     assert refused.returncode == 2
@@ -337,7 +344,7 @@ def test_a_stored_run_is_read_back_as_one_typed_record(tmp_path):
     store = Store.open(tmp_path / "r.db")
     old = _store_run(store, stored_key=False)
     run_id = _store_run(store)
-    plan = store.run(run_id)["config"]
+    plan = store.run(run_id).plan
     settings = plan.settings.model_copy(update={"seed_offset": 7000})
     store.update_config(run_id, dataclasses.replace(plan, settings=settings))
     printed = Printed("a", Thresholds(throughput=2.0))
@@ -353,10 +360,10 @@ def test_a_stored_run_is_read_back_as_one_typed_record(tmp_path):
     assert (run.repetitions, run.seed_offset, run.workload) == (4, 7000, "get-pipeline")
     assert (run.metric, run.bisection) == ("instructions", None)
     assert run.printed == printed
-    assert run.environment["cpu_model"] == "Xeon"
+    assert run.environment.cpu_model == "Xeon"
     assert [(t.label, t.redis_version) for t in run.targets] == [("a", "7.0.15")]
     # What the run page shows of it: the command, load generator, each version's build.
-    assert (run.command, run.loadgen) == (("regtrack", "run"), LOADGEN)
+    assert (run.command, run.loadgen.shown()) == (("regtrack", "run"), LOADGEN)
     (target,) = run.targets
     assert (target.kind, target.commit, target.built_sha) == ("git", "c0ffee" * 6 + "c0ff", "")
     assert target.build == BuildFacts(flags=(), compiler=GCC)

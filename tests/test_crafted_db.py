@@ -31,6 +31,7 @@ from regtrack.flows import readout, report
 from regtrack.results import analysis_cache, baselines, loaded
 from regtrack.results.migrations import SCHEMA_VERSION
 from regtrack.results.records import LoadedRun, StoredRun
+from regtrack.results.run_row import HostFacts, LoadgenFacts
 from regtrack.results.store import Store
 from regtrack.targets.versions import Target
 from tests import fakebench
@@ -592,7 +593,9 @@ def _analysed(trials: pd.DataFrame) -> pd.DataFrame:
 def _analysed_run(run: StoredRun) -> StoredRun:
     """A run without what no analysis reads of it (its machine, load generator and
     seeds reach analysis through its comparability key, which is kept)."""
-    return dataclasses.replace(run, command=(), environment={}, loadgen={}, seeds=None)
+    return dataclasses.replace(
+        run, command=(), environment=HostFacts(), loadgen=LoadgenFacts(), seeds=None
+    )
 
 
 @settings(max_examples=2000, deadline=None, suppress_health_check=list(HealthCheck))

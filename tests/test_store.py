@@ -56,9 +56,9 @@ def test_each_trial_is_committed_when_added(tmp_path):
     ).fetchall()
     assert rows == [(0, 1, None, None), (1, 0, "client-bound", "99% CPU")]
     other.close()
-    assert store.run(run_id)["status"] == "running"
+    assert store.run(run_id).status == "running"
     store.finish_run(run_id, "complete")
-    assert store.runs()[0]["status"] == "complete"
+    assert store.runs()[0].status == "complete"
     trials = store.trials(run_id)
     assert [t.target for t in trials] == ["a", "a"]
     assert trials[0].lat_p50_ms == 0.5
@@ -72,7 +72,7 @@ def test_reopening_keeps_data_and_does_not_migrate_again(tmp_path):
     run_id = store.create_run([], stored_plan(), {}, {})
     store.close()
     again = Store.open(path)
-    assert [r["id"] for r in again.runs()] == [run_id]
+    assert [r.id for r in again.runs()] == [run_id]
     again.close()
 
 

@@ -153,7 +153,7 @@ def _measured(run: StoredRun, forced: list[str], **asked: str) -> GateContext:
     return GateContext(
         repetitions=run.repetitions,
         seeds=run.seeds,
-        environment=dict(run.environment),
+        environment=run.environment.shown(),
         forced=tuple(forced),
         **asked,
     )

@@ -99,8 +99,8 @@ class RunLine:
 def runs(store: Store) -> list[RunLine]:
     """Every run of the database, newest first."""
     return [
-        RunLine(r["id"], r["created_at"], r["status"], r["n_trials"],
-                tuple(t["label"] for t in store.targets(r["id"])))
+        RunLine(r.id, r.created_at, r.status, r.n_trials,
+                tuple(t["label"] for t in store.targets(r.id)))
         for r in store.runs()
     ]  # fmt: skip
 

@@ -34,7 +34,7 @@ def gather(store: Store, run_ids: list[int] | None = None) -> ReportData:
     """The report of every run, with pages for ``run_ids`` (default: every run)."""
     thresholds = load_thresholds(None)
     runs = store.runs()
-    known = {r["id"] for r in runs}
+    known = {r.id for r in runs}
     for run_id in run_ids or []:
         if run_id not in known:
             raise BadInput(f"run {run_id} is not in {store.path}: `regtrack compare --list`")
@@ -45,19 +45,19 @@ def gather(store: Store, run_ids: list[int] | None = None) -> ReportData:
     pages: list[RunPage] = []
     stored = loaded.stored_runs(store, runs)
     for run in runs:
-        settings = comparison.comparison_settings(stored[run["id"]], None, None, thresholds)
-        key = _cache_key(stored[run["id"]], marks.get(run["id"]), settings)
-        reused = None if run["id"] in wanted else _reused(cached.get(run["id"]), key)
+        settings = comparison.comparison_settings(stored[run.id], None, None, thresholds)
+        key = _cache_key(stored[run.id], marks.get(run.id), settings)
+        reused = None if run.id in wanted else _reused(cached.get(run.id), key)
         if reused is not None:
             summary, rows = reused
         else:
-            measured = loaded.run(store, run["id"])
+            measured = loaded.run(store, run.id)
             result = _compare(measured, *settings)
             server = comparison.server_facts(measured.run)
             summary = summarize(measured, result, server)
             rows = history.run_points(measured, known=result.cells if result else None)
-            analysis_cache.save(store, run["id"], key, summary.to_json(), rows)
-            if run["id"] in wanted:
+            analysis_cache.save(store, run.id, key, summary.to_json(), rows)
+            if run.id in wanted:
                 pages.append(_page(store, measured, result, summary))
         summaries.append(summary)
         points += rows

@@ -49,7 +49,7 @@ def _check_status(run_id: int, status: str, extending: bool = False) -> None:
 def check_resumable(store: Store, run_id: int) -> None:
     """Refused unless the run has something missing. Checked again once its CPUs are held:
     the regtrack that left it 'running' may have been alive and finished meanwhile."""
-    _check_status(run_id, store.run(run_id)["status"])
+    _check_status(run_id, store.run(run_id).status)
 
 
 def _check_target(run_id: int, target: Target, client: Any) -> None:
@@ -73,10 +73,10 @@ def load_job(store: Store, run_id: int, extending: bool = False) -> Job:
     run that is to measure more repetitions (flows/orchestrate.extend), complete or not
     (an extension that was interrupted goes on from its stored trials)."""
     run = store.run(run_id)
-    _check_status(run_id, run["status"], extending)
-    plan = run["config"]
+    _check_status(run_id, run.status, extending)
+    plan = run.plan
     client = docker_engine.engine() if plan.runtime == "docker" else None
-    job = Job.from_config(plan, LoadgenBinary(**run["loadgen"]), client)
+    job = Job.from_config(plan, LoadgenBinary(**run.loadgen.shown()), client)
     if job.metric != "throughput" and job.runtime == "native":
         control.require()
     job = dataclasses.replace(job, seed_problem=seeds.problem(job.settings.seeds, job.runtime))
@@ -86,7 +86,7 @@ def load_job(store: Store, run_id: int, extending: bool = False) -> Job:
     if job.data_dir and not Path(job.data_dir).is_dir():
         raise _refuse(run_id, f"its servers' data directory {job.data_dir} no longer exists")
     here = environment.capture(job.cpus, job.loadgen.as_dict())
-    changed = environment.differences(run["environment"], here)
+    changed = environment.differences(run.environment.shown(), here)
     if changed:
         raise _refuse(run_id, f"this machine differs from the one that started it ({changed})")
     return job

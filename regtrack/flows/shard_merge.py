@@ -139,7 +139,7 @@ def _new_round(dest: Store, run_id: int, apart: list[str]) -> None:
     """A merge that added trials is one more look for a sequential gate on the merged run
     (analysis.comparison counts looks by round): record the repetitions it reached, and
     whether the hosts' instruction counts may be pooled."""
-    plan = dest.run(run_id)["config"]
+    plan = dest.run(run_id).plan
     rounds = plan.merged.rounds if plan.merged else ()
     merged = Merged((*rounds, dest.repetitions_reached(run_id)), tuple(apart))
     dest.update_config(run_id, replace(plan, merged=merged))

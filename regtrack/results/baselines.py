@@ -20,8 +20,8 @@ def save(store: Store, name: str, run_id: int, label: str) -> None:
         raise BadInput(
             f"{label!r} is not a version of run {run_id}: its versions are {', '.join(labels)}"
         )
-    if run["status"] != "complete":
-        raise BadInput(f"run {run_id} is {run['status']}: only a complete run can be a baseline")
+    if run.status != "complete":
+        raise BadInput(f"run {run_id} is {run.status}: only a complete run can be a baseline")
     with store.transaction() as conn:
         conn.execute(
             "INSERT INTO baselines (name, run_id, label, created_at) VALUES (?, ?, ?, ?)"

@@ -27,6 +27,7 @@ from typing import Any
 
 from regtrack.core.errors import BadInput
 from regtrack.plan.run_plan import RunPlan
+from regtrack.results.run_row import Key, RunRow
 from regtrack.targets.make_flags import flags_text
 
 # Machine facts that change throughput for reasons other than Redis (environment.py).
@@ -92,13 +93,13 @@ def _builds(plan: RunPlan, counted: bool) -> dict[str, str | None]:
     }
 
 
-def of_run(run: Mapping[str, Any]) -> dict[str, Any]:
-    """A stored run's key (a ``Store.run`` row, its plan read): as stored when it was
-    created, or, for a run older than the key, derived from the same stored facts."""
-    derived = key(run["config"], run.get("environment") or {}, run.get("loadgen") or {})
-    if run.get("comparability"):
+def of_run(run: RunRow) -> Key:
+    """A stored run's key: as stored when it was created, or, for a run older than the
+    key, derived from the same stored facts."""
+    derived = key(run.plan, run.environment.shown(), run.loadgen.shown())
+    if run.comparability:
         # A fact added to the key later is derived for a run stored before it.
-        return {**{k: derived[k] for k in ADDED if k in derived}, **run["comparability"]}
+        return {**{k: derived[k] for k in ADDED if k in derived}, **run.comparability}
     return derived
 
 

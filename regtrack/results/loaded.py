@@ -11,9 +11,9 @@ from typing import Any
 
 import pandas as pd
 
-from regtrack.plan.run_plan import RunPlan
 from regtrack.results import comparability, trial_frame
 from regtrack.results.records import AlikeRuns, LoadedRun, RunCosts, RunTarget, StoredRun
+from regtrack.results.run_row import RunRow
 from regtrack.results.store import Store
 from regtrack.targets.target import Target
 
@@ -29,12 +29,12 @@ def stored_run(store: Store, run_id: int) -> StoredRun:
     return _stored(store.run(run_id), store.targets(run_id))
 
 
-def stored_runs(store: Store, rows: list[dict[str, Any]] | None = None) -> dict[int, StoredRun]:
+def stored_runs(store: Store, rows: list[RunRow] | None = None) -> dict[int, StoredRun]:
     """Every run by id, without trials, read in two queries whatever their number
     (``rows``: the runs' rows, where the caller has read them already)."""
     targets = store.targets_by_run()
     rows = store.runs() if rows is None else rows
-    return {r["id"]: _stored(r, targets.get(r["id"], [])) for r in rows}
+    return {r.id: _stored(r, targets.get(r.id, [])) for r in rows}
 
 
 def run(store: Store, run_id: int) -> LoadedRun:
@@ -46,8 +46,8 @@ def runs(store: Store) -> Iterator[LoadedRun]:
     """Every run, newest first, read one at a time (a history reads all of them)."""
     targets = store.targets_by_run()
     for row in store.runs():
-        trials = trials_frame(store, row["id"]) if row["n_trials"] else trial_frame.trials([])
-        yield LoadedRun(_stored(row, targets.get(row["id"], [])), trials)
+        trials = trials_frame(store, row.id) if row.n_trials else trial_frame.trials([])
+        yield LoadedRun(_stored(row, targets.get(row.id, [])), trials)
 
 
 def alike(store: Store, run_id: int) -> AlikeRuns:
@@ -72,19 +72,19 @@ def command_stats(store: Store, run_id: int) -> pd.DataFrame:
     return trial_frame.commands(store.command_stats(run_id))
 
 
-def _stored(row: dict[str, Any], targets: list[dict[str, Any]]) -> StoredRun:
-    plan: RunPlan = row["config"]
+def _stored(row: RunRow, targets: list[dict[str, Any]]) -> StoredRun:
+    plan = row.plan
     key = comparability.of_run(row)
     return StoredRun(
-        id=int(row["id"]),
+        id=row.id,
         targets=tuple(_target(t) for t in targets),
-        created_at=row.get("created_at") or "",
-        command=tuple(row.get("command") or ()),
-        fingerprint=row.get("fingerprint") or "",
+        created_at=row.created_at,
+        command=row.command,
+        fingerprint=row.fingerprint,
         comparability=comparability.digest(key),
         key=key,
-        status=row.get("status") or "",
-        status_detail=row.get("status_detail") or "",
+        status=row.status,
+        status_detail=row.status_detail,
         workload=plan.workload.name,
         metric=plan.metric,
         points=plan.points,
@@ -92,8 +92,8 @@ def _stored(row: dict[str, Any], targets: list[dict[str, Any]]) -> StoredRun:
         repetitions=plan.settings.repetitions,
         seed_offset=plan.seed_offset,
         seeds=plan.seeds,
-        environment=row.get("environment") or {},
-        loadgen=row.get("loadgen") or {},
+        environment=row.environment,
+        loadgen=row.loadgen,
         printed=plan.purpose.printed,
         bisection=plan.purpose.bisection,
         design=plan.purpose.design,

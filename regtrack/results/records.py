@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.plan.records import BisectionRole, Printed, ServerData
+from regtrack.results.run_row import HostFacts, Key, LoadgenFacts
 from regtrack.targets.target import BuildFacts
 from regtrack.targets.versions import parse_spec
 from regtrack.workloads.model import ServerValue
@@ -71,7 +72,7 @@ class StoredRun:
     fingerprint: str = ""
     comparability: str = ""  # the digest of ``key``
     # Its comparability key (results.comparability.of_run): what "measured alike" compares.
-    key: Mapping[str, Any] = field(default_factory=dict)
+    key: Key = field(default_factory=dict)
     status: str = "complete"  # running | complete | incomplete | interrupted
     status_detail: str = ""  # why it is not complete
     workload: str = ""  # the workload's name
@@ -81,8 +82,8 @@ class StoredRun:
     repetitions: int = 0  # as planned (a grown run's, after growing)
     seed_offset: int = 0  # where its seeds start (bench/seeds.py; 0 before offsets)
     seeds: str | None = None  # "fixed" or "not controlled: why"; None before it was stored
-    environment: Mapping[str, Any] = field(default_factory=dict)  # the machine, as captured
-    loadgen: Mapping[str, Any] = field(default_factory=dict)  # the load generator, as found
+    environment: HostFacts = field(default_factory=HostFacts)  # the machine, as captured
+    loadgen: LoadgenFacts = field(default_factory=LoadgenFacts)  # the load generator, as found
     # The baseline and thresholds its command printed verdicts with (empty: none stored).
     printed: Printed = field(default_factory=Printed)
     # A bisection's run: which bisection, in which role (ends, step, confirm); None: not one.

@@ -7,11 +7,11 @@ import shutil
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from regtrack.core.errors import BadInput
 from regtrack.plan.records import Shard
 from regtrack.plan.run_plan import RunPlan
+from regtrack.results.run_row import HostFacts, LoadgenFacts
 from regtrack.results.store import Store
 
 # What a shard's run may hold before it is planned or copied: a crafted database could
@@ -36,9 +36,9 @@ class ShardRun:
     host: str
     status: str
     config: RunPlan
-    environment: dict[str, Any]
-    loadgen: dict[str, Any]
-    command: list[str]
+    environment: HostFacts
+    loadgen: LoadgenFacts
+    command: tuple[str, ...]
     read_from: Path | None = None  # None: ``path`` itself
 
     @property
@@ -79,34 +79,28 @@ def shard_runs(path: Path, read_from: Path | None = None) -> list[ShardRun]:
             raise BadInput(f"{path}: its runs cannot be read ({type(exc).__name__})") from None
         found = []
         for run in reversed(runs):
-            plan: RunPlan = run["config"]
+            plan = run.plan
             if not plan.plan_id or plan.merged is not None:
                 continue
-            _check_plan(path, run["id"], plan)
+            _check_plan(path, run.id, plan)
             found.append(
                 ShardRun(
                     path=path,
-                    run_id=run["id"],
+                    run_id=run.id,
                     plan_id=plan.plan_id,
                     shard=plan.shard,
-                    host=host_label(_mapping(run["environment"])),
-                    status=str(run["status"]),
+                    host=host_label(run.environment),
+                    status=run.status,
                     config=plan,
-                    environment=_mapping(run["environment"]),
-                    loadgen=_mapping(run["loadgen"]),
-                    command=[str(a) for a in run["command"] or []]
-                    if isinstance(run["command"], list)
-                    else [],
+                    environment=run.environment,
+                    loadgen=run.loadgen,
+                    command=run.command,
                     read_from=source,
                 )
             )
         return found
     finally:
         store.close()
-
-
-def _mapping(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def refuse(path: Path, run_id: int, what: str) -> BadInput:
@@ -132,10 +126,10 @@ def _check_plan(path: Path, run_id: int, plan: RunPlan) -> None:
         raise refuse(path, run_id, "its shard")
 
 
-def host_label(environment: dict[str, Any]) -> str:
+def host_label(environment: HostFacts) -> str:
     """The host a shard ran on, as a level of the model: its name and its fingerprint.
 
     The name tells apart identical machines (two cloud VMs of one type share a
     fingerprint) and pods; the fingerprint, one name reused by a different machine."""
-    name = environment.get("hostname") or "unknown"
-    return f"{name}/{str(environment.get('fingerprint') or 'unknown')[:8]}"
+    name = environment.hostname or "unknown"
+    return f"{name}/{str(environment.fingerprint or 'unknown')[:8]}"

@@ -72,7 +72,9 @@ def create_merged_run(dest: Store, first: ShardRun) -> int:
     one transaction (never a run without its versions)."""
     plan = replace(first.config, shard=None, merged=Merged())
     with _reader(first) as src, dest.transaction() as conn:
-        run_id = dest.create_run(first.command, plan, first.environment, first.loadgen)
+        run_id = dest.create_run(
+            list(first.command), plan, first.environment.shown(), first.loadgen.shown()
+        )
         rows = src.execute(
             f"SELECT {', '.join(TARGET_COLUMNS)} FROM targets WHERE run_id = ? ORDER BY position",
             (first.run_id,),
@@ -158,7 +160,7 @@ def add_shard(dest: Store, run_id: int, source: ShardRun, planned: int) -> tuple
             " source_run, environment, trials, merged_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 run_id, shard.index, shard.count, source.host, str(source.path),
-                source.run_id, json.dumps(source.environment, sort_keys=True),
+                source.run_id, json.dumps(source.environment.shown(), sort_keys=True),
                 added + already, now(),
             ),
         )  # fmt: skip
@@ -244,7 +246,7 @@ def instruction_differences(runs: list[ShardRun]) -> list[str]:
     """Why instruction counts of these shards' hosts are not one population ([]: they are)."""
     out = []
     for key in POOLING_KEYS:
-        seen = sorted({str(r.environment.get(key)) for r in runs})
+        seen = sorted({str(getattr(r.environment, key)) for r in runs})
         if len(seen) > 1:
             out.append(f"{key}: {' / '.join(seen)}")
     binaries: dict[str, set[str]] = {}

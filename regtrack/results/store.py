@@ -14,9 +14,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pydantic
+
 from regtrack.core import writes
 from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.core.records import FunctionCost, InvalidReason, TrialRecord
+from regtrack.core.settings import one_line
 from regtrack.plan.run_plan import RunPlan, UnreadablePlan
 from regtrack.results import (
     comparability,
@@ -27,6 +30,7 @@ from regtrack.results import (
     trial_rows,
 )
 from regtrack.results.migrations import refuse_unusable, schema_version, upgrade
+from regtrack.results.run_row import HostFacts, LoadgenFacts, RunRow
 from regtrack.results.stored_trials import StoredCommand, StoredCost, StoredTrial
 from regtrack.targets.target import Target
 
@@ -190,7 +194,7 @@ class Store:
         """The run's plan as it grew (sequential repetitions, merge rounds): what --resume
         rebuilds. Why the run was measured (its purpose) stays as recorded, and so do its
         merge rounds unless ``plan`` brings new ones."""
-        stored = self.run(run_id)["config"]
+        stored = self.run(run_id).plan
         kept = replace(plan, purpose=stored.purpose, merged=plan.merged or stored.merged)
         with self.transaction() as conn:
             conn.execute(
@@ -276,14 +280,14 @@ class Store:
 
     # --- reading -------------------------------------------------------------------------
 
-    def runs(self) -> list[dict[str, Any]]:
+    def runs(self) -> list[RunRow]:
         rows = self.conn.execute(
             "SELECT r.*, (SELECT COUNT(*) FROM trials t WHERE t.run_id = r.id) AS n_trials"
             " FROM runs r ORDER BY r.id DESC"
         ).fetchall()
         return [self._run_row(row) for row in rows]
 
-    def run(self, run_id: int) -> dict[str, Any]:
+    def run(self, run_id: int) -> RunRow:
         row = self.conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None:
             raise BadInput(
@@ -351,15 +355,34 @@ class Store:
         """Per-command rows of every trial of a run (server deltas and load generator)."""
         return stored_trials.command_stats(self.conn, self.path, run_id)
 
-    def _run_row(self, row: sqlite3.Row) -> dict[str, Any]:
-        """A run's row, its config read as the RunPlan it stores (one line if it is not)."""
+    def _run_row(self, row: sqlite3.Row) -> RunRow:
+        """A run's row with its documents read (one line if one is not what regtrack
+        stores)."""
         item = stored_values.row(self.path, "runs", row, {"n_trials": ""})
         try:
-            item["config"] = RunPlan.from_json(item["config"] or {})
+            plan = RunPlan.from_json(item["config"] or {})
         except UnreadablePlan as exc:
             why = f"its plan cannot be read ({exc})"
             raise stored_values.refused(self.path, "runs", item, why) from None
-        return item
+        try:
+            environment = HostFacts.read(item["environment"])
+            loadgen = LoadgenFacts.read(item["loadgen"])
+        except pydantic.ValidationError as exc:
+            why = f"its machine or load generator facts cannot be read ({one_line(exc)})"
+            raise stored_values.refused(self.path, "runs", item, why) from None
+        return RunRow(
+            id=int(item["id"]),
+            plan=plan,
+            environment=environment,
+            loadgen=loadgen,
+            created_at=item.get("created_at") or "",
+            status=item.get("status") or "",
+            status_detail=item.get("status_detail") or "",
+            command=tuple(str(a) for a in item.get("command") or ()),
+            fingerprint=item.get("fingerprint") or "",
+            comparability=item.get("comparability") or None,
+            n_trials=int(item.get("n_trials") or 0),
+        )
 
 
 _INTERRUPTED = (

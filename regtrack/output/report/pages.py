@@ -149,8 +149,8 @@ def _environment(run: StoredRun) -> dict[str, Any]:
     data = run.server_data.to_json() if run.server_data else {}
     shown = {k: data.get(k) for k in ("dir", "mount", "filesystem", "device") if data.get(k)}
     return {
-        "machine": dict(run.environment),
-        "loadgen": dict(run.loadgen),
+        "machine": run.environment.shown(),
+        "loadgen": run.loadgen.shown(),
         "versions": [_version(t, run.server) for t in run.targets],
         "server_data": shown if data.get("persistent") else {},
     }
