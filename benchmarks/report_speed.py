@@ -24,10 +24,14 @@ from pathlib import Path
 from regtrack.core.records import InvalidReason, TrialRecord
 from regtrack.flows.report import gather
 from regtrack.output.report import write_report
+from regtrack.plan.run_plan import RunPlan
 from regtrack.results.store import Store, now
 from regtrack.targets.versions import Target
 
 POINTS = (1, 5, 10, 15, 20, 25, 30)
+PLAN = RunPlan.from_json(
+    {"metric": "throughput", "workload": {"name": "get-pipeline", "kind": "get-pipeline"}}
+)
 
 
 def fill(store: Store, runs: int, labels: list[str], repetitions: int) -> int:
@@ -35,9 +39,7 @@ def fill(store: Store, runs: int, labels: list[str], repetitions: int) -> int:
     env = {"fingerprint": "synthetic0000000", "cpu_model": "synthetic", "kernel": "x"}
     count = 0
     for r in range(runs):
-        run_id = store.create_run(
-            ["regtrack", "run"], {"metric": "throughput"}, env, {"name": "redis-benchmark"}
-        )
+        run_id = store.create_run(["regtrack", "run"], PLAN, env, {"name": "redis-benchmark"})
         ids = {
             label: store.add_target(
                 run_id,

@@ -34,6 +34,7 @@ from regtrack.plan.records import ServerData
 from regtrack.results.records import LoadedRun, RunTarget, StoredBisection, StoredRun
 from regtrack.results.run_row import HostFacts, LoadgenFacts
 from regtrack.results.shard_union import Missing, PlanMerge
+from regtrack.targets.target import BuildFacts
 from tests import answers
 
 # What breaks out of a code span, renders in Markdown or on GitHub, drives a terminal,
@@ -315,7 +316,7 @@ def trial(n: Names) -> TrialRecord:
 def run_page(n: Names) -> RunPage:
     """A run page's data: the run with its versions, machine, load generator and an
     invalid trial, its comparison, an explain table and a command's share."""
-    build = {"flags": [f"CFLAGS={n.value}"], "compiler": n.host}
+    build = BuildFacts(flags=(f"CFLAGS={n.value}",), compiler=n.host)
     targets = tuple(
         RunTarget(label, f"{label}={n.key}", kind="git", commit=n.value, subject=n.subject,
                   redis_version=n.reason, build=build, image=n.host,

@@ -272,13 +272,14 @@ def test_the_plan_id_names_what_is_measured_not_where():
 
 def test_instruction_counts_pool_across_hosts_only_when_what_moves_them_agrees(tmp_path):
     from regtrack.results import shard_runs, shard_union
+    from regtrack.results.run_row import HostFacts, LoadgenFacts
 
     def shard_run(host: str, hwcaps: str, sha: str) -> shard_runs.ShardRun:
-        env = {"hostname": host, "fingerprint": "f" * 16, "valgrind": "Valgrind-3.19.0",
-               "valgrind_hwcaps": hwcaps, "glibc": "2.36", "cpu_model": host}  # fmt: skip
+        env = HostFacts(hostname=host, fingerprint="f" * 16, valgrind="Valgrind-3.19.0",
+                        valgrind_hwcaps=hwcaps, glibc="2.36", cpu_model=host)  # fmt: skip
         config = stored_plan(targets=[{"label": "a", "spec": "a", "binary_sha256": sha}])
         return shard_runs.ShardRun(tmp_path, 1, "p", None, shard_runs.host_label(env), "complete",
-                                config, env, {}, [])  # fmt: skip
+                                config, env, LoadgenFacts(), ())  # fmt: skip
 
     avx2 = "amd64-sse3-ssse3-avx-avx2"
     one, two = shard_run("epyc", avx2, "s1"), shard_run("xeon", avx2, "s1")
