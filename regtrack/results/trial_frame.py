@@ -62,7 +62,7 @@ class FrameError(ValueError):
 def trials(rows: Sequence[StoredTrial]) -> pd.DataFrame:
     """A run's trials, one row each (columns: TRIALS)."""
     frame = _fields(rows, StoredTrial, TRIALS, "trials")
-    frame["point_order"] = pd.Series([point_order(p) for p in frame["params"]], dtype="int64")
+    frame["point_order"] = np.array([point_order(p) for p in frame["params"]], dtype=np.int64)
     calls = frame["server_calls"].astype("float64")
     syscalls = frame["syscalls_read"].astype("float64") + frame["syscalls_write"].astype("float64")
     frame["syscalls_per_op"] = syscalls / calls.where(calls > 0)
@@ -130,4 +130,4 @@ def _array(column: tuple, kind: str) -> Any:
         return out
     if kind == "bool" and any(type(v) is not bool for v in column):
         raise TypeError("a value is not True or False")  # pandas takes any as truthy
-    return pd.array(column, dtype=kind)
+    return pd.array(column, dtype=_dtype(kind))
