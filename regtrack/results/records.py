@@ -19,6 +19,8 @@ from regtrack.workloads.model import ServerValue
 if TYPE_CHECKING:  # pandas only where frames are built: importing this module stays cheap
     import pandas as pd
 
+    from regtrack.results.bisection_plan import BisectionPlan
+
 
 def series_name(spec: str) -> str:
     """The spec without its label: ``a=bin:/x`` and ``b=bin:/x`` are the same code."""
@@ -143,14 +145,15 @@ class RunCosts:
 
 @dataclass(frozen=True)
 class StoredBisection:
-    """A bisection as stored (results/bisections.py): its request and the commits' facts
-    (``config``), the log of every step, the answer once it finished (the JSON of
+    """A bisection as stored (results/bisections.py): its plan (``config``: the request, the
+    commits searched and their facts), the log of every step (analysis.bisect_records'
+    BisectLogEntry JSON), the answer once it finished (the JSON of
     analysis.bisect_records.BisectAnswer) and the runs it measured."""
 
     id: int
     created_at: str
     status: str  # running | done | refused | interrupted | failed
-    config: Mapping[str, Any]
+    config: BisectionPlan
     log: tuple[dict[str, Any], ...] = ()
     result: dict[str, Any] | None = None
     runs: tuple[int, ...] = ()
@@ -161,7 +164,7 @@ class StoredBisection:
             "id": self.id,
             "created_at": self.created_at,
             "status": self.status,
-            "config": dict(self.config),
+            "config": self.config.to_json(),
             "log": list(self.log),
             "result": self.result,
             "runs": list(self.runs),
