@@ -285,10 +285,13 @@ def test_ctrl_c_during_a_step_then_resume_measures_only_what_the_search_still_ne
 def test_a_bare_resume_takes_the_newest_unfinished_bisection(tmp_path):
     from regtrack.core.errors import BadInput
     from regtrack.results import bisections
+    from regtrack.results.bisection_plan import BisectionPlan
     from regtrack.results.store import Store
+    from tests import answers
 
     store = Store.open(tmp_path / "r.db")
-    ids = [bisections.create(store, {}) for _ in range(4)]
+    plan = BisectionPlan.from_json(answers.BISECTION["config"])
+    ids = [bisections.create(store, plan) for _ in range(4)]
     bisections.finish(store, ids[0], "interrupted")
     bisections.finish(store, ids[1], "failed")
     bisections.finish(store, ids[2], "done")
