@@ -169,3 +169,37 @@ class StoredBisection:
             "result": self.result,
             "runs": list(self.runs),
         }
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    """One trusted cell of a run, with what identifies its series: a point of the history
+    pages (analysis.history.run_points), kept between reports (results.analysis_cache)."""
+
+    # How pydantic reads it back from the cache: types exact, values finite (never mutated).
+    __pydantic_config__ = {"strict": True, "allow_inf_nan": False}  # noqa: RUF012
+
+    run_id: int
+    created_at: str
+    fingerprint: str
+    comparability: str
+    server: str  # what the servers ran with, to tell series apart
+    series: str
+    source_repo: str
+    label: str
+    commit: str
+    subject: str
+    commit_date: str
+    redis_version: str
+    workload: str
+    point: str
+    point_order: int
+    metric: str
+    value: float
+    min: float | None
+    max: float | None
+    n_valid: int
+
+    def to_json(self) -> dict[str, Any]:
+        """Its fields in order: a row of the history frame, an entry of the cache."""
+        return dict(vars(self))
