@@ -9,6 +9,8 @@ import pandas as pd
 
 from regtrack.analysis.records import ComparisonResult, PointComparison, PooledComparison
 from regtrack.core.settings import Thresholds
+from regtrack.results.bisection_plan import BisectionPlan
+from regtrack.results.records import StoredBisection
 
 COMMON: dict[str, Any] = {
     "workload": "get-pipeline", "baseline": "a", "candidate": "b", "metric": "throughput",
@@ -64,10 +66,22 @@ EXPLAIN = {"point": "pipeline=10", "workload": "get", "baseline": "aaaaaaa", "ca
            "functions": [{"function": "lookupKey", "baseline_per_op": 50.0,
                           "candidate_per_op": 155.0, "diff_per_op": 105.0,
                           "share_pct": 100.0}]}  # fmt: skip
+
+
+def request(**asked: Any) -> dict[str, Any]:
+    """A stored bisection's request (results.bisection_plan), its options as an older
+    regtrack's: fewer than Options has."""
+    return {
+        "good": "v1", "bad": "v2", "metric": "instructions", "threshold": 1.0,
+        "all_steps": False, "budget": "10m", "max_repetitions": 30,
+        "options": {"workload": "get-pipeline", "metric": "instructions"}, **asked,
+    }  # fmt: skip
+
+
 BISECTION: dict[str, Any] = {
     "id": 7, "status": "done", "created_at": "today", "runs": (1, 2, 3),
     "config": {
-        "request": {"good": "v1", "bad": "v2", "metric": "instructions", "threshold": 1.0},
+        "request": request(),
         "commits": [GOOD, MID, BAD], "facts": {MID: {"subject": "slower get"}},
     },
     "log": [
@@ -87,3 +101,9 @@ BISECTION: dict[str, Any] = {
         "server_config": {"appendonly": "no"}, "server_without": {}, "server_data": None,
     },
 }  # fmt: skip
+
+
+def stored_bisection(stored: dict[str, Any]) -> StoredBisection:
+    """A StoredBisection of a document like BISECTION, read as results.bisections reads it."""
+    plan = BisectionPlan.from_json(stored["config"])
+    return StoredBisection(**{**stored, "config": plan, "log": tuple(stored["log"])})

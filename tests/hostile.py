@@ -208,7 +208,7 @@ def bisection(n: Names) -> StoredBisection:
     good, mid, bad = n.baseline, n.point, n.candidate
     stored: dict[str, Any] = {**answers.BISECTION}
     stored["config"] = {
-        "request": {"good": n.key, "bad": n.value, "metric": n.workload, "threshold": 1.0},
+        "request": answers.request(good=n.key, bad=n.value, metric=n.workload),
         "commits": [good, mid, bad],
         "facts": {mid: {"subject": n.subject, "author": n.host, "commit_date": n.reason}},
     }
@@ -216,7 +216,7 @@ def bisection(n: Names) -> StoredBisection:
     for entry, commit in zip(log, (good, bad, mid, mid, mid), strict=True):
         entry["commit"] = commit
     log[3]["reason"], log[4]["parent"] = n.reason, good
-    stored["log"] = tuple(log)
+    stored["log"] = log
     result = dict(answers.BISECTION["result"])
     step = {
         **result["steps"][0],
@@ -234,7 +234,7 @@ def bisection(n: Names) -> StoredBisection:
         server_without={n.candidate: [n.key]},
     )
     stored["result"] = result
-    return StoredBisection(**stored)
+    return answers.stored_bisection(stored)
 
 
 def history_rows(n: Names) -> pd.DataFrame:

@@ -149,7 +149,9 @@ def test_a_bisection_without_controlled_seeds_says_so_and_keeps_the_step_in_its_
 
 def test_an_answer_that_carries_half_the_change_says_more_may_be_there():
     from regtrack.output import bisect_text
+    from regtrack.results.bisection_plan import BisectionPlan
     from regtrack.results.records import StoredBisection
+    from tests import answers
 
     a, b, c = "a" * 40, "b" * 40, "c" * 40
     step = {"kind": "step", "last_good": a, "first_bad": b, "between": [], "share": 0.51}
@@ -157,11 +159,9 @@ def test_an_answer_that_carries_half_the_change_says_more_may_be_there():
         id=1,
         created_at="",
         status="done",
-        config={
-            "facts": {},
-            "commits": [a, b, c],
-            "request": {"good": a, "bad": c, "metric": "instructions", "threshold": 1.0},
-        },
+        config=BisectionPlan.from_json(
+            {"facts": {}, "commits": [a, b, c], "request": answers.request(good=a, bad=c)}
+        ),
         result={
             "steps": [step],
             "measured_commits": [a, b, c],
@@ -285,10 +285,13 @@ def test_ctrl_c_during_a_step_then_resume_measures_only_what_the_search_still_ne
 def test_a_bare_resume_takes_the_newest_unfinished_bisection(tmp_path):
     from regtrack.core.errors import BadInput
     from regtrack.results import bisections
+    from regtrack.results.bisection_plan import BisectionPlan
     from regtrack.results.store import Store
+    from tests import answers
 
     store = Store.open(tmp_path / "r.db")
-    ids = [bisections.create(store, {}) for _ in range(4)]
+    plan = BisectionPlan.from_json(answers.BISECTION["config"])
+    ids = [bisections.create(store, plan) for _ in range(4)]
     bisections.finish(store, ids[0], "interrupted")
     bisections.finish(store, ids[1], "failed")
     bisections.finish(store, ids[2], "done")
@@ -298,3 +301,41 @@ def test_a_bare_resume_takes_the_newest_unfinished_bisection(tmp_path):
         bisections.finish(store, i, "done")
     with pytest.raises(BadInput, match="no unfinished bisection"):
         bisections.latest_unfinished(store)
+
+
+def test_a_bisections_plan_is_stored_as_it_always_was_and_shown_as_stored(tmp_path, cache):
+    """The plan `start` stores is the document it wrote as a dict before it was a record
+    (the request with its options, the commits, their facts, the source repository, in that
+    order), and `bisect --json` shows that document unchanged."""
+    import dataclasses
+
+    from regtrack.core.options import Options
+    from regtrack.flows import bisect_request
+    from regtrack.output import bisect_text
+    from regtrack.results import bisections
+    from regtrack.targets.sources import SourceRepo
+
+    commits = make_history(tmp_path / "repo", ["ok"] * 3)
+    options = Options(source_repo=str(tmp_path / "repo"), server_config=("appendonly=no",))
+    request = bisect_request.Request(
+        commits[0], commits[-1], "instructions", 1.5, False, "10m", 8, options
+    )
+    store, bisection_id = bisect_request.start(request, str(tmp_path / "r.db"))
+    repo = SourceRepo(options.source_repo)
+    as_written = {
+        "request": {
+            **dataclasses.asdict(request),
+            "options": {**dataclasses.asdict(options), "source_repo": repo.location},
+        },
+        "commits": commits,
+        "facts": {c: repo.describe(c) for c in commits},
+        "source_repo": repo.location,
+    }
+    del as_written["request"]["stored_options"]
+    try:
+        (stored,) = store.conn.execute("SELECT config FROM bisections").fetchone()
+        assert stored == json.dumps(as_written)
+        shown = bisect_text.render(bisections.get(store, bisection_id), "json")
+        assert json.dumps(json.loads(shown)["config"]) == stored
+    finally:
+        store.close()

@@ -9,6 +9,7 @@ the options it was handed and stops.
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -273,10 +274,18 @@ def test_a_bad_config_file_is_one_line_and_exit_2(tmp_path, text, message):
 
 
 def test_options_round_trip_as_a_bisection_stores_them():
-    """flows/bisect_request.py stores asdict(options) and reads it back with Options(**stored)."""
+    """results/bisection_plan.py stores asdict(options) and reads them back as Options; an
+    older regtrack's, with fewer fields, read with the defaults of the rest."""
+    from regtrack.results.bisection_plan import BisectionPlan, BisectRequest
+
     options = Options(pipelines=[10], duration=3.0, server_config=("appendonly=yes",))
-    assert Options(**dataclasses.asdict(options)) == options
-    assert Options(**{"workload": "get-pipeline", "pipelines": [10]}).budget == "10m"
+    asked = BisectRequest("v1", "v2", "throughput", 1.0, False, "10m", 30, options)
+    doc = json.loads(json.dumps(BisectionPlan(asked, ("a" * 40, "b" * 40)).to_json()))
+    assert doc["request"]["options"] == json.loads(json.dumps(dataclasses.asdict(options)))
+    assert BisectionPlan.from_json(doc).request.options == options
+    doc["request"]["options"] = {"workload": "get-pipeline", "pipelines": [10]}
+    older = BisectionPlan.from_json(doc)
+    assert older.request.options.budget == "10m" and older.to_json() == doc
 
 
 def test_a_settings_directory_still_works(tmp_path, captured):

@@ -41,7 +41,6 @@ from regtrack.output.console import err
 from regtrack.output.github_comment import MAX_BODY, CiVerdict, CommentContext, comment_body
 from regtrack.output.report import bisect_page, figures, history_page, pages
 from regtrack.output.report.render import _environment
-from regtrack.results.records import StoredBisection
 from tests import answers, hostile
 from tests.conftest import cli_in_process, stored_plan
 
@@ -169,10 +168,9 @@ def test_terminal_escapes_and_markup_in_labels_are_shown_not_sent():
 
 
 def test_a_stored_bisections_commit_subject_reaches_the_terminal_as_text():
-    stored = {**answers.BISECTION, "log": tuple(answers.BISECTION["log"])}
     facts = {answers.MID: {"subject": OSC_TITLE + MARKUP, "author": CSI}}
-    stored["config"] = {**stored["config"], "facts": facts}
-    out = bisect_text.render(StoredBisection(**stored))
+    stored = {**answers.BISECTION, "config": {**answers.BISECTION["config"], "facts": facts}}
+    out = bisect_text.render(answers.stored_bisection(stored))
     assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]", out), repr(out)
     assert "\\x1b]0;pwned\\x07" in out
 

@@ -21,6 +21,7 @@ from regtrack.analysis.records import (
 )
 from regtrack.analysis.run_shift import RunShift
 from regtrack.output import bisect_text, ci_summary, tables
+from regtrack.results.bisection_plan import BisectionPlan
 from regtrack.results.records import StoredBisection
 from tests import answers
 
@@ -139,12 +140,13 @@ def test_ci_json_carries_schema_version_and_the_records():
 
 
 def test_bisect_json_carries_schema_version():
-    stored = StoredBisection(id=1, created_at="today", status="done", config={}, runs=(4, 5))
+    plan = BisectionPlan.from_json(answers.BISECTION["config"])
+    stored = StoredBisection(id=1, created_at="today", status="done", config=plan, runs=(4, 5))
     doc = json.loads(bisect_text.render(stored, "json"))
     assert doc["schema_version"] == SCHEMA_VERSION and doc["id"] == 1
     assert doc == {
         **{"schema_version": SCHEMA_VERSION, "id": 1, "created_at": "today", "status": "done"},
-        **{"config": {}, "log": [], "result": None, "runs": [4, 5]},
+        **{"config": answers.BISECTION["config"], "log": [], "result": None, "runs": [4, 5]},
     }
 
 
@@ -175,7 +177,7 @@ def test_a_stored_bisection_reads_back_as_records_and_renders():
     assert [e.to_json() for e in entries[:4]] == STORED["log"][:4], "stored as before"
     step = BisectStep.from_json(STORED["result"]["steps"][0])
     assert (step.first_bad, step.run_id, step.change) == (MID, 3, None)
-    stored = StoredBisection(**{**STORED, "log": tuple(STORED["log"])})
+    stored = answers.stored_bisection(STORED)
     text = bisect_text.render(stored)
     assert "ends: bad vs good +3.00% [+2.00, +4.00] (regression)" in text
     assert f"First bad commit: {MID} (100% of the ends' change)" in text

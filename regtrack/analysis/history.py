@@ -11,14 +11,13 @@ history point is the same number as that run's ``regtrack compare`` shows.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 import pandas as pd
 
 from regtrack.analysis import changepoints
 from regtrack.analysis.cells import cells
 from regtrack.analysis.metrics import HISTORY_METRICS, METRIC_BY_NAME
-from regtrack.results.records import LoadedRun
+from regtrack.results.records import HistoryPoint, LoadedRun
 from regtrack.workloads import server_config
 
 
@@ -26,12 +25,12 @@ def run_points(
     loaded: LoadedRun,
     metrics: tuple[str, ...] = HISTORY_METRICS,
     known: pd.DataFrame | None = None,
-) -> list[dict[str, Any]]:
-    """One run's trusted cells, with what identifies their series (plain JSON values, so
-    the report can keep them between runs). ``known``: the run's cells, if computed."""
-    rows: list[dict[str, Any]] = []
+) -> list[HistoryPoint]:
+    """One run's trusted cells, with what identifies their series (records the report
+    keeps between runs). ``known``: the run's cells, if computed."""
+    found: list[HistoryPoint] = []
     if loaded.trials.empty:
-        return rows
+        return found
     run = loaded.run
     server = server_config.caption(
         run.server, run.server_data.to_json() if run.server_data else None
@@ -45,44 +44,49 @@ def run_points(
             if not cell.trusted or cell.value is None:
                 continue
             target = run.target(cell.target)
-            rows.append(
-                {
-                    "run_id": run.id,
-                    "created_at": run.created_at,
-                    "fingerprint": run.fingerprint,
-                    "comparability": run.comparability,
-                    "server": server,  # what the servers ran with, to tell series apart
-                    "series": target.series,
-                    "source_repo": target.source_repo,
-                    "label": cell.target,
-                    "commit": target.commit,
-                    "subject": target.subject,
-                    "commit_date": target.commit_date,
-                    "redis_version": target.redis_version,
-                    "workload": cell.workload,
-                    "point": cell.point,
-                    "point_order": int(cell.point_order),
-                    "metric": name,
-                    "value": float(cell.value),
-                    "min": None if cell.min is None else float(cell.min),
-                    "max": None if cell.max is None else float(cell.max),
-                    "n_valid": int(cell.n_valid),
-                }
+            found.append(
+                HistoryPoint(
+                    run_id=run.id,
+                    created_at=run.created_at,
+                    fingerprint=run.fingerprint,
+                    comparability=run.comparability,
+                    server=server,
+                    series=target.series,
+                    source_repo=target.source_repo,
+                    label=cell.target,
+                    commit=target.commit,
+                    subject=target.subject,
+                    commit_date=target.commit_date,
+                    redis_version=target.redis_version,
+                    workload=cell.workload,
+                    point=cell.point,
+                    point_order=int(cell.point_order),
+                    metric=name,
+                    value=float(cell.value),
+                    min=None if cell.min is None else float(cell.min),
+                    max=None if cell.max is None else float(cell.max),
+                    n_valid=int(cell.n_valid),
+                )
             )
-    return rows
+    return found
+
+
+def as_frame(found: Iterable[HistoryPoint]) -> pd.DataFrame:
+    """Points as rows, one column per field (empty: no columns)."""
+    return pd.DataFrame([point.to_json() for point in found])
 
 
 def points(runs: Iterable[LoadedRun], metrics: tuple[str, ...] = HISTORY_METRICS) -> pd.DataFrame:
     """Every trusted cell of ``runs`` (results.loaded.runs), with what identifies its series."""
-    rows: list[dict[str, Any]] = []
+    found: list[HistoryPoint] = []
     for run in runs:
-        rows += run_points(run, metrics)
-    return with_changes(rows)
+        found += run_points(run, metrics)
+    return with_changes(found)
 
 
-def with_changes(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """The rows of many runs as one frame in time order, change points marked per series."""
-    frame = pd.DataFrame(rows)
+def with_changes(found: Iterable[HistoryPoint]) -> pd.DataFrame:
+    """The points of many runs as one frame in time order, change points marked per series."""
+    frame = as_frame(found)
     if frame.empty:
         return frame
     frame = frame.sort_values(["created_at", "run_id"]).reset_index(drop=True)

@@ -97,10 +97,7 @@ def for_runs(alike: AlikeRuns, metrics: tuple[str, ...]) -> dict[str, RunShift]:
     for the gating metrics only (the others take their default): a bisection compares
     across runs at every step, and each run read costs its cells."""
     wanted = tuple(m for m in metrics if m in GATING)
-    rows = []
-    for run in alike.runs:
-        rows += history.run_points(run, wanted)
-    frame = pd.DataFrame(rows)
+    frame = history.as_frame(p for run in alike.runs for p in history.run_points(run, wanted))
     return {
         name: estimate(frame, name, alike.comparability) if name in wanted else default(name)
         for name in metrics

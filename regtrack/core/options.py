@@ -85,8 +85,8 @@ def in_blocks(value: Any) -> dict[str, Any]:
 class Options:
     """What run, ci and bisect share: everything that says how versions are measured.
 
-    Field order and names are stored with a bisection (flows/bisect_request.py reads them back
-    for --resume): add fields with defaults, never rename one.
+    Field order and names are stored with a bisection (results/bisection_plan.py reads them
+    back for --resume): add fields with defaults, never rename one.
     """
 
     workload: str = option("get-pipeline", "Workload name or .toml file.", "workload")

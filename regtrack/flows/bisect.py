@@ -40,7 +40,6 @@ from regtrack.core.errors import BadInput
 from regtrack.core.records import Progress
 from regtrack.core.settings import Thresholds
 from regtrack.flows import orchestrate
-from regtrack.flows.bisect_request import request_of
 from regtrack.plan.records import BisectionRole, RunPurpose
 from regtrack.results import bisections, comparability, loaded
 from regtrack.results.store import Store
@@ -83,8 +82,8 @@ class Bisector:
         measuring: Measuring,
     ):
         stored = bisections.get(store, bisection_id)
-        self.request = request_of(stored.config)
-        self.commits: list[str] = stored.config["commits"]
+        self.request = stored.config.request
+        self.commits = stored.config.commits
         if not all(is_commit(c) for c in self.commits):  # never handed to git as options
             raise BadInput(
                 f"bisection {bisection_id}'s stored commits are not all full commit ids: the "

@@ -4,30 +4,15 @@ first-parent commits between them listed, all recorded so that --resume has them
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
 
 from regtrack.core.errors import BadInput
-from regtrack.core.options import Options
 from regtrack.core.settings import load_settings
 from regtrack.results import bisections
+from regtrack.results.bisection_plan import BisectionPlan, BisectRequest, CommitFacts
 from regtrack.results.store import Store
 from regtrack.targets.sources import SourceRepo
 
-
-@dataclass
-class Request:
-    """What `regtrack bisect` was asked; stored with the bisection, so --resume has it."""
-
-    good: str
-    bad: str
-    metric: str  # instructions | throughput
-    threshold: float
-    all_steps: bool
-    budget: str  # per measurement (the ends, each step)
-    max_repetitions: int
-    options: Options
+Request = BisectRequest  # what the command line builds: the stored request itself
 
 
 def start(request: Request, db: str | None) -> tuple[Store, int]:
@@ -41,21 +26,12 @@ def start(request: Request, db: str | None) -> tuple[Store, int]:
             "parent: give an older good and a newer bad of one branch"
         )
     store = Store.open(db or load_settings().database)
-    config = {
-        # Stored without the URL's credentials: every commit is in the cached mirror by now.
-        "request": {
-            **dataclasses.asdict(request),
-            "options": {**dataclasses.asdict(request.options), "source_repo": repo.location},
-        },
-        "commits": commits,
-        "facts": {c: repo.describe(c) for c in commits},
-        "source_repo": repo.location,
-    }
-    return store, bisections.create(store, config)
-
-
-def request_of(config: Mapping[str, Any]) -> Request:
-    """The request a stored bisection was started with (for --resume)."""
-    asked = dict(config["request"])
-    asked["options"] = Options(**asked["options"])
-    return Request(**asked)
+    # Stored without the URL's credentials: every commit is in the cached mirror by now.
+    options = dataclasses.replace(request.options, source_repo=repo.location)
+    plan = BisectionPlan(
+        request=dataclasses.replace(request, options=options),
+        commits=tuple(commits),
+        facts={c: CommitFacts(**repo.describe(c)) for c in commits},
+        source_repo=repo.location,
+    )
+    return store, bisections.create(store, plan)

@@ -21,7 +21,7 @@ from regtrack.analysis.report_data import ReportData, RunPage, RunSummary, summa
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import Thresholds, load_thresholds
 from regtrack.results import analysis_cache, bisections, loaded
-from regtrack.results.records import LoadedRun, StoredRun
+from regtrack.results.records import HistoryPoint, LoadedRun, StoredRun
 from regtrack.results.store import Store
 from regtrack.targets import commit_order
 
@@ -41,7 +41,7 @@ def gather(store: Store, run_ids: list[int] | None = None) -> ReportData:
     wanted = set(run_ids) if run_ids else known
     cached, marks = analysis_cache.load(store), analysis_cache.trial_marks(store)
     summaries: list[RunSummary] = []
-    points: list[dict[str, Any]] = []
+    points: list[HistoryPoint] = []
     pages: list[RunPage] = []
     stored = loaded.stored_runs(store, runs)
     for run in runs:
@@ -114,22 +114,17 @@ def _attribution(store: Store, run_id: int, result: ComparisonResult) -> list[At
 
 
 def _reused(
-    cached: tuple[str, dict[str, Any], list[dict[str, Any]]] | None, key: str
-) -> tuple[RunSummary, list[dict[str, Any]]] | None:
+    cached: tuple[str, Any, list[HistoryPoint]] | None, key: str
+) -> tuple[RunSummary, list[HistoryPoint]] | None:
     """A run's line and points as the last report derived them, if still current; a
-    stored line of another shape (an older regtrack, a crafted file) is derived again."""
+    stored line of another shape (an older regtrack, a crafted file) is derived again
+    (results.analysis_cache read the points as records already)."""
     if cached is None or cached[0] != key:
         return None
     try:
-        return RunSummary.from_json(cached[1]), _points(cached[2])
-    except ValueError:  # pydantic.ValidationError, or points that are not a list
+        return RunSummary.from_json(cached[1]), cached[2]
+    except ValueError:  # pydantic.ValidationError
         return None
-
-
-def _points(rows: Any) -> list[dict[str, Any]]:
-    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-        raise ValueError("history points are not a list of objects")
-    return rows
 
 
 def _cache_key(run: StoredRun, marks: tuple[int, int] | None, settings: Any) -> str:

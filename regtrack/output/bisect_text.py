@@ -13,6 +13,7 @@ from regtrack.analysis.bisect_records import BisectAnswer, BisectLogEntry, Bisec
 from regtrack.analysis.records import SCHEMA_VERSION, ChangeSummary
 from regtrack.core.text import printable
 from regtrack.output.tables import attribution, interval_text, server_caption
+from regtrack.results.bisection_plan import BisectionPlan
 from regtrack.results.records import StoredBisection
 
 SHORT = 7
@@ -36,9 +37,13 @@ def _runs(step: BisectStep) -> str:
     return f"runs {step.parent_run_id} and {step.run_id}, seed by seed"
 
 
-def _commit(sha: str, facts: dict[str, dict[str, str]]) -> str:
-    f = facts.get(sha, {})
-    return f"{printable(sha[:12])} {printable(f.get('subject', ''))}".rstrip()
+def _commit(sha: str, plan: BisectionPlan) -> str:
+    return f"{printable(sha[:12])} {printable(plan.facts_of(sha).subject or '')}".rstrip()
+
+
+def _known(fact: str | None) -> str:
+    """A commit's fact as shown: "?" where it was not stored."""
+    return "?" if fact is None else fact
 
 
 def _short(sha: str) -> str:
@@ -66,10 +71,9 @@ def heading(step: BisectStep) -> str:
 
 def log_lines(bisection: StoredBisection) -> list[str]:
     """Every step of the search, in order: what was measured (which run) and the verdict."""
-    facts = bisection.config["facts"]
     lines = []
     for n, entry in enumerate(map(BisectLogEntry.from_json, bisection.log), start=1):
-        what = _commit(entry.commit, facts)
+        what = _commit(entry.commit, bisection.config)
         if entry.role == "end":
             lines.append(f"{n:>3}. end    {what}: run {entry.run_id}")
         elif entry.confirm_run_id is not None and entry.parent:
@@ -98,14 +102,14 @@ def render(bisection: StoredBisection, fmt: str = "table") -> str:
     """The answer first, then the explain table of each step found, then the log."""
     if fmt == "json":
         return json.dumps({"schema_version": SCHEMA_VERSION, **bisection.to_json()}, indent=2)
-    config = bisection.config
+    plan = bisection.config
     answer = BisectAnswer.from_json(bisection.result or {})
-    facts, request = config["facts"], config["request"]
-    good, bad, metric = (printable(request[k]) for k in ("good", "bad", "metric"))
+    request = plan.request
+    good, bad, metric = map(printable, (request.good, request.bad, request.metric))
     out = [
         f"bisect {bisection.id}: {good}..{bad} "
-        f"({len(config['commits'])} commits on the first-parent line), metric "
-        f"{metric}, threshold {request['threshold']:g}%",
+        f"({len(plan.commits)} commits on the first-parent line), metric "
+        f"{metric}, threshold {request.threshold:g}%",
         f"ends: bad vs good {change_text(answer.ends)}",
         f"measured {len(answer.measured_commits)} commits "
         f"(including both ends) in {len(bisection.runs)} runs",
@@ -133,9 +137,9 @@ def render(bisection: StoredBisection, fmt: str = "table") -> str:
     if answer.skipped:
         out.append(f"skipped (no build): {_shas(answer.skipped)}")
     for step in answer.steps:
-        f = facts.get(step.first_bad, {})
-        out += ["", heading(step), f"  {printable(f.get('subject', ''))}"]
-        author, date = (printable(f.get(k, "?")) for k in ("author", "commit_date"))
+        f = plan.facts_of(step.first_bad)
+        out += ["", heading(step), f"  {printable(f.subject or '')}"]
+        author, date = (printable(_known(fact)) for fact in (f.author, f.commit_date))
         out.append(f"  author {author}, date {date}")
         if step.between:
             out.append(

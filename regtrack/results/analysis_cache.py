@@ -15,6 +15,7 @@ from typing import Any
 import pydantic
 
 from regtrack.core.errors import RegtrackError
+from regtrack.results.records import HistoryPoint
 from regtrack.results.store import Store
 
 
@@ -26,45 +27,18 @@ def trial_marks(store: Store) -> dict[int, tuple[int, int]]:
     return {r[0]: (r[1], r[2]) for r in rows}
 
 
-class _Point(pydantic.BaseModel, strict=True, extra="allow"):
-    """A history point as the report keeps it (analysis.history.run_points): the fields
-    the report sorts, groups and draws points by, with their types."""
-
-    run_id: int
-    created_at: str
-    fingerprint: str
-    comparability: str
-    server: str
-    series: str
-    source_repo: str
-    label: str
-    commit: str
-    subject: str
-    commit_date: str
-    redis_version: str
-    workload: str
-    point: str
-    point_order: int
-    metric: str
-    value: pydantic.FiniteFloat
-    min: pydantic.FiniteFloat | None
-    max: pydantic.FiniteFloat | None
-    n_valid: int
+_POINTS = pydantic.TypeAdapter(list[HistoryPoint])
 
 
-_POINTS = pydantic.TypeAdapter(list[_Point])
-
-
-def load(store: Store) -> dict[int, tuple[str, Any, list[dict[str, Any]]]]:
-    """run id -> (key, summary, history rows) as last stored; a row whose points are not
+def load(store: Store) -> dict[int, tuple[str, Any, list[HistoryPoint]]]:
+    """run id -> (key, summary, history points) as last stored; a row whose points are not
     of the shape the report keeps (an older regtrack's, a crafted file's) is left out, and
     its run derived again. The caller checks the shape of the summary it reuses."""
     rows = store.conn.execute("SELECT run_id, key, summary, history FROM run_analysis")
     out = {}
     for run_id, key, summary, history in rows.fetchall():
         try:
-            points = json.loads(history)
-            _POINTS.validate_python(points)
+            points = _POINTS.validate_json(history)
             out[run_id] = (key, json.loads(summary), points)
         except (TypeError, ValueError, RecursionError):  # ValidationError is a ValueError
             continue
@@ -72,15 +46,16 @@ def load(store: Store) -> dict[int, tuple[str, Any, list[dict[str, Any]]]]:
 
 
 def save(
-    store: Store, run_id: int, key: str, summary: dict[str, Any], history: list[dict[str, Any]]
+    store: Store, run_id: int, key: str, summary: dict[str, Any], history: list[HistoryPoint]
 ) -> None:
     """Keep a run's derived data; a database that cannot be written is simply not cached."""
+    points = json.dumps([point.to_json() for point in history])
     try:
         with store.transaction() as conn:
             conn.execute(
                 "INSERT OR REPLACE INTO run_analysis (run_id, key, summary, history)"
                 " VALUES (?, ?, ?, ?)",
-                (run_id, key, json.dumps(summary), json.dumps(history)),
+                (run_id, key, json.dumps(summary), points),
             )
     except (RegtrackError, sqlite3.Error):
         pass

@@ -15,17 +15,18 @@ import pydantic
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import one_line
 from regtrack.results import stored_values
+from regtrack.results.bisection_plan import BisectionPlan
 from regtrack.results.records import StoredBisection
 from regtrack.results.store import Store, config_field, now
 
 FINISHED = ("done", "refused")
 
 
-def create(store: Store, config: dict[str, Any]) -> int:
+def create(store: Store, plan: BisectionPlan) -> int:
     with store.transaction() as conn:
         cursor = conn.execute(
             "INSERT INTO bisections (created_at, status, config) VALUES (?, 'running', ?)",
-            (now(), json.dumps(config)),
+            (now(), json.dumps(plan.to_json())),
         )
     return int(cursor.lastrowid or 0)
 
@@ -86,25 +87,9 @@ def runs(store: Store, bisection_id: int) -> list[int]:
     return [r[0] for r in rows]
 
 
-class _Request(pydantic.BaseModel, extra="allow", strict=True):
-    good: str
-    bad: str
-    metric: str
-    threshold: float
-
-
-class _Config(pydantic.BaseModel, extra="allow", strict=True):
-    """What every reader of a stored bisection's request relies on."""
-
-    request: _Request
-    commits: list[str]
-    facts: dict[str, dict[str, Any]]
-
-
 class _Columns(pydantic.BaseModel, strict=True):
-    """A stored bisection's JSON columns."""
+    """A stored bisection's log and answer columns (their entries: analysis.bisect_records)."""
 
-    config: _Config
     log: list[dict[str, Any]]
     result: dict[str, Any] | None
 
@@ -114,7 +99,8 @@ def _record(store: Store, stored: Any) -> StoredBisection:
     row = stored_values.row(store.path, "bisections", stored)
     try:
         config, log, result = (json.loads(row[k]) if row[k] else None for k in _JSON)
-        _Columns.model_validate({"config": config, "log": log, "result": result})
+        _Columns.model_validate({"log": log, "result": result})
+        plan = BisectionPlan.from_json(config)
     except (ValueError, RecursionError) as exc:  # pydantic's ValidationError is a ValueError
         why = one_line(exc) if isinstance(exc, pydantic.ValidationError) else "not JSON"
         raise BadInput(
@@ -125,7 +111,7 @@ def _record(store: Store, stored: Any) -> StoredBisection:
         id=row["id"],
         created_at=row["created_at"],
         status=row["status"],
-        config=config,
+        config=plan,
         log=tuple(log),
         result=result,
         runs=tuple(runs(store, row["id"])),

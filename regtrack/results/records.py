@@ -20,6 +20,8 @@ from regtrack.workloads.model import ServerValue
 if TYPE_CHECKING:  # pandas only where frames are built: importing this module stays cheap
     import pandas as pd
 
+    from regtrack.results.bisection_plan import BisectionPlan
+
 
 def series_name(spec: str) -> str:
     """The spec without its label: ``a=bin:/x`` and ``b=bin:/x`` are the same code."""
@@ -144,14 +146,15 @@ class RunCosts:
 
 @dataclass(frozen=True)
 class StoredBisection:
-    """A bisection as stored (results/bisections.py): its request and the commits' facts
-    (``config``), the log of every step, the answer once it finished (the JSON of
+    """A bisection as stored (results/bisections.py): its plan (``config``: the request, the
+    commits searched and their facts), the log of every step (analysis.bisect_records'
+    BisectLogEntry JSON), the answer once it finished (the JSON of
     analysis.bisect_records.BisectAnswer) and the runs it measured."""
 
     id: int
     created_at: str
     status: str  # running | done | refused | interrupted | failed
-    config: Mapping[str, Any]
+    config: BisectionPlan
     log: tuple[dict[str, Any], ...] = ()
     result: dict[str, Any] | None = None
     runs: tuple[int, ...] = ()
@@ -162,8 +165,42 @@ class StoredBisection:
             "id": self.id,
             "created_at": self.created_at,
             "status": self.status,
-            "config": dict(self.config),
+            "config": self.config.to_json(),
             "log": list(self.log),
             "result": self.result,
             "runs": list(self.runs),
         }
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    """One trusted cell of a run, with what identifies its series: a point of the history
+    pages (analysis.history.run_points), kept between reports (results.analysis_cache)."""
+
+    # How pydantic reads it back from the cache: types exact, values finite (never mutated).
+    __pydantic_config__ = {"strict": True, "allow_inf_nan": False}  # noqa: RUF012
+
+    run_id: int
+    created_at: str
+    fingerprint: str
+    comparability: str
+    server: str  # what the servers ran with, to tell series apart
+    series: str
+    source_repo: str
+    label: str
+    commit: str
+    subject: str
+    commit_date: str
+    redis_version: str
+    workload: str
+    point: str
+    point_order: int
+    metric: str
+    value: float
+    min: float | None
+    max: float | None
+    n_valid: int
+
+    def to_json(self) -> dict[str, Any]:
+        """Its fields in order: a row of the history frame, an entry of the cache."""
+        return dict(vars(self))

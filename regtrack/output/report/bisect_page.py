@@ -18,17 +18,16 @@ def bisect_file(bisection_id: int) -> str:
 
 def page(bisection: StoredBisection) -> dict[str, Any]:
     """What the template shows: request, answer (steps with facts, change, explain), log."""
-    config = bisection.config
+    plan = bisection.config
     answer = BisectAnswer.from_json(bisection.result or {})
-    facts = config["facts"]
     steps = []
     for step in answer.steps:
         steps.append(
             {
                 **step.to_json(),
                 "heading": bisect_text.heading(step),
-                "facts": facts.get(step.first_bad, {}),
-                "parent_facts": facts.get(step.last_good, {}),
+                "facts": plan.facts_of(step.first_bad),
+                "parent_facts": plan.facts_of(step.last_good),
                 "run_file": run_file(step.run_id) if step.run_id else None,
                 "parent_run_file": run_file(step.parent_run_id) if step.parent_run_id else None,
             }
@@ -43,8 +42,8 @@ def page(bisection: StoredBisection) -> dict[str, Any]:
         "file": bisect_file(bisection.id),
         "status": bisection.status,
         "created_at": bisection.created_at,
-        "request": config["request"],
-        "commits": len(config["commits"]),
+        "request": plan.request,
+        "commits": len(plan.commits),
         "ends": answer.ends.to_json() if answer.ends else None,
         "steps": steps,
         "more_than_one_step": list(answer.more_than_one_step),
