@@ -26,6 +26,7 @@ import yaml
 
 from regtrack.core.errors import BadInput
 from regtrack.github.api import GitHubApi, GitHubApiError, PullRequest
+from regtrack.output.answer_text import change_text
 from regtrack.output.github_comment import (
     MAX_BODY,
     CiVerdict,
@@ -33,7 +34,6 @@ from regtrack.output.github_comment import (
     comment_body,
     marker,
 )
-from regtrack.output.tables import change_text
 from tests import fakegithub
 from tests.actionrun import ActionRun, job_env, run_action
 from tests.conftest import ARTIFACTS, FIXTURES, cli_in_process, redis_server_path

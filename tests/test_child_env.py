@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from regtrack.core import child_env, procs
-from regtrack.targets import build, make_flags, sources
+from regtrack.targets import build, git_command, make_flags
 from tests import fakerepo
 from tests.conftest import _descendants, finish, quiet_configs, start_cli
 
@@ -97,8 +97,8 @@ def test_a_build_sees_exactly_the_make_variables_recorded_with_it(monkeypatch):
 def test_git_and_a_spawned_child_get_no_token(monkeypatch):
     for name, value in HOSTILE.items():
         monkeypatch.setenv(name, value)
-    assert SECRET not in "".join(sources.git_env().values())
-    assert SECRET not in "".join(sources.git_env(isolated=True).values())
+    assert SECRET not in "".join(git_command.git_env().values())
+    assert SECRET not in "".join(git_command.git_env(isolated=True).values())
     child = procs.spawn(["env"], stderr=subprocess.DEVNULL)
     out, _ = child.communicate(timeout=10)
     assert b"PATH=" in out and SECRET.encode() not in out

@@ -12,8 +12,8 @@ import pytest
 
 from regtrack.analysis.gate import gate
 from regtrack.analysis.records import GateContext
+from regtrack.output.answer_text import change_text
 from regtrack.output.ci_summary import ci_headline
-from regtrack.output.tables import change_text
 from regtrack.results.store import Store
 from tests import answers
 from tests.conftest import BUILD_FLAGS, cli_in_process, run_cli

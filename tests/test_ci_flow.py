@@ -268,7 +268,7 @@ def test_runs_without_controlled_seeds_compare_and_gate_across_runs(
 def test_a_no_change_on_too_few_seeds_waits_and_says_why():
     from regtrack.analysis.metrics import METRIC_BY_NAME
     from regtrack.analysis.pooling import seeds_enough
-    from regtrack.output.tables import change_text
+    from regtrack.output.answer_text import change_text
     from tests import answers
 
     instructions, throughput = METRIC_BY_NAME["instructions_per_op"], METRIC_BY_NAME["throughput"]

@@ -117,7 +117,7 @@ def test_each_command_declares_its_own_defaults(captured):
             metric,
             [10, 30],
         )
-    assert command_defaults("ci")["duration"] == 3.0
+    assert command_defaults("ci").duration == 3.0
     mix = _used(captured, "ci", *MEASURING["ci"], "--workload", "list-queue")
     assert mix.pipelines is None, "the GET sweep's depths are no default of a mix"
 

@@ -67,7 +67,7 @@ def test_get_sweep_pipeline1_totals_average_comes_from_accumulated_latency():
     parsed = report(GET_P1)
     # The file's Totals "Average Latency" is 0.000 (cut to whole ms); the text table says
     # 0.37778. Accumulated Latency 499755 ms over 1324669 requests is the exact mean.
-    assert parsed["totals"] == {
+    assert parsed.totals == {
         "ops_per_sec": 132435.72,
         "count": 1324669,
         "avg": 499755 / 1324669,
@@ -75,22 +75,22 @@ def test_get_sweep_pipeline1_totals_average_comes_from_accumulated_latency():
         "p99": 0.575,
         "p999": 1.599,
     }
-    assert parsed["totals"]["avg"] == pytest.approx(0.37778, rel=0.002)
-    assert list(parsed["commands"]) == ["Gets"]  # unused Sets and Waits rows dropped
-    assert parsed["commands"]["Gets"]["avg"] == 499755 / 1324669
-    assert parsed["duration_s"] == pytest.approx(10.003)
-    assert parsed["requests"] == 1324669
-    assert parsed["connection_errors"] == 0
-    assert parsed["last_busy_second"] == 10
+    assert parsed.totals["avg"] == pytest.approx(0.37778, rel=0.002)
+    assert list(parsed.commands) == ["Gets"]  # unused Sets and Waits rows dropped
+    assert parsed.commands["Gets"]["avg"] == 499755 / 1324669
+    assert parsed.duration_s == pytest.approx(10.003)
+    assert parsed.requests == 1324669
+    assert parsed.connection_errors == 0
+    assert parsed.last_busy_second == 10
 
 
 def test_get_sweep_pipeline10_totals_average_is_not_the_whole_millisecond():
     parsed = report(GET_P10)
     # Totals "Average Latency" in the file: 1.000; the text table: 1.14825.
-    assert parsed["totals"]["avg"] == 4999196 / 4355379
-    assert parsed["totals"]["avg"] == pytest.approx(1.14825, rel=0.002)
-    assert parsed["totals"]["ops_per_sec"] == 435431.26
-    assert parsed["commands"]["Gets"] == {
+    assert parsed.totals["avg"] == 4999196 / 4355379
+    assert parsed.totals["avg"] == pytest.approx(1.14825, rel=0.002)
+    assert parsed.totals["ops_per_sec"] == 435431.26
+    assert parsed.commands["Gets"] == {
         "ops_per_sec": 435431.26,
         "count": 4355379,
         "avg": 4997474 / 4355379,
@@ -98,14 +98,14 @@ def test_get_sweep_pipeline10_totals_average_is_not_the_whole_millisecond():
         "p99": 1.663,
         "p999": 4.799,
     }
-    assert list(parsed["commands"]) == ["Gets"]
-    assert parsed["requests"] == 4355379
+    assert list(parsed.commands) == ["Gets"]
+    assert parsed.requests == 4355379
 
 
 def test_populate_keeps_only_the_sets_row():
     parsed = report(POPULATE)
-    assert list(parsed["commands"]) == ["Sets"]
-    assert parsed["commands"]["Sets"] == {
+    assert list(parsed.commands) == ["Sets"]
+    assert parsed.commands["Sets"] == {
         "ops_per_sec": 133849.10,
         "count": 100000,
         "avg": 37333 / 100000,
@@ -113,73 +113,77 @@ def test_populate_keeps_only_the_sets_row():
         "p99": 0.575,
         "p999": 1.775,
     }
-    assert parsed["requests"] == 100000
-    assert parsed["duration_s"] == pytest.approx(0.747)
-    assert parsed["last_busy_second"] == 0
+    assert parsed.requests == 100000
+    assert parsed.duration_s == pytest.approx(0.747)
+    assert parsed.last_busy_second == 0
 
 
 def test_duplicate_json_keys_keep_both_sets_rows():
     text = (FIXTURES / f"{DUP_LINE}.json").read_text()
     assert len(json.loads(text)["ALL STATS"]) == 4  # plain json.load loses the first "Sets"
     parsed = memtier_report.parse_json(text)
-    assert list(parsed["commands"]) == ["Sets", "Sets#2", "Gets"]
-    assert parsed["commands"]["Sets"]["count"] == 129883
-    assert parsed["commands"]["Sets"]["ops_per_sec"] == 43281.20
-    assert parsed["commands"]["Sets"]["p999"] == 0.183
-    assert parsed["commands"]["Sets#2"]["count"] == 129878
-    assert parsed["commands"]["Sets#2"]["ops_per_sec"] == 43279.54
-    assert parsed["commands"]["Sets#2"]["p999"] == 0.191
-    assert parsed["commands"]["Gets"]["count"] == 129876
-    assert parsed["requests"] == 389637 == 129883 + 129878 + 129876
-    assert parsed["totals"]["avg"] == 29924 / 389637
+    assert list(parsed.commands) == ["Sets", "Sets#2", "Gets"]
+    assert parsed.commands["Sets"]["count"] == 129883
+    assert parsed.commands["Sets"]["ops_per_sec"] == 43281.20
+    assert parsed.commands["Sets"]["p999"] == 0.183
+    assert parsed.commands["Sets#2"]["count"] == 129878
+    assert parsed.commands["Sets#2"]["ops_per_sec"] == 43279.54
+    assert parsed.commands["Sets#2"]["p999"] == 0.191
+    assert parsed.commands["Gets"]["count"] == 129876
+    assert parsed.requests == 389637 == 129883 + 129878 + 129876
+    assert parsed.totals["avg"] == 29924 / 389637
 
 
 def test_breakdown_by_command_merges_same_named_commands():
     parsed = report(DUP_COMMAND)
-    assert list(parsed["commands"]) == ["Sets", "Gets"]
-    assert parsed["commands"]["Sets"]["count"] == 256414
-    assert parsed["commands"]["Gets"]["count"] == 128200
-    assert parsed["requests"] == 384614
+    assert list(parsed.commands) == ["Sets", "Gets"]
+    assert parsed.commands["Sets"]["count"] == 256414
+    assert parsed.commands["Gets"]["count"] == 128200
+    assert parsed.requests == 384614
 
 
 def test_duplicate_command_report_shows_memtiers_whole_second_duration_error():
     """A 3 s run reported as 4.000 s: its Ops/sec (96131) is a quarter too low."""
     parsed = report(DUP_COMMAND)
-    assert parsed["duration_s"] == 4.0
-    assert parsed["last_busy_second"] == 3
+    assert parsed.duration_s == 4.0
+    assert parsed.last_busy_second == 3
     duration = memtier_report.true_duration(parsed, test_time=3)
     assert duration == pytest.approx(384614 / 96131.58 - 1)
     assert duration == pytest.approx(3.0009, abs=0.0005)
     # The same workload with the other breakdown, whose duration came out right:
-    assert report(DUP_LINE)["totals"]["ops_per_sec"] == pytest.approx(384614 / duration, rel=0.02)
+    assert report(DUP_LINE).totals["ops_per_sec"] == pytest.approx(384614 / duration, rel=0.02)
 
 
 @pytest.mark.parametrize("name", [n for n in ALL_REPORTS if n != DUP_COMMAND])
 def test_durations_that_are_right_stay_as_they_are(name):
     parsed = report(name)
-    duration = memtier_report.true_duration(parsed, wall_s=parsed["duration_s"] + 1.5)
-    assert duration == pytest.approx(parsed["duration_s"], abs=0.001)
+    duration = memtier_report.true_duration(parsed, wall_s=parsed.duration_s + 1.5)
+    assert duration == pytest.approx(parsed.duration_s, abs=0.001)
+
+
+def _report(
+    count: int, ops: float, duration_s: float, last_busy_second: int | None = None
+) -> memtier_report.MemtierReport:
+    """A report's totals row, duration and time series end, with no command rows."""
+    totals = {"count": count, "ops_per_sec": ops}
+    return memtier_report.MemtierReport(totals, {}, duration_s, count, 0, last_busy_second)
 
 
 def test_duration_is_moved_by_whole_seconds_only_into_the_asked_time():
-    parsed = {"totals": {"count": 109072, "ops_per_sec": 12116418.57}, "duration_s": 0.009}
+    parsed = _report(109072, 12116418.57, 0.009)
     assert memtier_report.true_duration(parsed, test_time=1) == pytest.approx(1.009, abs=1e-4)
-    parsed = {"totals": {"count": 117988, "ops_per_sec": 58859.14}, "duration_s": 2.005}
+    parsed = _report(117988, 58859.14, 2.005)
     assert memtier_report.true_duration(parsed, test_time=1) == pytest.approx(1.005, abs=1e-3)
     # Without a test time: between the last busy second and the process's wall time.
-    parsed = {
-        "totals": {"count": 50000, "ops_per_sec": 50000 / 2.4},
-        "duration_s": 2.4,
-        "last_busy_second": 1,
-    }
+    parsed = _report(50000, 50000 / 2.4, 2.4, last_busy_second=1)
     assert memtier_report.true_duration(parsed, wall_s=1.9) == pytest.approx(1.4)
     assert memtier_report.true_duration(parsed, wall_s=0.5) is None  # nothing fits
 
 
 def test_queue_mix_rows_are_named_after_the_arbitrary_commands():
     parsed = report(QUEUE_P1)
-    assert list(parsed["commands"]) == ["Xadds", "Xreadgroups", "Sets", "Hsets"]
-    assert parsed["commands"]["Xadds"] == {
+    assert list(parsed.commands) == ["Xadds", "Xreadgroups", "Sets", "Hsets"]
+    assert parsed.commands["Xadds"] == {
         "ops_per_sec": 31764.42,
         "count": 317808,
         "avg": 124911 / 317808,  # the file's "Average Latency": 0.394
@@ -187,31 +191,31 @@ def test_queue_mix_rows_are_named_after_the_arbitrary_commands():
         "p99": 0.599,
         "p999": 1.927,
     }
-    assert parsed["commands"]["Xreadgroups"]["count"] == 317794
-    assert parsed["commands"]["Hsets"]["p99"] == 0.599
-    assert parsed["totals"]["ops_per_sec"] == 127049.19
-    assert parsed["totals"]["avg"] == pytest.approx(0.39356, rel=0.002)
+    assert parsed.commands["Xreadgroups"]["count"] == 317794
+    assert parsed.commands["Hsets"]["p99"] == 0.599
+    assert parsed.totals["ops_per_sec"] == 127049.19
+    assert parsed.totals["avg"] == pytest.approx(0.39356, rel=0.002)
     p10 = report(QUEUE_P10)
-    assert list(p10["commands"]) == ["Xadds", "Xreadgroups", "Sets", "Hsets"]
-    assert p10["commands"]["Xreadgroups"]["ops_per_sec"] == 139988.86
-    assert p10["requests"] == 5601760
+    assert list(p10.commands) == ["Xadds", "Xreadgroups", "Sets", "Hsets"]
+    assert p10.commands["Xreadgroups"]["ops_per_sec"] == 139988.86
+    assert p10.requests == 5601760
 
 
 def test_clean_queue_mix_has_all_five_rows_with_the_same_batch_latency():
     parsed = report(QUEUE_CLEAN)
-    assert list(parsed["commands"]) == ["Xadds", "Xreadgroups", "Sets", "Hsets", "Xacks"]
+    assert list(parsed.commands) == ["Xadds", "Xreadgroups", "Sets", "Hsets", "Xacks"]
     # Pipelined 10 deep, every row shows the batch's latency, not the command's own.
-    assert {row["p50"] for row in parsed["commands"].values()} == {0.703}
-    assert {row["count"] for row in parsed["commands"].values()} == {1359606}
-    assert parsed["commands"]["Xacks"]["avg"] == 996615 / 1359606
-    assert parsed["requests"] == 6798030 == 5 * 1359606
+    assert {row["p50"] for row in parsed.commands.values()} == {0.703}
+    assert {row["count"] for row in parsed.commands.values()} == {1359606}
+    assert parsed.commands["Xacks"]["avg"] == 996615 / 1359606
+    assert parsed.requests == 6798030 == 5 * 1359606
 
 
 @pytest.mark.parametrize("name", ALL_REPORTS)
 def test_every_report_agrees_with_memtiers_own_text_table(name):
     parsed = report(name)
     table = text_table(name)
-    rows = {**parsed["commands"], "Totals": parsed["totals"]}
+    rows = {**parsed.commands, "Totals": parsed.totals}
     for row_name, cells in table.items():
         if row_name not in rows:
             # A dropped row is a GET/SET row of a command never sent.
@@ -235,10 +239,10 @@ def test_dashes_and_missing_fields_are_left_out():
     del stats["Hsets"]["Accumulated Latency"]
     del stats["Xadds"]["Percentile Latencies"]
     parsed = memtier_report.parse_json(json.dumps(raw))
-    hsets = parsed["commands"]["Hsets"]
+    hsets = parsed.commands["Hsets"]
     assert "ops_per_sec" not in hsets and "p99" not in hsets
     assert hsets["avg"] == 0.393  # falls back to "Average Latency"
-    assert set(parsed["commands"]["Xadds"]) == {"ops_per_sec", "count", "avg"}
+    assert set(parsed.commands["Xadds"]) == {"ops_per_sec", "count", "avg"}
 
 
 def test_get_set_rows_all_dashes_are_dropped():
@@ -247,14 +251,14 @@ def test_get_set_rows_all_dashes_are_dropped():
         for key in raw["ALL STATS"][row]:
             if key not in ("Time-Serie", "Percentile Latencies"):
                 raw["ALL STATS"][row][key] = "---"
-    assert list(memtier_report.parse_json(json.dumps(raw))["commands"]) == ["Gets"]
+    assert list(memtier_report.parse_json(json.dumps(raw)).commands) == ["Gets"]
 
 
 def test_an_unsent_arbitrary_command_keeps_its_row_without_latencies():
     raw = json.loads((FIXTURES / f"{QUEUE_P1}.json").read_text())
     raw["ALL STATS"]["Hsets"].update({"Count": 0, "Ops/sec": 0.0, "Accumulated Latency": 0})
     parsed = memtier_report.parse_json(json.dumps(raw))
-    assert parsed["commands"]["Hsets"] == {"ops_per_sec": 0.0, "count": 0}
+    assert parsed.commands["Hsets"] == {"ops_per_sec": 0.0, "count": 0}
 
 
 def test_unusable_reports_raise_clear_errors():
@@ -620,7 +624,7 @@ def test_run_once_reads_the_report_and_counts_error_replies(tmp_path):
     assert result.exit_code == 0
     assert result.requests == 1271147
     assert result.ops_per_sec == 127049.19
-    totals = report(QUEUE_P1)["totals"]
+    totals = report(QUEUE_P1).totals
     assert result.latency_ms == {k: totals[k] for k in ("avg", "p50", "p99", "p999")}
     assert list(result.per_command) == ["Xadds", "Xreadgroups", "Sets", "Hsets", "__errors__"]
     assert result.per_command["__errors__"] == {"count": 100_000}

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from regtrack.bench.runtimes.native import native_server
 from regtrack.core import redact
 from regtrack.core.errors import BadInput
-from regtrack.core.records import InvalidReason, TrialReason
+from regtrack.core.records import CommandCounts, InvalidReason, ServerDelta, TrialReason
 from regtrack.workloads import capture
 from regtrack.workloads.files import list_workloads, load_workload
 from tests.conftest import BUILD_FLAGS, cli_in_process, run_cli
@@ -169,20 +169,20 @@ def test_the_ratio_rule_names_the_command_that_drifted(tmp_path):
     workload = load_workload(str(path))
     from regtrack.workloads import points
 
-    delta = {"error_replies": 0, "commands": {"set": {"calls": 500}, "get": {"calls": 2000}}}
-    problems = points.mix_problems(workload, delta, [1000])
+    problems = points.mix_problems(workload, _counted(set=500, get=2000), [1000])
     assert problems == [
         TrialReason(
             InvalidReason.RATIOS_OFF,
             "GET ran 2000 times, the declared ratios expect about 500 (tolerance 10%)",
         )
     ]
-    assert (
-        points.mix_problems(
-            workload, {"commands": {"set": {"calls": 500}, "get": {"calls": 500}}}, [1000]
-        )
-        == []
-    )
+    assert points.mix_problems(workload, _counted(set=500, get=500), [1000]) == []
+
+
+def _counted(**calls: int) -> ServerDelta:
+    """A trial's server counters with these calls per command and nothing else."""
+    commands = {name: CommandCounts(n, 0.0, 0.0, 0.0) for name, n in calls.items()}
+    return ServerDelta(1.0, 0.5, 0.0, 50.0, 0.0, 0.0, 0.0, commands, {})
 
 
 def test_capture_sends_only_info_and_config_get(redis_server):

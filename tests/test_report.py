@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from regtrack.analysis.records import PointComparison
-from regtrack.output import tables
+from regtrack.output import answer_text
 from tests import fakebench
 from tests.conftest import ARTIFACTS, SHORT_RUN, cli_in_process, quiet_configs, run_cli
 
@@ -140,7 +140,7 @@ def test_the_run_page_draws_every_chart_and_shows_compare_numbers(measured, brow
         assert row.get_attribute("data-verdict") == rec["verdict"]
         if rec["change_pct"] is not None:
             assert float(row.get_attribute("data-change")) == pytest.approx(rec["change_pct"])
-        assert row.locator("td.change").inner_text() == tables.change_text(
+        assert row.locator("td.change").inner_text() == answer_text.change_text(
             PointComparison.from_json(rec)
         )
     # The pooled answer per metric, and the seed every repetition's servers started with.
@@ -255,7 +255,7 @@ def test_the_run_page_shows_the_verdicts_the_terminal_printed(tmp_path, browser,
         row = rows[(rec["metric"], rec["point"])]
         assert row.get_attribute("data-verdict") == rec["verdict"]
         assert row.get_attribute("data-candidate") == rec["candidate"] == "a"
-        assert row.locator("td.change").inner_text() == tables.change_text(
+        assert row.locator("td.change").inner_text() == answer_text.change_text(
             PointComparison.from_json(rec)
         )
     page.clean()

@@ -35,7 +35,7 @@ from regtrack.core import interrupts
 from regtrack.core.cpus import CpuPlan
 from regtrack.core.errors import CannotMeasure, Interrupted
 from regtrack.core.procs import CpuTimes, contention_pct
-from regtrack.core.records import InvalidReason, LoadSpec, Progress, TrialRecord
+from regtrack.core.records import InvalidReason, LoadSpec, Progress, ServerDelta, TrialRecord
 from regtrack.results.store import Store
 from regtrack.targets.versions import Target
 from regtrack.workloads import points
@@ -212,7 +212,7 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
     first = lanes[0].label
     wall = after[first].at - before[first].at
     deltas = {label: serverstats.delta(before[label], after[label]) for label in before}
-    server_cpu = sum(d["server_cpu_s"] for d in deltas.values())
+    server_cpu = sum(d.server_cpu_s for d in deltas.values())
     contended, steal = _shared_cpus(
         ctx.cpus, (server_cpus, server_cpus_after), (client_cpus, client_cpus_after),
         (server_cpu, load_cpu), wall,
@@ -285,25 +285,24 @@ def _cut_short(
 def _counters(
     ctx: trial.Context,
     record: TrialRecord,
-    delta: dict,
+    delta: ServerDelta,
     io_before: tuple[int, int] | None,
     io_after: tuple[int, int] | None,
 ) -> None:
     """The server's own counters over the point: errors, misses, calls and syscalls."""
-    record.server_stats = delta
-    record.keyspace_hits = int(delta["keyspace_hits"])
-    record.keyspace_misses = int(delta["keyspace_misses"])
-    record.error_replies = int(delta["error_replies"])
-    calls = delta["commands"]
-    record.server_calls = int(sum(c.get("calls", 0) for c in calls.values()))
+    record.server_stats = delta.to_json()
+    record.keyspace_hits = int(delta.keyspace_hits)
+    record.keyspace_misses = int(delta.keyspace_misses)
+    record.error_replies = int(delta.error_replies)
+    record.server_calls = int(delta.total_calls)
     if ctx.counts_gets:
-        record.server_calls = int(calls.get("get", {}).get("calls", 0))
+        record.server_calls = int(delta.calls("get"))
         for problem in points.reply_problems(delta):
             record.mark_invalid(problem.code, problem.detail)
     else:
         for problem in points.error_problems(delta):
             record.mark_invalid(problem.code, problem.detail)
-    if delta["background_persistence"]:
+    if delta.background_persistence:
         record.mark_invalid(
             InvalidReason.BACKGROUND_SAVE,
             "a background save or AOF rewrite ran during the point (INFO persistence): "

@@ -14,6 +14,7 @@ import redis
 
 from regtrack.bench.runtimes.base import CONTROL_NAME
 from regtrack.core import procs
+from regtrack.core.records import CommandCounts, ServerDelta
 
 
 @dataclass
@@ -51,7 +52,16 @@ def snapshot(client: redis.Redis) -> Counters:
     return Counters(at=time.monotonic(), stats=stats, commands=commands, errors=errors)
 
 
-def delta(before: Counters, after: Counters) -> dict[str, Any]:
+def _counts_since(before: dict[str, float], after: dict[str, float]) -> CommandCounts:
+    def since(key: str) -> float:
+        return after.get(key, 0.0) - before.get(key, 0.0)
+
+    return CommandCounts(
+        since("calls"), since("usec"), since("failed_calls"), since("rejected_calls")
+    )
+
+
+def delta(before: Counters, after: Counters) -> ServerDelta:
     """Differences that matter for validity and attribution, plus per-command calls."""
 
     def diff(key: str) -> float:
@@ -61,16 +71,9 @@ def delta(before: Counters, after: Counters) -> dict[str, Any]:
     cpu = diff("used_cpu_sys") + diff("used_cpu_user")
     commands = {}
     for name, figures in after.commands.items():
-        old = before.commands.get(name, {})
-        calls = figures.get("calls", 0.0) - old.get("calls", 0.0)
-        if name == "info" or calls <= 0:
-            continue
-        commands[name] = {
-            "calls": calls,
-            "usec": figures.get("usec", 0.0) - old.get("usec", 0.0),
-            "failed_calls": figures.get("failed_calls", 0.0) - old.get("failed_calls", 0.0),
-            "rejected_calls": figures.get("rejected_calls", 0.0) - old.get("rejected_calls", 0.0),
-        }
+        counts = _counts_since(before.commands.get(name, {}), figures)
+        if name != "info" and counts.calls > 0:
+            commands[name] = counts
     errors = {
         name: count - before.errors.get(name, 0.0)
         for name, count in after.errors.items()
@@ -88,17 +91,17 @@ def delta(before: Counters, after: Counters) -> dict[str, Any]:
     background += abs(diff("rdb_last_save_time")) + abs(diff("aof_base_size"))
     for key in ("rdb_bgsave_in_progress", "aof_rewrite_in_progress"):
         background += max(before.stats.get(key, 0.0), after.stats.get(key, 0.0))
-    return {
-        "wall_s": wall,
-        "server_cpu_s": cpu,
-        "background_persistence": background,
-        "server_cpu_pct": 100.0 * cpu / wall if wall > 0 else None,
-        "keyspace_hits": diff("keyspace_hits"),
-        "keyspace_misses": diff("keyspace_misses"),
-        "error_replies": error_replies,
-        "commands": commands,
-        "errors": errors,
-    }
+    return ServerDelta(
+        wall_s=wall,
+        server_cpu_s=cpu,
+        background_persistence=background,
+        server_cpu_pct=100.0 * cpu / wall if wall > 0 else None,
+        keyspace_hits=diff("keyspace_hits"),
+        keyspace_misses=diff("keyspace_misses"),
+        error_replies=error_replies,
+        commands=commands,
+        errors=errors,
+    )
 
 
 def command_calls(client: redis.Redis, command: str) -> int:

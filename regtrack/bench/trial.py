@@ -24,7 +24,7 @@ from regtrack.bench.runtimes.base import RunningServer
 from regtrack.core import procs
 from regtrack.core.cpus import CpuPlan
 from regtrack.core.procs import CpuTimes, contention_pct, process_cpu_seconds
-from regtrack.core.records import InvalidReason, LoadSpec, TrialRecord
+from regtrack.core.records import InvalidReason, LoadSpec, ServerDelta, TrialRecord
 from regtrack.core.settings import RunSettings
 from regtrack.workloads import points
 from regtrack.workloads.model import GetPipelineWorkload, Workload
@@ -87,11 +87,11 @@ def mark_died(record: TrialRecord, detail: str) -> None:
 
 
 def _reply_checks(
-    ctx: Context, record: TrialRecord, delta: dict[str, Any], result: LoadgenResult
+    ctx: Context, record: TrialRecord, delta: ServerDelta, result: LoadgenResult
 ) -> None:
     """The server's counters against what the load generator says it did."""
     if ctx.counts_gets:
-        record.server_calls = int(delta["commands"].get("get", {}).get("calls", 0))
+        record.server_calls = int(delta.calls("get"))
         for problem in points.reply_problems(delta):
             record.mark_invalid(problem.code, problem.detail)
         if not result.problem and record.server_calls < result.requests:
@@ -102,7 +102,7 @@ def _reply_checks(
             )
         return
     assert not isinstance(ctx.workload, GetPipelineWorkload)
-    record.server_calls = int(sum(c.get("calls", 0) for c in delta["commands"].values()))
+    record.server_calls = int(delta.total_calls)
     for problem in points.mix_problems(ctx.workload, delta, result.requests_per_process):
         record.mark_invalid(problem.code, problem.detail)
 
@@ -191,14 +191,14 @@ def _from_server(
     ctx: Context,
     record: TrialRecord,
     result: LoadgenResult,
-    delta: dict[str, Any],
+    delta: ServerDelta,
     before: _Evidence,
     after: _Evidence,
 ) -> None:
     """What the server says happened (INFO deltas, CPU, syscalls), and whether anything
     else ran on the pinned CPUs."""
-    record.server_stats = delta
-    if delta["background_persistence"]:
+    record.server_stats = delta.to_json()
+    if delta.background_persistence:
         record.mark_invalid(
             InvalidReason.BACKGROUND_SAVE,
             "a background save or AOF rewrite ran during the trial (INFO persistence): its "
@@ -209,7 +209,7 @@ def _from_server(
     if cpu_start is not None and cpu_end is not None and result.wall_s > 0:
         record.server_cpu_pct = 100.0 * (cpu_end - cpu_start) / result.wall_s
     else:
-        record.server_cpu_pct = delta["server_cpu_pct"]
+        record.server_cpu_pct = delta.server_cpu_pct
     # Both shares over the load generator's measured window, when it can be placed: over
     # its whole life, its start-up and teardown (memtier spends ~1 s there) read as idle.
     window = procs.busiest_window(result.samples, result.measured_s or 0.0)
@@ -217,15 +217,15 @@ def _from_server(
         record.client_cpu_pct = window[0]
         if window[1] is not None:
             record.server_cpu_pct = window[1]
-    record.keyspace_hits = int(delta["keyspace_hits"])
-    record.keyspace_misses = int(delta["keyspace_misses"])
-    record.error_replies = int(delta["error_replies"])
+    record.keyspace_hits = int(delta.keyspace_hits)
+    record.keyspace_misses = int(delta.keyspace_misses)
+    record.error_replies = int(delta.error_replies)
     if before.io and after.io:
         record.syscalls_read = after.io[0] - before.io[0]
         record.syscalls_write = after.io[1] - before.io[1]
     _reply_checks(ctx, record, delta, result)
     record.contention_pct = max(
-        contention_pct(before.server_cpus, after.server_cpus, delta["server_cpu_s"],
+        contention_pct(before.server_cpus, after.server_cpus, delta.server_cpu_s,
                        result.wall_s, len(ctx.cpus.server)),
         contention_pct(before.client_cpus, after.client_cpus, result.client_cpu_s,
                        result.wall_s, len(ctx.cpus.client)),

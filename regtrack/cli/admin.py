@@ -79,10 +79,11 @@ def mix_capture(
     path = Path(out)
     observed = capture.sample(url, seconds, capture.password(password_file))
     writes.replace_text(path, capture.workload_text(observed, name or path.stem), "workload file")
-    facts = capture.summary(observed)
-    top = ", ".join(f"{printable(cmd)} {n}" for cmd, n in facts["top"])  # the server's names
+    # the commands as the server names them: text it chose
+    top = ", ".join(f"{printable(cmd)} {n}" for cmd, n in observed.most_called())
     click.echo(
-        f"{path}: {facts['commands']} commands in {seconds:g} s ({facts['per_second']:,.0f}/s); "
+        f"{path}: {observed.total_calls} commands in {seconds:g} s "
+        f"({observed.per_second:,.0f}/s); "
         f"most: {top}. Check key patterns and payload sizes before replaying: "
         f"regtrack run --workload {path} --versions ..."
     )

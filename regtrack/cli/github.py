@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -104,39 +105,56 @@ def comment(
     _step_outputs({"comment-id": str(posted.comment.id), "comment-url": posted.comment.url})
 
 
-def _event() -> dict[str, Any]:
-    """The event that started the job ($GITHUB_EVENT_PATH), {} outside GitHub Actions."""
+@dataclass(frozen=True)
+class Event:
+    """What the comment needs of the event that started the job: the pull request it is
+    about (a pull_request(_target) event, or an issue_comment on a pull request) and the
+    pull request's head commit."""
+
+    pull_number: int | None = None
+    head_sha: str | None = None
+
+    @classmethod
+    def of(cls, event: dict[str, Any]) -> Event:
+        pull, issue = event.get("pull_request"), event.get("issue")
+        number = None
+        if isinstance(pull, dict) and isinstance(pull.get("number"), int):
+            number = pull["number"]
+        elif isinstance(issue, dict) and issue.get("pull_request"):
+            number = issue.get("number") if isinstance(issue.get("number"), int) else None
+        head = (pull if isinstance(pull, dict) else {}).get("head")
+        sha = head.get("sha") if isinstance(head, dict) else None
+        return cls(number, str(sha) if sha else None)
+
+
+def _event() -> Event:
+    """The event that started the job ($GITHUB_EVENT_PATH), empty outside GitHub Actions."""
     path = os.environ.get("GITHUB_EVENT_PATH")
     if not path:
-        return {}
+        return Event()
     try:
         event = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
         raise BadInput(f"GITHUB_EVENT_PATH {path}: not a readable event ({exc})") from None
     if not isinstance(event, dict):
         raise BadInput(f"GITHUB_EVENT_PATH {path}: not an event object")
-    return event
+    return Event.of(event)
 
 
-def _pull_request(number: int | None, event: dict[str, Any]) -> PullRequest | None:
-    """The pull request the job runs for: --pull-request, else the event's (a
-    pull_request(_target) event, or an issue_comment on a pull request); None when the
+def _pull_request(number: int | None, event: Event) -> PullRequest | None:
+    """The pull request the job runs for: --pull-request, else the event's; None when the
     event is not about one."""
     from regtrack.github.api import PullRequest
 
     repository = os.environ.get("GITHUB_REPOSITORY", "")
     if not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", repository):
         raise BadInput(f"GITHUB_REPOSITORY {repository!r} is not owner/name")
-    pull, issue = event.get("pull_request"), event.get("issue")
-    if number is None and isinstance(pull, dict) and isinstance(pull.get("number"), int):
-        number = pull["number"]
-    if number is None and isinstance(issue, dict) and issue.get("pull_request"):
-        number = issue.get("number") if isinstance(issue.get("number"), int) else None
+    number = event.pull_number if number is None else number
     return None if number is None else PullRequest(repository, number)
 
 
 def _context(
-    comment_id: str, artifact: str | None, exit_code: int | None, event: dict[str, Any]
+    comment_id: str, artifact: str | None, exit_code: int | None, event: Event
 ) -> CommentContext:
     """The comment's last line: the run, its artifact, the commit measured (the pull
     request's head: GITHUB_SHA is the merge commit on pull_request events)."""
@@ -145,13 +163,11 @@ def _context(
     server = os.environ.get("GITHUB_SERVER_URL", "https://github.com").rstrip("/")
     repository, run_id = os.environ.get("GITHUB_REPOSITORY"), os.environ.get("GITHUB_RUN_ID")
     run_url = f"{server}/{repository}/actions/runs/{run_id}" if repository and run_id else None
-    head = (event.get("pull_request") or {}).get("head") or {}
-    commit = head.get("sha") if isinstance(head, dict) else None
     return CommentContext(
         comment_id=comment_id,
         run_url=run_url,
         artifact=artifact,
-        commit=str(commit or os.environ.get("GITHUB_SHA") or "") or None,
+        commit=event.head_sha or os.environ.get("GITHUB_SHA") or None,
         exit_code=exit_code,
     )
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from regtrack.core import limits
 from regtrack.core.limits import Bound
@@ -76,7 +76,10 @@ GET_SWEEP = GetSweep((10, 30))
 IN_BLOCKS = ("ci", "bisect")
 
 
-def in_blocks(value: Any) -> dict[str, Any]:
+T = TypeVar("T")
+
+
+def in_blocks(value: T) -> dict[str, T]:
     """The one default of the commands that measure short trials in blocks (IN_BLOCKS)."""
     return dict.fromkeys(IN_BLOCKS, value)
 
@@ -356,9 +359,11 @@ def specs() -> dict[str, Spec]:
     }
 
 
-def command_defaults(command: str) -> dict[str, Any]:
-    """The defaults ``command`` declares itself, where they differ from the fields' own."""
-    return {name: s.defaults[command] for name, s in specs().items() if command in s.defaults}
+def command_defaults(command: str) -> Options:
+    """The options ``command`` starts from: each field's own default, or the command's where
+    it declares one."""
+    own = {name: s.defaults[command] for name, s in specs().items() if command in s.defaults}
+    return dataclasses.replace(Options(), **own)
 
 
 def settle(options: Options) -> Options:

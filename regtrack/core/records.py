@@ -6,7 +6,7 @@ reading it never import each other for a data type.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -108,6 +108,62 @@ def stored_text(value: object) -> str:
 def reasons_text(reasons: tuple[TrialReason, ...]) -> str:
     """Several reasons on one line, as output shows them."""
     return "; ".join(r.text for r in reasons)
+
+
+@dataclass(frozen=True)
+class CommandCounts:
+    """One command's INFO commandstats over a trial."""
+
+    calls: float
+    usec: float
+    failed_calls: float
+    rejected_calls: float
+
+
+@dataclass(frozen=True)
+class ServerDelta:
+    """What the server itself counted during a trial (INFO deltas), the check on what a load
+    generator claims; kept with the trial as its server_stats (to_json)."""
+
+    wall_s: float
+    server_cpu_s: float
+    background_persistence: float  # saves and rewrites that ran, or were running
+    server_cpu_pct: float | None
+    keyspace_hits: float
+    keyspace_misses: float
+    error_replies: float
+    commands: Mapping[str, CommandCounts]  # by commandstats name
+    errors: Mapping[str, float]  # error replies by errorstats name
+
+    def calls(self, command: str) -> float:
+        """How many times the server ran ``command`` (its commandstats name)."""
+        counts = self.commands.get(command)
+        return counts.calls if counts else 0.0
+
+    @property
+    def total_calls(self) -> float:
+        return sum(c.calls for c in self.commands.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "wall_s": self.wall_s,
+            "server_cpu_s": self.server_cpu_s,
+            "background_persistence": self.background_persistence,
+            "server_cpu_pct": self.server_cpu_pct,
+            "keyspace_hits": self.keyspace_hits,
+            "keyspace_misses": self.keyspace_misses,
+            "error_replies": self.error_replies,
+            "commands": {
+                name: {
+                    "calls": c.calls,
+                    "usec": c.usec,
+                    "failed_calls": c.failed_calls,
+                    "rejected_calls": c.rejected_calls,
+                }
+                for name, c in self.commands.items()
+            },
+            "errors": dict(self.errors),
+        }
 
 
 @dataclass

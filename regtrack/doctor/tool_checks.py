@@ -172,9 +172,9 @@ def docker_engine_check(clean: bool = False) -> Check:
             f"not usable ({exc}); only --runtime docker needs it",
         )
     facts = docker.describe_engine(client)
-    images = "; ".join(f"{', '.join(i['tags'])} ({i['id']})" for i in facts["images"])
-    found = f"engine {facts['version']}; images: {images or 'no redis or regtrack images'}"
-    leftovers = [f"{i['name']} ({i['status']}) of run {i['run']}" for i in facts["leftovers"]]
+    images = "; ".join(f"{', '.join(i.tags)} ({i.id})" for i in facts.images)
+    found = f"engine {facts.version}; images: {images or 'no redis or regtrack images'}"
+    leftovers = [f"{c.name} ({c.status}) of run {c.run}" for c in facts.leftovers]
     if leftovers and clean:
         removed = docker.remove_leftovers(client, all_of_them=True)
         return Check("docker", Status.OK, f"{found}; removed {', '.join(removed)}")

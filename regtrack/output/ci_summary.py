@@ -20,14 +20,14 @@ from regtrack.analysis.records import (
 )
 from regtrack.core.text import printable
 from regtrack.output import markdown
-from regtrack.output.tables import (
+from regtrack.output.answer_text import (
     change_text,
     forced_line,
     mde_text,
-    render,
     server_caption,
     shift_text,
 )
+from regtrack.output.tables import render
 
 OUTCOME_HEADLINE = {
     "regression": "❌ Regression",

@@ -21,8 +21,8 @@ from regtrack.analysis.records import PointComparison, PooledComparison
 from regtrack.core.errors import BadInput
 from regtrack.core.text import FIELD
 from regtrack.output import markdown
+from regtrack.output.answer_text import UNTRUSTED, change_text, format_value
 from regtrack.output.ci_summary import HEADLINE, METRIC_TITLE
-from regtrack.output.tables import UNTRUSTED, change_text, format_value
 
 MARKER_PREFIX = "<!-- regtrack:ci"
 # GitHub refuses a comment body over 65,536 characters: the per-point details give way

@@ -8,7 +8,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -16,22 +16,24 @@ from rich.table import Table
 from regtrack.analysis.bisect_records import Attribution
 from regtrack.analysis.metrics import METRIC_BY_NAME
 from regtrack.analysis.records import (
-    Answer,
     ComparisonResult,
     PointComparison,
     PooledComparison,
-    ServerFacts,
 )
 from regtrack.core.text import printable
 from regtrack.output import markdown
+from regtrack.output.answer_text import (
+    UNTRUSTED,
+    change_text,
+    forced_line,
+    format_value,
+    server_caption,
+    shift_text,
+)
+from regtrack.output.answer_text import interval_text as interval_text  # bisect_text's import
 from regtrack.output.console import UNWRAPPED, ShownConsole, table_width
-from regtrack.workloads import server_config
-
-if TYPE_CHECKING:
-    from regtrack.analysis.run_shift import RunShift
 
 FORMATS = ("table", "markdown", "csv", "json")
-UNTRUSTED = "!"
 
 
 @dataclass(frozen=True)
@@ -45,64 +47,6 @@ class Quoting:
 
 TERMINAL = Quoting(printable, printable)
 MARKDOWN = Quoting(markdown.cell, markdown.inline)
-
-
-def format_value(value: float | None, unit: str, server_busy_pct: float | None = None) -> str:
-    """A cell's value; a throughput with the server's busy share beside it, because it is
-    the server's capacity only when the server was the busy side."""
-    if value is None:
-        return "-"
-    if unit == "ops/s":
-        busy = "" if server_busy_pct is None else f" (server {server_busy_pct:.0f}%)"
-        return f"{value:,.0f}{busy}"
-    if unit == "Ir/op":
-        return f"{value:,.1f}"
-    return f"{value:.3f}"
-
-
-def change_text(rec: Answer) -> str:
-    """ "-3.2% [-5.1, -1.2] regression": the estimate, its interval and the verdict; "n/a
-    (1 complete block, 2 needed)" where there is nothing to estimate from."""
-    n = rec.n
-    if n is not None and n < 2:
-        return f"n/a ({n} complete block{'' if n == 1 else 's'}, 2 needed)"
-    if rec.change_pct is None:
-        return "-"
-    text = f"{rec.change_pct:+.1f}%"
-    bounds = interval_text(rec.ci_low_pct, rec.ci_high_pct)
-    if bounds:
-        text += f" {bounds}"
-    text += f" {printable(rec.verdict)}"  # read back from JSON or a database, it is text
-    if rec.blocks_for_no_change:
-        text += f" (no change needs {rec.blocks_for_no_change} seeds, {n} so far)"
-    elif rec.verdict == "inconclusive" and rec.mde_pct is not None:
-        if bounds != TOO_WIDE:
-            text += f" (detectable: {mde_text(rec.mde_pct)})"
-    elif rec.extra_repetitions:
-        text += f" (~{rec.extra_repetitions} more reps)"
-    return text
-
-
-# An interval wider than ±100% (or unbounded, at a look that spends nothing) tells the
-# reader only that more blocks are needed; its figures would be noise.
-READABLE_WIDTH_PCT = 200.0
-TOO_WIDE = "[too wide to read]"
-
-
-def interval_text(low: float | None, high: float | None, digits: int = 1) -> str:
-    """ "[-5.1, -1.2]", "[too wide to read]", or "" without an interval."""
-    if low is None or high is None:
-        return ""
-    if not (math.isfinite(low) and math.isfinite(high)) or high - low > READABLE_WIDTH_PCT:
-        return TOO_WIDE
-    return f"[{low:+.{digits}f}, {high:+.{digits}f}]"
-
-
-def mde_text(pct: float) -> str:
-    """The minimum detectable effect as printed: "±4.3%", "over ±100%", "unbounded"."""
-    if pct == float("inf"):
-        return "unbounded"
-    return "over ±100%" if pct > 100.0 else f"±{pct:.1f}%"
 
 
 def _grid(
@@ -226,34 +170,6 @@ def _footer(notes: list[str]) -> list[str]:
         "and must not be trusted (and points that do not gate):",
         *[f"  {n}" for n in notes],
     ]
-
-
-def shift_text(
-    baseline_run: int, shift: RunShift, quote: Callable[[object], str] = printable
-) -> str:
-    """What an interval across runs carries: "across runs (baseline from run 3): each
-    run's shift, sd 5.0% (default ...), is in the interval"."""
-    return (
-        f"across runs (baseline from run {baseline_run}): each run's shift as a whole, sd "
-        f"{shift.sd_pct:.2f}% ({quote(shift.source)}), is in the interval"
-    )
-
-
-def server_caption(facts: ServerFacts, quote: Callable[[object], str] = printable) -> str:
-    """The line every output carries about the servers (workloads/server_config.caption),
-    its stored names and values shown by ``quote``."""
-    return server_config.caption(
-        facts.server_config, facts.server_data, facts.server_without, quote
-    )
-
-
-def forced_line(
-    differences: Sequence[str] | None, quote: Callable[[object], str] = printable
-) -> str | None:
-    """The label of a comparison made with --force between runs measured differently."""
-    if not differences:
-        return None
-    return f"FORCED comparison, not like with like: {'; '.join(map(quote, differences))}"
 
 
 def render(result: ComparisonResult, fmt: str, metrics: list[str] | None = None) -> str:

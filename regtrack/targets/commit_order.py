@@ -4,7 +4,8 @@ is drawn in (analysis.commit_history takes the order from here, and never runs g
 from __future__ import annotations
 
 from regtrack.core.errors import RegtrackError
-from regtrack.targets.sources import SourceRepo, git, is_commit
+from regtrack.targets.git_command import git
+from regtrack.targets.sources import SourceRepo, is_commit
 
 
 def by_date(_source_repo: str, commits: list[str], dates: dict[str, str]) -> list[str]:

@@ -14,7 +14,6 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import redis
 from redis.connection import parse_url
@@ -118,6 +117,18 @@ class Capture:
     calls: dict[str, int]  # command (as commandstats names it) -> calls in the interval
     settings: dict[str, str] = field(default_factory=dict)  # CAPTURED_SETTINGS it knows
     settings_problem: str | None = None  # why they could not be read (CONFIG refused)
+
+    @property
+    def total_calls(self) -> int:
+        return sum(self.calls.values())
+
+    @property
+    def per_second(self) -> float:
+        return self.total_calls / self.seconds if self.seconds else 0.0
+
+    def most_called(self, n: int = 5) -> list[tuple[str, int]]:
+        """The ``n`` commands called most, with their calls, most first."""
+        return sorted(self.calls.items(), key=lambda kv: -kv[1])[:n]
 
 
 def password(file: str | None, environ: Mapping[str, str] | None = None) -> str | None:
@@ -342,12 +353,3 @@ def _process(name: str, cmds: list[str], ratios: dict[str, int]) -> list[str]:
     for cmd in cmds:
         out += _command("[[process.commands]]", cmd, ratios[cmd])
     return out
-
-
-def summary(capture: Capture) -> dict[str, Any]:
-    total = sum(capture.calls.values())
-    return {
-        "commands": total,
-        "per_second": total / capture.seconds if capture.seconds else 0.0,
-        "top": sorted(capture.calls.items(), key=lambda kv: -kv[1])[:5],
-    }

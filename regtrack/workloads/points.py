@@ -15,7 +15,7 @@ from typing import Any
 
 from regtrack.core import limits
 from regtrack.core.errors import BadInput
-from regtrack.core.records import InvalidReason, LoadSpec, MixCommand, TrialReason
+from regtrack.core.records import InvalidReason, LoadSpec, MixCommand, ServerDelta, TrialReason
 from regtrack.workloads import commands
 from regtrack.workloads.model import GetPipelineWorkload, MixWorkload, Workload
 
@@ -109,10 +109,10 @@ def substitute(arg: str, saved: dict[str, str]) -> str:
     return arg
 
 
-def reply_problems(delta: dict[str, Any]) -> list[TrialReason]:
+def reply_problems(delta: ServerDelta) -> list[TrialReason]:
     """Reasons the replies of a GET trial cannot be trusted (misses, error replies)."""
     problems = []
-    misses = int(delta.get("keyspace_misses", 0))
+    misses = int(delta.keyspace_misses)
     if misses > 0:
         problems.append(
             TrialReason(InvalidReason.GET_MISSES, f"{misses} (keys not populated or evicted)")
@@ -121,16 +121,16 @@ def reply_problems(delta: dict[str, Any]) -> list[TrialReason]:
     return problems
 
 
-def error_problems(delta: dict[str, Any]) -> list[TrialReason]:
-    errors = int(delta.get("error_replies", 0))
+def error_problems(delta: ServerDelta) -> list[TrialReason]:
+    errors = int(delta.error_replies)
     if errors <= 0:
         return []
-    named = ", ".join(f"{n} x{int(c)}" for n, c in sorted(delta.get("errors", {}).items()))
+    named = ", ".join(f"{n} x{int(c)}" for n, c in sorted(delta.errors.items()))
     return [TrialReason(InvalidReason.ERROR_REPLIES, f"{errors} ({named or 'see errorstats'})")]
 
 
 def mix_problems(
-    workload: MixWorkload, delta: dict[str, Any], requests_per_process: list[int]
+    workload: MixWorkload, delta: ServerDelta, requests_per_process: list[int]
 ) -> list[TrialReason]:
     """Error replies, and per-command calls out of the declared ratios.
 
@@ -140,7 +140,6 @@ def mix_problems(
     in the mix only a shortfall is a problem, not an excess.
     """
     problems = error_problems(delta)
-    calls = delta.get("commands", {})
     expected: dict[str, float] = {}
     example: dict[str, list[str]] = {}
     if len(requests_per_process) != len(workload.processes):
@@ -154,7 +153,7 @@ def mix_problems(
     scripted = any(k in SCRIPT_COMMANDS for k in expected)
     tolerance = workload.tolerance_pct / 100.0
     for key, want in expected.items():
-        observed = sum(calls.get(n, {}).get("calls", 0) for n in commands.stat_names(example[key]))
+        observed = sum(delta.calls(n) for n in commands.stat_names(example[key]))
         low = math.floor(want * (1 - tolerance))
         high = math.ceil(want * (1 + tolerance))
         if observed < low or (observed > high and not scripted):

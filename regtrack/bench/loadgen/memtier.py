@@ -15,7 +15,6 @@ import shutil
 import sysconfig
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from regtrack.bench.loadgen.base import (
     Aim,
@@ -27,6 +26,7 @@ from regtrack.bench.loadgen.base import (
 )
 from regtrack.bench.loadgen.memtier_argv import argv, whole_seconds
 from regtrack.bench.loadgen.memtier_report import (
+    MemtierReport,
     digest_stderr,
     parse_json,
     reported_duration,
@@ -117,14 +117,14 @@ def run_once(
     elif problem is None:
         problem = f"{NAME} wrote no JSON report: {stderr.message or _last(stdout)}"
     if parsed is not None:
-        if parsed["requests"]:
-            problem = problem or _fix_duration(parsed, result, test_time)
-        totals = parsed["totals"]
-        result.requests = parsed["requests"]
+        if parsed.requests and problem is None:
+            parsed, problem = _fix_duration(parsed, result, test_time)
+        totals = parsed.totals
+        result.requests = parsed.requests
         result.ops_per_sec = totals.get("ops_per_sec")
         result.latency_ms = {k: v for k, v in totals.items() if k not in ("ops_per_sec", "count")}
-        result.per_command = dict(parsed["commands"])
-        lost = max(parsed["connection_errors"], stderr.connection_errors)
+        result.per_command = dict(parsed.commands)
+        lost = max(parsed.connection_errors, stderr.connection_errors)
         if problem is None and lost:
             # memtier restarts the thread and carries on (exit code 0): the figures mix in
             # the outage. The JSON count misses failed connects, so stderr is counted too.
@@ -137,27 +137,25 @@ def run_once(
 
 
 def _fix_duration(
-    parsed: dict[str, Any], result: LoadgenResult, test_time: float | None
-) -> str | None:
-    """Put memtier's whole-second duration error right in ``parsed`` (see true_duration)."""
+    parsed: MemtierReport, result: LoadgenResult, test_time: float | None
+) -> tuple[MemtierReport, str | None]:
+    """``parsed`` with memtier's whole-second duration error put right (see true_duration),
+    or why it cannot be."""
     reported = reported_duration(parsed)
     asked = None if test_time is None else whole_seconds(test_time)
     duration = true_duration(parsed, test_time=asked, wall_s=result.wall_s)
     if duration is None:
-        return (
+        return parsed, (
             f"{NAME} reported a run of {reported:.3f} s, which cannot be right "
             f"(it ran {result.wall_s:.2f} s in all)"
         )
-    if abs(duration - reported) > 0.5:
-        for row in [parsed["totals"], *parsed["commands"].values()]:
-            if "ops_per_sec" in row:
-                row["ops_per_sec"] = row["ops_per_sec"] * reported / duration
-        parsed["duration_s"] = duration
-        result.raw_output += (
-            f"\n[regtrack] {NAME} reported a run of {reported:.3f} s (its whole-second "
-            f"timestamp averaging error); rates recomputed over {duration:.3f} s"
-        )
-    return None
+    if abs(duration - reported) <= 0.5:
+        return parsed, None
+    result.raw_output += (
+        f"\n[regtrack] {NAME} reported a run of {reported:.3f} s (its whole-second "
+        f"timestamp averaging error); rates recomputed over {duration:.3f} s"
+    )
+    return parsed.over(duration), None
 
 
 def _last(text: str) -> str:

@@ -14,11 +14,13 @@ Its quirks, as seen in real outputs (tests/fixtures/memtier):
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
 import re
 from collections import deque
+from dataclasses import dataclass
 from typing import IO, Any
 
 SECTION = "ALL STATS"  # the one run's figures; absent when --run-count > 1
@@ -31,15 +33,38 @@ STDERR_CHATTER = ("[RUN #", "Json file ", "Saving JSON output file", "Writing re
 GET_SET_ROWS = ("Sets", "Gets", "Waits")  # always all three in GET/SET mode, used or not
 
 
-def parse_json(text: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class MemtierReport:
+    """The figures of a report's "ALL STATS" section. A row is {"ops_per_sec", "count",
+    "avg", "p50", "p99", "p999"} (latencies in ms) without the fields the report leaves out
+    or fills with "---": the load generator's row as a trial keeps it (per_command)."""
+
+    totals: dict[str, float]
+    commands: dict[str, dict[str, float]]  # by row name: "Sets", "Sets#2", "Gets", ...
+    duration_s: float
+    requests: int
+    connection_errors: int
+    last_busy_second: int | None  # the last second of the time series with requests
+
+    def over(self, duration: float) -> MemtierReport:
+        """The report with every rate recomputed over ``duration`` (see true_duration)."""
+        reported = reported_duration(self)
+
+        def rescaled(row: dict[str, float]) -> dict[str, float]:
+            return {k: v * reported / duration if k == "ops_per_sec" else v for k, v in row.items()}
+
+        commands = {name: rescaled(row) for name, row in self.commands.items()}
+        return dataclasses.replace(
+            self, totals=rescaled(self.totals), commands=commands, duration_s=duration
+        )
+
+
+def parse_json(text: str) -> MemtierReport:
     """The figures of a ``--json-out-file`` report's "ALL STATS" section, as reported.
 
-    Returns {"totals": row, "commands": {row name: row}, "duration_s": s, "requests": n,
-    "connection_errors": n, "last_busy_second": n or None}. A row is {"ops_per_sec",
-    "count", "avg", "p50", "p99", "p999"} (latencies in ms) without the fields the report
-    leaves out or fills with "---". Rows named twice (two commands with one name) are kept
-    as "Sets", "Sets#2", ...; GET/SET rows of a command never sent are dropped. Rates and
-    duration are memtier's own: see true_duration. Raises ValueError if unusable.
+    Rows named twice (two commands with one name) are kept as "Sets", "Sets#2", ...;
+    GET/SET rows of a command never sent are dropped. Rates and duration are memtier's
+    own: see true_duration. Raises ValueError if unusable.
     """
     try:
         doc = json.loads(text, object_pairs_hook=_number_duplicates)
@@ -64,14 +89,14 @@ def parse_json(text: str) -> dict[str, Any]:
         name: _row(raw) for name, raw in rows.items() if not (get_set_mode and _unused(raw))
     }
     totals = _row(stats["Totals"])
-    return {
-        "totals": totals,
-        "commands": commands,
-        "duration_s": _duration_s(stats.get("Runtime")),
-        "requests": int(totals.get("count", 0)),
-        "connection_errors": int(_number(stats["Totals"].get("Connection Errors")) or 0),
-        "last_busy_second": _last_busy_second(stats["Totals"]),
-    }
+    return MemtierReport(
+        totals=totals,
+        commands=commands,
+        duration_s=_duration_s(stats.get("Runtime")),
+        requests=int(totals.get("count", 0)),
+        connection_errors=int(_number(stats["Totals"].get("Connection Errors")) or 0),
+        last_busy_second=_last_busy_second(stats["Totals"]),
+    )
 
 
 def _number_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -161,7 +186,7 @@ def _last_busy_second(totals: dict[str, Any]) -> int | None:
 
 
 def true_duration(
-    parsed: dict[str, Any], *, test_time: float | None = None, wall_s: float | None = None
+    parsed: MemtierReport, *, test_time: float | None = None, wall_s: float | None = None
 ) -> float | None:
     """The run's real measuring time, or None if the report's cannot be put right.
 
@@ -179,7 +204,7 @@ def true_duration(
     else:
         # Requests completed in second ``last`` of the time series (counted from each
         # client's start), and none later: the run lasted ``last`` to ``last + 1`` s.
-        last = parsed.get("last_busy_second")
+        last = parsed.last_busy_second
         low = last - 0.05 if last is not None else 0.0
         high = last + 1.05 if last is not None else math.inf
         if wall_s is not None:
@@ -191,10 +216,10 @@ def true_duration(
     return None
 
 
-def reported_duration(parsed: dict[str, Any]) -> float:
+def reported_duration(parsed: MemtierReport) -> float:
     """Count / Ops/sec: the duration memtier divided by, to the microsecond."""
-    count, ops = parsed["totals"].get("count"), parsed["totals"].get("ops_per_sec")
-    return count / ops if count and ops else parsed["duration_s"]
+    count, ops = parsed.totals.get("count"), parsed.totals.get("ops_per_sec")
+    return count / ops if count and ops else parsed.duration_s
 
 
 def _duration_s(runtime: Any) -> float:

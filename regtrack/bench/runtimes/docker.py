@@ -23,6 +23,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -344,19 +345,43 @@ def _wait_ready(
     )
 
 
-def describe_engine(client: Any) -> dict[str, Any]:
+@dataclass(frozen=True)
+class EngineImage:
+    tags: tuple[str, ...]
+    id: str
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """A container a run left behind (killed before it could remove it)."""
+
+    name: str
+    status: str
+    run: str | None  # the run id its label names
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    """What `regtrack doctor` reports of the engine: its version, regtrack's and redis
+    images, and leftover containers."""
+
+    version: str | None
+    images: tuple[EngineImage, ...]
+    leftovers: tuple[Leftover, ...]
+
+
+def describe_engine(client: Any) -> EngineFacts:
     """For `regtrack doctor`: the engine, regtrack's and redis images, leftover containers."""
-    version = client.version()
-    images = [
-        {"tags": i.tags, "id": i.short_id}
+    images = tuple(
+        EngineImage(tuple(i.tags), i.short_id)
         for i in client.images.list()
         if any(t.startswith((IMPORTED_REPO, "redis:")) for t in i.tags)
-    ]
-    leftovers = [
-        {"name": c.name, "status": c.status, "run": c.labels.get(RUN_LABEL)}
+    )
+    leftovers = tuple(
+        Leftover(c.name, c.status, c.labels.get(RUN_LABEL))
         for c in client.containers.list(all=True, filters={"label": RUN_LABEL})
-    ]
-    return {"version": version.get("Version"), "images": images, "leftovers": leftovers}
+    )
+    return EngineFacts(client.version().get("Version"), images, leftovers)
 
 
 def check_metric(metric: str) -> None:

@@ -16,7 +16,7 @@ from regtrack.analysis import metrics
 from regtrack.analysis.records import ComparisonResult
 from regtrack.analysis.report_data import RunPage, RunSummary
 from regtrack.core.records import reasons_text
-from regtrack.output import tables
+from regtrack.output import answer_text, tables
 from regtrack.output.report import figures
 from regtrack.results.records import LoadedRun, RunTarget, StoredRun
 from regtrack.targets.make_flags import flags_text
@@ -41,7 +41,7 @@ def run_summary(summary: RunSummary) -> dict[str, Any]:
     if summary.status != "complete":
         warnings.append(f"{summary.status}: {summary.status_detail}".strip(": "))
     if summary.forced:  # a ci gate against a stored baseline not measured alike (--force)
-        warnings.append(tables.forced_line(summary.forced) or "")
+        warnings.append(answer_text.forced_line(summary.forced) or "")
     return {
         "id": summary.id,
         "file": run_file(summary.id),
@@ -54,7 +54,7 @@ def run_summary(summary: RunSummary) -> dict[str, Any]:
         "n_trials": summary.n_trials,
         "verdicts": summary.verdicts,
         "warnings": warnings,
-        "server": tables.server_caption(summary.server),
+        "server": answer_text.server_caption(summary.server),
     }
 
 
@@ -66,13 +66,13 @@ def _comparison_rows(result: ComparisonResult) -> list[dict[str, Any]]:
     return [
         {
             **r.to_json(),
-            "baseline_text": tables.format_value(
+            "baseline_text": answer_text.format_value(
                 r.baseline_value, r.unit, r.server_busy_pct_baseline
             ),
-            "candidate_text": tables.format_value(
+            "candidate_text": answer_text.format_value(
                 r.candidate_value, r.unit, r.server_busy_pct_candidate
             ),
-            "change_text": tables.change_text(r),
+            "change_text": answer_text.change_text(r),
             "verdict_class": "v-" + r.verdict.replace(" ", "-"),
         }
         for r in records
@@ -196,7 +196,7 @@ def run_page(shown: RunPage, history_links: dict, summary: dict[str, Any]) -> di
         pooled=[
             {
                 **p.to_json(),
-                "change_text": tables.change_text(p),
+                "change_text": answer_text.change_text(p),
                 "verdict_class": "v-" + p.verdict.replace(" ", "-"),
             }
             for p in result.pooled

@@ -18,7 +18,7 @@ import jinja2
 from regtrack import __version__
 from regtrack.analysis.report_data import ReportData
 from regtrack.core import writes
-from regtrack.output import tables
+from regtrack.output import answer_text
 from regtrack.output.report import bisect_page, history_page, pages
 
 PLOTLY_JS = "plotly.min.js"
@@ -43,7 +43,7 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["num"] = _num
     env.filters["pct"] = lambda v: "-" if v is None else f"{float(v):+.1f}%"
-    env.filters["interval"] = lambda rec: tables.interval_text(
+    env.filters["interval"] = lambda rec: answer_text.interval_text(
         rec.get("ci_low_pct"), rec.get("ci_high_pct")
     )
     return env

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 from regtrack.core.errors import CannotMeasure
-from regtrack.targets import sources
+from regtrack.targets import git_command
 from regtrack.targets.offline.extract import find_tree, read_version, safe_extract
 from regtrack.targets.offline.fetch import Downloader
 from regtrack.targets.offline.recipes import (
@@ -33,7 +33,7 @@ def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
         "GIT_COMMITTER_NAME": GIT_IDENT_NAME,
         "GIT_COMMITTER_EMAIL": GIT_IDENT_EMAIL,
     }
-    return sources.git_env({**identity, **(extra or {})}, isolated=True)
+    return git_command.git_env({**identity, **(extra or {})}, isolated=True)
 
 
 GIT_FLAGS = [
@@ -63,7 +63,7 @@ def git(
     location = [f"--git-dir={git_dir}"] if git_dir else []
     argv = [*GIT_FLAGS, *location, *args]
     env = env or git_env()
-    return sources.git(argv, timeout=None, env=env, input=stdin_text, what=what).stdout
+    return git_command.git(argv, timeout=None, env=env, input=stdin_text, what=what).stdout
 
 
 def commit_message(product: Product, source: Source, subdir: str) -> str:
