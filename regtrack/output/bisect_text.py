@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from regtrack.analysis.bisect_records import BisectAnswer, BisectLogEntry, BisectStep
 from regtrack.analysis.records import SCHEMA_VERSION, ChangeSummary
 from regtrack.core.text import printable
-from regtrack.output.tables import attribution, interval_text, server_caption
+from regtrack.output.answer_text import interval_text, server_caption
+from regtrack.output.tables import attribution
 from regtrack.results.bisection_plan import BisectionPlan
 from regtrack.results.records import StoredBisection
 
@@ -21,7 +22,7 @@ SHORT = 7
 
 def change_text(record: ChangeSummary | None) -> str:
     """ "+3.10% [+2.05, +4.12] (regression)": a bisection's change, its interval readable
-    or said to be too wide (tables.interval_text), as the log and the search's lines say it."""
+    or said to be too wide (answer_text.interval_text), as the log and the search's lines say it."""
     if record is None or record.change_pct is None:
         return "no valid measurement"
     return (

@@ -30,7 +30,6 @@ from regtrack.output.answer_text import (
     server_caption,
     shift_text,
 )
-from regtrack.output.answer_text import interval_text as interval_text  # bisect_text's import
 from regtrack.output.console import UNWRAPPED, ShownConsole, table_width
 
 FORMATS = ("table", "markdown", "csv", "json")

@@ -7,8 +7,8 @@ from typing import Any
 
 from regtrack.analysis.bisect_records import BisectAnswer, BisectLogEntry
 from regtrack.output import bisect_text
+from regtrack.output.answer_text import server_caption
 from regtrack.output.report.pages import run_file
-from regtrack.output.tables import server_caption
 from regtrack.results.records import StoredBisection
 
 
