@@ -225,10 +225,10 @@ def test_a_stored_job_is_rebuilt_as_it_was_planned(workload, redis_server, tmp_p
 
     from regtrack.bench.job import Job, Skipped
     from regtrack.bench.loadgen.base import LoadgenBinary
-    from regtrack.bench.loadgen_choice import Choice
     from regtrack.bench.shards import Shard
     from regtrack.core.cpus import plan_cpus
     from regtrack.core.settings import load_settings, settings_source
+    from regtrack.plan.records import LoadgenChoice
     from regtrack.targets.versions import parse_specs, resolve
     from regtrack.workloads.files import load_workload
 
@@ -242,7 +242,7 @@ def test_a_stored_job_is_rebuilt_as_it_was_planned(workload, redis_server, tmp_p
         skipped=(Skipped("c", "c0ffee" * 6 + "c0ff", "a commit", "does not build: make"),),
         shard=Shard(2, 3, "CI_NODE_INDEX"),
         data_dir=str(tmp_path),
-        loadgen_choice=Choice(
+        loadgen_choice=LoadgenChoice(
             "memtier", "saturates", LoadgenProbe(10, 1, 97.0, 60.0, 4e5), str(tmp_path / "c")
         ),
     ).extended(4, ("throughput",))

@@ -44,16 +44,12 @@ if TYPE_CHECKING:
     from regtrack.bench.job import Job
     from regtrack.bench.measuring import Measuring
 
-__all__ = ["Choice", "decide", "pending", "probe", "settle", "unprobed"]
+__all__ = ["LoadgenChoice", "decide", "pending", "probe", "settle", "unprobed"]
 
 PROBE_SECONDS = 1.0  # memtier measures whole seconds
 PROBE_WARMUP_S = 0.0  # a second of memtier is enough to see which side runs out of CPU
 # The reasons a valid-looking probe answers "no": the tool, not the server, ran out of CPU.
 SATURATION_REASONS = frozenset({InvalidReason.CLIENT_BOUND, InvalidReason.NOT_SERVER_BOUND})
-
-
-# The record a decision makes: the tool, why, and the probe behind it.
-Choice = LoadgenChoice
 
 
 def pending(requested: str | None, binary: str | None, workload: Any, metric: str) -> bool:
@@ -69,16 +65,16 @@ def pending(requested: str | None, binary: str | None, workload: Any, metric: st
     )
 
 
-def unprobed(requested: str | None, binary: str | None, workload: Any, tool: str) -> Choice:
+def unprobed(requested: str | None, binary: str | None, workload: Any, tool: str) -> LoadgenChoice:
     """The choice without a probe: asked for, a mix, or memtier absent."""
     if requested or binary:
-        return Choice(tool, "--loadgen" if requested else "--loadgen-bin")
+        return LoadgenChoice(tool, "--loadgen" if requested else "--loadgen-bin")
     if not isinstance(workload, GetPipelineWorkload):
-        return Choice(tool, "a command mix" if tool == "memtier" else "a command mix, "
+        return LoadgenChoice(tool, "a command mix" if tool == "memtier" else "a command mix, "
                       "and memtier_benchmark is not installed")  # fmt: skip
     if memtier.installed() is None:
-        return Choice(tool, "memtier_benchmark is not installed")
-    return Choice(tool, "instruction counts do not depend on the load generator's speed")
+        return LoadgenChoice(tool, "memtier_benchmark is not installed")
+    return LoadgenChoice(tool, "instruction counts do not depend on the load generator's speed")
 
 
 def settle(job: Job, measuring: Measuring) -> Job:
@@ -98,12 +94,12 @@ def settle(job: Job, measuring: Measuring) -> Job:
     )
 
 
-def decide(job: Job, measuring: Measuring) -> Choice:
+def decide(job: Job, measuring: Measuring) -> LoadgenChoice:
     """memtier or redis-benchmark for this GET sweep, from the kept answer or a probe
     (``measuring``: how the probe is measured and where answers are kept)."""
     if job.shard is not None:
         # Each host would probe on its own and might choose differently: one plan, one tool.
-        return Choice(
+        return LoadgenChoice(
             redis_benchmark.NAME,
             "a shard of a plan that several hosts measure, where a probe per host could "
             "choose differently (pass --loadgen memtier to use it on every host)",
@@ -113,7 +109,7 @@ def decide(job: Job, measuring: Measuring) -> Choice:
     key_file = _answer_file(job, memtier_bin.sha256, answers) if answers else None
     kept = _read(key_file) if key_file else None
     if kept is not None:
-        return Choice(
+        return LoadgenChoice(
             kept["tool"], kept["why"], LoadgenProbe.from_json(kept.get("probe")), str(key_file)
         )
     try:
@@ -121,7 +117,9 @@ def decide(job: Job, measuring: Measuring) -> Choice:
     except (CannotMeasure, redis.RedisError, OSError) as exc:
         # Not kept: the run itself will say what is wrong with the server.
         reason = " ".join(str(exc).split())[:200]
-        return Choice(redis_benchmark.NAME, f"memtier_benchmark could not be probed: {reason}")
+        return LoadgenChoice(
+            redis_benchmark.NAME, f"memtier_benchmark could not be probed: {reason}"
+        )
     server = record.server_cpu_pct or 0.0
     client = record.client_cpu_pct or 0.0
     pipeline = record.params["pipeline"]
@@ -145,16 +143,18 @@ def decide(job: Job, measuring: Measuring) -> Choice:
     # (probe_settings): client-bound at that share of its CPUs, not server-bound below it.
     reasons = record.reasons
     if record.valid:
-        choice = Choice("memtier", f"{figures}: it saturates the server", probed)
+        choice = LoadgenChoice("memtier", f"{figures}: it saturates the server", probed)
     elif reasons and all(r.code in SATURATION_REASONS for r in reasons):
-        choice = Choice(redis_benchmark.NAME, f"{figures}: it does not saturate the server", probed)
+        choice = LoadgenChoice(
+            redis_benchmark.NAME, f"{figures}: it does not saturate the server", probed
+        )
     else:  # not kept: a contended or failed probe says nothing of this machine
         first = reasons[0].text if reasons else "no reason recorded"
         why = f"{figures}: the probe was not usable ({first})"
-        return Choice(redis_benchmark.NAME, why, probed)
+        return LoadgenChoice(redis_benchmark.NAME, why, probed)
     if key_file:
         _write(key_file, choice)
-    return Choice(choice.tool, choice.why, probed, None)
+    return choice
 
 
 def probe(job: Job, binary: Any) -> Any:
@@ -220,7 +220,7 @@ def _read(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data.get("why"), str) else None
 
 
-def _write(path: Path, choice: Choice) -> None:
+def _write(path: Path, choice: LoadgenChoice) -> None:
     """Keep the answer; where the cache cannot be written, the next run probes again.
 
     Written to a fresh file of its own and renamed over the answer: a link planted in a
