@@ -13,10 +13,7 @@ from typing import Any, Self
 from pydantic import ValidationError
 
 from regtrack.core.settings import Thresholds
-
-
-def _text(value: Any) -> str | None:
-    return None if value is None else str(value)
+from regtrack.targets.target import text_or_none
 
 
 @dataclass(frozen=True)
@@ -57,7 +54,7 @@ class Skipped:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Self:
         return cls(
-            str(data["label"]), _text(data.get("commit")), _text(data.get("subject")),
+            str(data["label"]), text_or_none(data.get("commit")), text_or_none(data.get("subject")),
             str(data.get("reason") or ""),
         )  # fmt: skip
 
@@ -109,7 +106,7 @@ class LoadgenChoice:
             return None
         return cls(
             str(data["tool"]), str(data.get("why") or ""),
-            LoadgenProbe.from_json(data.get("probe")), _text(data.get("cached")),
+            LoadgenProbe.from_json(data.get("probe")), text_or_none(data.get("cached")),
         )  # fmt: skip
 
 
@@ -132,10 +129,8 @@ class ServerData:
     def from_json(cls, data: Mapping[str, Any] | None) -> Self | None:
         if not isinstance(data, Mapping):
             return None
-        return cls(
-            _text(data.get("dir")), _text(data.get("mount")), _text(data.get("filesystem")),
-            _text(data.get("device")), bool(data.get("persistent")),
-        )  # fmt: skip
+        text = {k: text_or_none(data.get(k)) for k in ("dir", "mount", "filesystem", "device")}
+        return cls(**text, persistent=bool(data.get("persistent")))
 
 
 @dataclass(frozen=True)
@@ -167,7 +162,7 @@ class Printed:
         except (KeyError, TypeError, ValueError, ValidationError):
             thresholds = None
         forced = tuple(str(f) for f in data.get("forced") or ())
-        return cls(_text(data.get("baseline")), thresholds, forced)
+        return cls(text_or_none(data.get("baseline")), thresholds, forced)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 
 
-def _text(value: Any) -> str | None:
+def text_or_none(value: Any) -> str | None:
+    """A stored fact as text, None where it was not recorded."""
     return None if value is None else str(value)
 
 
@@ -96,7 +97,7 @@ class DockerImage:
         return cls(
             image=str(data.get("image") or ""),
             how=str(data.get("how") or ""),
-            image_id=_text(data.get("image_id")),
+            image_id=text_or_none(data.get("image_id")),
             repo_digests=tuple(str(d) for d in data.get("repo_digests") or ()),
         )
 
@@ -167,21 +168,21 @@ class Target:
             label=str(data["label"]),
             spec=str(data["spec"]),
             kind=str(data.get("kind") or ""),
-            binary=_text(data.get("binary")),
-            binary_sha256=_text(data.get("binary_sha256")),
-            commit=_text(data.get("commit")),
-            ref=_text(data.get("ref")),
-            source_repo=_text(data.get("source_repo")),
-            image=_text(data.get("image")),
-            resolved_path=_text(details.get("resolved_path")),
-            tree=_text(details.get("tree")),
-            source_version=_text(details.get("source_version")),
-            commit_date=_text(details.get("commit_date")),
-            subject=_text(details.get("subject")),
-            author=_text(details.get("author")),
+            binary=text_or_none(data.get("binary")),
+            binary_sha256=text_or_none(data.get("binary_sha256")),
+            commit=text_or_none(data.get("commit")),
+            ref=text_or_none(data.get("ref")),
+            source_repo=text_or_none(data.get("source_repo")),
+            image=text_or_none(data.get("image")),
+            resolved_path=text_or_none(details.get("resolved_path")),
+            tree=text_or_none(details.get("tree")),
+            source_version=text_or_none(details.get("source_version")),
+            commit_date=text_or_none(details.get("commit_date")),
+            subject=text_or_none(details.get("subject")),
+            author=text_or_none(details.get("author")),
             range=RangePlace(**place) if isinstance(place, Mapping) else None,
             build=BuildFacts.from_json(build) if isinstance(build, Mapping) else None,
-            build_failed=_text(details.get("build_failed")),
+            build_failed=text_or_none(details.get("build_failed")),
             docker=DockerImage.from_json(docker) if isinstance(docker, Mapping) else None,
             server_config=(
                 {str(k): str(v) for k, v in server_config.items()}
