@@ -7,16 +7,20 @@ why it cannot be trusted instead of a silent gap.
 
 from __future__ import annotations
 
+import math
+import statistics
+
 import pandas as pd
 
 from regtrack.analysis.metrics import Metric
 from regtrack.core.records import InvalidReason
 
 
-def _reasons(group: pd.DataFrame) -> list[str]:
-    """One line per kind of problem (its code's label: the figures differ trial to trial)."""
+def _reasons(invalid: list[tuple]) -> list[str]:
+    """One line per kind of problem of the invalid trials' reasons (its code's label: the
+    figures differ trial to trial)."""
     kinds: dict[str, int] = {}
-    for reasons in group.loc[~group["valid"], "reasons"]:
+    for reasons in invalid:
         for reason in reasons:
             # Text stored before the codes has no kind but itself.
             kind = reason.text if reason.code is InvalidReason.OTHER else reason.code.label
@@ -34,48 +38,56 @@ def rows_for(frame: pd.DataFrame, metric: Metric) -> pd.DataFrame:
 
 def cells(frame: pd.DataFrame, metric: Metric) -> pd.DataFrame:
     """One row per (workload, point, target): median of valid trials, counts, spread, and
-    the valid values by repetition (what paired intervals are built from)."""
-    out = []
+    the valid values by repetition (what paired intervals are built from).
+
+    Plain Python over the columns, not a groupby: a run's frame is tens to thousands of
+    rows, and a report or a bisection asks for thousands of these tables, where pandas'
+    per-group overhead was most of the time."""
     rows = rows_for(frame, metric)
-    for (workload, point, target), group in rows.groupby(
-        ["workload", "point", "target"], sort=False
-    ):
-        valid = group[group["valid"]]
-        source = valid if not valid.empty else group
-        values = source[metric.column].dropna()
-        value = float(values.median()) if not values.empty else None
-        spread = (
-            100.0 * (values.max() - values.min()) / value if value and len(values) > 1 else None
-        )
-        by_rep = {
-            int(r): float(v)
-            for r, v in zip(valid["repetition"], valid[metric.column], strict=True)
-            if pd.notna(v)
-        }
-        busy = (
-            source["server_cpu_pct"].dropna()
-            if "server_cpu_pct" in source
-            else pd.Series(dtype=float)
-        )
+    if rows.empty:
+        return pd.DataFrame([])
+    workload, point, target = (rows[c].tolist() for c in ("workload", "point", "target"))
+    valid, repetition = rows["valid"].tolist(), rows["repetition"].tolist()
+    order, reasons = rows["point_order"].tolist(), rows["reasons"].tolist()
+    values = rows[metric.column].astype("float64").tolist()
+    busy = (
+        rows["server_cpu_pct"].astype("float64").tolist()
+        if "server_cpu_pct" in rows
+        else [math.nan] * len(rows)
+    )
+    groups: dict[tuple[str, str, str], list[int]] = {}
+    for i, key in enumerate(zip(workload, point, target, strict=True)):
+        groups.setdefault(key, []).append(i)
+    out = []
+    for (w, p, t), members in groups.items():
+        good = [i for i in members if valid[i]]
+        source = good or members
+        measured = [values[i] for i in source if not math.isnan(values[i])]
+        value = statistics.median(measured) if measured else None
+        shares = [busy[i] for i in source if not math.isnan(busy[i])]
         out.append(
             {
-                "workload": workload,
-                "point": point,
-                "point_order": int(group["point_order"].iloc[0]),
-                "target": target,
+                "workload": w,
+                "point": p,
+                "point_order": int(order[members[0]]),
+                "target": t,
                 "metric": metric.name,
                 "value": value,
-                "min": float(values.min()) if not values.empty else None,
-                "max": float(values.max()) if not values.empty else None,
-                "spread_pct": spread,
-                "n_valid": len(valid),
-                "n_invalid": int(len(group) - len(valid)),
-                "trusted": not valid.empty,
-                "problems": _reasons(group),
-                "by_rep": by_rep,
+                "min": min(measured) if measured else None,
+                "max": max(measured) if measured else None,
+                "spread_pct": 100.0 * (max(measured) - min(measured)) / value
+                if value and len(measured) > 1
+                else None,
+                "n_valid": len(good),
+                "n_invalid": len(members) - len(good),
+                "trusted": bool(good),
+                "problems": _reasons([reasons[i] for i in members if not valid[i]]),
+                "by_rep": {
+                    int(repetition[i]): values[i] for i in good if not math.isnan(values[i])
+                },
                 # how busy the server was (median share of its CPU): a throughput is the
                 # server's capacity only when this is near 100%
-                "server_busy_pct": float(busy.median()) if not busy.empty else None,
+                "server_busy_pct": statistics.median(shares) if shares else None,
             }
         )
     return pd.DataFrame(out)
