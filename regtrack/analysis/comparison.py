@@ -264,14 +264,19 @@ def _excluded_points(
     rows: pd.DataFrame, metric: Metric, baseline: str, candidate: str, points: list[str]
 ) -> dict[str, str]:
     """Points that must not gate: the load generator was the bottleneck in some trial."""
-    out = {}
-    both = rows[rows["target"].isin([baseline, candidate])]
-    for point in points:
-        reasons = both.loc[both["point"] == point, "reasons"]
-        n = sum(any(r.code is InvalidReason.CLIENT_BOUND for r in rs) for rs in reasons)
-        if n and metric.modes[0] == "throughput":
-            out[point] = f"client-bound in {n} trials: the load generator, not Redis, was measured"
-    return out
+    if metric.modes[0] != "throughput":
+        return {}
+    counts = dict.fromkeys(points, 0)
+    for target, point, reasons in zip(
+        rows["target"].tolist(), rows["point"].tolist(), rows["reasons"].tolist(), strict=True
+    ):
+        if target in (baseline, candidate) and point in counts:
+            counts[point] += any(r.code is InvalidReason.CLIENT_BOUND for r in reasons)
+    return {
+        point: f"client-bound in {n} trials: the load generator, not Redis, was measured"
+        for point, n in counts.items()
+        if n
+    }
 
 
 def _look(rows: pd.DataFrame, rounds: tuple[int, ...] = ()) -> sequential.Look | None:

@@ -20,10 +20,12 @@ from regtrack.analysis.records import PooledComparison
 
 
 def values(rows: pd.DataFrame, metric: Metric, label: str, key: str) -> dict[Any, dict]:
-    valid = rows[(rows["target"] == label) & rows["valid"] & rows[metric.column].notna()]
+    """point -> block -> log of ``label``'s valid, positive values (one pass in plain
+    Python: a comparison asks this of every metric, pair and workload)."""
     out: dict[Any, dict[str, float]] = {}
-    for point, block, value in zip(valid["point"], valid[key], valid[metric.column], strict=True):
-        if value > 0:
+    columns = (rows[c].tolist() for c in ("target", "valid", "point", key, metric.column))
+    for target, valid, point, block, value in zip(*columns, strict=True):
+        if target == label and valid and value > 0:  # NaN > 0 is False
             out.setdefault(point, {})[block] = math.log(float(value))
     return out
 
@@ -127,9 +129,10 @@ def _paired(
     for point in points:
         for block, value in blocks.ratios.get(point, {}).items():
             by_block.setdefault(block, {})[point] = value
+    firsts = first_seqs(blocks.rows, key)
     order = [
         b
-        for b in sorted(by_block, key=lambda b: first_seq(blocks.rows, key, b))
+        for b in sorted(by_block, key=lambda b: firsts.get(b, 0))
         if any(math.isfinite(v) for v in by_block[b].values())
     ]
     numbered = {i: by_block[b] for i, b in enumerate(order)}
@@ -177,6 +180,10 @@ def block_hosts(rows: pd.DataFrame, key: str, blocks: list[Any]) -> list[str] | 
     return [str(first.get(b, "")) for b in blocks]
 
 
-def first_seq(rows: pd.DataFrame, key: str, block: Any) -> int:
-    seqs = rows.loc[rows[key] == block, "seq"]
-    return int(seqs.min()) if not seqs.empty else 0
+def first_seqs(rows: pd.DataFrame, key: str) -> dict[Any, int]:
+    """Each block's first trial (its lowest seq): the order blocks were measured in."""
+    out: dict[Any, int] = {}
+    for block, seq in zip(rows[key].tolist(), rows["seq"].tolist(), strict=True):
+        if block not in out or seq < out[block]:
+            out[block] = int(seq)
+    return out
