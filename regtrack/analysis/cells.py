@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Mapping
 
 import pandas as pd
 
@@ -28,22 +29,32 @@ def _reasons(invalid: list[tuple]) -> list[str]:
     return [f"{kind} ({n}x)" for kind, n in kinds.items()]
 
 
-def rows_for(frame: pd.DataFrame, metric: Metric) -> pd.DataFrame:
+def by_mode(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The frame's trials split by mode once (a comparison reads each mode's for every
+    metric: a boolean mask over every column each time cost more than the analysis)."""
+    return {str(mode): part for mode, part in frame.groupby("mode", sort=False)}
+
+
+def rows_for(modes: Mapping[str, pd.DataFrame], metric: Metric) -> pd.DataFrame:
+    """The trials ``metric`` is read from: those of its first mode that measured it."""
     for mode in metric.modes:
-        rows = frame[frame["mode"] == mode]
-        if not rows.empty and rows[metric.column].notna().any():
+        rows = modes.get(mode)
+        if rows is not None and not rows.empty and rows[metric.column].notna().any():
             return rows
-    return frame.iloc[0:0]
+    return _EMPTY
 
 
-def cells(frame: pd.DataFrame, metric: Metric) -> pd.DataFrame:
+_EMPTY = pd.DataFrame()
+
+
+def cells(frame: pd.DataFrame | Mapping[str, pd.DataFrame], metric: Metric) -> pd.DataFrame:
     """One row per (workload, point, target): median of valid trials, counts, spread, and
     the valid values by repetition (what paired intervals are built from).
 
     Plain Python over the columns, not a groupby: a run's frame is tens to thousands of
     rows, and a report or a bisection asks for thousands of these tables, where pandas'
     per-group overhead was most of the time."""
-    rows = rows_for(frame, metric)
+    rows = rows_for(by_mode(frame) if isinstance(frame, pd.DataFrame) else frame, metric)
     if rows.empty:
         return pd.DataFrame([])
     workload, point, target = (rows[c].tolist() for c in ("workload", "point", "target"))

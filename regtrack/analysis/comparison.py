@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from regtrack.analysis import pooling, run_shift, sequential, stats
-from regtrack.analysis.cells import cells, rows_for
+from regtrack.analysis.cells import by_mode, cells, rows_for
 from regtrack.analysis.gate import disagreements
 from regtrack.analysis.interval import Change
 from regtrack.analysis.metrics import ALPHA, GATING, METRICS, Metric
@@ -164,7 +164,8 @@ def _compare(
     """
     thresholds = thresholds or Thresholds()
     candidates = [t for t in targets if t != baseline]
-    tables = {m.name: cells(frame, m) for m in metrics}
+    modes = by_mode(frame)
+    tables = {m.name: cells(modes, m) for m in metrics}
     tables = {name: table for name, table in tables.items() if not table.empty}
     if not tables:
         raise BadInput("no measured values to compare")
@@ -178,7 +179,7 @@ def _compare(
             continue
         family = (len(gating_metrics) if metric.name in GATING else 1) * max(1, len(candidates))
         judging = _judging(metric, ALPHA / family, thresholds, design)
-        rows = rows_for(frame, metric)
+        rows = rows_for(modes, metric)
         indexed = {(r.workload, r.point, r.target): r for r in table.itertuples()}
         points = table[["workload", "point", "point_order"]].drop_duplicates()
         for workload, wpoints in points.sort_values(["workload", "point_order"]).groupby(
