@@ -23,6 +23,7 @@ from regtrack.core import docker_engine, procs
 from regtrack.core.errors import CannotMeasure
 from regtrack.plan.run_plan import RunPlan
 from regtrack.targets.sources import cache_root
+from tests import tiers
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # One build of each real Redis version per test session: every test that builds real
@@ -111,6 +112,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="also run the second tier: tests that repeat coverage the first tier has "
         "(scripts/test.sh --extended)",
     )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Say the tier before the test modules are imported: their property tests draw
+    tiers.examples(n) examples, n only in the second tier."""
+    if config.getoption("--extended"):
+        os.environ[tiers.VARIABLE] = "extended"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -34,7 +34,7 @@ from regtrack.results.records import LoadedRun, StoredRun
 from regtrack.results.run_row import HostFacts, LoadgenFacts
 from regtrack.results.store import Store
 from regtrack.targets.versions import Target
-from tests import fakebench
+from tests import fakebench, tiers
 from tests.conftest import cli_in_process, redis_server_path, stored_plan
 
 REPO = Path(__file__).parent.parent
@@ -598,7 +598,7 @@ def _analysed_run(run: StoredRun) -> StoredRun:
     )
 
 
-@settings(max_examples=2000, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=tiers.examples(2000), deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_any_crafted_value_is_read_or_refused_in_one_line(base, tmp_path_factory, data):
     """Issue 45: a crafted database (any value of any row of the tables the commands read

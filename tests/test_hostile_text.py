@@ -41,7 +41,7 @@ from regtrack.output.console import err
 from regtrack.output.github_comment import MAX_BODY, CiVerdict, CommentContext, comment_body
 from regtrack.output.report import bisect_page, figures, history_page, pages
 from regtrack.output.report.render import _environment
-from tests import answers, hostile
+from tests import answers, hostile, tiers
 from tests.conftest import cli_in_process, stored_plan
 
 GITHUB_COMMENT_LIMIT = 65_536
@@ -369,7 +369,9 @@ def test_templates_escape_everything():
 # the input) and nothing a terminal acts on.
 
 CLEAN = hostile.Names.clean()
-EXAMPLES = settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+EXAMPLES = settings(
+    max_examples=tiers.examples(2000), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 # What GitHub acts on in text outside a code span: mentions and e-mail addresses, URLs,
 # emoji codes, HTML, a backtick that did not close, and anything a terminal acts on (ci
 # prints its summary on stdout).
