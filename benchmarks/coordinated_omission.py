@@ -13,6 +13,8 @@ issue 47 asks for this comparison; docs/openloop-engine.md quotes its output. It
 nothing (tests/ test the engine); run it under the benchmark lock:
 
     flock /tmp/regtrack-tests.lock .venv/bin/python benchmarks/coordinated_omission.py
+
+Exit 2: bad usage; exit 3: could not measure (a binary missing, a tool failed), one line.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import redis
 
@@ -60,6 +63,12 @@ class Pause:
     held_s: float
 
 
+def fail(message: str) -> NoReturn:
+    """Could not measure: one line, exit 3 (regtrack's code for it)."""
+    print(f"coordinated_omission: {message}", file=sys.stderr)
+    sys.exit(3)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -84,8 +93,14 @@ def start_server(binary: str, port: int, workdir: Path) -> subprocess.Popen[byte
             time.sleep(0.05)
     else:
         proc.kill()
-        sys.exit(f"redis-server on port {port} did not answer PING")
-    client.execute_command("DEBUG", "POPULATE", KEYS, "key", VALUE_BYTES)
+        proc.wait()
+        fail(f"redis-server on port {port} did not answer PING")
+    try:
+        client.execute_command("DEBUG", "POPULATE", KEYS, "key", VALUE_BYTES)
+    except redis.RedisError as error:
+        proc.kill()
+        proc.wait()
+        fail(f"DEBUG POPULATE refused: {error}")
     return proc
 
 
@@ -110,13 +125,17 @@ def run_with_pause(argv: list[str], port: int, args: argparse.Namespace) -> tupl
     """Run one load generator on CPU 1 while the side connection pauses the server."""
     pauses: list[Pause] = []
     side = pause_later(port, args.pause_at, args.pause, pauses)
-    proc = subprocess.run(["taskset", "-c", CLIENT_CPU, *argv], capture_output=True,
-                          text=True, timeout=args.duration + 60, check=False)  # fmt: skip
+    try:
+        proc = subprocess.run(["taskset", "-c", CLIENT_CPU, *argv], capture_output=True,
+                              text=True, timeout=args.duration + 60, check=False)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        fail(f"{argv[0]} ran past {args.duration + 60:g} s")
     side.join(timeout=args.pause + 5)
     if proc.returncode != 0:
-        sys.exit(f"{argv[0]} exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        fail(f"{argv[0]} exited {proc.returncode}: {last}")
     if not pauses:
-        sys.exit("the side connection's DEBUG SLEEP did not return")
+        fail("the side connection's DEBUG SLEEP did not return")
     return proc.stdout, pauses[0]
 
 
@@ -156,7 +175,7 @@ def engine(path: str, port: int, args: argparse.Namespace, tmp: Path) -> tuple[R
 
 
 def resp_benchmark(path: str, port: int, args: argparse.Namespace) -> tuple[Result, Pause]:
-    """resp-benchmark -t: its summary line has count, qps, avg, p99 and max only.
+    """resp-benchmark -t: its summary line (0.2.5) has count, qps, avg and p99 only.
 
     Its keys (key_0000000000...) are not the populated ones: every GET is a miss, which
     costs the server about what a hit does and does not change what a pause does.
@@ -166,15 +185,19 @@ def resp_benchmark(path: str, port: int, args: argparse.Namespace) -> tuple[Resu
             "-c", str(args.connections), "-t", str(round(args.rate)),
             "-s", str(round(args.duration)), f"GET {{key uniform {KEYS}}}"]  # fmt: skip
     stdout, pause = run_with_pause(argv, port, args)
-    last = [line for line in stdout.splitlines() if "cnt:" in line][-1]
-    found = dict(re.findall(r"(\w+): ([^,]+)", last))
+    plain = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", stdout)  # its progress lines redraw
+    summaries = [line for line in plain.splitlines() if "cnt:" in line]
+    found = dict(re.findall(r"(\w+): ([^,]+)", summaries[-1])) if summaries else {}
+    if not {"cnt", "qps", "p99"} <= found.keys():
+        fail(f"{path}: no summary line with cnt, qps and p99 in its output")
 
     def ms(text: str) -> float:
         number = float(text.strip("<>ms"))
         return number * 1000 if text.endswith("s") and not text.endswith("ms") else number
 
-    result = Result("resp-benchmark -t", int(found["cnt"]), float(found["qps"]), None,
-                    ms(found["p99"]), None, ms(found["max"]))  # fmt: skip
+    qps = float(re.findall(r"[\d.]+", found["qps"])[0])
+    result = Result("resp-benchmark -t", int(found["cnt"]), qps, None,
+                    ms(found["p99"]), None, None)  # fmt: skip
     return result, pause
 
 
@@ -198,11 +221,13 @@ def expected(args: argparse.Namespace) -> list[str]:
 
 def engine_path(given: str | None) -> str:
     """--engine, $REGTRACK_OPENLOOP, .venv/bin/regtrack-openloop, then the engine build."""
+    if given and not os.access(given, os.X_OK):
+        fail(f"--engine: {given} is not an executable")
     venv = Path(__file__).resolve().parent.parent / ".venv" / "bin" / "regtrack-openloop"
     for candidate in (given, os.environ.get("REGTRACK_OPENLOOP"), str(venv), ENGINE_BUILD):
         if candidate and os.access(candidate, os.X_OK):
             return candidate
-    sys.exit("no regtrack-openloop: pass --engine PATH or set REGTRACK_OPENLOOP")
+    fail("no regtrack-openloop: pass --engine PATH or set REGTRACK_OPENLOOP")
 
 
 def main() -> None:
@@ -218,23 +243,33 @@ def main() -> None:
     parser.add_argument("--engine", help="regtrack-openloop binary")
     parser.add_argument("--resp-benchmark", help="resp-benchmark (PyPI) CLI: a third row")
     args = parser.parse_args()
-    if not args.server:
-        sys.exit("no redis-server: pass --server PATH")
+    if args.rate <= 0 or args.connections < 1 or args.pause <= 0:
+        parser.error("--rate, --connections and --pause must be positive")
+    if args.pause_at < 0 or args.pause_at + args.pause >= args.duration:
+        parser.error("the pause must start and end inside --duration")
     engine_bin = engine_path(args.engine)
+    for name, binary in (("--server", args.server), ("--memtier", args.memtier),
+                         ("--resp-benchmark", args.resp_benchmark or sys.executable)):  # fmt: skip
+        if not binary or not os.access(binary, os.X_OK):
+            fail(f"{name}: {binary or 'redis-server is not on PATH'} is not an executable")
     with tempfile.TemporaryDirectory(prefix="co-") as tmp_name:
         tmp = Path(tmp_name)
         port = free_port()
-        server = start_server(args.server, port, tmp)
+        server: subprocess.Popen[bytes] | None = None
         try:
+            server = start_server(args.server, port, tmp)
             runs = [memtier(args.memtier, port, args, tmp), engine(engine_bin, port, args, tmp)]
             if args.resp_benchmark:
                 runs.append(resp_benchmark(args.resp_benchmark, port, args))
         finally:
-            server.terminate()
-            server.wait(timeout=10)
+            if server is not None:
+                server.terminate()
+                server.wait(timeout=10)
     print(f"GET at {args.rate:.0f}/s over {args.connections} connections for "
           f"{args.duration:g} s; DEBUG SLEEP {args.pause:g} at {args.pause_at:g} s; server "
           f"{args.server} on CPU {SERVER_CPU}, load generator on CPU {CLIENT_CPU}")  # fmt: skip
+    version = subprocess.run([engine_bin, "--version"], capture_output=True, text=True)
+    print(f"engine: {engine_bin} ({version.stdout.strip() or 'no --version'})")
     header = f"{'tool':<30} {'requests':>8} {'ops/s':>7} {'p50':>8} {'p99':>8} {'p99.9':>8}"
     print(header + f" {'max':>8}  (ms)  pause held")
     for result, pause in runs:
