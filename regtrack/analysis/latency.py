@@ -11,7 +11,7 @@ tail percentile amplifies it (a queue at load 0.5 on a 20% slower host runs at 0
 the trial-to-trial spread dwarfs the sampling error of 40,000 requests. Pooling every
 request of a version and bootstrapping requests ignores that spread: its 95% intervals held
 an A/A change of 0 in under half of simulated streams (docs/methodology.md, "Latency
-percentiles", from benchmarks/latency_stats_sim.py), the block t intervals in 92-98%, and
+percentiles", from benchmarks/latency_stats_sim.py), the block t intervals in 91-99%, and
 a gate's t-spending never missed in at least 95%. A rank interval (Hodges-Lehmann) cannot
 reach 95% below 6 blocks, nor the spent levels of a gate's first looks.
 
