@@ -83,7 +83,8 @@ def run(
     except BadInput:  # nothing valid to compare: a measuring failure, said as such (exit 3)
         orchestrate.fail_if_incomplete(store, run_id, status)
         raise
-    shown = ["throughput", "instructions_per_op", "syscalls_per_op"]
+    shown = ["throughput", "instructions_per_op", "syscalls_per_op", "open_loop_p50",
+             "open_loop_p99", "open_loop_p999"]  # fmt: skip
     click.echo(tables.render(result, "table", shown))
     click.echo(
         f"Results: {store.path} (run {run_id}). More: regtrack compare --db {store.path} "

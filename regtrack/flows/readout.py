@@ -12,14 +12,16 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from regtrack.analysis import attribution, commit_history, comparison, history
+from regtrack.analysis import attribution, commit_history, comparison, histograms, history
 from regtrack.analysis.commit_history import CommitStep
+from regtrack.analysis.histograms import Distribution
 from regtrack.analysis.metrics import METRIC_BY_NAME
 from regtrack.analysis.records import ComparisonResult
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import Thresholds, load_thresholds
 from regtrack.results import comparability, loaded
 from regtrack.results.store import Store
+from regtrack.results.stored_open_loop import open_loop
 from regtrack.targets import commit_order
 
 
@@ -83,6 +85,18 @@ def functions(
     """`explain`: the functions whose instructions per operation moved, per point."""
     costs = loaded.costs(store, run_id or store.latest_run_id())
     return attribution.attribute(costs, baseline, candidate, point, top)
+
+
+def latency(store: Store, run_id: int | None) -> list[Distribution]:
+    """`latency`: each version's open-loop latency per point, from the merged histograms
+    of its valid trials."""
+    run = run_id or store.latest_run_id()
+    found = histograms.distributions(open_loop(store, run))
+    if not found:
+        raise BadInput(
+            f"run {run} has no valid open-loop trial: measure with regtrack run --rate or --load"
+        )
+    return found
 
 
 @dataclass(frozen=True)
