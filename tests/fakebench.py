@@ -77,7 +77,8 @@ class Model:
 
     instructions: dict[str, float] = field(default_factory=lambda: {"*": 3500.0})
     throughput: dict[str, float] = field(default_factory=lambda: {"*": 400_000.0})
-    # p99 (ms) of an open-loop trial at any offered rate (p50 is 0.4 of it, p99.9 twice)
+    # p99 (ms) of an open-loop trial at a low rate (p50 0.4 of it, p99.9 twice); at a share
+    # rho of the version's throughput it grows as a queue's, 1 / (1 - rho) (rho at most 0.95)
     latency_p99: dict[str, float] = field(default_factory=lambda: {"*": 0.2})
     latency_noise_pct: float = 5.0  # sd of a trial's own (open-loop p99)
     redis_version: dict[str, str] = field(default_factory=lambda: {"*": "7.2.4"})
@@ -235,6 +236,7 @@ class Model:
             record.client_cpu_pct = 20.0
         elif record.mode == "latency":
             rate = float(record.params["rate"])
+            value /= 1 - min(0.95, rate / self._of(self.throughput, target))
             record.ops_per_sec, record.client_cpu_pct = rate, 10.0
             record.latency_ms = {
                 "p50": 0.4 * value,

@@ -6,13 +6,15 @@ a real run is test_latency_real.py."""
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 
 import pytest
 
+from regtrack.analysis import slo
 from regtrack.bench.plan import interleave, latency_points
 from regtrack.core.errors import BadInput
-from regtrack.plan.latency_plan import LatencyPlan
+from regtrack.plan.latency_plan import LatencyPlan, Slo
 from regtrack.workloads.points import Point
 from tests import fakebench
 from tests.conftest import cli_in_process
@@ -147,3 +149,33 @@ def test_latency_reads_merged_histograms_and_exports_hgrm(tmp_path, redis_server
     broken = cli_in_process("latency", "--db", str(db))
     assert broken.returncode == 2 and "cannot be decoded" in broken.stderr, broken.stderr
     assert "Traceback" not in broken.stderr
+
+
+def test_capacity_at_an_slo_is_read_where_the_percentile_crosses_it():
+    """The crossing interpolates the log of the percentile between the last rate within
+    the target and the first beyond; sweeps that never (or always) cross only bound it."""
+    target = Slo.parse("p99 <= 1ms")
+    assert target == Slo("p99", 1.0) and Slo.parse("p99.9<=500us").limit_ms == 0.5
+    with pytest.raises(BadInput, match="give a percentile"):
+        Slo.parse("p95<=1ms")
+    sweep = slo.Sweep("a", 0, ((1000.0, 0.2), (2000.0, 0.5), (3000.0, 2.0)))
+    x = slo.crossing(sweep, target)
+    assert x.bound == "" and 2000 < x.rate < 3000
+    assert x.rate == pytest.approx(2000 + 1000 * math.log(2) / math.log(4))
+    assert slo.crossing(slo.Sweep("a", 0, ((1000.0, 0.2),)), target).bound == "at least"
+    assert slo.crossing(slo.Sweep("a", 0, ((1000.0, 3.0),)), target).bound == "below"
+
+
+def test_a_run_with_an_slo_prints_each_versions_capacity_and_the_change(tmp_path, redis_server):
+    """--slo: every version swept over the same rates; b's latency doubled, so its
+    capacity at the target is lower, with an interval over the repetitions."""
+    model = fakebench.Model(latency_p99={"a": 0.2, "b": 0.4})
+    proc = cli_in_process(
+        "run", *_versions(redis_server), *FAST, "--slo", "p99<=1ms",
+        "--db", str(tmp_path / "r.db"), measuring=model,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout[proc.stdout.index("capacity at p99<=1ms") :]
+    a_line, b_line = text.splitlines()[1:3]
+    assert a_line.startswith("  a: ") and "(baseline)" in a_line
+    assert b_line.startswith("  b: ") and "regression" in b_line, text

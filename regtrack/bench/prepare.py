@@ -24,7 +24,7 @@ from regtrack.core.cpus import CpuPlan, Topology, plan_cpus, plan_duet, split_si
 from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.core.options import Options
 from regtrack.core.settings import RunSettings, load_settings
-from regtrack.plan.latency_plan import LatencyPlan, parse_values
+from regtrack.plan.latency_plan import SLO_LOADS, LatencyPlan, Slo, parse_values
 from regtrack.targets import build, images, make_flags, versions
 from regtrack.targets.versions import Target
 from regtrack.workloads import points, server_config
@@ -237,6 +237,9 @@ def latency_plan(options: Options) -> LatencyPlan | None:
     """The open-loop trials asked for (--rate or --load), or None."""
     load = options.load or options.latency_load
     option = "--load" if options.load else "--latency-load"
+    slo = Slo.parse(options.slo).text if options.slo else ""
+    if slo and options.rate is None and load is None:
+        load = ",".join(f"{x:g}" for x in SLO_LOADS)
     if options.rate is None and load is None:
         return None
     if options.rate is not None and load is not None:
@@ -245,6 +248,7 @@ def latency_plan(options: Options) -> LatencyPlan | None:
         loads=parse_values(load, option) if load else (),
         rates=parse_values(options.rate, "--rate") if options.rate else (),
         arrival="constant" if options.arrival == "constant" else "poisson",
+        slo=slo,
     )
 
 

@@ -60,7 +60,7 @@ def run(
     from regtrack.cli.steps import auto_report
     from regtrack.core.settings import load_thresholds
     from regtrack.flows import orchestrate, readout
-    from regtrack.output import tables
+    from regtrack.output import latency_text, tables
 
     if resume_id is not None:
         if version_specs:
@@ -86,6 +86,9 @@ def run(
     shown = ["throughput", "instructions_per_op", "syscalls_per_op", "open_loop_p50",
              "open_loop_p99", "open_loop_p999"]  # fmt: skip
     click.echo(tables.render(result, "table", shown))
+    slo = readout.slo_capacities(store, run_id, baseline, thresholds)
+    if slo is not None:
+        click.echo(latency_text.slo_lines(*slo) + "\n")
     click.echo(
         f"Results: {store.path} (run {run_id}). More: regtrack compare --db {store.path} "
         f"--run {run_id} --format markdown|csv|json"

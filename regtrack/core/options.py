@@ -344,6 +344,14 @@ class Options:
         commands=("run",),
         metavar="FRACTIONS",
     )
+    slo: str | None = option(
+        None,
+        "Find each version's capacity at this latency target, e.g. 'p99<=1ms': open-loop "
+        "trials at rising rates (--load, else 0.25 to 1.2 of the capacity measured first).",
+        "measuring",
+        commands=("run",),
+        metavar="TARGET",
+    )
     latency_load: str | None = option(
         None,
         "Also gate p99 latency measured open loop at this fraction of the baseline's "

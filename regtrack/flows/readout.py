@@ -12,13 +12,15 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from regtrack.analysis import attribution, commit_history, comparison, histograms, history
+from regtrack.analysis import attribution, commit_history, comparison, histograms, history, slo
 from regtrack.analysis.commit_history import CommitStep
 from regtrack.analysis.histograms import Distribution
 from regtrack.analysis.metrics import METRIC_BY_NAME
 from regtrack.analysis.records import ComparisonResult
+from regtrack.analysis.slo import SloCapacity
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import Thresholds, load_thresholds
+from regtrack.plan.latency_plan import Slo
 from regtrack.results import comparability, loaded
 from regtrack.results.store import Store
 from regtrack.results.stored_open_loop import open_loop
@@ -97,6 +99,23 @@ def latency(store: Store, run_id: int | None) -> list[Distribution]:
             f"run {run} has no valid open-loop trial: measure with regtrack run --rate or --load"
         )
     return found
+
+
+def slo_capacities(
+    store: Store, run_id: int, baseline: str | None, thresholds: Thresholds
+) -> tuple[Slo, list[SloCapacity]] | None:
+    """Each version's capacity at the run's latency target (--slo), or None without one."""
+    run = loaded.run(store, run_id)
+    if not run.run.slo:
+        return None
+    target = Slo.parse(run.run.slo)
+    found = slo.capacities(
+        slo.sweeps(run.trials, target),
+        target,
+        baseline or run.run.labels[0],
+        thresholds.throughput,
+    )
+    return target, found
 
 
 @dataclass(frozen=True)

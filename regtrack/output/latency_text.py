@@ -12,9 +12,12 @@ from pathlib import Path
 from rich.table import Table
 
 from regtrack.analysis.histograms import Distribution, hgrm
+from regtrack.analysis.interval import Change
+from regtrack.analysis.slo import SloCapacity
 from regtrack.core import writes
 from regtrack.core.text import printable
 from regtrack.output.console import ShownConsole, table_width
+from regtrack.plan.latency_plan import Slo
 
 SHOWN = (50.0, 90.0, 99.0, 99.9, 99.99)
 
@@ -67,3 +70,30 @@ def write_hgrm(found: Sequence[Distribution], out: str) -> list[Path]:
         stem = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{d.target}-{d.point}")[:80].strip("._")
         written.append(writes.replace_text(folder / f"{i:02d}-{stem}.hgrm", hgrm(d), "histogram"))
     return written
+
+
+def slo_lines(slo: Slo, found: Sequence[SloCapacity]) -> str:
+    """Each version's capacity at the latency target, and its change from the baseline's."""
+    lines = [
+        f"capacity at {slo.text} (open loop: the highest offered rate whose {slo.percentile} "
+        "stays within it, median over repetitions; change paired by repetition):"
+    ]
+    for c in found:
+        rate = f"{c.median_rate:,.0f}/s" if c.median_rate is not None else "not reached"
+        change = f"  {answer(c.change, c.verdict)}" if c.verdict else "  (baseline)"
+        lines.append(f"  {printable(c.target)}: {rate}{change}")
+        for x in c.crossings:
+            rep = f"    rep {x.repetition + 1}"
+            if x.bound == "at least":
+                lines.append(f"{rep}: within the target at every rate offered, so at least "
+                             f"{x.rate:,.0f}/s: offer higher loads")  # fmt: skip
+            elif x.bound == "below":
+                lines.append(f"{rep}: beyond the target already at {x.rate:,.0f}/s: offer "
+                             "lower loads")  # fmt: skip
+    return "\n".join(lines)
+
+
+def answer(change: Change | None, verdict: str) -> str:
+    if change is None:
+        return f"{verdict} (too few repetitions crossed the target in both versions)"
+    return f"{change.estimate_pct:+.1f}% [{change.low_pct:+.1f}, {change.high_pct:+.1f}] {verdict}"

@@ -9,6 +9,7 @@ resumed or merged run offers what the first part did.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Self
@@ -16,10 +17,43 @@ from typing import Any, Literal, Self
 from regtrack.core.errors import BadInput
 
 MODE = "latency"
+# The loads an SLO search offers when the run names none (fractions of the capacity
+# measured first: closed loop at pipeline 1, a lower bound where the client is the limit).
+SLO_LOADS = (0.25, 0.5, 0.7, 0.85, 1.0, 1.2)
+SLO_COLUMNS = {"p50": "lat_p50_ms", "p99": "lat_p99_ms", "p99.9": "lat_p999_ms"}
+_UNITS_MS = {"us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1000.0}
+_SLO = re.compile(r"^\s*(p50|p99|p99\.9)\s*<=?\s*([0-9]+(?:\.[0-9]+)?)\s*(us|µs|ms|s)\s*$")
 # Connections the engine spreads its requests over: a queue's few producers and workers.
 CONNECTIONS = 4
 # The highest rate regtrack offers (requests/s): far beyond one Redis core.
 MAX_RATE = 10_000_000.0
+
+
+@dataclass(frozen=True)
+class Slo:
+    """A latency target: ``percentile`` (p50, p99, p99.9) at most ``limit_ms``."""
+
+    percentile: str
+    limit_ms: float
+
+    @property
+    def column(self) -> str:
+        return SLO_COLUMNS[self.percentile]
+
+    @property
+    def text(self) -> str:
+        return f"{self.percentile}<={self.limit_ms:g}ms"
+
+    @classmethod
+    def parse(cls, text: str) -> Slo:
+        """'p99<=1ms', 'p99.9 <= 500us'; one line for anything else."""
+        m = _SLO.match(text or "")
+        if not m or float(m.group(2)) <= 0:
+            raise BadInput(
+                f"--slo {text[:40]!r}: give a percentile and a time, e.g. 'p99<=1ms' "
+                "(p50, p99 or p99.9; us, ms or s)"
+            )
+        return cls(m.group(1), float(m.group(2)) * _UNITS_MS[m.group(3)])
 
 
 @dataclass(frozen=True)
@@ -35,6 +69,7 @@ class LatencyPlan:
     capacity_from: str = ""  # which version, point and trial gave it
     engine: str = ""  # the engine's --version line and its binary's SHA-256
     engine_sha256: str = ""
+    slo: str = ""  # a latency target to find each version's capacity at (Slo.text)
 
     def __post_init__(self) -> None:
         if bool(self.loads) == bool(self.rates):
@@ -72,7 +107,7 @@ class LatencyPlan:
         or a resumed part measures the plan it shares)."""
         return {
             "loads": list(self.loads), "rates": list(self.rates), "arrival": self.arrival,
-            "connections": self.connections,
+            "connections": self.connections, "slo": self.slo,
         }  # fmt: skip
 
     def with_capacity(self, capacity: float, source: str) -> LatencyPlan:
@@ -88,6 +123,7 @@ class LatencyPlan:
             "capacity_from": self.capacity_from,
             "engine": self.engine,
             "engine_sha256": self.engine_sha256,
+            "slo": self.slo,
         }
 
     @classmethod
@@ -108,6 +144,7 @@ class LatencyPlan:
             capacity_from=str(data.get("capacity_from") or ""),
             engine=str(data.get("engine") or ""),
             engine_sha256=str(data.get("engine_sha256") or ""),
+            slo=Slo.parse(str(data["slo"])).text if data.get("slo") else "",
         )
 
 

@@ -95,6 +95,7 @@ class StoredRun:
     rounds: tuple[int, ...] = ()
     server: Mapping[str, ServerValue] = field(default_factory=dict)  # the workload's [server]
     server_data: ServerData | None = None  # where persistent servers kept files
+    slo: str = ""  # the latency target its open-loop trials searched capacity at (--slo)
 
     @property
     def labels(self) -> list[str]:
