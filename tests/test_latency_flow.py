@@ -168,10 +168,11 @@ def test_capacity_at_an_slo_is_read_where_the_percentile_crosses_it():
 
 def test_a_run_with_an_slo_prints_each_versions_capacity_and_the_change(tmp_path, redis_server):
     """--slo: every version swept over the same rates; b's latency doubled, so its
-    capacity at the target is lower, with an interval over the repetitions."""
+    capacity at the target is lower, with an interval over the repetitions; the run page
+    draws latency against rate and each load's percentile distributions with the target."""
     model = fakebench.Model(latency_p99={"a": 0.2, "b": 0.4})
     proc = cli_in_process(
-        "run", *_versions(redis_server), *FAST, "--slo", "p99<=1ms",
+        "run", *_versions(redis_server), *FAST, "--slo", "p99<=1ms", "--load", "0.5,0.7,0.85",
         "--db", str(tmp_path / "r.db"), measuring=model,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -179,3 +180,8 @@ def test_a_run_with_an_slo_prints_each_versions_capacity_and_the_change(tmp_path
     a_line, b_line = text.splitlines()[1:3]
     assert a_line.startswith("  a: ") and "(baseline)" in a_line
     assert b_line.startswith("  b: ") and "regression" in b_line, text
+    written = cli_in_process("report", "--db", str(tmp_path / "r.db"), "--out", str(tmp_path))
+    assert written.returncode == 0, written.stderr
+    page = (tmp_path / "run-1.html").read_text()
+    assert "Open-loop latency against offered rate" in page and 'id="slo"' in page
+    assert page.count("Latency by percentile at load=") == 3  # one chart per offered load

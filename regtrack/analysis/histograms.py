@@ -91,3 +91,16 @@ def hgrm(distribution: Distribution, unit: str = "ns") -> str:
     out = io.BytesIO()
     distribution.histogram.output_percentile_distribution(out, PER_MS[unit])
     return out.getvalue().decode()
+
+
+def curve(distribution: Distribution, ticks: int = 5) -> tuple[list[float], list[float]]:
+    """The merged histogram's percentile distribution: percentiles (0-100) and their
+    latencies in ms, ``ticks`` steps per halving of the distance to 100% (as .hgrm)."""
+    scale = distribution.max_ms and distribution.histogram.get_max_value() / distribution.max_ms
+    percentiles, ms = [], []
+    for item in distribution.histogram.get_percentile_iterator(ticks):
+        if item.percentile_level_iterated_to >= 100.0:
+            break
+        percentiles.append(item.percentile_level_iterated_to)
+        ms.append(item.value_iterated_to / (scale or 1.0))
+    return percentiles, ms
