@@ -185,3 +185,23 @@ def test_a_run_with_an_slo_prints_each_versions_capacity_and_the_change(tmp_path
     page = (tmp_path / "run-1.html").read_text()
     assert "Open-loop latency against offered rate" in page and 'id="slo"' in page
     assert page.count("Latency by percentile at load=") == 3  # one chart per offered load
+
+
+def test_run_until_decided_starts_in_blocks_and_tells_the_story(tmp_path, redis_server):
+    """run --until-decided without --repetitions starts from ci's first look (blocks of
+    two, never the settings' odd 3) and ends with the story: throughput, p99 at the load,
+    instructions per op, and the functions behind the instructions."""
+    model = fakebench.Model(
+        latency_p99={"a": 0.2, "b": 0.3}, instructions={"a": 3500.0, "b": 3800.0}
+    )
+    proc = cli_in_process(
+        "run", *_versions(redis_server), "--pipelines", "10", "--no-report", "--metric",
+        "both", "--until-decided", "--load", "0.5", "--db", str(tmp_path / "r.db"),
+        measuring=model,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    told = proc.stdout[proc.stdout.index("b vs a (") :].splitlines()
+    assert told[1].startswith("  throughput at pipeline=10: ")
+    assert told[2].startswith("  p99 latency (open loop) at load=0.5: ") and "regression" in told[2]
+    assert told[3].startswith("  instructions per op at pipeline=10: +8.")
+    assert "getGenericCommand +" in told[4] and "processCommand" not in told[4]

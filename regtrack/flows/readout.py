@@ -13,6 +13,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from regtrack.analysis import attribution, commit_history, comparison, histograms, history, slo
+from regtrack.analysis.bisect_records import Attribution
 from regtrack.analysis.commit_history import CommitStep
 from regtrack.analysis.histograms import Distribution
 from regtrack.analysis.metrics import METRIC_BY_NAME
@@ -116,6 +117,28 @@ def slo_capacities(
         thresholds.throughput,
     )
     return target, found
+
+
+def behind_changes(
+    store: Store, run_id: int, result: ComparisonResult, top: int = 5
+) -> dict[str, list[Attribution]]:
+    """Per candidate, the functions whose instructions per op moved at the first point
+    (none for a run that did not count instructions, or a side with no valid trial)."""
+    out: dict[str, list[Attribution]] = {}
+    if "instructions_per_op" not in result.metrics:
+        return out
+    costs = loaded.costs(store, run_id)
+    if costs.costs.empty:
+        return out
+    for candidate in result.targets:
+        if candidate == result.baseline:
+            continue
+        first = next((r.point for r in result.comparisons if r.candidate == candidate), None)
+        try:
+            out[candidate] = attribution.attribute(costs, result.baseline, candidate, first, top)
+        except BadInput:
+            continue
+    return out
 
 
 @dataclass(frozen=True)
