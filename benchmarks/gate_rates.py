@@ -11,6 +11,9 @@ Runs real gates, one after another, each a fresh `regtrack ci` at its default se
          of a 256 MiB buffer (instructions per GET up ~0.5% a line, throughput down),
          chained with --stall-chained (each miss waits for the one before); a throughput
          regression must be reported
+  pause  an event loop that stalls: serverCron busy-waits --pause-us (2 ms) each of its
+         10 runs a second; with `-- --latency-load 0.5` the p99 gate must report a
+         regression while throughput and instructions say no change
   stall3 the same with --stall3-lines (and --stall-mib, --stall-every: only every Nth
          GET), chosen to cost about 3% of throughput on the host; or, with
          --stall3-delay TICKS, a timed delay (a spin on the time-stamp counter: time, not
@@ -45,7 +48,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.slowdown import make_delay_branch, make_slow_branch, make_stall_branch  # noqa: E402
+from tests.slowdown import (  # noqa: E402
+    make_delay_branch,
+    make_pause_branch,
+    make_slow_branch,
+    make_stall_branch,
+)
 
 REGTRACK = str(ROOT / ".venv" / "bin" / "regtrack")
 # Gates since throughput is paired in time; gate_rates.jsonl holds the earlier ones.
@@ -56,6 +64,7 @@ EXPECTED = {
     "slow2": "regression",
     "stall": "regression",
     "stall3": "regression",
+    "pause": "regression",
 }
 
 
@@ -116,13 +125,13 @@ def _group(row: dict) -> tuple[str, str]:
 
 
 def show(rows: list[dict]) -> None:
-    print(f"{'kind':<6} {'outcome':<14} {'reps':>4} {'min':>5}  instructions / throughput")
+    print(f"{'kind':<6} {'outcome':<14} {'reps':>4} {'min':>5}  instructions / throughput / p99")
     for r in rows:
         if "error" in r:
             print(f"{r['kind']:<6} error: {r['error']}")
             continue
         parts = []
-        for metric in ("instructions_per_op", "throughput"):
+        for metric in ("instructions_per_op", "throughput", "open_loop_p99"):
             g = r["gate"].get(metric)
             if g and g["change_pct"] is not None:
                 lo = "-inf" if g["ci_low_pct"] is None else f"{g['ci_low_pct']:+.2f}"
@@ -166,6 +175,7 @@ def main() -> None:
     parser.add_argument("--stall-mib", type=int, default=256, help="the stall's buffer (MiB)")
     parser.add_argument("--stall-every", type=int, default=1, help="stall every Nth GET only")
     parser.add_argument("--stall3-delay", type=int, help="stall3: a delay of TICKS instead")
+    parser.add_argument("--pause-us", type=int, default=2000, help="pause: serverCron's wait")
     parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
     parser.add_argument("--summary-only", action="store_true")
     parser.add_argument("extra", nargs="*", help="more regtrack ci options, after --")
@@ -176,7 +186,9 @@ def main() -> None:
             parser.error("give --kind (or --summary-only)")
         slow = Path(args.slow_repo)
         candidate = args.base
-        if args.kind == "stall3" and args.stall3_delay:
+        if args.kind == "pause":
+            candidate = make_pause_branch(Path(args.source_repo), slow, args.base, args.pause_us)
+        elif args.kind == "stall3" and args.stall3_delay:
             candidate = make_delay_branch(
                 Path(args.source_repo), slow, args.base, args.stall3_delay
             )

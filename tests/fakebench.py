@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from hdrh.histogram import HdrHistogram
 from redis._parsers.helpers import parse_info
 
 from regtrack.bench import loadgen_choice
@@ -52,7 +53,7 @@ from regtrack.bench.runtimes import access
 from regtrack.bench.runtimes.base import RunningServer
 from regtrack.bench.trial import judge_load, new_record
 from regtrack.core import interrupts
-from regtrack.core.records import FunctionCost, Progress, TrialRecord
+from regtrack.core.records import FunctionCost, OpenLoopFacts, Progress, TrialRecord
 from regtrack.results.store import Store
 from regtrack.targets.versions import Target
 
@@ -76,6 +77,10 @@ class Model:
 
     instructions: dict[str, float] = field(default_factory=lambda: {"*": 3500.0})
     throughput: dict[str, float] = field(default_factory=lambda: {"*": 400_000.0})
+    # p99 (ms) of an open-loop trial at a low rate (p50 0.4 of it, p99.9 twice); at a share
+    # rho of the version's throughput it grows as a queue's, 1 / (1 - rho) (rho at most 0.95)
+    latency_p99: dict[str, float] = field(default_factory=lambda: {"*": 0.2})
+    latency_noise_pct: float = 5.0  # sd of a trial's own (open-loop p99)
     redis_version: dict[str, str] = field(default_factory=lambda: {"*": "7.2.4"})
     seed_effect_pct: float = 1.0  # sd of the shared effect of a seed
     instructions_noise_pct: float = 0.02  # sd of a trial's own (instructions)
@@ -134,6 +139,16 @@ class Model:
         if self.probe_error is not None:
             raise self.probe_error
         return probed_record(job, *self.probe_cpu)
+
+    def capacity_trial(self, job: Job) -> TrialRecord:
+        """The baseline's closed-loop trial at pipeline 1: its modelled throughput,
+        client-bound (as on this VM)."""
+        target = job.targets[0]
+        record = TrialRecord(0, 0, target.label, job.workload.name, "pipeline=1",
+                             {"pipeline": 1}, "modelled")  # fmt: skip
+        self.fill(record, target, 0)
+        judge_load(job.settings, record, threads=1, client_cpus=1, saturates=True)
+        return record
 
     @contextlib.contextmanager
     def plain_server(
@@ -197,6 +212,8 @@ class Model:
         )
         if mode == "instructions":
             base, noise = self._of(self.instructions, target), self.instructions_noise_pct
+        elif mode == "latency":
+            base, noise = self._of(self.latency_p99, target), self.latency_noise_pct
         else:
             base, noise = self._of(self.throughput, target), self.throughput_noise_pct
         return (
@@ -217,6 +234,19 @@ class Model:
             record.instructions = int(value * OPS)
             record.instructions_repeat_pct = 0.01
             record.client_cpu_pct = 20.0
+        elif record.mode == "latency":
+            rate = float(record.params["rate"])
+            value /= 1 - min(0.95, rate / self._of(self.throughput, target))
+            record.ops_per_sec, record.client_cpu_pct = rate, 10.0
+            record.latency_ms = {
+                "p50": 0.4 * value,
+                "p99": value,
+                "p999": 2 * value,
+                "max": 5 * value,
+            }
+            record.open_loop = OpenLoopFacts(
+                rate, "poisson", 5.0, 20.0, 10.0, "ns", modelled_histogram(value)
+            )
         else:
             record.ops_per_sec = value
             record.client_cpu_pct = 60.0
@@ -233,6 +263,16 @@ class Model:
             FunctionCost("getGenericCommand", "t_string.c", "redis-server",
                          record.instructions - fixed, record.instructions - fixed),
         ]  # fmt: skip
+
+
+def modelled_histogram(p99_ms: float) -> str:
+    """An HDR histogram (V2 deflate, base64, in ns) of 1,000 requests whose p50 is 0.4 of
+    ``p99_ms`` and whose slowest 1% take 2x, as the engine stores one."""
+    histogram = HdrHistogram(1, 3_600_000_000_000, 3)
+    histogram.record_value(int(0.4e6 * p99_ms), 500)
+    histogram.record_value(int(0.8e6 * p99_ms), 490)
+    histogram.record_value(int(2e6 * p99_ms), 10)
+    return histogram.encode().decode()
 
 
 def probed_record(job: Job, server: float, client: float, contended: float = 0.0) -> TrialRecord:

@@ -244,8 +244,9 @@ def test_a_statement_that_never_ends_stops_at_a_signal(tmp_path, sig):
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory) -> Path:
     """A database as regtrack writes it: two modelled runs of two versions at two points,
-    throughput and instructions (tests/fakebench.py), a baseline, an invalid trial with
-    per-command rows, a run that failed before measuring, and the report's cache."""
+    throughput and instructions (tests/fakebench.py), open-loop trials in the first, a
+    baseline, an invalid trial with per-command rows, a run that failed before measuring,
+    and the report's cache."""
     server = redis_server_path()
     root = tmp_path_factory.mktemp("measured")
     (root / "configs").mkdir()
@@ -256,11 +257,11 @@ def measured(tmp_path_factory) -> Path:
         model = fakebench.Model(
             instructions={"a": 3500.0, "b": 3570.0}, throughput={"a": 4e5, "b": 3.8e5}
         )
-        for _ in range(2):
+        for rates in (["--rate", "1000"], []):  # run 1 has open-loop trials too
             proc = cli_in_process(
                 "run", "--versions", f"a=bin:{server},b=bin:{server}", "--metric", "both",
                 "--pipelines", "1,10", "--repetitions", "2", "--db", str(db), "--no-report",
-                measuring=model,
+                *rates, measuring=model,
             )  # fmt: skip
             assert proc.returncode == 0, proc.stderr
         saved = cli_in_process("baseline", "save", "main", "--run", "1", "--label", "a",
@@ -357,7 +358,7 @@ def test_an_interval_too_wide_to_square_is_compared_or_refused(measured, tmp_pat
 # --- any crafted value, anywhere ---------------------------------------------------------
 
 TABLES = ("runs", "targets", "trials", "trial_reasons", "command_stats", "function_costs",
-          "baselines", "run_analysis")  # fmt: skip
+          "trial_open_loop", "baselines", "run_analysis")  # fmt: skip
 RUNS = (1, 2)  # the measured runs; run 3 failed before measuring
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6),
@@ -537,6 +538,7 @@ def _read_as_commands_do(db: Path, base: Base, runs: set[int]) -> None:
         _one_line_or_fine(lambda: _report_from_cache(store, base))
         for run_id in sorted(runs):
             _one_line_or_fine(lambda run_id=run_id: _analyse_what_changed(store, base, run_id))
+        _one_line_or_fine(lambda: readout.latency(store, 1))
     finally:
         store.close()
 

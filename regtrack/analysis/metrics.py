@@ -33,11 +33,17 @@ METRICS = (
     Metric(
         "syscalls_per_op", "syscalls_per_op", "syscalls/op", False, ("throughput", "instructions")
     ),
+    # Open-loop trials (--rate, --load): latency from the intended send time at a stated
+    # rate, what a queue's producers and workers feel (bench/latency_trial.py).
+    Metric("lat_p50_ms", "open_loop_p50", "ms", False, ("latency",)),
+    Metric("lat_p99_ms", "open_loop_p99", "ms", False, ("latency",)),
+    Metric("lat_p999_ms", "open_loop_p999", "ms", False, ("latency",)),
 )
 
 METRIC_BY_NAME = {m.name: m for m in METRICS}
 # Metrics whose regressions fail `regtrack ci`; the others are reported with verdicts.
-GATING = ("throughput", "instructions_per_op")
+# Open-loop p99 gates wherever it was measured (ci --latency-load declares the load).
+GATING = ("throughput", "instructions_per_op", "open_loop_p99")
 # The family-wise error rate of one comparison's gate (split over gating metrics).
 ALPHA = 0.05
 # Metrics the history pages and `regtrack history` follow over runs and commits.

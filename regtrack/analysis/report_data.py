@@ -17,7 +17,10 @@ from regtrack.analysis import metrics
 from regtrack.analysis.bisect_records import Attribution
 from regtrack.analysis.commands import CommandShare
 from regtrack.analysis.commit_history import CommitStep
+from regtrack.analysis.histograms import Distribution
 from regtrack.analysis.records import ComparisonResult, ServerFacts
+from regtrack.analysis.slo import SloCapacity
+from regtrack.plan.latency_plan import Slo
 from regtrack.results.records import LoadedRun, StoredBisection
 
 
@@ -94,6 +97,10 @@ class RunPage:
     summary: RunSummary
     attribution: list[Attribution] = field(default_factory=list)
     commands: list[CommandShare] = field(default_factory=list)
+    # Open-loop trials: each version's merged histogram per point, and the capacity at
+    # the run's latency target (--slo) when it had one.
+    latency: list[Distribution] = field(default_factory=list)
+    slo: tuple[Slo, list[SloCapacity]] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

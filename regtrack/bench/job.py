@@ -13,11 +13,19 @@ from regtrack.bench import seeds, shards, trial
 from regtrack.bench.callgrind import control
 from regtrack.bench.loadgen import held, memtier
 from regtrack.bench.loadgen.base import LoadgenBinary
-from regtrack.bench.plan import MODES_BY_METRIC, Visit, interleave, trial_count
+from regtrack.bench.plan import (
+    MODES_BY_METRIC,
+    Visit,
+    interleave,
+    latency_points,
+    trial_count,
+)
 from regtrack.core import filesystems
 from regtrack.core.cpus import CpuPlan, split_sides
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import RunSettings, settings_source
+from regtrack.plan.latency_plan import MODE as LATENCY_MODE
+from regtrack.plan.latency_plan import LatencyPlan
 from regtrack.plan.records import LoadgenChoice, RunPurpose, ServerData, Skipped
 from regtrack.plan.run_plan import RunPlan
 from regtrack.targets.target import Target
@@ -63,6 +71,10 @@ class Job:
     # The settings file the run was planned with ("built-in": regtrack's own), kept as
     # planned when a resumed or grown run stores its config again.
     settings_file: str = field(default_factory=settings_source)
+    # Open-loop latency trials (--rate, --load) and the engine that sends them (located
+    # with the load generator: bench/prepare.py, flows/resume.py); None: none measured.
+    latency: LatencyPlan | None = None
+    engine: LoadgenBinary | None = None
 
     def __post_init__(self) -> None:
         # Derived from the workload, once: frozen, so set as dataclasses do themselves.
@@ -79,6 +91,16 @@ class Job:
         return trial.Context(
             settings=self.settings, cpus=self.cpus, loadgen=self.loadgen, workload=self.workload
         )
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        """The trial kinds each repetition measures, in order."""
+        modes = MODES_BY_METRIC[self.metric]
+        return (*modes, LATENCY_MODE) if self.latency else modes
+
+    def latency_points(self) -> list[Point]:
+        """The open-loop points (bench/plan.latency_points)."""
+        return latency_points(self.points[0], self.latency) if self.latency else []
 
     @property
     def pairs_in_time(self) -> bool:
@@ -131,16 +153,17 @@ class Job:
             [t.label for t in self.targets],
             self.points,
             self.settings.repetitions,
-            MODES_BY_METRIC[self.metric],
+            self.modes,
             0,
             self.narrowed,
             paired=self.pairs_in_time,
+            mode_points={LATENCY_MODE: self.latency_points()},
         )
 
     def extended(self, repetitions: int, modes: tuple[str, ...]) -> Job:
         """The plan grown to ``repetitions``, the new ones measuring only ``modes``."""
         narrowed = dict(self.narrowed)
-        if set(modes) != set(MODES_BY_METRIC[self.metric]):
+        if set(modes) != set(self.modes):
             narrowed.update({rep: modes for rep in range(self.settings.repetitions, repetitions)})
         settings = self.settings.model_copy(update={"repetitions": repetitions})
         return dataclasses.replace(self, settings=settings, narrowed=narrowed)
@@ -203,13 +226,17 @@ class Job:
             skipped=self.skipped,
             shard=self.shard,
             purpose=purpose or RunPurpose(),
+            latency=self.latency,
         ).identified()
 
     @classmethod
-    def from_config(cls, plan: RunPlan, tool: LoadgenBinary, docker: Any) -> Job:
+    def from_config(
+        cls, plan: RunPlan, tool: LoadgenBinary, docker: Any, engine: LoadgenBinary | None = None
+    ) -> Job:
         """The job a run stored (its plan, its load generator ``tool``), as it was: a
         resumed or grown run measures what the first attempt planned, never today's
-        defaults. ``docker``: the engine, for a run in containers."""
+        defaults. ``docker``: the Docker engine, for a run in containers; ``engine``: the
+        open-loop engine, for a plan with latency trials."""
         if plan.cpus is None:
             raise BadInput("the run's plan records no CPUs: it cannot be measured again")
         data = plan.server_data or ServerData()
@@ -230,6 +257,8 @@ class Job:
             data_dir=data.dir if plan.runtime == "native" or data.persistent else None,
             loadgen_choice=_stored_choice(plan.loadgen_choice, tool.name),
             settings_file=plan.settings_file,
+            latency=plan.latency,
+            engine=engine,
         )
 
 

@@ -66,6 +66,11 @@ class Measuring(Protocol):
         (bench/loadgen_choice.probe), judged as a trial is."""
         ...
 
+    def capacity_trial(self, job: Job) -> TrialRecord:
+        """The baseline's closed-loop throughput at pipeline 1, which open-loop loads are
+        fractions of (bench/capacity.py)."""
+        ...
+
     def plain_server(
         self,
         job: Job,

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from regtrack.plan.latency_plan import LatencyPlan
 from regtrack.workloads.points import Point
 
 MODES_BY_METRIC = {
@@ -55,6 +56,7 @@ def interleave(
     first: int = 0,
     narrowed: Mapping[int, tuple[str, ...]] | None = None,
     paired: bool = False,
+    mode_points: Mapping[str, list[Point]] | None = None,
 ) -> list[Visit]:
     """Visits of repetitions ``first`` .. ``repetitions - 1``.
 
@@ -66,30 +68,35 @@ def interleave(
 
     ``paired``: each repetition's throughput trials are one visit of every target
     together (trials point by point, each point's targets side by side), numbered as the
-    separate visits would be.
+    separate visits would be. ``mode_points``: a mode's own points where they are not
+    the workload's (the open-loop rates of "latency").
     """
     visits: list[Visit] = []
-    per_mode = len(targets) * len(points)
-    per_rep = len(modes) * per_mode
+    swept = {mode: list((mode_points or {}).get(mode, points)) for mode in modes}
+    offsets: dict[str, int] = {}
+    per_rep = 0
+    for mode in modes:
+        offsets[mode], per_rep = per_rep, per_rep + len(targets) * len(swept[mode])
     for rep in range(first, repetitions):
         forwards = rep % 2 == 0
         order = targets if forwards else list(reversed(targets))
-        sweep = points if forwards else list(reversed(points))
         wanted = (narrowed or {}).get(rep, modes)
-        for m, mode in enumerate(modes):
+        for mode in modes:
             if mode not in wanted:
                 continue
-            base = rep * per_rep + m * per_mode
+            mine = swept[mode]
+            sweep = mine if forwards else list(reversed(mine))
+            base = rep * per_rep + offsets[mode]
             if paired and mode == "throughput" and len(targets) > 1:
                 trials = tuple(
-                    PlannedTrial(base + t * len(points) + i, rep, target, point)
+                    PlannedTrial(base + t * len(mine) + i, rep, target, point)
                     for i, point in enumerate(sweep)
                     for t, target in enumerate(order)
                 )
                 visits.append(Visit(rep, order[0], trials, mode, tuple(order)))
                 continue
             for t, target in enumerate(order):
-                seq = base + t * len(points)
+                seq = base + t * len(mine)
                 trials = tuple(
                     PlannedTrial(seq=seq + i, repetition=rep, target=target, point=point)
                     for i, point in enumerate(sweep)
@@ -100,3 +107,16 @@ def interleave(
 
 def trial_count(visits: list[Visit]) -> int:
     return sum(len(v.trials) for v in visits)
+
+
+def latency_points(first: Point, plan: LatencyPlan) -> list[Point]:
+    """The open-loop points: the workload's ``first`` point at pipeline 1, once per rate
+    (or load) of ``plan``, its absolute rate in ``params`` once it is known."""
+    out = []
+    for label in plan.labels():
+        kind, _, value = label.partition("=")
+        params = {**first.params, "pipeline": 1, kind: float(value)}
+        if kind == "load" and plan.capacity is not None:
+            params["rate"] = plan.rate(label)
+        out.append(Point(first.workload, label, params))
+    return out

@@ -7,6 +7,7 @@ before the first measurement.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Callable
@@ -16,13 +17,14 @@ from typing import Any
 from regtrack.bench import loadgen, loadgen_choice, seeds, shards
 from regtrack.bench.callgrind import control
 from regtrack.bench.job import Job, Skipped
-from regtrack.bench.loadgen import memtier
+from regtrack.bench.loadgen import memtier, openloop
 from regtrack.bench.runtimes import docker
 from regtrack.core import docker_engine
 from regtrack.core.cpus import CpuPlan, Topology, plan_cpus, plan_duet, split_sides
 from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.core.options import Options
 from regtrack.core.settings import RunSettings, load_settings
+from regtrack.plan.latency_plan import SLO_LOADS, LatencyPlan, Slo, parse_values
 from regtrack.targets import build, images, make_flags, versions
 from regtrack.targets.versions import Target
 from regtrack.workloads import points, server_config
@@ -184,6 +186,10 @@ def prepare_job(
     duet, cpus, side = _cpus(specs, settings, options)
     workload = with_server_settings(workload, options.server_config, side, options.metric)
     flags = make_flags.parse_build_flags(options.build_flags)
+    latency = latency_plan(options)  # the engine missing: say so before building
+    engine = openloop.locate() if latency else None
+    if latency and engine:
+        latency = dataclasses.replace(latency, engine=engine.version, engine_sha256=engine.sha256)
     client = _runtime(options)
     tool = choose_tool(options.loadgen, workload)
     workload = points.with_loadgen_threads(workload, tool, len(side.client))
@@ -222,6 +228,27 @@ def prepare_job(
         loadgen_choice=None
         if probed
         else loadgen_choice.unprobed(options.loadgen, options.loadgen_bin, workload, tool),
+        latency=latency,
+        engine=engine,
+    )
+
+
+def latency_plan(options: Options) -> LatencyPlan | None:
+    """The open-loop trials asked for (--rate or --load), or None."""
+    load = options.load or options.latency_load
+    option = "--load" if options.load else "--latency-load"
+    slo = Slo.parse(options.slo).text if options.slo else ""
+    if slo and options.rate is None and load is None:
+        load = ",".join(f"{x:g}" for x in SLO_LOADS)
+    if options.rate is None and load is None:
+        return None
+    if options.rate is not None and load is not None:
+        raise BadInput(f"--rate and {option}: give the open-loop rates one way, not both")
+    return LatencyPlan(
+        loads=parse_values(load, option) if load else (),
+        rates=parse_values(options.rate, "--rate") if options.rate else (),
+        arrival="constant" if options.arrival == "constant" else "poisson",
+        slo=slo,
     )
 
 

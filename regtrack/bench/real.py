@@ -6,7 +6,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from regtrack.bench import loadgen_choice, paired, runner, servers
+from regtrack.bench import capacity, loadgen_choice, paired, runner, servers
 from regtrack.bench.job import Job
 from regtrack.bench.loadgen.base import LoadgenBinary
 from regtrack.bench.plan import Visit
@@ -51,6 +51,9 @@ class RealBench:
 
     def probe_trial(self, job: Job, binary: LoadgenBinary) -> TrialRecord:
         return loadgen_choice.probe(job, binary)
+
+    def capacity_trial(self, job: Job) -> TrialRecord:
+        return capacity.capacity_trial(job)
 
     def plain_server(
         self,

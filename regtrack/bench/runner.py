@@ -14,10 +14,11 @@ from dataclasses import dataclass
 
 import redis
 
-from regtrack.bench import trial
+from regtrack.bench import latency_trial, trial
 from regtrack.bench.callgrind import protocol
 from regtrack.bench.callgrind.protocol import Callgrind
 from regtrack.bench.job import Job
+from regtrack.bench.loadgen import openloop
 from regtrack.bench.measuring import Measuring
 from regtrack.bench.plan import PlannedTrial, Visit, trial_count
 from regtrack.bench.runtimes.base import RunningServer
@@ -202,6 +203,8 @@ def _trial(
     or that refuses us (max clients, a stalled server timing out), makes an invalid
     trial that says why; other failures are the environment's."""
     try:
+        if mode == latency_trial.MODE:
+            return _latency_trial(job, server, planned, specs), None
         if session is None:
             return trial.throughput_trial(job.context, server, planned, specs), None
         record, profile = protocol.instruction_trial(job.context, server, planned, specs, session)
@@ -214,6 +217,21 @@ def _trial(
         record = trial.new_record(planned, mode)
         record.mark_invalid(code, " ".join(str(exc).split())[:200])
         return record, None
+
+
+def _latency_trial(
+    job: Job, server: RunningServer, planned: PlannedTrial, specs: list[LoadSpec]
+) -> TrialRecord:
+    """An open-loop trial at its point's rate, the same arrivals for every version of a
+    repetition (the engine's seed is the repetition's)."""
+    assert job.latency is not None and job.engine is not None, "a plan with latency trials"
+    offered = openloop.Offered(
+        rate=job.latency.rate(planned.point.label),
+        arrival=job.latency.arrival,
+        connections=job.latency.connections,
+        seed=(job.settings.seed_offset or 0) + planned.repetition + 1,
+    )
+    return latency_trial.latency_trial(job.context, job.engine, server, planned, specs, offered)
 
 
 def run_visit(
@@ -233,10 +251,12 @@ def run_visit(
     seed = job.seed(visit.repetition)
     with serve(job, target, visit.mode, run_id, seed) as (server, session):
         progress.phase(f"{rep} · setting up {target.label}{under}")
-        saved = set_up(job, server, f"redis-server of {target.label}{under}")
+        # Open-loop trials send their keys as the engine spells them (as memtier does).
+        tool = job.engine.name if visit.mode == latency_trial.MODE and job.engine else None
+        saved = set_up(job, server, f"redis-server of {target.label}{under}", tool)
         for planned in visit.trials:
             progress.phase(f"{rep} · {target.label} · {planned.point.label}{under}")
-            specs = points.load_specs(job.workload, planned.point, job.loadgen.name, saved)
+            specs = points.load_specs(job.workload, planned.point, tool or job.loadgen.name, saved)
             record, functions = _trial(job, server, session, planned, specs, visit.mode)
             record.seed = seed
             died = not server.alive()

@@ -111,13 +111,14 @@ def _slow_cron(server: RunningServer, target: Target) -> None:
         client.close()
 
 
-def set_up(job: Job, server: RunningServer, what: str) -> dict[str, str]:
-    """The workload's keys or setup on the live server (what its load specs need); a
-    server that died doing it ends its visit (ServerDied: ``what`` exited while setting
-    up), any other failure is the environment's."""
+def set_up(job: Job, server: RunningServer, what: str, tool: str | None = None) -> dict[str, str]:
+    """The workload's keys or setup on the live server (what its load specs need, spelt
+    as ``tool`` sends them: the run's load generator by default); a server that died doing
+    it ends its visit (ServerDied: ``what`` exited while setting up), any other failure
+    is the environment's."""
     client = server.client(timeout=600)
     try:
-        return setup.prepare_server(client, job.workload, job.loadgen.name)
+        return setup.prepare_server(client, job.workload, tool or job.loadgen.name)
     except (redis.RedisError, OSError):
         if server.alive():
             raise

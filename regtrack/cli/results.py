@@ -185,6 +185,32 @@ def explain(
     click.echo(tables.attribution(attributions, fmt))
 
 
+@cli.command(epilog=EXIT_CODES_HELP)
+@click.option("--run", "run_id", type=int, help="Run to read (default: the newest).")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@click.option(
+    "--hgrm",
+    "hgrm_dir",
+    type=click.Path(file_okay=False),
+    help="Also write each version's histogram per point as .hgrm files into this folder.",
+)
+@db_option
+def latency(run_id: int | None, fmt: str, hgrm_dir: str | None, db: str | None) -> None:
+    """Open-loop latency (run --rate/--load) per version and point: percentiles of the
+    merged HDR histogram of its valid trials, timed from the intended send times."""
+    from regtrack.core.settings import load_settings
+    from regtrack.flows import readout
+    from regtrack.output import latency_text
+    from regtrack.results.store import Store
+
+    store = Store.open(db or load_settings().database, create=False)
+    found = readout.latency(store, run_id)
+    click.echo(latency_text.document(found) if fmt == "json" else latency_text.table(found))
+    if hgrm_dir:
+        for path in latency_text.write_hgrm(found, hgrm_dir):
+            click.echo(f"wrote {path}", err=True)
+
+
 @cli.command(name="history", epilog=EXIT_CODES_HELP, renamed={"--metric": "--show"})
 @click.option("--workload", help="Only this workload (default: every one).")
 @click.option("--point", help="Only this point, e.g. pipeline=10 (default: every one).")

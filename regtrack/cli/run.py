@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 import click
 
 from regtrack.cli.options import EXIT_CODES_HELP, cli, measuring, staged, threshold_option
+from regtrack.core import options as option_specs
 from regtrack.core.errors import BadInput
 from regtrack.core.options import Options
 
@@ -60,7 +62,7 @@ def run(
     from regtrack.cli.steps import auto_report
     from regtrack.core.settings import load_thresholds
     from regtrack.flows import orchestrate, readout
-    from regtrack.output import tables
+    from regtrack.output import latency_text, story, tables
 
     if resume_id is not None:
         if version_specs:
@@ -75,6 +77,10 @@ def run(
         if not version_specs:
             raise BadInput("give --versions SPECS (or --resume RUN_ID)")
         thresholds = load_thresholds(threshold)
+        if until_decided and not _given("repetitions"):
+            # Blocks of two (A B, B A) from the start, as ci begins: not the settings' 3.
+            first = option_specs.specs()["repetitions"].default("ci", None)
+            options = dataclasses.replace(options, repetitions=first)
         store, run_id, status = _measured(
             version_specs, baseline, thresholds, until_decided, options
         )
@@ -83,8 +89,17 @@ def run(
     except BadInput:  # nothing valid to compare: a measuring failure, said as such (exit 3)
         orchestrate.fail_if_incomplete(store, run_id, status)
         raise
-    shown = ["throughput", "instructions_per_op", "syscalls_per_op"]
+    shown = ["throughput", "instructions_per_op", "syscalls_per_op", "open_loop_p50",
+             "open_loop_p99", "open_loop_p999"]  # fmt: skip
     click.echo(tables.render(result, "table", shown))
+    slo = readout.slo_capacities(store, run_id, baseline, thresholds)
+    if slo is not None:
+        click.echo(latency_text.slo_lines(*slo) + "\n")
+    told = story.story(
+        result, store.repetitions_reached(run_id), readout.behind_changes(store, run_id, result)
+    )
+    if told:
+        click.echo(told + "\n")
     click.echo(
         f"Results: {store.path} (run {run_id}). More: regtrack compare --db {store.path} "
         f"--run {run_id} --format markdown|csv|json"
@@ -106,6 +121,12 @@ def _resumed(resume_id: int, options: Options) -> tuple[Store, int, str, str, Th
     baseline, thresholds = readout.printed_settings(resumed, resume_id)
     store, run_id, status = measure(job, options.db, not options.no_wait, (resumed, resume_id))
     return store, run_id, status, baseline, thresholds
+
+
+def _given(name: str) -> bool:
+    """Whether the command line named option ``name`` (not a default or a settings file)."""
+    source = click.get_current_context().get_parameter_source(name)
+    return source is click.core.ParameterSource.COMMANDLINE
 
 
 def _measured(

@@ -328,6 +328,45 @@ class Options:
         kind="flag",
         off_flag="--no-report",
     )
+    rate: str | None = option(
+        None,
+        "Also measure latency open loop (regtrack-openloop: requests at intended times, "
+        "timed from them) at these request rates, e.g. 20000 or 5000,20000.",
+        "measuring",
+        commands=("run",),
+        metavar="RATES",
+    )
+    load: str | None = option(
+        None,
+        "Also measure latency open loop at these fractions of the baseline's capacity "
+        "(measured first, closed loop, at the workload's first point), e.g. 0.5,0.8.",
+        "measuring",
+        commands=("run",),
+        metavar="FRACTIONS",
+    )
+    slo: str | None = option(
+        None,
+        "Find each version's capacity at this latency target, e.g. 'p99<=1ms': open-loop "
+        "trials at rising rates (--load, else 0.25 to 1.2 of the capacity measured first).",
+        "measuring",
+        commands=("run",),
+        metavar="TARGET",
+    )
+    latency_load: str | None = option(
+        None,
+        "Also gate p99 latency measured open loop at this fraction of the baseline's "
+        "capacity (measured first), e.g. 0.5.",
+        "measuring",
+        commands=("ci",),
+        metavar="FRACTION",
+    )
+    arrival: str = option(
+        "poisson",
+        "Open-loop arrivals: Poisson (a queue's independent producers) or evenly spaced.",
+        "measuring",
+        commands=RUN_CI,
+        choices=("poisson", "constant"),
+    )
     db: str | None = option(
         None,
         "SQLite database.",

@@ -40,6 +40,9 @@ class InvalidReason(StrEnum):
     # Ctrl-C during a paired point: its complete window groups are kept, not compared, and
     # --resume measures the point again, replacing them (results/store.py add_trial).
     INTERRUPTED = "interrupted"
+    # An open-loop trial whose engine could not send at its intended times: its latencies
+    # would be the engine's delay, not the server's.
+    BEHIND_SCHEDULE = "behind-schedule"
     OTHER = "other"  # text stored before the codes existed that no code matches
 
     @property
@@ -67,6 +70,7 @@ _LABELS = {
     InvalidReason.NOT_REPEATABLE: "not repeatable",
     InvalidReason.NOT_SATURATED: "server not saturated",
     InvalidReason.INTERRUPTED: "interrupted",
+    InvalidReason.BEHIND_SCHEDULE: "behind its schedule",
     InvalidReason.OTHER: "other",
 }
 
@@ -166,6 +170,20 @@ class ServerDelta:
         }
 
 
+@dataclass(frozen=True)
+class OpenLoopFacts:
+    """What an open-loop trial offered and how well its engine kept the schedule, with its
+    latency histogram (HDR, V2 deflate, base64; values in ``hdr_unit``) to export."""
+
+    offered_rate: float
+    arrival: str
+    lag_p99_us: float
+    lag_max_us: float
+    engine_busy_pct: float
+    hdr_unit: str
+    hdr: str
+
+
 @dataclass
 class TrialRecord:
     """Every figure of one trial, its validity and the evidence behind it."""
@@ -204,6 +222,7 @@ class TrialRecord:
     raw_output: str = ""
     server_stats: dict[str, Any] = field(default_factory=dict)
     per_command: dict[str, dict[str, float]] = field(default_factory=dict)  # load generator rows
+    open_loop: OpenLoopFacts | None = None  # a latency trial's offered load and histogram
 
     def mark_invalid(self, code: InvalidReason, detail: str = "") -> None:
         """Add a reason: the code for whoever decides, the detail for whoever reads."""

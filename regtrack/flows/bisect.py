@@ -32,7 +32,6 @@ from regtrack.analysis.bisect_records import BisectLogEntry
 from regtrack.analysis.records import ChangeSummary, PooledComparison
 from regtrack.bench.job import Job, parse_duration
 from regtrack.bench.measuring import Measuring
-from regtrack.bench.plan import MODES_BY_METRIC
 from regtrack.bench.prepare import prepare_job
 from regtrack.bench.runner import BlockRule
 from regtrack.core import environment
@@ -146,7 +145,7 @@ class Bisector:
         if role == "step" and self.request.metric == "instructions":
             # Seed pairs only for the ends' repetitions (_grow_with_ends adds more).
             cap = min(cap, self._repetitions(self.run_of[self.bad]))
-        modes = MODES_BY_METRIC[self.request.metric]
+        modes = job.modes
         rule = BlockRule(
             needed=lambda st, rid: modes if undecided(rid) else (),
             budget_s=parse_duration(self.request.budget, "--budget"),

@@ -7,20 +7,20 @@ and trial progress through ``progress``, so nothing here prints or formats.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 
 from regtrack.analysis import gate
 from regtrack.analysis.records import ComparisonResult
-from regtrack.bench import loadgen_choice, server_settings
+from regtrack.bench import capacity, loadgen_choice, server_settings
 from regtrack.bench.job import Job, RunPurpose, parse_duration
 from regtrack.bench.measuring import Measuring
-from regtrack.bench.plan import MODES_BY_METRIC
 from regtrack.bench.runner import BlockRule, execute
 from regtrack.bench.runtimes import docker
 from regtrack.core import cpulock, environment, redact
-from regtrack.core.errors import BadInput
+from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.core.records import Progress
 from regtrack.flows import resume
 from regtrack.results import loaded
@@ -61,6 +61,7 @@ def measure(
             # Each version knows and keeps them, or exit 2: the job of what each runs with.
             job = server_settings.check(job, measuring, say)
             job = _settled(job, measuring, say)
+            job = _with_capacity(job, measuring, say)
             _say_method(job, say)
             env = environment.capture(job.cpus, job.loadgen.as_dict())
             env["runtime"] = job.runtime
@@ -112,6 +113,33 @@ def _settled(job: Job, measuring: Measuring, say: Say) -> Job:
     kept = f"; probed before, kept in {choice.cached}" if choice.cached else ""
     say(f"load generator: {choice.tool} ({choice.why}{kept})")
     return job
+
+
+def _with_capacity(job: Job, measuring: Measuring, say: Say) -> Job:
+    """The job with the capacity its open-loop loads are fractions of, measured before
+    the run is recorded (so the plan stored holds the absolute rates every version gets)."""
+    if job.latency is None or not job.latency.needs_capacity:
+        return job
+    label = job.targets[0].label
+    say(f"measuring the capacity of {label} (closed loop, pipeline 1), for --load")
+    record = measuring.capacity_trial(job)
+    if not capacity.usable(record):
+        why = record.reason_text or "no throughput was measured"
+        raise CannotMeasure(
+            f"the capacity of {label} could not be measured ({why}): give the open-loop "
+            "rates as --rate instead of --load"
+        )
+    ops = float(record.ops_per_sec or 0.0)
+    bound = f"; a lower bound: {record.reason_text}" if record.reasons else ""
+    source = (
+        f"{label} {record.point}, closed loop, {job.loadgen.name}, "
+        f"{job.settings.duration:g} s{bound}"
+    )
+    latency = job.latency.with_capacity(ops, source)
+    rates = ", ".join(f"{x:g}: {latency.rate(p):,.0f}/s" for x, p in
+                      zip(latency.loads, latency.labels(), strict=True))  # fmt: skip
+    say(f"capacity of {label}: {ops:,.0f} ops/s ({source}); open-loop rates {rates}")
+    return dataclasses.replace(job, latency=latency)
 
 
 def _say_method(job: Job, say: Say) -> None:
@@ -185,7 +213,7 @@ def extend(
         return "complete"
     with _holding(job, say, wait):
         if repetitions > first:
-            job = job.extended(repetitions, MODES_BY_METRIC[job.metric])
+            job = job.extended(repetitions, job.modes)
             say(f"run {run_id}: repetitions {first + 1} to {repetitions} added")
         store.reopen_run(run_id)
         store.update_config(run_id, job.config())

@@ -12,14 +12,19 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from regtrack.analysis import attribution, commit_history, comparison, history
+from regtrack.analysis import attribution, commit_history, comparison, histograms, history, slo
+from regtrack.analysis.bisect_records import Attribution
 from regtrack.analysis.commit_history import CommitStep
+from regtrack.analysis.histograms import Distribution
 from regtrack.analysis.metrics import METRIC_BY_NAME
 from regtrack.analysis.records import ComparisonResult
+from regtrack.analysis.slo import SloCapacity
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import Thresholds, load_thresholds
+from regtrack.plan.latency_plan import Slo
 from regtrack.results import comparability, loaded
 from regtrack.results.store import Store
+from regtrack.results.stored_open_loop import open_loop
 from regtrack.targets import commit_order
 
 
@@ -83,6 +88,57 @@ def functions(
     """`explain`: the functions whose instructions per operation moved, per point."""
     costs = loaded.costs(store, run_id or store.latest_run_id())
     return attribution.attribute(costs, baseline, candidate, point, top)
+
+
+def latency(store: Store, run_id: int | None) -> list[Distribution]:
+    """`latency`: each version's open-loop latency per point, from the merged histograms
+    of its valid trials."""
+    run = run_id or store.latest_run_id()
+    found = histograms.distributions(open_loop(store, run))
+    if not found:
+        raise BadInput(
+            f"run {run} has no valid open-loop trial: measure with regtrack run --rate or --load"
+        )
+    return found
+
+
+def slo_capacities(
+    store: Store, run_id: int, baseline: str | None, thresholds: Thresholds
+) -> tuple[Slo, list[SloCapacity]] | None:
+    """Each version's capacity at the run's latency target (--slo), or None without one."""
+    run = loaded.run(store, run_id)
+    if not run.run.slo:
+        return None
+    target = Slo.parse(run.run.slo)
+    found = slo.capacities(
+        slo.sweeps(run.trials, target),
+        target,
+        baseline or run.run.labels[0],
+        thresholds.throughput,
+    )
+    return target, found
+
+
+def behind_changes(
+    store: Store, run_id: int, result: ComparisonResult, top: int = 5
+) -> dict[str, list[Attribution]]:
+    """Per candidate, the functions whose instructions per op moved at the first point
+    (none for a run that did not count instructions, or a side with no valid trial)."""
+    out: dict[str, list[Attribution]] = {}
+    if "instructions_per_op" not in result.metrics:
+        return out
+    costs = loaded.costs(store, run_id)
+    if costs.costs.empty:
+        return out
+    for candidate in result.targets:
+        if candidate == result.baseline:
+            continue
+        first = next((r.point for r in result.comparisons if r.candidate == candidate), None)
+        try:
+            out[candidate] = attribution.attribute(costs, result.baseline, candidate, first, top)
+        except BadInput:
+            continue
+    return out
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from typing import Any
 from regtrack.bench import seeds
 from regtrack.bench.callgrind import control
 from regtrack.bench.job import Job
+from regtrack.bench.loadgen import openloop
 from regtrack.bench.loadgen.base import LoadgenBinary
 from regtrack.core import docker_engine, environment
 from regtrack.core.digests import sha256_of
@@ -76,11 +77,14 @@ def load_job(store: Store, run_id: int, extending: bool = False) -> Job:
     _check_status(run_id, run.status, extending)
     plan = run.plan
     client = docker_engine.engine() if plan.runtime == "docker" else None
-    job = Job.from_config(plan, LoadgenBinary(**run.loadgen.shown()), client)
+    engine = openloop.locate() if plan.latency else None
+    job = Job.from_config(plan, LoadgenBinary(**run.loadgen.shown()), client, engine)
     if job.metric != "throughput" and job.runtime == "native":
         control.require()
     job = dataclasses.replace(job, seed_problem=seeds.problem(job.settings.seeds, job.runtime))
     _check_file(run_id, "the load generator", job.loadgen.path, job.loadgen.sha256)
+    if engine and plan.latency and engine.sha256 != plan.latency.engine_sha256:
+        raise _refuse(run_id, f"the open-loop engine {engine.path} is not the one it used")
     for target in job.targets:
         _check_target(run_id, target, client)
     if job.data_dir and not Path(job.data_dir).is_dir():

@@ -11,8 +11,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from regtrack.bench import shards
-from regtrack.bench.plan import MODES_BY_METRIC, Visit, interleave
+from regtrack.bench.plan import Visit, interleave, latency_points
 from regtrack.core.errors import BadInput
+from regtrack.plan.latency_plan import MODE as LATENCY_MODE
 from regtrack.plan.records import Merged
 from regtrack.plan.run_plan import RunPlan
 from regtrack.results import shard_runs, shard_union
@@ -23,13 +24,17 @@ from regtrack.workloads import points
 
 def planned_visits(plan: RunPlan) -> list[Visit]:
     """The whole plan a run stored (every shard's visits)."""
+    workload_points = points.points(plan.workload)
     return interleave(
         [t.label for t in plan.targets],
-        points.points(plan.workload),
+        workload_points,
         plan.settings.repetitions,
-        MODES_BY_METRIC[plan.metric],
+        plan.modes,
         0,
         dict(plan.narrowed),
+        mode_points={
+            LATENCY_MODE: latency_points(workload_points[0], plan.latency) if plan.latency else []
+        },
     )
 
 

@@ -35,7 +35,11 @@ OUTCOME_HEADLINE = {
     "inconclusive": "⚠️ Undecided: no regression found, but the gate could not decide",
     "not measured": "⛔ Could not measure",
 }
-METRIC_TITLE = {"instructions_per_op": "instructions per op", "throughput": "throughput"}
+METRIC_TITLE = {
+    "instructions_per_op": "instructions per op",
+    "throughput": "throughput",
+    "open_loop_p99": "p99 latency (open loop)",
+}
 # GitHub takes 1 MiB (1,048,576 bytes) of summary per step; the rest is cut with a note.
 MAX_SUMMARY_BYTES = 1_000_000
 # The headline is regtrack's words and numbers, a few hundred characters; longer is not.

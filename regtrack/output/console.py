@@ -66,6 +66,12 @@ def _trial_line(record: TrialRecord) -> str:
             if record.instructions_per_op
             else "no result"
         )
+    elif record.mode == "latency" and record.latency_ms.get("p99") is not None:
+        lat = record.latency_ms
+        rate = (
+            f"p50 {lat.get('p50', 0):.3f} ms, p99 {lat['p99']:.3f} ms at "
+            f"{record.ops_per_sec or 0:,.0f} ops/s"
+        )
     else:
         rate = f"{record.ops_per_sec:,.0f} ops/s" if record.ops_per_sec else "no result"
     status = "ok" if record.valid else f"INVALID: {printable(record.reason_text, None)}"

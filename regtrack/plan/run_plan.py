@@ -20,6 +20,8 @@ from pydantic import ValidationError
 from regtrack.core.cpus import CpuPlan, parse_cpu_list
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import RunSettings
+from regtrack.plan.latency_plan import MODE as LATENCY_MODE
+from regtrack.plan.latency_plan import LatencyPlan
 from regtrack.plan.records import (
     LoadgenChoice,
     Merged,
@@ -67,11 +69,20 @@ class RunPlan:
     plan_id: str = ""
     purpose: RunPurpose = field(default_factory=RunPurpose)
     merged: Merged | None = None  # a run merged from shards
+    latency: LatencyPlan | None = None  # open-loop latency trials (--rate, --load)
 
     @property
     def seed_offset(self) -> int:
         """Where the run's seeds start (bench/seeds.py; 0 for runs made before offsets)."""
         return self.settings.seed_offset or 0
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        """The trial kinds each repetition measures, in order (bench/plan.interleave)."""
+        modes = {"throughput": ("throughput",), "instructions": ("instructions",)}.get(
+            self.metric, ("throughput", "instructions")
+        )
+        return (*modes, LATENCY_MODE) if self.latency else modes
 
     @property
     def counted(self) -> bool:
@@ -104,6 +115,8 @@ class RunPlan:
                 for t in self.targets
             ],
         }
+        if self.latency is not None:  # absent before open-loop trials: old ids stay theirs
+            facts["latency"] = self.latency.identity()
         text = json.dumps(facts, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -138,6 +151,8 @@ class RunPlan:
         }
         if self.merged is not None:
             data.update(self.merged.to_json())
+        if self.latency is not None:
+            data["latency"] = self.latency.to_json()
         return data
 
     @classmethod
@@ -149,6 +164,10 @@ class RunPlan:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
             raise UnreadablePlan(f"{where}: {first['msg']}") from None
+        except UnreadablePlan:
+            raise
+        except BadInput as exc:
+            raise UnreadablePlan(str(exc)[:200]) from None
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise UnreadablePlan(f"{type(exc).__name__}: {exc}"[:200]) from None
 
@@ -184,4 +203,5 @@ class RunPlan:
             plan_id=str(data.get("plan_id") or ""),
             purpose=RunPurpose.from_json(data),
             merged=Merged.from_json(data),
+            latency=LatencyPlan.from_json(data.get("latency")),
         )

@@ -100,6 +100,7 @@ def _stored(row: RunRow, targets: list[dict[str, Any]]) -> StoredRun:
         rounds=plan.merged.rounds if plan.merged else (),
         server=dict(plan.workload.server),
         server_data=plan.server_data,
+        slo=plan.latency.slo if plan.latency else "",
     )
 
 

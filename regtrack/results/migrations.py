@@ -209,6 +209,20 @@ MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
     # v9: why a trial is invalid, as codes with their details (trial_reasons), parsed from
     # the free text of trials.invalid_reason, which goes.
     _reasons_as_codes,
+    # v10: open-loop latency trials (regtrack-openloop): the rate offered, how well the
+    # engine kept its schedule, and the trial's HDR latency histogram (export-hgrm).
+    """
+    CREATE TABLE trial_open_loop (
+        trial_id INTEGER PRIMARY KEY REFERENCES trials(id) ON DELETE CASCADE,
+        offered_rate REAL NOT NULL,
+        arrival TEXT NOT NULL,
+        lag_p99_us REAL,
+        lag_max_us REAL,
+        engine_busy_pct REAL,
+        hdr_unit TEXT NOT NULL,
+        hdr TEXT NOT NULL
+    );
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

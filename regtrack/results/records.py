@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.plan.records import BisectionRole, Printed, ServerData
@@ -95,6 +95,7 @@ class StoredRun:
     rounds: tuple[int, ...] = ()
     server: Mapping[str, ServerValue] = field(default_factory=dict)  # the workload's [server]
     server_data: ServerData | None = None  # where persistent servers kept files
+    slo: str = ""  # the latency target its open-loop trials searched capacity at (--slo)
 
     @property
     def labels(self) -> list[str]:
@@ -204,3 +205,20 @@ class HistoryPoint:
     def to_json(self) -> dict[str, Any]:
         """Its fields in order: a row of the history frame, an entry of the cache."""
         return dict(vars(self))
+
+
+class StoredOpenLoop(NamedTuple):
+    """One open-loop trial as stored (results/stored_open_loop.py reads it)."""
+
+    trial_id: int
+    target: str
+    point: str
+    repetition: int
+    valid: bool
+    offered_rate: float
+    arrival: str
+    lag_p99_us: float | None
+    lag_max_us: float | None
+    engine_busy_pct: float | None
+    hdr_unit: str
+    hdr: str

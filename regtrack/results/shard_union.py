@@ -178,6 +178,10 @@ CHILD_TABLES = {
     "command_stats": (
         "source", "command", "calls", "usec", "failed_calls", "ops_per_sec", "p50_ms", "p99_ms",
     ),
+    "trial_open_loop": (
+        "offered_rate", "arrival", "lag_p99_us", "lag_max_us", "engine_busy_pct", "hdr_unit",
+        "hdr",
+    ),
 }  # fmt: skip
 
 

@@ -182,7 +182,7 @@ def command_stats(conn: sqlite3.Connection, db: Path, run_id: int) -> list[Store
     return out
 
 
-Row = TypeVar("Row", StoredTrial, StoredCost, StoredCommand)
+Row = TypeVar("Row", bound=tuple)  # a NamedTuple record of a table's rows
 
 
 def record(db: Path, table: str, kind: type[Row], item: dict[str, Any]) -> Row:

@@ -125,6 +125,9 @@ MEASURES = frozenset(
         "calls", "usec", "failed_calls", "ops_per_sec", "p50_ms", "p99_ms",
     )]
     + ["function_costs.exclusive", "function_costs.inclusive"]
+    + [f"trial_open_loop.{c}" for c in (
+        "offered_rate", "lag_p99_us", "lag_max_us", "engine_busy_pct",
+    )]
 )  # fmt: skip
 MEASURED_MAX = 1e15
 

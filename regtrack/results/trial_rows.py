@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from regtrack.core.records import LATENCY_KEYS, TrialRecord
+from regtrack.core.records import LATENCY_KEYS, OpenLoopFacts, TrialRecord
 
 JSON_COLUMNS = ("params", "argv", "server_stats")
 
@@ -63,3 +63,11 @@ def commands(trial_id: int, t: TrialRecord) -> list[tuple]:
         for name, c in t.per_command.items()
     ]  # fmt: skip
     return rows
+
+
+def open_loop(trial_id: int, facts: OpenLoopFacts) -> tuple:
+    """An open-loop trial's row of trial_open_loop."""
+    return (
+        trial_id, facts.offered_rate, facts.arrival, facts.lag_p99_us, facts.lag_max_us,
+        facts.engine_busy_pct, facts.hdr_unit, facts.hdr,
+    )  # fmt: skip

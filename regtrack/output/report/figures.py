@@ -259,3 +259,72 @@ def history_by_commit(rows: pd.DataFrame, title: str, unit: str) -> dict[str, An
         height=460,
     )
     return _with_traces(fig, traces)
+
+
+def _log_layout(fig: go.Figure, title: str, x_title: str, x: dict[str, Any]) -> None:
+    _layout(fig, title, x_title, "ms")
+    fig.update_layout(xaxis={**x, **GRID}, yaxis={"type": "log", "title": {"text": "ms"}, **GRID})
+
+
+def _slo_line(fig: go.Figure, slo_ms: float | None, text: str) -> None:
+    if slo_ms is not None:
+        fig.add_hline(y=slo_ms, line={"color": "#111827", "dash": "dot"},
+                      annotation_text=shown(text), annotation_position="top left")  # fmt: skip
+
+
+def latency_by_rate(
+    rows: list[dict[str, Any]], targets: list[str], slo_ms: float | None, slo_text: str
+) -> dict[str, Any]:
+    """Open-loop latency against the offered rate, per version: p50 (solid), p99 (dash),
+    p99.9 (dot), log scale, with the SLO line. ``rows``: version, rate, p50, p99, p999."""
+    fig = go.Figure()
+    for i, target in enumerate(targets):
+        mine = sorted((r for r in rows if r["target"] == target), key=lambda r: r["rate"])
+        if not mine:
+            continue
+        color = PALETTE[i % len(PALETTE)]
+        for key, name, dash in (("p50", "p50", "solid"), ("p99", "p99", "dash"),
+                                ("p999", "p99.9", "dot")):  # fmt: skip
+            fig.add_trace(
+                go.Scatter(
+                    x=[r["rate"] for r in mine],
+                    y=[r[key] for r in mine],
+                    name=shown(f"{target} {name}"),
+                    mode="lines+markers",
+                    line={"color": color, "dash": dash},
+                    hovertemplate=f"%{{x:,.0f}}/s: %{{y:.3f}} ms ({shown(target)} {name})",
+                )
+            )
+    _log_layout(fig, "Open-loop latency against offered rate", "offered requests/s",
+                {"type": "linear", "title": {"text": "offered requests/s"}})  # fmt: skip
+    _slo_line(fig, slo_ms, slo_text)
+    return _as_dict(fig)
+
+
+def percentile_distribution(
+    curves: list[dict[str, Any]], title: str, slo_ms: float | None, slo_text: str
+) -> dict[str, Any]:
+    """Each version's latency by percentile from its merged HDR histogram, on the
+    "nines" axis (1 / (1 - percentile), log) HdrHistogram's plotter uses; ``curves``:
+    target, percentiles (0-100) and their latencies (ms)."""
+    fig = go.Figure()
+    for i, curve in enumerate(curves):
+        nines = [1 / (1 - p / 100) for p in curve["percentiles"]]
+        fig.add_trace(
+            go.Scatter(
+                x=nines,
+                y=curve["ms"],
+                name=shown(curve["target"]),
+                mode="lines",
+                line={"color": PALETTE[i % len(PALETTE)], "shape": "hv"},
+                customdata=curve["percentiles"],
+                hovertemplate="p%{customdata:.4g}: %{y:.3f} ms",
+            )
+        )
+    ticks = [1, 2, 10, 100, 1000, 10000, 100000]
+    labels = ["0%", "50%", "90%", "99%", "99.9%", "99.99%", "99.999%"]
+    _log_layout(fig, title, "percentile", {
+        "type": "log", "tickvals": ticks, "ticktext": labels, "title": {"text": "percentile"},
+    })  # fmt: skip
+    _slo_line(fig, slo_ms, slo_text)
+    return _as_dict(fig)

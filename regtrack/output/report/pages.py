@@ -12,11 +12,11 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from regtrack.analysis import metrics
+from regtrack.analysis import histograms, metrics
 from regtrack.analysis.records import ComparisonResult
 from regtrack.analysis.report_data import RunPage, RunSummary
 from regtrack.core.records import reasons_text
-from regtrack.output import answer_text, tables
+from regtrack.output import answer_text, latency_text, tables
 from regtrack.output.report import figures
 from regtrack.results.records import LoadedRun, RunTarget, StoredRun
 from regtrack.targets.make_flags import flags_text
@@ -170,6 +170,32 @@ def _seeds(run: LoadedRun) -> dict[str, Any]:
     return {"control": control, "by_repetition": sorted(by_rep.items())}
 
 
+def _latency_charts(shown: RunPage) -> list[dict[str, Any]]:
+    """Open-loop latency against offered rate, and each point's percentile distributions,
+    with the SLO line."""
+    if not shown.latency:
+        return []
+    slo_ms, slo_text = (shown.slo[0].limit_ms, shown.slo[0].text) if shown.slo else (None, "")
+    targets = list(dict.fromkeys(d.target for d in shown.latency))
+    rows = [
+        {"target": d.target, "rate": d.offered_rate, **{
+            key: dict(d.percentiles_ms)[p] for key, p in (("p50", 50.0), ("p99", 99.0),
+                                                          ("p999", 99.9))
+        }}
+        for d in shown.latency
+    ]  # fmt: skip
+    charts = [figures.latency_by_rate(rows, targets, slo_ms, slo_text)]
+    for point in dict.fromkeys(d.point for d in shown.latency):
+        curves = []
+        for d in shown.latency:
+            if d.point == point:
+                percentiles, ms = histograms.curve(d)
+                curves.append({"target": d.target, "percentiles": percentiles, "ms": ms})
+        title = f"Latency by percentile at {point} (merged HDR histograms)"
+        charts.append(figures.percentile_distribution(curves, title, slo_ms, slo_text))
+    return charts
+
+
 def run_page(shown: RunPage, history_links: dict, summary: dict[str, Any]) -> dict[str, Any]:
     """Everything the run page shows; ``summary`` is its index row."""
     run, result = shown.run, shown.result
@@ -191,7 +217,8 @@ def run_page(shown: RunPage, history_links: dict, summary: dict[str, Any]) -> di
     if result is None:
         return page
     page.update(
-        charts=_charts(result),
+        charts=_charts(result) + _latency_charts(shown),
+        slo=latency_text.slo_lines(*shown.slo) if shown.slo else "",
         comparisons=_comparison_rows(result),
         pooled=[
             {

@@ -1,0 +1,98 @@
+"""One open-loop trial: a stated rate offered to a running server, latency from the
+intended send time (bench/loadgen/openloop.py), the server's evidence taken around it as
+for every trial (bench/trial.measured_window).
+
+The trial is invalid when its numbers would not be the server's: the engine fell behind
+its schedule (its own delay would be in the latencies), the pinned CPUs were shared, or
+requests failed or timed out.
+"""
+
+from __future__ import annotations
+
+from regtrack.bench import trial
+from regtrack.bench.loadgen import openloop
+from regtrack.bench.loadgen.base import LoadgenBinary, LoadgenResult
+from regtrack.bench.plan import PlannedTrial
+from regtrack.bench.runtimes.base import RunningServer
+from regtrack.core.errors import BadInput
+from regtrack.core.records import InvalidReason, LoadSpec, OpenLoopFacts, TrialRecord
+
+MODE = "latency"
+
+
+def latency_trial(
+    ctx: trial.Context,
+    engine: LoadgenBinary,
+    server: RunningServer,
+    planned: PlannedTrial,
+    specs: list[LoadSpec],
+    offered: openloop.Offered,
+) -> TrialRecord:
+    """Warm-up and measured window in one engine run (its warm-up requests are not
+    recorded), at ``offered``'s rate."""
+    if len(specs) != 1:
+        raise BadInput(
+            f"{planned.point.workload}: an open-loop trial sends one rotation of commands; "
+            "a workload of several processes (producers and consumers) is measured closed loop"
+        )
+    record = trial.new_record(planned, MODE)
+    settings = ctx.settings
+    aim = ctx.aim(server)
+    timeout = 60 + 10 * (settings.duration + settings.warmup)
+    done: list[openloop.OpenLoopResult] = []
+
+    def run() -> LoadgenResult:
+        result = openloop.run_once(
+            engine, aim, specs[0], offered,
+            seconds=settings.duration, warmup=settings.warmup, timeout=timeout,
+        )  # fmt: skip
+        done.append(result)
+        return result
+
+    if trial.measured_window(ctx, server, record, run) is None or not done:
+        return record
+    record.warmup_s = settings.warmup
+    report = done[0].report
+    if report is None:
+        return record  # measured_window marked the load generator's problem
+    record.client_cpu_pct = 100.0 * report.cpu.busy_fraction
+    record.open_loop = OpenLoopFacts(
+        offered_rate=offered.rate,
+        arrival=offered.arrival,
+        lag_p99_us=report.lag_us.p99,
+        lag_max_us=report.lag_us.max,
+        engine_busy_pct=100.0 * report.cpu.busy_fraction,
+        hdr_unit=report.hdr_unit,
+        hdr=report.hdr,
+    )
+    judge(settings.contention_limit_pct, record, report)
+    return record
+
+
+def judge(
+    contention_limit_pct: float, record: TrialRecord, report: openloop.OpenLoopReport
+) -> None:
+    """Mark the trial invalid where its latencies are not the server's."""
+    if record.contention_pct is not None and record.contention_pct > contention_limit_pct:
+        record.mark_invalid(
+            InvalidReason.CONTENDED,
+            f"other processes used {record.contention_pct:.0f}% of the pinned CPUs "
+            f"(limit {contention_limit_pct:.0f}%), so stop other work on this machine",
+        )
+    if report.behind:
+        why = "; ".join(report.behind_reasons) or "it could not send at its intended times"
+        record.mark_invalid(
+            InvalidReason.BEHIND_SCHEDULE,
+            f"the open-loop engine offered {report.rate_intended:.0f}/s and fell behind ({why}; "
+            f"lag p99 {report.lag_us.p99:.0f} us, engine CPU "
+            f"{100 * report.cpu.busy_fraction:.0f}%): lower the rate or give the client a CPU "
+            "of its own",
+        )
+    failed = sum(report.errors.values()) + report.timeouts
+    if failed:
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(report.errors.items()))
+        timeouts = f"{report.timeouts} timed out" if report.timeouts else ""
+        record.mark_invalid(
+            InvalidReason.ERROR_REPLIES,
+            f"{failed} requests failed ({', '.join(x for x in (kinds, timeouts) if x)})",
+        )

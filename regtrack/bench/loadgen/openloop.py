@@ -1,0 +1,220 @@
+"""regtrack-openloop: the open-loop engine (engine/, built by scripts/install.sh).
+
+Requests go out at intended times (constant spacing or Poisson arrivals) whatever the
+replies do, and each is timed from its intended time, so a server stall shows in every
+request it delayed (no coordinated omission: memtier's --rate-limiting sends only when a
+pipeline slot is free and times from the actual send). This adapter finds and
+fingerprints the binary, writes the workload's LoadSpec as the engine's spec file, runs it
+pinned, and reads its one JSON report into a typed record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sysconfig
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import pydantic
+
+from regtrack.bench.loadgen.base import (
+    Aim,
+    LoadgenBinary,
+    LoadgenResult,
+    result_of,
+    run_tool,
+    tool_version,
+)
+from regtrack.bench.runtimes.native import taskset_path
+from regtrack.core.cpus import format_cpu_list
+from regtrack.core.digests import sha256_of
+from regtrack.core.errors import BadInput, CannotMeasure
+from regtrack.core.records import LoadSpec
+
+NAME = "regtrack-openloop"
+# The engine's exit codes (engine/src/main.rs).
+BAD_INPUT, SERVER_LOST = 2, 3
+
+
+@dataclass(frozen=True)
+class Offered:
+    """The load an open-loop trial offers: requests per second over ``connections``,
+    spaced evenly or as Poisson arrivals drawn from ``seed`` (the same seed, the same
+    arrival times for every version)."""
+
+    rate: float
+    arrival: Literal["poisson", "constant"] = "poisson"
+    connections: int = 4
+    seed: int = 1
+
+
+class _Strict(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(frozen=True, extra="ignore")
+
+
+class Percentiles(_Strict):
+    """Latency from the intended send time, in microseconds."""
+
+    p50: float
+    p90: float
+    p99: float
+    p999: float
+    max: float
+    mean: float
+    count: int
+
+
+class Lag(_Strict):
+    """How late requests were written after their intended time, in microseconds: the
+    engine's own delay, which a kept schedule holds far below the latencies it reports."""
+
+    p50: float
+    p99: float
+    max: float
+
+
+class EngineCpu(_Strict):
+    user_s: float
+    sys_s: float
+    busy_fraction: float
+
+
+class OpenLoopReport(_Strict):
+    """What one engine run printed (engine/src/report.rs)."""
+
+    version: str
+    arrival: str
+    rate_intended: float
+    duration_s: float
+    sent: int
+    completed: int
+    errors: dict[str, int]
+    timeouts: int
+    achieved_rate: float
+    latency_us: Percentiles
+    lag_us: Lag
+    cpu: EngineCpu
+    behind: bool
+    behind_reasons: list[str] = []
+    hdr_unit: str = "ns"
+    hdr: str
+
+    @property
+    def latency_ms(self) -> dict[str, float]:
+        """The percentiles as the trial record keeps them (milliseconds)."""
+        lat = self.latency_us
+        return {
+            "p50": lat.p50 / 1e3,
+            "p99": lat.p99 / 1e3,
+            "p999": lat.p999 / 1e3,
+            "max": lat.max / 1e3,
+            "avg": lat.mean / 1e3,
+        }
+
+
+@dataclass
+class OpenLoopResult(LoadgenResult):
+    """A LoadgenResult with the engine's own report (None when it printed none)."""
+
+    report: OpenLoopReport | None = None
+
+
+def installed() -> str | None:
+    """The engine on PATH, else the one scripts/install.sh built beside regtrack."""
+    on_path = shutil.which(NAME)
+    if on_path:
+        return on_path
+    beside = Path(sysconfig.get_path("scripts")) / NAME
+    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
+
+
+def locate() -> LoadgenBinary:
+    """The installed engine, fingerprinted (its version and the binary's SHA-256)."""
+    found = installed()
+    if not found:
+        raise CannotMeasure(
+            f"{NAME} is not installed: scripts/install.sh builds it from engine/ (it needs "
+            "cargo, and crates.io or a vendored copy of the crates)"
+        )
+    version = tool_version(found, NAME)
+    if version is None:
+        raise BadInput(f"{found} is not {NAME} (see its --version)")
+    path = Path(found).absolute()
+    return LoadgenBinary(name=NAME, path=str(path), version=version, sha256=sha256_of(path))
+
+
+def spec_document(spec: LoadSpec) -> dict[str, Any]:
+    """``spec`` as the engine's spec file (engine/src/spec.rs): its key range and payload,
+    and the rotation of commands (empty: GETs of the key range)."""
+    return {
+        "key_prefix": spec.key_prefix,
+        "key_min": spec.key_min,
+        "key_max": spec.key_max,
+        "data_size": spec.data_size,
+        "commands": [
+            {"args": list(c.args), "ratio": c.ratio, "key_pattern": c.key_pattern}
+            for c in spec.commands
+        ],
+    }
+
+
+def argv(
+    binary: LoadgenBinary, aim: Aim, offered: Offered, spec_file: Path, seconds: float,
+    warmup: float, pipeline: int, hgrm: Path | None = None,
+) -> list[str]:  # fmt: skip
+    """The engine's command line, pinned to the client CPUs."""
+    command = [
+        taskset_path(), "-c", format_cpu_list(aim.cpus), binary.path,
+        "--host", aim.host, "--port", str(aim.port),
+        "--connections", str(offered.connections), "--rate", repr(float(offered.rate)),
+        "--arrival", offered.arrival, "--seed", str(offered.seed),
+        "--duration", repr(float(seconds)), "--warmup", repr(float(warmup)),
+        "--pipeline", str(pipeline), "--spec", str(spec_file),
+    ]  # fmt: skip
+    if hgrm is not None:
+        command += ["--hgrm", str(hgrm)]
+    return command
+
+
+def run_once(
+    binary: LoadgenBinary,
+    aim: Aim,
+    spec: LoadSpec,
+    offered: Offered,
+    *,
+    seconds: float,
+    warmup: float,
+    timeout: float,
+) -> OpenLoopResult:
+    """Run the engine once; ``problem`` says why its figures cannot be used, if they cannot
+    (the server lost, a refused spec, an unreadable report)."""
+    with tempfile.TemporaryDirectory(prefix="regtrack-openloop-") as tmp:
+        spec_file = Path(tmp) / "spec.json"
+        spec_file.write_text(json.dumps(spec_document(spec)))
+        command = argv(binary, aim, offered, spec_file, seconds, warmup, spec.pipeline)
+        done = run_tool(NAME, command, timeout, aim)
+    stderr = str(done.stderr).strip()
+    base = result_of(done, command, 0, stderr)
+    result = OpenLoopResult(**{f: getattr(base, f) for f in base.__dataclass_fields__})
+    problem = done.problem
+    if problem is None and done.exit_code != 0:
+        line = stderr.splitlines()[-1] if stderr else "no message"
+        problem = f"{NAME} exited with code {done.exit_code}: {line}"
+    if problem is None:
+        try:
+            report = OpenLoopReport.model_validate_json(done.stdout)
+        except pydantic.ValidationError as exc:
+            problem = f"{NAME} printed no report regtrack can read ({exc.error_count()} errors)"
+        else:
+            result.report = report
+            result.requests = report.completed
+            result.ops_per_sec = report.achieved_rate
+            result.latency_ms = report.latency_ms
+            if report.completed == 0:
+                problem = f"{NAME} completed no requests"
+    result.problem = problem
+    return result
