@@ -18,6 +18,20 @@ from regtrack.core.errors import BadInput
 from regtrack.core.records import InvalidReason, LoadSpec, OpenLoopFacts, TrialRecord
 
 MODE = "latency"
+# Requests beyond a percentile a trial needs for it to be more than its few slowest
+# requests (docs/methodology.md, "Latency percentiles"): p99 needs 1,000, p99.9 10,000.
+MIN_TAIL_SAMPLES = 10
+QUANTILES = {"p50": 0.5, "p99": 0.99, "p999": 0.999}
+
+
+def resolved(latency_ms: dict[str, float], count: int) -> dict[str, float]:
+    """The percentiles ``count`` requests resolve (an unresolved one is left out, so it is
+    never compared); the max and the mean are kept as shown."""
+    return {
+        key: value
+        for key, value in latency_ms.items()
+        if key not in QUANTILES or count * (1 - QUANTILES[key]) >= MIN_TAIL_SAMPLES - 1e-9
+    }
 
 
 def latency_trial(
@@ -56,6 +70,7 @@ def latency_trial(
     if report is None:
         return record  # measured_window marked the load generator's problem
     record.client_cpu_pct = 100.0 * report.cpu.busy_fraction
+    record.latency_ms = resolved(report.latency_ms, report.completed)
     record.open_loop = OpenLoopFacts(
         offered_rate=offered.rate,
         arrival=offered.arrival,
