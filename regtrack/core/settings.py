@@ -106,7 +106,7 @@ class Thresholds(_Strict):
     latency: limits.PERCENT.of(float) = 10.0
     instructions: limits.PERCENT.of(float) = 1.0
     syscalls: limits.PERCENT.of(float) = 2.0
-    # Open-loop latency percentiles at a declared load (bench/latency_trial.py, analysis/comparison.py). PLACEHOLDERS,
+    # Open-loop latency percentiles at a declared load (bench/latency_trial.py). PLACEHOLDERS,
     # to be set by A/A gates on this VM: the simulation in docs/methodology.md ("Latency
     # percentiles") only says the tail needs wider bands than the median.
     open_loop_p50: limits.PERCENT.of(float) = 5.0
