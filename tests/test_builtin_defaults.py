@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from regtrack.core.options import GetSweep, Options, specs
+from regtrack.core.option_spec import GetSweep
+from regtrack.core.options import Options, specs
 from regtrack.core.settings import (
     RunSettings,
     Thresholds,

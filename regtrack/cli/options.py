@@ -28,13 +28,9 @@ import click
 from regtrack import __version__
 from regtrack.core.errors import BadInput
 from regtrack.core.limits import Bound
+from regtrack.core.option_spec import STAGES, THRESHOLD, GetSweep, Spec, int_list
 from regtrack.core.options import (
-    STAGES,
-    THRESHOLD,
-    GetSweep,
     Options,
-    Spec,
-    int_list,
     settle,
     specs,
 )
