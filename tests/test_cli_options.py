@@ -18,7 +18,8 @@ import pytest
 
 from regtrack.cli import cli
 from regtrack.cli.options import StagedOption, default_map, renamed_args
-from regtrack.core.options import STAGES, THRESHOLD, Options, command_defaults, specs
+from regtrack.core.option_spec import STAGES, THRESHOLD
+from regtrack.core.options import Options, command_defaults, specs
 from regtrack.results.store import Store
 from tests.conftest import cli_in_process
 
