@@ -113,7 +113,7 @@ def capacity(server: Server, seconds: int) -> tuple[float, float]:
         subprocess.run(
             ["taskset", "-c", "1", str(MEMTIER), "-s", "127.0.0.1", "-p", str(server.port),
              "--protocol=redis", "-t", "1", "-c", "4", "--pipeline", "1", "--ratio", "0:1",
-             "--key-prefix", "key:", "--key-minimum", "0", "--key-maximum", str(KEYS - 1),
+             "--key-prefix", "key:", "--key-minimum", "1", "--key-maximum", str(KEYS - 1),
              "--key-pattern", "R:R", "--test-time", str(seconds), "--hide-histogram",
              "--json-out-file", str(out)],
             check=True, capture_output=True,

@@ -161,6 +161,7 @@ pub fn run(o: &Options, spec: &Spec) -> Result<Stats, Lost> {
     }
     poller.add(timer.fd(), TIMER).map_err(fail)?;
     sys::tight_timer_slack();
+    sys::short_sched_slice();
     let mut lp = Loop {
         conns,
         poller,
