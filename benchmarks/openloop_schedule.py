@@ -38,6 +38,9 @@ ENGINE = ROOT / ".venv" / "bin" / "regtrack-openloop"
 MEMTIER = ROOT / ".venv" / "bin" / "memtier_benchmark"
 KEYS = 100_000
 SPEC = {"key_prefix": "key:", "key_min": 0, "key_max": KEYS - 1}
+# Other processes took more than this share of CPU 1 during a trial: it measured them too
+# (this machine's other work is not under the benchmark lock), and does not count.
+DISTURBED = 0.05
 
 
 def server_binary(version: str, flags: list[str]) -> str:
@@ -139,6 +142,7 @@ def trial(server: Server, spec: str, rate: float, seconds: float, seed: int) -> 
     report = json.loads(proc.stdout)
     cpu1 = (busy1 - busy0) / max(1, total1 - total0)
     report["others_cpu1"] = max(0.0, cpu1 - report["cpu"]["busy_fraction"])
+    report["disturbed"] = report["others_cpu1"] > DISTURBED
     return report
 
 
@@ -148,6 +152,7 @@ def line(label: str, r: dict) -> str:
         f"{r['lag_us']['p99']:>9.1f} {r['lag_us']['max']:>9.0f} "
         f"{r['cpu']['busy_fraction'] * 100:>6.1f}% {r['others_cpu1'] * 100:>6.1f}% "
         f"{r['behind']!s:>6} {r['latency_us']['p99']:>10.1f}"
+        + ("  disturbed" if r["disturbed"] else "")
     )
 
 
@@ -161,10 +166,13 @@ def summary(label: str, rows: list[dict]) -> str:
     def med(f) -> float:
         return statistics.median(f(r) for r in rows)
 
+    disturbed = sum(r["disturbed"] for r in rows)
+    rows = [r for r in rows if not r["disturbed"]] or rows
     behind = sum(r["behind"] for r in rows)
     worst = max(r["lag_us"]["p99"] for r in rows)
     return (
-        f"{label}: {len(rows)} trials, behind in {behind}; median achieved "
+        f"{label}: {disturbed} trials disturbed (others > {DISTURBED:.0%} of CPU 1); of the "
+        f"{len(rows)} others: behind in {behind}; median achieved "
         f"{med(lambda r: r['achieved_rate'] / r['rate_intended']) * 100:.2f}% of intended, "
         f"lag p99 median {med(lambda r: r['lag_us']['p99']):.1f} us (worst {worst:.1f}), "
         f"engine CPU median {med(lambda r: r['cpu']['busy_fraction']) * 100:.1f}%, "
@@ -179,6 +187,11 @@ def search(server: Server, spec: str, good: float, bad: float, seconds: float) -
     for step in range(6):
         rate = (good + bad) / 2
         r = trial(server, spec, rate, seconds, seed=100 + step)
+        for _ in range(3):  # again while it measured other processes too
+            if not r["disturbed"]:
+                break
+            print(line(f"search {step + 1}", r), flush=True)
+            r = trial(server, spec, rate, seconds, seed=100 + step)
         print(line(f"search {step + 1}", r), flush=True)
         good, bad = (rate, bad) if not r["behind"] else (good, rate)
     return good
@@ -223,7 +236,7 @@ def main() -> None:
             for load in loads:
                 print(summary(f"{load:.0%} of capacity ({load * cap:,.0f}/s)", rows[load]))
             top = max(loads)
-            top_behind = any(r["behind"] for r in rows[top])
+            top_behind = any(r["behind"] and not r["disturbed"] for r in rows[top])
             if args.search or top_behind:
                 # above the top load when it kept, below it when it did not
                 low, high = (min(loads), top) if top_behind else (top, 1.25)
@@ -231,7 +244,7 @@ def main() -> None:
                 print(f"keeps its schedule up to about {kept:,.0f}/s "
                       f"({kept / cap:.0%} of capacity)")  # fmt: skip
             else:
-                print(f"kept its schedule at {top:.0%} of capacity in every trial")
+                print(f"kept its schedule at {top:.0%} of capacity in every undisturbed trial")
         finally:
             server.stop()
 
