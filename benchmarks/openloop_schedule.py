@@ -7,8 +7,11 @@ CPU 0, every client to CPU 1. First memtier_benchmark measures the closed-loop c
 (GET, pipeline 1, 4 connections, 1 thread); then the engine runs --trials Poisson trials
 at each load, alternating 50% and 80% so drift hits both alike. Per trial: the rate it
 achieved, its schedule lag p99, its own CPU share, `behind`, the latency p99, and what
-else ran on CPU 1 meanwhile (another process there delays the engine's wake-ups). If any
-80% trial fell behind, a bisection between 50% and 80% finds the rate where it stops.
+else ran on CPU 1 meanwhile (another process there delays the engine's wake-ups; a trial
+where others took over 5% is disturbed and not counted). If an undisturbed 80% trial fell
+behind, a bisection between 50% and 80% finds the rate where it stops; with --search it
+also bisects above 80%, up to 160% of the capacity (memtier with 4 connections may be the
+limit of its own measurement rather than the server).
 
     flock /tmp/regtrack-tests.lock .venv/bin/python benchmarks/openloop_schedule.py
 """
@@ -239,7 +242,7 @@ def main() -> None:
             top_behind = any(r["behind"] and not r["disturbed"] for r in rows[top])
             if args.search or top_behind:
                 # above the top load when it kept, below it when it did not
-                low, high = (min(loads), top) if top_behind else (top, 1.25)
+                low, high = (min(loads), top) if top_behind else (top, 1.6)
                 kept = search(server, str(spec), low * cap, high * cap, args.seconds / 2)
                 print(f"keeps its schedule up to about {kept:,.0f}/s "
                       f"({kept / cap:.0%} of capacity)")  # fmt: skip
