@@ -8,8 +8,9 @@ CPU 0, every client to CPU 1. First memtier_benchmark measures the closed-loop c
 at each load, alternating 50% and 80% so drift hits both alike. Per trial: the rate it
 achieved, its schedule lag p99, its own CPU share, `behind`, the latency p99, and what
 else ran on CPU 1 meanwhile (another process there delays the engine's wake-ups; a trial
-where others took over 5% is disturbed and not counted). If an undisturbed 80% trial fell
-behind, a bisection between 50% and 80% finds the rate where it stops; with --search it
+where others took over 5% is disturbed and not counted). If the engine fell behind in most
+undisturbed 80% trials, a bisection between 50% and 80% finds the rate where it stops
+(one trial or two behind at every load is this VM's stalls, not the rate); with --search it
 also bisects above 80%, up to 160% of the capacity (memtier with 4 connections may be the
 limit of its own measurement rather than the server).
 
@@ -239,7 +240,10 @@ def main() -> None:
             for load in loads:
                 print(summary(f"{load:.0%} of capacity ({load * cap:,.0f}/s)", rows[load]))
             top = max(loads)
-            top_behind = any(r["behind"] and not r["disturbed"] for r in rows[top])
+            # it cannot keep a load where most undisturbed trials fell behind: this VM's
+            # stalls put a trial or two over the line at every load, 50% as often as 80%
+            kept = [not r["behind"] for r in rows[top] if not r["disturbed"]]
+            top_behind = sum(kept) <= len(kept) / 2
             if args.search or top_behind:
                 # above the top load when it kept, below it when it did not
                 low, high = (min(loads), top) if top_behind else (top, 1.6)
