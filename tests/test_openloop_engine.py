@@ -21,6 +21,11 @@ from regtrack.core import procs
 ROOT = Path(__file__).resolve().parent.parent
 ENGINE = ROOT / ".venv" / "bin" / "regtrack-openloop"
 GET_SPEC = {"key_prefix": "key:", "key_min": 0, "key_max": 999}
+# Behind when schedule lag p99 is above 5 ms (the engine's default is 1 ms). On the 2-core
+# VM of 2026-12, 1 ms was crossed at 2000/s in about one run of five (lag p50 50 us, p99
+# 1.15-1.3 ms, max 3.4 ms, the engine 12% busy; most likely the host waking an idle vCPU
+# late): the engine reports that truly, but it is the host, not what these tests test.
+BEHIND = ["--behind-lag-us", "5000"]
 
 
 @pytest.fixture
@@ -158,7 +163,7 @@ def test_keeps_its_schedule_against_a_real_server(engine, tmp_path, redis_server
         proc = run_engine(
             engine, "--spec", spec_file(tmp_path, GET_SPEC), "--port", str(port),
             "--rate", "2000", "--connections", "4", "--duration", "1", "--warmup", "0.2",
-            "--arrival", "poisson", "--seed", "3", "--hgrm", str(hgrm),
+            "--arrival", "poisson", "--seed", "3", "--hgrm", str(hgrm), *BEHIND,
         )  # fmt: skip
         hits = client.info("stats")["keyspace_hits"]
     assert proc.returncode == 0, proc.stderr
@@ -171,7 +176,8 @@ def test_keeps_its_schedule_against_a_real_server(engine, tmp_path, redis_server
     latency = report["latency_us"]
     assert 0 < latency["p50"] <= latency["p90"] <= latency["p99"] <= latency["p999"]
     assert latency["p999"] <= latency["max"] and latency["count"] == report["completed"]
-    assert report["lag_us"]["p50"] <= report["lag_us"]["p99"] <= report["lag_us"]["max"]
+    lag = report["lag_us"]
+    assert lag["p50"] <= lag["p99"] <= lag["max"] and lag["p50"] < 1000  # on time, mostly
     assert 0 < report["cpu"]["busy_fraction"] < 1
     check_hdr(report, hgrm)
 
@@ -183,7 +189,8 @@ def test_a_server_pause_shows_in_every_request_it_delayed(engine, tmp_path, redi
     with redis_on_loopback(redis_server, tmp_path) as (port, client):
         proc = subprocess.Popen(
             [str(engine), "--spec", spec_file(tmp_path, GET_SPEC), "--port", str(port),
-             "--rate", "2000", "--connections", "4", "--duration", "2", "--warmup", "0.2"],
+             "--rate", "2000", "--connections", "4", "--duration", "2", "--warmup", "0.2",
+             *BEHIND],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         time.sleep(0.7)  # about 0.5 s into the measured window
