@@ -1,0 +1,239 @@
+//! The event loop: one thread, epoll plus an absolute timerfd. It wakes at the next intended
+//! time, writes every request that is due (one write per connection), and reads replies as
+//! they come, timing each request from its intended time.
+
+use crate::cli::Options;
+use crate::conn::{Conn, Done, ReadOutcome};
+use crate::rotation::Rotation;
+use crate::schedule::Schedule;
+use crate::spec::Spec;
+use crate::stats::Stats;
+use crate::sys::{self, Poller, Timer};
+use rand::SeedableRng;
+use rand_pcg::Pcg64;
+use std::net::{TcpStream, ToSocketAddrs};
+use std::os::unix::io::AsRawFd;
+use std::time::Duration;
+
+const TIMER: u64 = u64::MAX;
+
+/// The server could not be reached or went away: one line, exit 3.
+#[derive(Debug)]
+pub struct Lost(pub String);
+
+/// A PRNG for stream `index` of a seed: 0 is the arrival stream, 1 + i connection i's keys.
+pub fn rng(seed: u64, index: u64) -> Pcg64 {
+    let mixed =
+        seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ index.wrapping_mul(0xD1B5_4A32_D192_ED03);
+    Pcg64::seed_from_u64(mixed)
+}
+
+fn connect(o: &Options, spec: &Spec) -> Result<Vec<Conn>, Lost> {
+    let target = format!("{}:{}", o.host, o.port);
+    let lost = |e: String| Lost(format!("cannot connect to {target}: {e}"));
+    let addr = target
+        .to_socket_addrs()
+        .map_err(|e| lost(e.to_string()))?
+        .next()
+        .ok_or_else(|| lost("no address".into()))?;
+    let mut conns = Vec::with_capacity(o.connections);
+    for i in 0..o.connections {
+        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
+            .map_err(|e| lost(e.to_string()))?;
+        stream.set_nodelay(true).map_err(|e| lost(e.to_string()))?;
+        stream
+            .set_nonblocking(true)
+            .map_err(|e| lost(e.to_string()))?;
+        let count = o.connections as u64;
+        let rotation = Rotation::new(spec, i as u64, count, rng(o.seed, 1 + i as u64));
+        conns.push(Conn::new(stream, rotation));
+    }
+    Ok(conns)
+}
+
+/// The loop's clock marks: start of the schedule, of the measured window, its end.
+struct Window {
+    start: u64,
+    measure_from: u64,
+    end: u64,
+}
+
+struct Loop {
+    conns: Vec<Conn>,
+    poller: Poller,
+    pipeline: u32,
+    cap: usize,
+    stats: Stats,
+    done: Vec<Done>,
+    errors: Vec<(String, bool)>,
+    server: String,
+}
+
+impl Loop {
+    fn lost(&self, what: &str) -> Lost {
+        Lost(format!("lost the server {}: {what}", self.server))
+    }
+
+    /// Arrival `n`, intended at `intended`, goes to connection n mod N (round robin).
+    fn dispatch(&mut self, n: u64, intended: u64, measured: bool, now: u64) {
+        let index = (n % self.conns.len() as u64) as usize;
+        let conn = &mut self.conns[index];
+        if measured {
+            self.stats.intended += 1;
+        }
+        if conn.pending.len() < self.cap && conn.backlog.is_empty() {
+            conn.queue(intended, measured, self.pipeline);
+            self.stats.wrote(intended, measured, now);
+        } else {
+            conn.backlog.push_back((intended, measured));
+        }
+    }
+
+    fn flush_all(&mut self) -> Result<(), Lost> {
+        for i in 0..self.conns.len() {
+            if !self.conns[i].has_output() {
+                continue;
+            }
+            let all = self.conns[i]
+                .flush()
+                .map_err(|e| self.lost(&e.to_string()))?;
+            if all == self.conns[i].wants_write {
+                let fd = self.conns[i].stream.as_raw_fd();
+                self.poller
+                    .set_writable(fd, i as u64, !all)
+                    .map_err(|e| self.lost(&e.to_string()))?;
+                self.conns[i].wants_write = !all;
+            }
+        }
+        Ok(())
+    }
+
+    /// Read connection `i`'s replies, time the requests they complete, and send what the
+    /// in-flight cap was holding back.
+    fn read(&mut self, i: usize) -> Result<(), Lost> {
+        let outcome = self.conns[i]
+            .fill()
+            .map_err(|e| self.lost(&e.to_string()))?;
+        let now = sys::now_ns();
+        self.done.clear();
+        self.errors.clear();
+        if let Err(problem) = self.conns[i].take_replies(&mut self.done, &mut self.errors) {
+            return Err(self.lost(&format!("unreadable reply: {problem}")));
+        }
+        for d in &self.done {
+            self.stats.completed(d.intended, d.measured, now);
+        }
+        for (kind, measured) in self.errors.drain(..) {
+            if measured {
+                *self.stats.errors.entry(kind).or_insert(0) += 1;
+            }
+        }
+        if let ReadOutcome::Closed = outcome {
+            return Err(self.lost("it closed the connection"));
+        }
+        let conn = &mut self.conns[i];
+        while conn.pending.len() < self.cap {
+            let Some((intended, measured)) = conn.backlog.pop_front() else {
+                break;
+            };
+            conn.queue(intended, measured, self.pipeline);
+            self.stats.wrote(intended, measured, now);
+        }
+        Ok(())
+    }
+
+    fn outstanding(&self) -> bool {
+        self.conns
+            .iter()
+            .any(|c| !c.pending.is_empty() || !c.backlog.is_empty())
+    }
+}
+
+/// Run the schedule against the server; the stats of the measured window.
+pub fn run(o: &Options, spec: &Spec) -> Result<Stats, Lost> {
+    let conns = connect(o, spec)?;
+    let server = format!("{}:{}", o.host, o.port);
+    let fail = |e: std::io::Error| Lost(format!("event loop: {e}"));
+    let poller = Poller::new().map_err(fail)?;
+    let mut timer = Timer::new().map_err(fail)?;
+    for (i, c) in conns.iter().enumerate() {
+        poller.add(c.stream.as_raw_fd(), i as u64).map_err(fail)?;
+    }
+    poller.add(timer.fd(), TIMER).map_err(fail)?;
+    sys::tight_timer_slack();
+    sys::short_sched_slice();
+    let mut lp = Loop {
+        conns,
+        poller,
+        pipeline: o.pipeline,
+        cap: o.max_in_flight,
+        stats: Stats::new(),
+        done: Vec::new(),
+        errors: Vec::new(),
+        server,
+    };
+    let start = sys::now_ns() + 2_000_000;
+    let measure_from = start + (o.warmup_s * 1e9) as u64;
+    let w = Window {
+        start,
+        measure_from,
+        end: measure_from + (o.duration_s * 1e9) as u64,
+    };
+    event_loop(&mut lp, &mut timer, o, &w)?;
+    lp.stats.timeouts = lp
+        .conns
+        .iter()
+        .map(|c| {
+            c.pending.iter().filter(|p| p.measured).count() as u64
+                + c.backlog.iter().filter(|b| b.1).count() as u64
+        })
+        .sum();
+    Ok(lp.stats)
+}
+
+fn event_loop(lp: &mut Loop, timer: &mut Timer, o: &Options, w: &Window) -> Result<(), Lost> {
+    let mut schedule = Schedule::new(o.arrival, o.rate, rng(o.seed, 0));
+    let mut next = w.start + schedule.next_offset();
+    let mut n: u64 = 0;
+    let mut drain_until: Option<u64> = None;
+    let mut ready = Vec::new();
+    loop {
+        let now = sys::now_ns();
+        lp.stats.mark_window(now, w.measure_from, w.end);
+        while next <= now && next < w.end {
+            lp.dispatch(n, next, next >= w.measure_from, now);
+            n += 1;
+            next = w.start + schedule.next_offset();
+        }
+        lp.flush_all()?;
+        let deadline = if next < w.end {
+            next
+        } else if now < w.end {
+            w.end // wake at the window's end to close it (its CPU time) on time
+        } else {
+            let until = *drain_until.get_or_insert(now + (o.drain_s * 1e9) as u64);
+            if !lp.outstanding() || now >= until {
+                return Ok(());
+            }
+            until
+        };
+        timer
+            .arm(deadline)
+            .map_err(|e| Lost(format!("timer: {e}")))?;
+        lp.poller
+            .wait(&mut ready)
+            .map_err(|e| Lost(format!("epoll: {e}")))?;
+        for &(token, readable, writable, hung_up) in ready.iter() {
+            if token == TIMER {
+                timer.fired();
+                continue;
+            }
+            if readable || hung_up {
+                lp.read(token as usize)?;
+            }
+            if writable {
+                lp.flush_all()?;
+            }
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! What the measured window recorded: latency and schedule lag histograms, counts, and the
+//! engine's own CPU time over the window.
+
+use crate::sys;
+use hdrhistogram::Histogram;
+use std::collections::BTreeMap;
+
+/// Histograms hold nanoseconds from 1 ns to one hour at 3 significant digits.
+pub const HIGHEST_NS: u64 = 3_600 * 1_000_000_000;
+
+pub struct Stats {
+    /// Reply complete (the last of a pipelined request's replies) minus intended time.
+    pub latency: Histogram<u64>,
+    /// Write time minus intended time.
+    pub lag: Histogram<u64>,
+    /// Requests the schedule placed in the measured window.
+    pub intended: u64,
+    /// Of those, written by the end of the window, and written at all.
+    pub sent_in_window: u64,
+    pub sent: u64,
+    pub completed: u64,
+    /// Measured requests with no reply by the end of the drain.
+    pub timeouts: u64,
+    pub errors: BTreeMap<String, u64>,
+    window_end: u64,
+    /// (wall ns, user s, sys s) at the window's start and end as the loop saw them.
+    pub cpu_start: Option<(u64, f64, f64)>,
+    pub cpu_end: Option<(u64, f64, f64)>,
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, HIGHEST_NS, 3).expect("valid bounds")
+}
+
+impl Stats {
+    pub fn new() -> Stats {
+        Stats {
+            latency: histogram(),
+            lag: histogram(),
+            intended: 0,
+            sent_in_window: 0,
+            sent: 0,
+            completed: 0,
+            timeouts: 0,
+            errors: BTreeMap::new(),
+            window_end: u64::MAX,
+            cpu_start: None,
+            cpu_end: None,
+        }
+    }
+
+    /// A request written at `now`.
+    pub fn wrote(&mut self, intended: u64, measured: bool, now: u64) {
+        if measured {
+            self.sent += 1;
+            if now < self.window_end {
+                self.sent_in_window += 1;
+            }
+            self.lag
+                .saturating_record(now.saturating_sub(intended).max(1));
+        }
+    }
+
+    /// A request whose last reply was read at `now`.
+    pub fn completed(&mut self, intended: u64, measured: bool, now: u64) {
+        if measured {
+            self.completed += 1;
+            self.latency
+                .saturating_record(now.saturating_sub(intended).max(1));
+        }
+    }
+
+    /// Note the CPU clock the first time the loop sees the window open and close.
+    pub fn mark_window(&mut self, now: u64, from: u64, end: u64) {
+        self.window_end = end;
+        if self.cpu_start.is_none() && now >= from {
+            let (user, system) = sys::cpu_seconds();
+            self.cpu_start = Some((now, user, system));
+        }
+        if self.cpu_end.is_none() && now >= end {
+            let (user, system) = sys::cpu_seconds();
+            self.cpu_end = Some((now, user, system));
+        }
+    }
+}

@@ -1,0 +1,209 @@
+"""regtrack-openloop, the open-loop engine (engine/): its command line, its exit codes and,
+against a real redis-server, that it keeps its schedule and times every request from its
+intended send, so a server pause shows in the requests the pause delayed (no coordinated
+omission). The binary is the one scripts/install.sh builds into .venv/bin."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from regtrack.core import procs
+
+ROOT = Path(__file__).resolve().parent.parent
+ENGINE = ROOT / ".venv" / "bin" / "regtrack-openloop"
+GET_SPEC = {"key_prefix": "key:", "key_min": 0, "key_max": 999}
+# Behind when schedule lag p99 is above 5 ms (the engine's default is 1 ms). On the 2-core
+# VM of 2026-12, 1 ms was crossed at 2000/s in about one run of five (lag p50 50 us, p99
+# 1.15-1.3 ms, max 3.4 ms, the engine 12% busy; most likely the host waking an idle vCPU
+# late): the engine reports that truly, but it is the host, not what these tests test.
+BEHIND = ["--behind-lag-us", "5000"]
+
+
+@pytest.fixture
+def engine() -> Path:
+    if not ENGINE.is_file():
+        pytest.skip("regtrack-openloop is not installed (scripts/install.sh builds it)")
+    return ENGINE
+
+
+def spec_file(folder: Path, spec: dict) -> str:
+    path = folder / "spec.json"
+    path.write_text(json.dumps(spec))
+    return str(path)
+
+
+def run_engine(engine: Path, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(engine), *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def one_line(proc: subprocess.CompletedProcess, code: int, *words: str) -> None:
+    """Exit ``code``, nothing on stdout, one line on stderr holding ``words``."""
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    assert proc.stdout == ""
+    assert proc.stderr.startswith("regtrack-openloop: error: "), proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    for word in words:
+        assert word in proc.stderr, (word, proc.stderr)
+
+
+@contextlib.contextmanager
+def redis_on_loopback(
+    redis_server: str, workdir: Path
+) -> Iterator[tuple[int, redis.Redis, subprocess.Popen]]:
+    """A real redis-server that takes DEBUG (SLEEP, POPULATE), 1000 keys populated: its
+    port, a client of it, its process."""
+    port = procs.free_port()
+    server = subprocess.Popen(
+        [redis_server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no", "--enable-debug-command", "yes", "--dir", str(workdir)],
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    client = redis.Redis(port=port, socket_timeout=5)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise
+                time.sleep(0.02)
+        client.execute_command("DEBUG", "POPULATE", 1000, "key", 32)
+        yield port, client, server
+    finally:
+        client.close()
+        server.kill()
+        server.wait()
+
+
+def version_in_cargo_toml() -> str:
+    text = (ROOT / "engine" / "Cargo.toml").read_text()
+    match = re.search(r'^version = "([^"]+)"$', text, re.MULTILINE)
+    assert match
+    return match.group(1)
+
+
+def test_version_is_the_crates(engine):
+    proc = run_engine(engine, "--version")
+    assert proc.returncode == 0
+    assert proc.stdout == f"regtrack-openloop {version_in_cargo_toml()}\n"
+
+
+@pytest.mark.parametrize(
+    ("spec", "args", "words"),
+    [
+        ({"key_min": 1, "key_max": 9, "commands": [{"args": ["BLPOP", "q", "0"]}]}, [],
+         ["BLPOP", "open loop"]),
+        ({"key_min": 9, "key_max": 1}, [], ["key_min"]),
+        (GET_SPEC, ["--rate", "-5"], ["--rate"]),
+        (GET_SPEC, ["--arrival", "bursty"], ["--arrival"]),
+        (GET_SPEC, ["--bogus", "1"], ["--bogus"]),
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_line_and_exit_2(engine, tmp_path, spec, args, words):
+    spec_path = spec_file(tmp_path, spec)
+    args = ["--rate", "100", *args] if "--rate" not in args else args
+    one_line(run_engine(engine, "--spec", spec_path, *args), 2, *words)
+
+
+def test_no_server_is_one_line_and_exit_3(engine, tmp_path):
+    port = str(procs.free_port())
+    proc = run_engine(engine, "--spec", spec_file(tmp_path, GET_SPEC), "--rate", "100",
+                      "--port", port)  # fmt: skip
+    one_line(proc, 3, f"127.0.0.1:{port}")
+
+
+def test_a_server_lost_midway_is_one_line_and_exit_3(engine, tmp_path, redis_server):
+    with redis_on_loopback(redis_server, tmp_path) as (port, _, server):
+        proc = subprocess.Popen(
+            [str(engine), "--spec", spec_file(tmp_path, GET_SPEC), "--rate", "1000",
+             "--port", str(port), "--duration", "5", "--warmup", "0"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        time.sleep(0.3)
+        server.kill()  # at once (SHUTDOWN took 3.7 s here)
+        out, err = proc.communicate(timeout=10)
+    one_line(subprocess.CompletedProcess([], proc.returncode, out, err), 3, "lost the server")
+
+
+def check_hdr(report: dict, hgrm: Path) -> None:
+    """The histogram in the report decodes to the latencies reported (where the Python
+    HdrHistogram package is installed), and the .hgrm file ends at the max and the count."""
+    latency = report["latency_us"]
+    with contextlib.suppress(ImportError):
+        from hdrh.histogram import HdrHistogram
+
+        decoded = HdrHistogram.decode(report["hdr"])  # base64 text, as the report holds it
+        assert decoded.get_total_count() == latency["count"]
+        assert decoded.get_max_value() / 1000 == pytest.approx(latency["max"], rel=0.002)
+        # (not a tail percentile: the libraries round its rank differently, and two
+        # neighbouring values in a sparse tail can be far apart)
+        assert decoded.get_mean_value() / 1000 == pytest.approx(latency["mean"], rel=0.01)
+    assert report["hdr_unit"] == "ns"
+    lines = hgrm.read_text().splitlines()
+    rows = [line.split() for line in lines if line.strip() and line.strip()[0].isdigit()]
+    assert float(rows[-1][1]) == 1.0 and int(rows[-1][2]) == latency["count"]
+    assert float(rows[-1][0]) == pytest.approx(latency["max"] / 1000, abs=0.002)  # ms
+
+
+def test_keeps_its_schedule_against_a_real_server(engine, tmp_path, redis_server):
+    """2000 GETs a second for 1 s over 4 connections: every one sent on time and answered."""
+    hgrm = tmp_path / "latency.hgrm"
+    with redis_on_loopback(redis_server, tmp_path) as (port, client, _):
+        proc = run_engine(
+            engine, "--spec", spec_file(tmp_path, GET_SPEC), "--port", str(port),
+            "--rate", "2000", "--connections", "4", "--duration", "1", "--warmup", "0.2",
+            "--arrival", "poisson", "--seed", "3", "--hgrm", str(hgrm), *BEHIND,
+        )  # fmt: skip
+        hits = client.info("stats")["keyspace_hits"]
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["behind"] is False, (report["behind_reasons"], report["lag_us"], report["cpu"])
+    assert report["errors"] == {} and report["timeouts"] == 0
+    assert report["completed"] == report["sent"] == report["intended"]
+    assert report["completed"] == pytest.approx(2000, rel=0.1)  # Poisson: sd 45 of 2000
+    assert hits >= report["completed"]  # warmup GETs hit too: the keys exist
+    latency = report["latency_us"]
+    assert 0 < latency["p50"] <= latency["p90"] <= latency["p99"] <= latency["p999"]
+    assert latency["p999"] <= latency["max"] and latency["count"] == report["completed"]
+    lag = report["lag_us"]
+    assert lag["p50"] <= lag["p99"] <= lag["max"] and lag["p50"] < 1000  # on time, mostly
+    assert 0 < report["cpu"]["busy_fraction"] < 1
+    check_hdr(report, hgrm)
+
+
+def test_a_server_pause_shows_in_every_request_it_delayed(engine, tmp_path, redis_server):
+    """Coordinated omission: the server sleeps 200 ms; the 10% of the requests that were
+    due meanwhile are sent on schedule and each is timed from its intended time, so p99
+    is of the order of the pause (a closed loop would show 4 slow requests of 4000)."""
+    with redis_on_loopback(redis_server, tmp_path) as (port, client, _):
+        proc = subprocess.Popen(
+            [str(engine), "--spec", spec_file(tmp_path, GET_SPEC), "--port", str(port),
+             "--rate", "2000", "--connections", "4", "--duration", "2", "--warmup", "0.2",
+             *BEHIND],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        time.sleep(0.7)  # about 0.5 s into the measured window
+        client.execute_command("DEBUG", "SLEEP", "0.2")
+        out, err = proc.communicate(timeout=15)
+    assert proc.returncode == 0, err
+    report = json.loads(out)
+    latency = report["latency_us"]
+    assert latency["max"] >= 150_000, latency
+    assert latency["p99"] >= 50_000, latency
+    assert latency["p50"] < 10_000, latency  # the other 90% were not delayed
+    assert report["completed"] == report["intended"] == 4000  # constant arrivals: exact
+    # the server was behind, not the engine
+    assert report["behind"] is False, (report["behind_reasons"], report["lag_us"], report["cpu"])
