@@ -95,8 +95,12 @@ def run(
     slo = readout.slo_capacities(store, run_id, baseline, thresholds)
     if slo is not None:
         click.echo(latency_text.slo_lines(*slo) + "\n")
+    more = "a longer --budget measures them" if until_decided else "--until-decided measures them"
     told = story.story(
-        result, store.repetitions_reached(run_id), readout.behind_changes(store, run_id, result)
+        result,
+        store.repetitions_reached(run_id),
+        readout.behind_changes(store, run_id, result),
+        more,
     )
     if told:
         click.echo(told + "\n")

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from regtrack.analysis import interval, stats
 from regtrack.analysis.bisect_records import Attribution
 from regtrack.analysis.records import ComparisonResult, PooledComparison
 from regtrack.core.text import printable
-from regtrack.output.answer_text import change_text, mde_text
+from regtrack.output.answer_text import change_text
 
 TOLD = ("throughput", "open_loop_p99", "instructions_per_op")
 TITLE = {
@@ -21,11 +22,19 @@ TITLE = {
 FUNCTIONS = 3
 
 
-def _line(r: PooledComparison) -> str:
+def _line(r: PooledComparison, more: str) -> str:
+    """One answer; an undecided one with what more would decide it (``more``: how to ask
+    for it)."""
     where = ", ".join(r.points) or "no point"
     text = f"  {TITLE[r.metric]} at {where}: {change_text(r)}"
-    if r.verdict == "inconclusive" and r.mde_pct is not None:
-        text += f"; detectable so far: {mde_text(r.mde_pct)} (--until-decided measures more)"
+    if r.verdict != "inconclusive":
+        return text
+    change = interval.stored(r.change_pct, r.ci_low_pct, r.ci_high_pct, n=r.n_blocks)
+    extra = stats.extra_repetitions(change, r.threshold_pct) if r.n_blocks >= 2 else None
+    if extra is not None:
+        text += f"; about {extra} more blocks would decide it ({more})"
+    elif r.n_blocks >= 2:
+        text += f"; not within {stats.MAX_EXTRA_REPETITIONS} more blocks at this noise"
     return text
 
 
@@ -48,10 +57,14 @@ def _functions(found: Sequence[Attribution]) -> str:
 
 
 def story(
-    result: ComparisonResult, repetitions: int, functions: dict[str, list[Attribution]]
+    result: ComparisonResult,
+    repetitions: int,
+    functions: dict[str, list[Attribution]],
+    more: str = "--until-decided measures them",
 ) -> str:
     """Per candidate: its told answers and the functions behind them (``functions``: by
-    candidate, the explain tables of its first point)."""
+    candidate, the explain tables of its first point; ``more``: how more blocks are asked
+    for)."""
     lines = []
     for candidate in result.targets:
         if candidate == result.baseline:
@@ -64,7 +77,7 @@ def story(
             f"{printable(candidate)} vs {printable(result.baseline)} "
             f"({repetitions} interleaved repetitions):"
         )
-        lines += [_line(r) for r in answers]
+        lines += [_line(r, more) for r in answers]
         if line := _functions(functions.get(candidate, [])):
             lines.append(line)
     return "\n".join(lines)
