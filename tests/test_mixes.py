@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import shutil
 import sqlite3
 import subprocess
@@ -14,10 +15,18 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from regtrack.bench.loadgen.builtin import _Rotation
 from regtrack.bench.runtimes.native import native_server
 from regtrack.core import redact
 from regtrack.core.errors import BadInput
-from regtrack.core.records import CommandCounts, InvalidReason, ServerDelta, TrialReason
+from regtrack.core.records import (
+    CommandCounts,
+    InvalidReason,
+    LoadSpec,
+    MixCommand,
+    ServerDelta,
+    TrialReason,
+)
 from regtrack.workloads import capture
 from regtrack.workloads.files import list_workloads, load_workload
 from tests.conftest import BUILD_FLAGS, cli_in_process, run_cli
@@ -425,3 +434,16 @@ def test_captured_files_parse_whatever_the_server_and_the_user_send(name, versio
     assert parsed["name"] == name
     assert parsed["description"] == "Captured from redis://:***@h:6379"
     assert quote(password, safe="") not in text and password not in text
+
+
+def test_the_builtin_rotation_gives_a_whole_cycle_one_lockstep_number():
+    """Key pattern P: every command of one cycle gets the same number, the next cycle the
+    next one (as memtier and regtrack-openloop do: k1 k1 k2 k2, not k1 k2 k2 k3)."""
+    spec = LoadSpec(
+        clients=1, threads=1, pipeline=1, data_size=1, key_min=1, key_max=100,
+        commands=(MixCommand(("SET", "k__key__", "__data__"), 1, "P"),
+                  MixCommand(("GET", "k__key__"), 1, "P")),
+    )  # fmt: skip
+    rotation = _Rotation(spec, 0, 1, random.Random(0))
+    keys = [rotation.next()[1][1] for _ in range(6)]
+    assert keys == ["k1", "k1", "k2", "k2", "k3", "k3"]

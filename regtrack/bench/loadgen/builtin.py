@@ -103,11 +103,9 @@ class _Rotation:
         return self.rng.randint(spec.key_min, spec.key_max)
 
     def next(self) -> tuple[str, list[str]]:
+        """The next command of the rotation; the cycle advances after its keys are drawn,
+        so every command of one cycle gets the lockstep (P) number of that cycle."""
         command = self.cycle[self.position]
-        self.position += 1
-        if self.position == len(self.cycle):
-            self.position = 0
-            self.rounds += 1
         args = []
         for arg in command.args:
             if arg == "__data__":
@@ -116,6 +114,10 @@ class _Rotation:
                 args.append(arg.replace("__key__", str(self._key(command.key_pattern))))
             else:
                 args.append(arg)
+        self.position += 1
+        if self.position == len(self.cycle):
+            self.position = 0
+            self.rounds += 1
         return command.args[0].upper(), args
 
 
