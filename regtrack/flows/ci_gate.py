@@ -17,6 +17,7 @@ from regtrack.analysis.records import ComparisonResult, GateContext, GateDecisio
 from regtrack.bench.job import Job
 from regtrack.bench.measuring import Measuring
 from regtrack.core import environment
+from regtrack.core.errors import BadInput
 from regtrack.core.records import Progress
 from regtrack.core.settings import Thresholds, load_settings
 from regtrack.flows import orchestrate
@@ -87,6 +88,12 @@ def run(
     wait: bool = True,
 ) -> GateRun:
     """Measure until decided (or the budget is spent) and decide."""
+    if stored is not None and job.latency is not None:
+        raise BadInput(
+            f"--latency-load with the stored baseline {stored.name!r}: the candidate's "
+            "open-loop trials would be offered its own capacity's rates, not the baseline's; "
+            "measure both here (--baseline-version SPEC)"
+        )
     forced = _forced(job, stored, force)
     # Sequential on a shard too: `ci --merge` decides on every shard's blocks, with
     # intervals valid at every look (a later round may add blocks).
