@@ -12,8 +12,11 @@ import sqlite3
 import pytest
 
 from regtrack.analysis import slo
+from regtrack.bench import latency_trial
+from regtrack.bench.loadgen import openloop
 from regtrack.bench.plan import interleave, latency_points
 from regtrack.core.errors import BadInput
+from regtrack.core.records import InvalidReason, TrialRecord
 from regtrack.plan.latency_plan import LatencyPlan, Slo
 from regtrack.workloads.points import Point
 from tests import fakebench
@@ -223,3 +226,39 @@ def test_a_latency_gate_against_a_stored_baseline_is_refused(tmp_path, redis_ser
     assert gate.returncode == 2, gate.stdout + gate.stderr
     assert "measure both here (--baseline-version SPEC)" in gate.stderr
     assert "Traceback" not in gate.stderr
+
+
+def _report(**changed) -> openloop.OpenLoopReport:
+    """An engine report as regtrack-openloop prints one (engine/README.md)."""
+    data = {
+        "version": "0.1.0", "arrival": "poisson", "rate_intended": 5000.0, "duration_s": 2.0,
+        "sent": 10_000, "completed": 10_000, "errors": {}, "timeouts": 0,
+        "achieved_rate": 5000.0,
+        "latency_us": {"p50": 90.0, "p90": 150.0, "p99": 400.0, "p999": 900.0,
+                       "max": 2000.0, "mean": 110.0, "count": 10_000},
+        "lag_us": {"p50": 20.0, "p99": 80.0, "max": 300.0},
+        "cpu": {"user_s": 0.2, "sys_s": 0.5, "busy_fraction": 0.35},
+        "behind": False, "behind_reasons": [], "hdr_unit": "ns", "hdr": "",
+    }  # fmt: skip
+    data.update(changed)
+    return openloop.OpenLoopReport.model_validate(data)
+
+
+def test_an_open_loop_trial_is_judged_on_what_its_engine_reports():
+    """Behind its schedule, failed or timed-out requests: invalid with one line each; a
+    percentile its requests do not resolve is not kept (p99.9 needs 10,000 requests)."""
+    record = TrialRecord(0, 0, "a", "w", "rate=5000", {}, "now", mode="latency", valid=True)
+    latency_trial.judge(10.0, record, _report())
+    assert record.valid and not record.reasons
+    late = _report(behind=True, behind_reasons=["schedule lag p99 2100 us is above 1000 us"],
+                   lag_us={"p50": 50.0, "p99": 2100.0, "max": 9000.0})  # fmt: skip
+    latency_trial.judge(10.0, record, late)
+    (reason,) = record.reasons
+    assert reason.code is InvalidReason.BEHIND_SCHEDULE and "lag p99 2100 us" in reason.detail
+    failed = TrialRecord(0, 0, "a", "w", "rate=5000", {}, "now", mode="latency", valid=True)
+    latency_trial.judge(10.0, failed, _report(errors={"GET ERR": 3}, timeouts=2))
+    assert failed.reasons[0].code is InvalidReason.ERROR_REPLIES
+    assert "5 requests failed (GET ERR 3, 2 timed out)" in failed.reasons[0].detail
+    kept = latency_trial.resolved(_report().latency_ms, 5_000)
+    assert "p99" in kept and "p999" not in kept and "max" in kept
+    assert "p999" in latency_trial.resolved(_report().latency_ms, 10_000)
