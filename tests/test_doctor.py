@@ -170,6 +170,9 @@ def test_tools_and_seeds_decide_the_exit_code_too():
     can_build = {**none, "make": Tool("/usr/bin/make"), "cc": Tool("/usr/bin/cc")}
     assert tool_checks.load_generator(can_build).status is Status.WARNING
     assert tool_checks.valgrind(none).status is Status.WARNING  # never fails doctor
+    assert tool_checks.open_loop(none).status is Status.WARNING  # only latency needs it
+    engine = {**none, "regtrack-openloop": Tool("/x/regtrack-openloop", "regtrack-openloop 0.1.0")}
+    assert tool_checks.open_loop(engine).status is Status.OK
     seeds = tool_checks.hash_seeds("a private mount namespace is not available")
     assert seeds.status is Status.PROBLEM and "user namespaces" in seeds.advice
     assert tool_checks.hash_seeds(None).status is Status.OK

@@ -103,6 +103,7 @@ def diagnose(
     checks[2:2] = [
         tool_checks.hash_seeds(tool_checks.seeds_problem()),
         tool_checks.load_generator(tools),
+        tool_checks.open_loop(tools),
         tool_checks.pinning(tools),
     ]
     checks += [

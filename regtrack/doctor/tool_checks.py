@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from regtrack.bench import seeds
-from regtrack.bench.loadgen import memtier
+from regtrack.bench.loadgen import memtier, openloop
 from regtrack.bench.runtimes import docker
 from regtrack.core import child_env, docker_engine
 from regtrack.core.checkup import Check, Status
@@ -19,6 +19,7 @@ from regtrack.core.errors import RegtrackError
 TOOLS = {
     "memtier_benchmark": "--version",
     "redis-benchmark": "--version",
+    "regtrack-openloop": "--version",
     "redis-server": "--version",
     "taskset": "--version",
     "setpriv": "--version",
@@ -57,10 +58,12 @@ def _version(command: list[str]) -> str:
 
 
 def find_tools() -> dict[str, Tool]:
-    """Every tool of TOOLS: where it is and its version (memtier also beside regtrack)."""
+    """Every tool of TOOLS: where it is and its version (memtier and the open-loop engine
+    also beside regtrack)."""
     found = {}
     for name, flag in TOOLS.items():
-        path = memtier.installed() if name == memtier.NAME else shutil.which(name)
+        beside = {memtier.NAME: memtier.installed, openloop.NAME: openloop.installed}.get(name)
+        path = beside() if beside else shutil.which(name)
         found[name] = Tool(path, _version([path, flag]) if path else "")
     return found
 
@@ -90,6 +93,20 @@ def load_generator(tools: Mapping[str, Tool]) -> Check:
         "neither memtier_benchmark nor redis-benchmark is installed, and nothing can be "
         "built (no make or cc)",
         advice,
+    )
+
+
+def open_loop(tools: Mapping[str, Tool]) -> Check:
+    """regtrack-openloop measures latency at a rate (--rate, --load, --slo, --latency-load)."""
+    engine = tools[openloop.NAME]
+    if engine.path:
+        return Check("open-loop engine", Status.OK, str(engine))
+    return Check(
+        "open-loop engine",
+        Status.WARNING,
+        "regtrack-openloop is not installed: runs cannot measure latency at a rate "
+        "(--rate, --load, --slo, ci --latency-load)",
+        "scripts/install.sh builds it from engine/ (it needs cargo: rustup)",
     )
 
 
