@@ -150,10 +150,14 @@ REAL_STARTS = {
     ("bench/servers.py", "plain_server"), ("bench/servers.py", "serve"),
     ("bench/runner.py", "run_visit"), ("bench/paired.py", "run_visit"),
     ("bench/loadgen_choice.py", "probe"), ("bench/real.py", "plain_server"),
+    ("bench/capacity.py", "capacity_trial"),
 }  # fmt: skip
 STARTERS = {"plain_server", "serve", "native_server", "docker_server"}
 # The real seam's visits and probe, called by bench/real.py alone.
-REAL_ENTRIES = {"runner.run_visit", "paired.run_visit", "run_visit", "loadgen_choice.probe"}
+REAL_ENTRIES = {
+    "runner.run_visit", "paired.run_visit", "run_visit", "loadgen_choice.probe",
+    "capacity.capacity_trial",
+}  # fmt: skip
 
 
 def _calls(path: Path) -> Iterator[tuple[str, ast.Call]]:

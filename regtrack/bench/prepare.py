@@ -18,6 +18,7 @@ from regtrack.bench import loadgen, loadgen_choice, seeds, shards
 from regtrack.bench.callgrind import control
 from regtrack.bench.job import Job, Skipped
 from regtrack.bench.loadgen import memtier, openloop
+from regtrack.bench.loadgen.base import LoadgenBinary
 from regtrack.bench.runtimes import docker
 from regtrack.core import docker_engine
 from regtrack.core.cpus import CpuPlan, Topology, plan_cpus, plan_duet, split_sides
@@ -186,10 +187,7 @@ def prepare_job(
     duet, cpus, side = _cpus(specs, settings, options)
     workload = with_server_settings(workload, options.server_config, side, options.metric)
     flags = make_flags.parse_build_flags(options.build_flags)
-    latency = latency_plan(options)  # the engine missing: say so before building
-    engine = openloop.locate() if latency else None
-    if latency and engine:
-        latency = dataclasses.replace(latency, engine=engine.version, engine_sha256=engine.sha256)
+    latency, engine = open_loop(options)  # the engine missing: said before building
     client = _runtime(options)
     tool = choose_tool(options.loadgen, workload)
     workload = points.with_loadgen_threads(workload, tool, len(side.client))
@@ -231,6 +229,16 @@ def prepare_job(
         latency=latency,
         engine=engine,
     )
+
+
+def open_loop(options: Options) -> tuple[LatencyPlan | None, LoadgenBinary | None]:
+    """The open-loop trials asked for and the engine that sends them (located, with its
+    version and digest kept in the plan), or (None, None)."""
+    latency = latency_plan(options)
+    if latency is None:
+        return None, None
+    engine = openloop.locate()
+    return dataclasses.replace(latency, engine=engine.version, engine_sha256=engine.sha256), engine
 
 
 def latency_plan(options: Options) -> LatencyPlan | None:

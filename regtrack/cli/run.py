@@ -13,6 +13,7 @@ from regtrack.core.errors import BadInput
 from regtrack.core.options import Options
 
 if TYPE_CHECKING:
+    from regtrack.analysis.records import ComparisonResult
     from regtrack.core.settings import Thresholds
     from regtrack.results.store import Store
 
@@ -62,7 +63,6 @@ def run(
     from regtrack.cli.steps import auto_report
     from regtrack.core.settings import load_thresholds
     from regtrack.flows import orchestrate, readout
-    from regtrack.output import latency_text, story, tables
 
     if resume_id is not None:
         if version_specs:
@@ -89,21 +89,7 @@ def run(
     except BadInput:  # nothing valid to compare: a measuring failure, said as such (exit 3)
         orchestrate.fail_if_incomplete(store, run_id, status)
         raise
-    shown = ["throughput", "instructions_per_op", "syscalls_per_op", "open_loop_p50",
-             "open_loop_p99", "open_loop_p999"]  # fmt: skip
-    click.echo(tables.render(result, "table", shown))
-    slo = readout.slo_capacities(store, run_id, baseline, thresholds)
-    if slo is not None:
-        click.echo(latency_text.slo_lines(*slo) + "\n")
-    more = "a longer --budget measures them" if until_decided else "--until-decided measures them"
-    told = story.story(
-        result,
-        store.repetitions_reached(run_id),
-        readout.behind_changes(store, run_id, result),
-        more,
-    )
-    if told:
-        click.echo(told + "\n")
+    _present(store, run_id, result, baseline, thresholds, until_decided)
     click.echo(
         f"Results: {store.path} (run {run_id}). More: regtrack compare --db {store.path} "
         f"--run {run_id} --format markdown|csv|json"
@@ -125,6 +111,35 @@ def _resumed(resume_id: int, options: Options) -> tuple[Store, int, str, str, Th
     baseline, thresholds = readout.printed_settings(resumed, resume_id)
     store, run_id, status = measure(job, options.db, not options.no_wait, (resumed, resume_id))
     return store, run_id, status, baseline, thresholds
+
+
+def _present(
+    store: Store,
+    run_id: int,
+    result: ComparisonResult,
+    baseline: str | None,
+    thresholds: Thresholds,
+    until_decided: bool,
+) -> None:
+    """The run's tables, its capacity at the SLO (if it searched one) and its story."""
+    from regtrack.flows import readout
+    from regtrack.output import latency_text, story, tables
+
+    shown = ["throughput", "instructions_per_op", "syscalls_per_op", "open_loop_p50",
+             "open_loop_p99", "open_loop_p999"]  # fmt: skip
+    click.echo(tables.render(result, "table", shown))
+    slo = readout.slo_capacities(store, run_id, baseline, thresholds)
+    if slo is not None:
+        click.echo(latency_text.slo_lines(*slo) + "\n")
+    more = "a longer --budget measures them" if until_decided else "--until-decided measures them"
+    told = story.story(
+        result,
+        store.repetitions_reached(run_id),
+        readout.behind_changes(store, run_id, result),
+        more,
+    )
+    if told:
+        click.echo(told + "\n")
 
 
 def _given(name: str) -> bool:
