@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from regtrack.bench.loadgen import memtier, memtier_argv, memtier_report
+from regtrack.bench.loadgen import base, memtier, memtier_argv, memtier_report
 from regtrack.bench.loadgen.base import Aim, LoadgenBinary
 from regtrack.bench.runtimes.native import native_server, taskset_path
 from regtrack.core.errors import BadInput, CannotMeasure
@@ -563,8 +563,8 @@ def test_specs_memtier_would_reject_are_bad_input(kw, why):
 
 
 def test_locate_explains_how_to_install_when_absent(monkeypatch, tmp_path):
-    monkeypatch.setattr(memtier.shutil, "which", lambda name: None)
-    monkeypatch.setattr(memtier.sysconfig, "get_path", lambda name: str(tmp_path))
+    monkeypatch.setattr(base.shutil, "which", lambda name: None)
+    monkeypatch.setattr(base.sysconfig, "get_path", lambda name: str(tmp_path))
     with pytest.raises(CannotMeasure, match=r"scripts/install\.sh builds it .*REGTRACK_MEMTIER"):
         memtier.locate()
 
@@ -575,8 +575,8 @@ def test_locate_finds_the_one_installed_beside_regtrack(monkeypatch, tmp_path):
     beside = tmp_path / memtier.NAME
     beside.write_text("#!/bin/sh\necho 'memtier_benchmark v=2.3.0 sha=00000000:0'\n")
     beside.chmod(0o755)
-    monkeypatch.setattr(memtier.shutil, "which", lambda name: None)
-    monkeypatch.setattr(memtier.sysconfig, "get_path", lambda name: str(tmp_path))
+    monkeypatch.setattr(base.shutil, "which", lambda name: None)
+    monkeypatch.setattr(base.sysconfig, "get_path", lambda name: str(tmp_path))
     found = memtier.locate()
     assert found.path == str(beside) and found.version.startswith("memtier_benchmark v=2.3.0")
 

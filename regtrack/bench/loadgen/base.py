@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
 import subprocess
+import sysconfig
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any
 
 from regtrack.core import child_env, procs
@@ -73,6 +77,16 @@ class Aim:
     cpus: tuple[int, ...]
     server_alive: Callable[[], bool] = lambda: True
     server_pid: int | None = None  # to sample the server's CPU time while the load runs
+
+
+def installed(name: str) -> str | None:
+    """``name`` on PATH, else the one scripts/install.sh built beside regtrack (the
+    environment's own bin folder, on PATH only while it is activated)."""
+    on_path = shutil.which(name)
+    if on_path:
+        return on_path
+    beside = Path(sysconfig.get_path("scripts")) / name
+    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
 
 
 def tool_version(path: str, name: str) -> str | None:

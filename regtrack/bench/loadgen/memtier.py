@@ -10,12 +10,10 @@ memtier_report reads what the run wrote (and lists memtier's quirks).
 
 from __future__ import annotations
 
-import os
-import shutil
-import sysconfig
 import tempfile
 from pathlib import Path
 
+from regtrack.bench.loadgen import base
 from regtrack.bench.loadgen.base import (
     Aim,
     LoadgenBinary,
@@ -41,13 +39,8 @@ ERRORS_ROW = "__errors__"
 
 
 def installed() -> str | None:
-    """The memtier_benchmark on PATH, else the one scripts/install.sh built beside regtrack
-    (the environment's own bin folder, on PATH only while it is activated)."""
-    on_path = shutil.which(NAME)
-    if on_path:
-        return on_path
-    beside = Path(sysconfig.get_path("scripts")) / NAME
-    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
+    """The memtier_benchmark on PATH, else the one scripts/install.sh built beside regtrack."""
+    return base.installed(NAME)
 
 
 def locate(path: str | None = None) -> LoadgenBinary:

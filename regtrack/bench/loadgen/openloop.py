@@ -11,9 +11,6 @@ pinned, and reads its one JSON report into a typed record.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import sysconfig
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +18,7 @@ from typing import Any, Literal
 
 import pydantic
 
+from regtrack.bench.loadgen import base
 from regtrack.bench.loadgen.base import (
     Aim,
     LoadgenBinary,
@@ -125,11 +123,7 @@ class OpenLoopResult(LoadgenResult):
 
 def installed() -> str | None:
     """The engine on PATH, else the one scripts/install.sh built beside regtrack."""
-    on_path = shutil.which(NAME)
-    if on_path:
-        return on_path
-    beside = Path(sysconfig.get_path("scripts")) / NAME
-    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
+    return base.installed(NAME)
 
 
 def locate() -> LoadgenBinary:
