@@ -36,6 +36,7 @@ class Distribution:
     percentiles_ms: tuple[tuple[float, float], ...]  # (percentile, latency ms)
     max_ms: float
     histogram: HdrHistogram
+    per_ms: float  # histogram values per millisecond (its unit's)
 
 
 def decode(stored: StoredOpenLoop) -> HdrHistogram:
@@ -82,25 +83,25 @@ def _merged(target: str, point: str, group: Sequence[StoredOpenLoop]) -> Distrib
         ),
         max_ms=merged.get_max_value() / scale,
         histogram=merged,
+        per_ms=scale,
     )
 
 
-def hgrm(distribution: Distribution, unit: str = "ns") -> str:
+def hgrm(distribution: Distribution) -> str:
     """The histogram's percentile distribution in HdrHistogram's .hgrm text, values in
     milliseconds (what HdrHistogram's plotter and wrk2 users read)."""
     out = io.BytesIO()
-    distribution.histogram.output_percentile_distribution(out, PER_MS[unit])
+    distribution.histogram.output_percentile_distribution(out, distribution.per_ms)
     return out.getvalue().decode()
 
 
 def curve(distribution: Distribution, ticks: int = 5) -> tuple[list[float], list[float]]:
     """The merged histogram's percentile distribution: percentiles (0-100) and their
     latencies in ms, ``ticks`` steps per halving of the distance to 100% (as .hgrm)."""
-    scale = distribution.max_ms and distribution.histogram.get_max_value() / distribution.max_ms
     percentiles, ms = [], []
     for item in distribution.histogram.get_percentile_iterator(ticks):
         if item.percentile_level_iterated_to >= 100.0:
             break
         percentiles.append(item.percentile_level_iterated_to)
-        ms.append(item.value_iterated_to / (scale or 1.0))
+        ms.append(item.value_iterated_to / distribution.per_ms)
     return percentiles, ms

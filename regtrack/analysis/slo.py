@@ -26,6 +26,7 @@ from regtrack.analysis.interval import Change
 from regtrack.core.errors import BadInput
 from regtrack.plan.latency_plan import MODE as LATENCY_MODE
 from regtrack.plan.latency_plan import Slo
+from regtrack.results.records import LoadedRun
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,20 @@ class SloCapacity:
     @property
     def bounded(self) -> int:
         return sum(1 for c in self.crossings if c.bound)
+
+
+def of_run(
+    run: LoadedRun, baseline: str | None, threshold_pct: float
+) -> tuple[Slo, list[SloCapacity]] | None:
+    """The run's latency target (--slo) and each version's capacity at it, against
+    ``baseline`` (default: its first version); None without a target or a valid sweep."""
+    if not run.run.slo:
+        return None
+    target = Slo.parse(run.run.slo)
+    found = sweeps(run.trials, target)
+    if not found:
+        return None
+    return target, capacities(found, target, baseline or run.run.labels[0], threshold_pct)
 
 
 def sweeps(trials: pd.DataFrame, slo: Slo) -> list[Sweep]:

@@ -106,17 +106,7 @@ def slo_capacities(
     store: Store, run_id: int, baseline: str | None, thresholds: Thresholds
 ) -> tuple[Slo, list[SloCapacity]] | None:
     """Each version's capacity at the run's latency target (--slo), or None without one."""
-    run = loaded.run(store, run_id)
-    if not run.run.slo:
-        return None
-    target = Slo.parse(run.run.slo)
-    found = slo.capacities(
-        slo.sweeps(run.trials, target),
-        target,
-        baseline or run.run.labels[0],
-        thresholds.throughput,
-    )
-    return target, found
+    return slo.of_run(loaded.run(store, run_id), baseline, thresholds.throughput)
 
 
 def behind_changes(

@@ -27,10 +27,8 @@ from regtrack.analysis.bisect_records import Attribution
 from regtrack.analysis.histograms import Distribution
 from regtrack.analysis.records import ComparisonResult
 from regtrack.analysis.report_data import ReportData, RunPage, RunSummary, summarize
-from regtrack.analysis.slo import SloCapacity
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import Thresholds, load_thresholds
-from regtrack.plan.latency_plan import Slo
 from regtrack.results import analysis_cache, bisections, loaded
 from regtrack.results.records import HistoryPoint, LoadedRun, StoredRun
 from regtrack.results.store import Store
@@ -107,7 +105,7 @@ def _page(
         attribution=_attribution(store, run.id, result),
         commands=commands.breakdown(loaded.command_stats(store, run.id)),
         latency=_latency(store, run.id),
-        slo=_slo(run, result),
+        slo=slo.of_run(run, result.baseline, result.thresholds.throughput),
     )
 
 
@@ -118,17 +116,6 @@ def _latency(store: Store, run_id: int) -> list[Distribution]:
         return histograms.distributions(open_loop(store, run_id))
     except BadInput:
         return []
-
-
-def _slo(run: LoadedRun, result: ComparisonResult) -> tuple[Slo, list[SloCapacity]] | None:
-    if not run.run.slo:
-        return None
-    target = Slo.parse(run.run.slo)
-    sweeps = slo.sweeps(run.trials, target)
-    if not sweeps:
-        return None
-    found = slo.capacities(sweeps, target, result.baseline, result.thresholds.throughput)
-    return target, found
 
 
 def _attribution(store: Store, run_id: int, result: ComparisonResult) -> list[Attribution]:
