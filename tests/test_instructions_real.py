@@ -12,6 +12,11 @@ from tests.conftest import BUILD_FLAGS, cli_in_process, run_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("redis_benchmark_bin")]
 
+# Two processes of one libc-malloc build with one seed: 0.24-0.37% apart (max - min, 12
+# processes per seed, Intel Xeon), 0.55% once on another Intel host, 0.002-0.21% in 8 pairs
+# on AMD EPYC (docs/methodology.md, benchmarks/results/same_seed_spread.txt). Twice the
+# worst seen, still a fifth of what an uncontrolled seed moves (2-6%).
+SAME_SEED_PCT = 1.0
 INSTR = [
     "--metric", "instructions", "--pipelines", "10", "--instruction-requests", "50000",
     "--keys", "10000", *BUILD_FLAGS,
@@ -23,13 +28,11 @@ INSTR = [
 def test_real_versions_differ_and_each_trial_is_reproduced(tmp_path, offline_redis, env):
     """A run of 6.2 and 7.0, then one of 7.0 alone, both with the seed offset fixed at 0
     (settings; each run would draw its own): repetition r starts every server with
-    seed r, so the second run reproduces each of its trials of the first within 0.5%
-    (measured on 7.0.15 built with libc's malloc, 8 pairs in 4 cold CI runs: 0.002% to
-    0.21% apart; without seed control one 6.2.14 process counted 3,405 instructions per
+    seed r, so the second run reproduces each of its trials of the first within
+    SAME_SEED_PCT (without seed control one 6.2.14 process counted 3,405 instructions per
     GET against 3,198, 6% apart). The two windows of one server must agree within 1%, not
     the default 0.5%: with libc's malloc where the command name lands moves a window's
-    count by up to 0.51% (1 of 20 processes over 0.5%; a default jemalloc build: at most
-    0.048%; benchmarks/results/window_repeatability.txt)."""
+    count by up to 0.51% (benchmarks/results/window_repeatability.txt)."""
     db = tmp_path / "r.db"
     (tmp_path / "regtrack.toml").write_text("[run]\nseed_offset = 0\nrepeatability_pct = 1.0\n")
     env = {**env, "REGTRACK_CONFIG_DIR": str(tmp_path)}
@@ -65,7 +68,8 @@ def test_real_versions_differ_and_each_trial_is_reproduced(tmp_path, offline_red
     for label, rep in again:
         (seed1, first), (seed2, second) = by_key[(label, rep)][1], by_key[(label, rep)][2]
         assert seed1 == seed2 is not None
-        assert abs(second / first - 1) < 0.005, f"{label} rep {rep}: {first:.1f} vs {second:.1f}"
+        apart = 100 * abs(second / first - 1)
+        assert apart < SAME_SEED_PCT, f"{label} rep {rep}: {first:.1f} vs {second:.1f}"
     assert by_key[("6.2", 0)][1][0] != by_key[("6.2", 1)][1][0], "repetitions differ in seed"
     (rec,) = json.loads(
         cli_in_process("compare", "--db", str(db), "--run", "1", "--format", "json",
