@@ -61,6 +61,36 @@ def test_latency_trials_follow_the_others_and_keep_their_numbers():
     assert [t.point.label for t in second[0].trials] == ["rate=3000", "rate=2000", "rate=1000"]
 
 
+def test_latency_is_paired_in_time_where_throughput_may_be(tmp_path, redis_server):
+    """With versions to compare and --pairing time (the default), each repetition's
+    open-loop trials are one visit of every version, their plan says so (a part of the
+    comparability key) and the run says how; --pairing separate keeps a trial each."""
+    paired_plan = interleave(["a", "b"], [Point("w", "p", {})], 2, ("latency",),
+                             paired=("latency",))  # fmt: skip
+    assert [v.together for v in paired_plan] == [("a", "b"), ("b", "a")]
+    for pairing, method in (("time", "paired in time"), ("separate", "separate trials")):
+        db = tmp_path / f"{pairing}.db"
+        proc = cli_in_process(
+            "run", *_versions(redis_server), "--pipelines", "10", "--repetitions", "2",
+            "--no-report", "--pairing", pairing, "--rate", "5000", "--db", str(db),
+            measuring=fakebench.Model(),
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        config = json.loads(
+            sqlite3.connect(db).execute("SELECT config FROM runs WHERE id = 1").fetchone()[0]
+        )
+        assert config["latency"]["method"] == method
+        assert ("open-loop latency: paired in time" in proc.stderr) == (pairing == "time")
+    one = cli_in_process(
+        "run", "--versions", f"a=bin:{redis_server}", "--pipelines", "10", "--repetitions", "1",
+        "--no-report", "--rate", "5000", "--db", str(tmp_path / "one.db"),
+        measuring=fakebench.Model(),
+    )  # fmt: skip
+    assert one.returncode == 0, one.stderr
+    (config,) = sqlite3.connect(tmp_path / "one.db").execute("SELECT config FROM runs").fetchone()
+    assert json.loads(config)["latency"]["method"] == "separate trials", "nothing to pair"
+
+
 def test_a_run_at_a_load_measures_the_capacity_first_and_compares_p99(tmp_path, redis_server):
     """--load: the baseline's capacity is measured once, before the run is recorded; every
     version is offered the same absolute rate; a version whose p99 doubled is a
@@ -78,6 +108,7 @@ def test_a_run_at_a_load_measures_the_capacity_first_and_compares_p99(tmp_path, 
     )
     capacity = config["latency"]["capacity"]
     assert capacity and config["latency"]["loads"] == [0.5]
+    assert config["latency"]["method"] == "separate trials"  # --pairing separate
     modes = [m for _, _, m in model.visits]
     assert modes.count("latency") == 2 * 4 and modes.count("throughput") == 2 * 4
     rates = {

@@ -63,7 +63,7 @@ def test_paired_throughput_is_one_visit_of_every_target_per_repetition():
     numbered as the separate visits are; instruction visits stay one server each."""
     modes = ("throughput", "instructions")
     separate = interleave(["A", "B"], _points(10, 30), 2, modes)
-    paired = interleave(["A", "B"], _points(10, 30), 2, modes, paired=True)
+    paired = interleave(["A", "B"], _points(10, 30), 2, modes, paired=("throughput",))
     assert [(v.target, v.mode, v.together) for v in paired] == [
         ("A", "throughput", ("A", "B")), ("A", "instructions", ()), ("B", "instructions", ()),
         ("B", "throughput", ("B", "A")), ("B", "instructions", ()), ("A", "instructions", ()),
@@ -75,4 +75,6 @@ def test_paired_throughput_is_one_visit_of_every_target_per_repetition():
         (t.repetition, t.target, v.mode, t.point.label): t.seq for v in visits for t in v.trials
     }
     assert seqs(paired) == seqs(separate)
-    assert interleave(["A"], _points(10), 2, paired=True) == interleave(["A"], _points(10), 2)
+    assert interleave(["A"], _points(10), 2, paired=("throughput",)) == interleave(
+        ["A"], _points(10), 2
+    )

@@ -25,6 +25,7 @@ from regtrack.core.cpus import CpuPlan, split_sides
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import RunSettings, settings_source
 from regtrack.plan.latency_plan import MODE as LATENCY_MODE
+from regtrack.plan.latency_plan import PAIRED as LATENCY_PAIRED
 from regtrack.plan.latency_plan import LatencyPlan
 from regtrack.plan.records import LoadgenChoice, RunPurpose, ServerData, Skipped
 from regtrack.plan.run_plan import RunPlan
@@ -114,6 +115,16 @@ class Job:
         )
 
     @property
+    def paired_modes(self) -> tuple[str, ...]:
+        """The trial kinds whose versions share each repetition's time: throughput paired
+        in time (bench/paired.py), open-loop latency where its plan pairs it
+        (bench/paired_latency.py)."""
+        modes = ("throughput",) if self.pairs_in_time else ()
+        if self.latency is not None and self.latency.method == LATENCY_PAIRED:
+            modes += (LATENCY_MODE,)
+        return modes
+
+    @property
     def duet(self) -> bool:
         """Whether the paired versions run at once, each on CPUs of its own."""
         return self.pairs_in_time and self.settings.pairing == "duet"
@@ -156,7 +167,7 @@ class Job:
             self.modes,
             0,
             self.narrowed,
-            paired=self.pairs_in_time,
+            paired=self.paired_modes,
             mode_points={LATENCY_MODE: self.latency_points()},
         )
 

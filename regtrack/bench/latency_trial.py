@@ -16,6 +16,7 @@ from regtrack.bench.plan import PlannedTrial
 from regtrack.bench.runtimes.base import RunningServer
 from regtrack.core.errors import BadInput
 from regtrack.core.records import InvalidReason, LoadSpec, OpenLoopFacts, TrialRecord
+from regtrack.plan.latency_plan import LatencyPlan
 
 MODE = "latency"
 # Requests beyond a percentile a trial needs for it to be more than its few slowest
@@ -32,6 +33,17 @@ def resolved(latency_ms: dict[str, float], count: int) -> dict[str, float]:
         for key, value in latency_ms.items()
         if key not in QUANTILES or count * (1 - QUANTILES[key]) >= MIN_TAIL_SAMPLES - 1e-9
     }
+
+
+def offered(plan: LatencyPlan, seed_offset: int, planned: PlannedTrial) -> openloop.Offered:
+    """What a trial offers: its point's rate, the same arrivals for every version of a
+    repetition (the engine's seed is the repetition's)."""
+    return openloop.Offered(
+        rate=plan.rate(planned.point.label),
+        arrival=plan.arrival,
+        connections=plan.connections,
+        seed=seed_offset + planned.repetition + 1,
+    )
 
 
 def latency_trial(
@@ -66,9 +78,18 @@ def latency_trial(
     if trial.measured_window(ctx, server, record, run) is None or not done:
         return record
     record.warmup_s = settings.warmup
-    report = done[0].report
-    if report is None:
-        return record  # measured_window marked the load generator's problem
+    if done[0].report is not None:
+        from_report(settings.contention_limit_pct, record, done[0].report, offered)
+    return record
+
+
+def from_report(
+    contention_limit_pct: float,
+    record: TrialRecord,
+    report: openloop.OpenLoopReport,
+    offered: openloop.Offered,
+) -> None:
+    """The engine's figures of one server into its trial, judged."""
     record.client_cpu_pct = 100.0 * report.cpu.busy_fraction
     record.latency_ms = resolved(report.latency_ms, report.completed)
     record.open_loop = OpenLoopFacts(
@@ -80,8 +101,7 @@ def latency_trial(
         hdr_unit=report.hdr_unit,
         hdr=report.hdr,
     )
-    judge(settings.contention_limit_pct, record, report)
-    return record
+    judge(contention_limit_pct, record, report)
 
 
 def judge(

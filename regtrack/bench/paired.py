@@ -21,6 +21,7 @@ rest is the same.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis
@@ -52,6 +53,11 @@ class Side:
     saved: dict[str, str]
 
 
+# One point of every side: a record per side (throughput here, open-loop latency in
+# bench/paired_latency.py).
+MeasurePoint = Callable[[Job, list[Side], list[PlannedTrial]], list[TrialRecord]]
+
+
 def run_visit(
     job: Job,
     store: Store,
@@ -60,9 +66,13 @@ def run_visit(
     targets: dict[str, Target],
     target_ids: dict[str, int],
     progress: Progress,
+    measure: MeasurePoint | None = None,
+    tool: str | None = None,
 ) -> None:
-    """Start every target's server, set each up, then measure point by point, storing
+    """Start every target's server, set each up (its keys as ``tool`` spells them), then
+    measure point by point with ``measure`` (throughput windows by default), storing
     each point's trials (one per target) as soon as the point is done."""
+    measure = measure or measure_point
     rep = f"rep {visit.repetition + 1}/{job.settings.repetitions}"
     seed = job.seed(visit.repetition)
     with contextlib.ExitStack() as stack:
@@ -74,7 +84,7 @@ def run_visit(
             server = stack.enter_context(plain_server(job, target, run_id, seed, cpus))
             progress.phase(f"{rep} · setting up {label}")
             sides.append(
-                Side(target, server, set_up(job, server, f"redis-server of {target.label}"))
+                Side(target, server, set_up(job, server, f"redis-server of {target.label}", tool))
             )
         by_point: dict[str, list[PlannedTrial]] = {}
         for planned in visit.trials:
@@ -83,7 +93,7 @@ def run_visit(
             progress.phase(f"{rep} · {label} · {' ⇄ '.join(visit.together)}")
             mine = [s for s in sides if s.target.label in {p.target for p in planned}]
             try:
-                records = measure_point(job, mine, planned)
+                records = measure(job, mine, planned)
             except PointCut as cut:
                 for record in cut.records:
                     record.seed = seed
@@ -152,7 +162,7 @@ def _from_windows(record: TrialRecord, total: windows.Totals, warmup: float) -> 
     record.valid = True
 
 
-def _shared_cpus(
+def shared_cpus(
     cpus: CpuPlan,
     server: tuple[CpuTimes, CpuTimes],
     client: tuple[CpuTimes, CpuTimes],
@@ -205,7 +215,7 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
             after = {lane.label: serverstats.snapshot(lane.client) for lane in lanes}
             io_after = {s.target.label: trial.syscalls(s.server.pid) for s in order}
         except (windows.LoadLost, redis.RedisError, OSError, CannotMeasure) as exc:
-            return _failed(records, order, exc)
+            return failed(records, order, exc)
         except KeyboardInterrupt as exc:
             kept = _cut_short(job, records, order, lanes, measured, groups)
             raise PointCut(str(exc), kept) from None
@@ -213,7 +223,7 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
     wall = after[first].at - before[first].at
     deltas = {label: serverstats.delta(before[label], after[label]) for label in before}
     server_cpu = sum(d.server_cpu_s for d in deltas.values())
-    contended, steal = _shared_cpus(
+    contended, steal = shared_cpus(
         ctx.cpus, (server_cpus, server_cpus_after), (client_cpus, client_cpus_after),
         (server_cpu, load_cpu), wall,
     )  # fmt: skip
@@ -226,7 +236,7 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
         record.raw_output = f"[{method}: windows of every server at this point]\n{table}"
         _from_windows(record, total, settings.warmup)
         record.steal_pct, record.contention_pct = steal, contended
-        _counters(ctx, record, deltas[label], io_before[label], io_after[label])
+        counters(ctx, record, deltas[label], io_before[label], io_after[label])
         trial.judge_load(
             settings,
             record,
@@ -282,7 +292,7 @@ def _cut_short(
     return out
 
 
-def _counters(
+def counters(
     ctx: trial.Context,
     record: TrialRecord,
     delta: ServerDelta,
@@ -313,7 +323,7 @@ def _counters(
         record.syscalls_write = io_after[1] - io_before[1]
 
 
-def _failed(
+def failed(
     records: dict[str, TrialRecord], order: list[Side], exc: BaseException
 ) -> list[TrialRecord]:
     """Every side's record marked with why the point could not be measured."""

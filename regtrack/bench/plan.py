@@ -9,11 +9,12 @@ allocator state) become part of the measured noise instead of a hidden bias.
 Throughput paired in time (the default where it applies: bench/paired.py) makes one
 visit of all targets per repetition: their servers are up together and the load moves
 between them in short windows, so each repetition's trials of A and B share their time.
+Open-loop latency is paired the same way (bench/paired_latency.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from regtrack.plan.latency_plan import LatencyPlan
@@ -55,7 +56,7 @@ def interleave(
     modes: tuple[str, ...] = ("throughput",),
     first: int = 0,
     narrowed: Mapping[int, tuple[str, ...]] | None = None,
-    paired: bool = False,
+    paired: Collection[str] = (),
     mode_points: Mapping[str, list[Point]] | None = None,
 ) -> list[Visit]:
     """Visits of repetitions ``first`` .. ``repetitions - 1``.
@@ -66,10 +67,11 @@ def interleave(
     is decided). A trial's ``seq`` depends only on its place in the full plan, so a plan
     extended or narrowed later numbers its trials as the full plan would.
 
-    ``paired``: each repetition's throughput trials are one visit of every target
-    together (trials point by point, each point's targets side by side), numbered as the
-    separate visits would be. ``mode_points``: a mode's own points where they are not
-    the workload's (the open-loop rates of "latency").
+    ``paired``: the modes whose trials of a repetition are one visit of every target
+    together (throughput, and open-loop latency where its plan pairs it: trials point by
+    point, each point's targets side by side), numbered as the separate visits would be.
+    ``mode_points``: a mode's own points where they are not the workload's (the open-loop
+    rates of "latency").
     """
     visits: list[Visit] = []
     swept = {mode: list((mode_points or {}).get(mode, points)) for mode in modes}
@@ -87,7 +89,7 @@ def interleave(
             mine = swept[mode]
             sweep = mine if forwards else list(reversed(mine))
             base = rep * per_rep + offsets[mode]
-            if paired and mode == "throughput" and len(targets) > 1:
+            if mode in paired and len(targets) > 1:
                 trials = tuple(
                     PlannedTrial(base + t * len(mine) + i, rep, target, point)
                     for i, point in enumerate(sweep)

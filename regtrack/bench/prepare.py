@@ -25,6 +25,7 @@ from regtrack.core.cpus import CpuPlan, Topology, plan_cpus, plan_duet, split_si
 from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.core.options import Options
 from regtrack.core.settings import RunSettings, load_settings
+from regtrack.plan.latency_plan import PAIRED as LATENCY_PAIRED
 from regtrack.plan.latency_plan import SLO_LOADS, LatencyPlan, Slo, parse_values
 from regtrack.targets import build, images, make_flags, versions
 from regtrack.targets.versions import Target
@@ -226,7 +227,7 @@ def prepare_job(
         loadgen_choice=None
         if probed
         else loadgen_choice.unprobed(options.loadgen, options.loadgen_bin, workload, tool),
-        latency=latency,
+        latency=_paired(latency, settings, targets),
         engine=engine,
     )
 
@@ -239,6 +240,16 @@ def open_loop(options: Options) -> tuple[LatencyPlan | None, LoadgenBinary | Non
         return None, None
     engine = openloop.locate()
     return dataclasses.replace(latency, engine=engine.version, engine_sha256=engine.sha256), engine
+
+
+def _paired(
+    latency: LatencyPlan | None, settings: RunSettings, targets: list[Target]
+) -> LatencyPlan | None:
+    """Open-loop trials paired in time where throughput's may be (--pairing time or duet)
+    and there are versions to pair: one arrival stream moves between their servers."""
+    if latency is None or settings.pairing not in ("time", "duet") or len(targets) < 2:
+        return latency
+    return dataclasses.replace(latency, method=LATENCY_PAIRED)
 
 
 def latency_plan(options: Options) -> LatencyPlan | None:

@@ -6,7 +6,15 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from regtrack.bench import capacity, loadgen_choice, paired, runner, servers
+from regtrack.bench import (
+    capacity,
+    latency_trial,
+    loadgen_choice,
+    paired,
+    paired_latency,
+    runner,
+    servers,
+)
 from regtrack.bench.job import Job
 from regtrack.bench.loadgen.base import LoadgenBinary
 from regtrack.bench.plan import Visit
@@ -47,6 +55,12 @@ class RealBench:
         target_ids: dict[str, int],
         progress: Progress,
     ) -> None:
+        if visit.mode == latency_trial.MODE and job.engine is not None:
+            paired.run_visit(
+                job, store, run_id, visit, targets, target_ids, progress,
+                measure=paired_latency.measure_point, tool=job.engine.name,
+            )  # fmt: skip
+            return
         paired.run_visit(job, store, run_id, visit, targets, target_ids, progress)
 
     def probe_trial(self, job: Job, binary: LoadgenBinary) -> TrialRecord:

@@ -18,7 +18,6 @@ from regtrack.bench import latency_trial, trial
 from regtrack.bench.callgrind import protocol
 from regtrack.bench.callgrind.protocol import Callgrind
 from regtrack.bench.job import Job
-from regtrack.bench.loadgen import openloop
 from regtrack.bench.measuring import Measuring
 from regtrack.bench.plan import PlannedTrial, Visit, trial_count
 from regtrack.bench.runtimes.base import RunningServer
@@ -225,12 +224,7 @@ def _latency_trial(
     """An open-loop trial at its point's rate, the same arrivals for every version of a
     repetition (the engine's seed is the repetition's)."""
     assert job.latency is not None and job.engine is not None, "a plan with latency trials"
-    offered = openloop.Offered(
-        rate=job.latency.rate(planned.point.label),
-        arrival=job.latency.arrival,
-        connections=job.latency.connections,
-        seed=(job.settings.seed_offset or 0) + planned.repetition + 1,
-    )
+    offered = latency_trial.offered(job.latency, job.settings.seed_offset or 0, planned)
     return latency_trial.latency_trial(job.context, job.engine, server, planned, specs, offered)
 
 

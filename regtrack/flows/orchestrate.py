@@ -23,6 +23,7 @@ from regtrack.core import cpulock, environment, redact
 from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.core.records import Progress
 from regtrack.flows import resume
+from regtrack.plan.latency_plan import PAIRED as LATENCY_PAIRED
 from regtrack.results import loaded
 from regtrack.results.store import Store
 
@@ -143,8 +144,16 @@ def _with_capacity(job: Job, measuring: Measuring, say: Say) -> Job:
 
 
 def _say_method(job: Job, say: Say) -> None:
-    """How throughput is measured, when several versions are compared."""
-    if job.metric == "instructions" or len(job.targets) < 2:
+    """How throughput and open-loop latency are measured, when several versions are
+    compared."""
+    if len(job.targets) < 2:
+        return
+    if job.latency is not None and job.latency.method == LATENCY_PAIRED:
+        say(
+            f"open-loop latency: paired in time, one arrival stream moving between the "
+            f"{len(job.targets)} servers every {job.settings.window:g} s"
+        )
+    if job.metric == "instructions":
         return
     if job.duet:
         sides = "; ".join(

@@ -27,6 +27,9 @@ _SLO = re.compile(r"^\s*(p50|p99|p99\.9)\s*<=?\s*([0-9]+(?:\.[0-9]+)?)\s*(us|µs
 CONNECTIONS = 4
 # The highest rate regtrack offers (requests/s): far beyond one Redis core.
 MAX_RATE = 10_000_000.0
+# How a repetition's versions get their open-loop trials: one engine run whose arrivals
+# move between their servers in windows (bench/paired_latency.py), or a trial each.
+PAIRED, SEPARATE = "paired in time", "separate trials"
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,7 @@ class LatencyPlan:
     engine: str = ""  # the engine's --version line and its binary's SHA-256
     engine_sha256: str = ""
     slo: str = ""  # a latency target to find each version's capacity at (Slo.text)
+    method: str = SEPARATE  # PAIRED or SEPARATE
 
     def __post_init__(self) -> None:
         if bool(self.loads) == bool(self.rates):
@@ -105,10 +109,13 @@ class LatencyPlan:
     def identity(self) -> dict[str, Any]:
         """What the trials offer, without what was measured or found on a host (a shard
         or a resumed part measures the plan it shares)."""
-        return {
+        facts = {
             "loads": list(self.loads), "rates": list(self.rates), "arrival": self.arrival,
             "connections": self.connections, "slo": self.slo,
         }  # fmt: skip
+        if self.method != SEPARATE:  # plans from before pairing keep their ids
+            facts["method"] = self.method
+        return facts
 
     def with_capacity(self, capacity: float, source: str) -> LatencyPlan:
         return replace(self, capacity=capacity, capacity_from=source)
@@ -124,6 +131,7 @@ class LatencyPlan:
             "engine": self.engine,
             "engine_sha256": self.engine_sha256,
             "slo": self.slo,
+            "method": self.method,
         }
 
     @classmethod
@@ -145,6 +153,7 @@ class LatencyPlan:
             engine=str(data.get("engine") or ""),
             engine_sha256=str(data.get("engine_sha256") or ""),
             slo=Slo.parse(str(data["slo"])).text if data.get("slo") else "",
+            method=PAIRED if data.get("method") == PAIRED else SEPARATE,
         )
 
 

@@ -10,8 +10,10 @@ pinned, and reads its one JSON report into a typed record.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -114,6 +116,16 @@ class OpenLoopReport(_Strict):
         }
 
 
+class PairedReport(_Strict):
+    """What one engine run over several servers printed: each server's report over its
+    own windows (engine/README.md, "paired in time"), and the engine's CPU."""
+
+    version: str
+    switch_ms: float
+    cpu: EngineCpu
+    servers: list[OpenLoopReport]
+
+
 @dataclass
 class OpenLoopResult(LoadgenResult):
     """A LoadgenResult with the engine's own report (None when it printed none)."""
@@ -157,20 +169,22 @@ def spec_document(spec: LoadSpec) -> dict[str, Any]:
 
 
 def argv(
-    binary: LoadgenBinary, aim: Aim, offered: Offered, spec_file: Path, seconds: float,
-    warmup: float, pipeline: int, hgrm: Path | None = None,
+    binary: LoadgenBinary, aims: Sequence[Aim], offered: Offered, spec_file: Path,
+    seconds: float, warmup: float, pipeline: int, switch_ms: float | None = None,
 ) -> list[str]:  # fmt: skip
-    """The engine's command line, pinned to the client CPUs."""
+    """The engine's command line, pinned to the client CPUs: one server, or several
+    (on one host) sharing one arrival stream in windows of ``switch_ms``."""
     command = [
-        taskset_path(), "-c", format_cpu_list(aim.cpus), binary.path,
-        "--host", aim.host, "--port", str(aim.port),
+        taskset_path(), "-c", format_cpu_list(aims[0].cpus), binary.path,
+        "--host", aims[0].host,
+        *(arg for aim in aims for arg in ("--port", str(aim.port))),
         "--connections", str(offered.connections), "--rate", repr(float(offered.rate)),
         "--arrival", offered.arrival, "--seed", str(offered.seed),
         "--duration", repr(float(seconds)), "--warmup", repr(float(warmup)),
         "--pipeline", str(pipeline), "--spec", str(spec_file),
     ]  # fmt: skip
-    if hgrm is not None:
-        command += ["--hgrm", str(hgrm)]
+    if len(aims) > 1 and switch_ms is not None:
+        command += ["--switch-ms", repr(float(switch_ms))]
     return command
 
 
@@ -184,31 +198,65 @@ def run_once(
     warmup: float,
     timeout: float,
 ) -> OpenLoopResult:
-    """Run the engine once; ``problem`` says why its figures cannot be used, if they cannot
-    (the server lost, a refused spec, an unreadable report)."""
+    """Run the engine once against one server; ``problem`` says why its figures cannot be
+    used, if they cannot (the server lost, a refused spec, an unreadable report)."""
+    return run_paired(
+        binary, [aim], spec, offered, seconds=seconds, warmup=warmup, timeout=timeout
+    )[0]
+
+
+def run_paired(
+    binary: LoadgenBinary,
+    aims: Sequence[Aim],
+    spec: LoadSpec,
+    offered: Offered,
+    *,
+    seconds: float,
+    warmup: float,
+    timeout: float,
+    switch_ms: float = 100.0,
+) -> list[OpenLoopResult]:
+    """Run the engine once over ``aims`` (one server, or several paired in time: the same
+    arrivals moving between them every ``switch_ms``); a result per aim, in order, each
+    with its own server's report, or all with the one ``problem`` that spoiled the run."""
+    together = dataclasses.replace(
+        aims[0],
+        server_alive=lambda: all(a.server_alive() for a in aims),
+        server_pid=aims[0].server_pid if len(aims) == 1 else None,
+    )
     with tempfile.TemporaryDirectory(prefix="regtrack-openloop-") as tmp:
         spec_file = Path(tmp) / "spec.json"
         spec_file.write_text(json.dumps(spec_document(spec)))
-        command = argv(binary, aim, offered, spec_file, seconds, warmup, spec.pipeline)
-        done = run_tool(NAME, command, timeout, aim)
+        command = argv(binary, aims, offered, spec_file, seconds, warmup, spec.pipeline, switch_ms)
+        done = run_tool(NAME, command, timeout, together)
     stderr = str(done.stderr).strip()
     base = result_of(done, command, 0, stderr)
-    result = OpenLoopResult(**{f: getattr(base, f) for f in base.__dataclass_fields__})
+    fields = {f: getattr(base, f) for f in base.__dataclass_fields__}
+    results = [OpenLoopResult(**fields) for _ in aims]
     problem = done.problem
     if problem is None and done.exit_code != 0:
         line = stderr.splitlines()[-1] if stderr else "no message"
         problem = f"{NAME} exited with code {done.exit_code}: {line}"
+    reports: list[OpenLoopReport] = []
     if problem is None:
         try:
-            report = OpenLoopReport.model_validate_json(done.stdout)
+            if len(aims) == 1:
+                reports = [OpenLoopReport.model_validate_json(done.stdout)]
+            else:
+                reports = PairedReport.model_validate_json(done.stdout).servers
         except pydantic.ValidationError as exc:
             problem = f"{NAME} printed no report regtrack can read ({exc.error_count()} errors)"
         else:
+            if len(reports) != len(aims):
+                problem = f"{NAME} reported {len(reports)} servers of {len(aims)}"
+    for n, result in enumerate(results):
+        result.problem = problem
+        if problem is None:
+            report = reports[n]
             result.report = report
             result.requests = report.completed
             result.ops_per_sec = report.achieved_rate
             result.latency_ms = report.latency_ms
             if report.completed == 0:
-                problem = f"{NAME} completed no requests"
-    result.problem = problem
-    return result
+                result.problem = f"{NAME} completed no requests"
+    return results
