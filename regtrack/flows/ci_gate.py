@@ -8,6 +8,7 @@ decision itself is ``analysis.gate``'s. The command line presents what comes bac
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from regtrack.core.settings import Thresholds, load_settings
 from regtrack.flows import orchestrate
 from regtrack.plan.records import Printed, RunPurpose
 from regtrack.results import baselines, comparability, loaded
-from regtrack.results.records import StoredRun
+from regtrack.results.records import LoadedRun, StoredRun
 from regtrack.results.store import Store
 from regtrack.targets.versions import VersionSpec, parse_spec
 
@@ -106,7 +107,7 @@ def run(
         if stored is None:
             return comparison.compare(loaded.run(st, rid), job.targets[0].label, thresholds)
         return comparison.compare_runs(
-            loaded.run(st, stored.run_id),
+            _at_points(loaded.run(st, stored.run_id), job),
             stored.label,
             loaded.run(st, rid),
             job.targets[-1].label,
@@ -137,6 +138,18 @@ def run(
         stopped=(rule.stopped or "budget") if rule else f"shard {job.shard.label}",
     )
     return GateRun(store, run_id, measured, result, gate.gate(result), context)
+
+
+def _at_points(run: LoadedRun, job: Job) -> LoadedRun:
+    """The stored run's trials at the points this gate measures. A point only the stored
+    run has (a load not asked for, open-loop trials when the gate measures none, another
+    pipeline) has no candidate to pair with: left in, it would be named in the pooled
+    answer and keep its metric undecided until the budget ran out."""
+    points = {p.label for p in job.points} | {p.label for p in job.latency_points()}
+    trials = run.trials
+    if trials.empty or trials["point"].isin(points).all():
+        return run
+    return dataclasses.replace(run, trials=trials[trials["point"].isin(points)].copy())
 
 
 def _forced(job: Job, stored: StoredBaseline | None, force: bool) -> list[str]:
