@@ -222,6 +222,13 @@ def test_a_runs_shift_is_the_spread_of_runs_of_one_code_measured_alike():
     assert thin["throughput"] == run_shift.default("throughput")  # 2 df: too thin
 
 
+def test_every_latency_shifts_by_latencys_default_across_runs():
+    """Closed-loop and open-loop percentiles alike: 10% until history says otherwise
+    (docs/methodology.md, "Across runs"), not throughput's 5%."""
+    for name in ("latency_p99", "open_loop_p50", "open_loop_p99", "open_loop_p999"):
+        assert run_shift.default(name).sd_pct == run_shift.LATENCY_DEFAULT_PCT == 10.0
+
+
 def test_history_points_are_the_runs_trusted_cells_in_time_order():
     runs = [one_code_run(2, 1.1e5), one_code_run(1, 1e5), LoadedRun(stored(3), pd.DataFrame())]
     frame = history.points(runs, ("throughput",))

@@ -241,24 +241,6 @@ def test_run_until_decided_starts_in_blocks_and_tells_the_story(tmp_path, redis_
     assert "getGenericCommand +" in told[4] and "processCommand" not in told[4]
 
 
-def test_a_latency_gate_against_a_stored_baseline_is_refused(tmp_path, redis_server):
-    """The candidate alone would be offered its own capacity's rates: one line, exit 2."""
-    server = f"bin:{redis_server}"
-    db = str(tmp_path / "r.db")
-    model = fakebench.Model()
-    first = cli_in_process("run", "--versions", f"shipped={server}", *FAST, "--db", db,
-                           measuring=model)  # fmt: skip
-    assert first.returncode == 0, first.stderr
-    saved = cli_in_process("baseline", "save", "prod", "--run", "1", "--db", db)
-    assert saved.returncode == 0, saved.stderr
-    gate = cli_in_process("ci", "--baseline-name", "prod", "--candidate-version",
-                          f"new={server}", "--latency-load", "0.5", "--db", db,
-                          measuring=model)  # fmt: skip
-    assert gate.returncode == 2, gate.stdout + gate.stderr
-    assert "measure both here (--baseline-version SPEC)" in gate.stderr
-    assert "Traceback" not in gate.stderr
-
-
 def _report(**changed) -> openloop.OpenLoopReport:
     """An engine report as regtrack-openloop prints one (engine/README.md)."""
     data = {

@@ -60,7 +60,8 @@ class RunShift:
 
 
 def default(metric: str) -> RunShift:
-    pct = DEFAULT_PCT.get(metric, LATENCY_DEFAULT_PCT if metric.startswith("latency") else 5.0)
+    latency = metric.startswith(("latency", "open_loop"))  # closed loop's or open loop's
+    pct = DEFAULT_PCT.get(metric, LATENCY_DEFAULT_PCT if latency else 5.0)
     return RunShift(metric, pct, math.inf, "default (no history of one code in several runs)")
 
 

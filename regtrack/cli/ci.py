@@ -153,6 +153,7 @@ def _measured_gate(
 ) -> GateRun:
     """Measure the gate here, or this host's shard of it: then nothing is decided, which
     the first line says and exit code 5 tells a script (never 0, as if it had passed)."""
+    from regtrack.bench.prepare import latency_plan
     from regtrack.cli.steps import measuring, prepare, say
     from regtrack.flows import ci_gate
     from regtrack.output.console import run_progress
@@ -163,7 +164,11 @@ def _measured_gate(
         raise BadInput(
             "give exactly one of --baseline-version SPEC (measured now) or --baseline-name NAME"
         )
-    stored = ci_gate.stored_baseline(options.db, baseline_name) if baseline_name else None
+    stored = (
+        ci_gate.stored_baseline(options.db, baseline_name, latency_plan(options))
+        if baseline_name
+        else None
+    )
     if stored is not None:  # its repetitions' seeds, so the blocks pair seed by seed
         options = dataclasses.replace(options, seed_offset=stored.run.seed_offset)
     job = prepare(ci_gate.specs(baseline_spec, candidate_spec), options)

@@ -300,7 +300,8 @@ class Options:
     latency_load: str | None = option(
         None,
         "Also gate p99 latency measured open loop at this fraction of the baseline's "
-        "capacity (measured first), e.g. 0.5.",
+        "capacity (measured first; with --baseline-name, the stored run's, at its rates), "
+        "e.g. 0.5.",
         "measuring",
         commands=("ci",),
         metavar="FRACTION",

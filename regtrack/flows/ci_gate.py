@@ -8,6 +8,7 @@ decision itself is ``analysis.gate``'s. The command line presents what comes bac
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -17,25 +18,28 @@ from regtrack.analysis.records import ComparisonResult, GateContext, GateDecisio
 from regtrack.bench.job import Job
 from regtrack.bench.measuring import Measuring
 from regtrack.core import environment
-from regtrack.core.errors import BadInput
 from regtrack.core.records import Progress
 from regtrack.core.settings import Thresholds, load_settings
-from regtrack.flows import orchestrate
+from regtrack.flows import latency_baseline, orchestrate
+from regtrack.flows.latency_baseline import StoredLatency
+from regtrack.plan.latency_plan import LatencyPlan
 from regtrack.plan.records import Printed, RunPurpose
 from regtrack.results import baselines, comparability, loaded
-from regtrack.results.records import StoredRun
+from regtrack.results.records import LoadedRun, StoredRun
 from regtrack.results.store import Store
 from regtrack.targets.versions import VersionSpec, parse_spec
 
 
 @dataclass
 class StoredBaseline:
-    """A baseline saved with `regtrack baseline save`: its name, run and label."""
+    """A baseline saved with `regtrack baseline save`: its name, run and label, and what
+    its run offered open loop (the rates a latency gate offers the candidate)."""
 
     name: str
     run_id: int
     label: str
     run: StoredRun
+    open_loop: StoredLatency
 
 
 @dataclass
@@ -62,16 +66,24 @@ def specs(baseline: str | None, candidate: str) -> list[VersionSpec]:
     return [base, cand]
 
 
-def stored_baseline(db: str | None, name: str) -> StoredBaseline:
-    """The saved baseline NAME, read before anything is built (an unknown name fails fast)."""
+def stored_baseline(db: str | None, name: str, latency: LatencyPlan | None) -> StoredBaseline:
+    """The saved baseline NAME, read before anything is built: an unknown name, or a
+    ``latency`` gate its run cannot offer the rates of, fails fast."""
     probe = Store.open(db or load_settings().database, create=False)
     try:
         saved = baselines.named(probe, name)
-        return StoredBaseline(
-            name, saved.run_id, saved.label, loaded.stored_run(probe, saved.run_id)
+        stored = StoredBaseline(
+            name,
+            saved.run_id,
+            saved.label,
+            loaded.stored_run(probe, saved.run_id),
+            latency_baseline.read(probe, name, saved.run_id, saved.label),
         )
     finally:
         probe.close()
+    if latency is not None:
+        latency_baseline.followed(latency, stored.open_loop)
+    return stored
 
 
 def run(
@@ -88,13 +100,13 @@ def run(
     wait: bool = True,
 ) -> GateRun:
     """Measure until decided (or the budget is spent) and decide."""
-    if stored is not None and job.latency is not None:
-        raise BadInput(
-            f"--latency-load with the stored baseline {stored.name!r}: the candidate's "
-            "open-loop trials would be offered its own capacity's rates, not the baseline's; "
-            "measure both here (--baseline-version SPEC)"
+    if stored is not None and job.latency is not None:  # the baseline's rates, not its own
+        job = dataclasses.replace(
+            job, latency=latency_baseline.followed(job.latency, stored.open_loop)
         )
     forced = _forced(job, stored, force)
+    if stored is not None and job.latency is not None:
+        say(latency_baseline.offered(job.latency, stored.open_loop))
     # Sequential on a shard too: `ci --merge` decides on every shard's blocks, with
     # intervals valid at every look (a later round may add blocks).
     purpose = RunPurpose(
@@ -106,7 +118,7 @@ def run(
         if stored is None:
             return comparison.compare(loaded.run(st, rid), job.targets[0].label, thresholds)
         return comparison.compare_runs(
-            loaded.run(st, stored.run_id),
+            _at_points(loaded.run(st, stored.run_id), job),
             stored.label,
             loaded.run(st, rid),
             job.targets[-1].label,
@@ -139,16 +151,34 @@ def run(
     return GateRun(store, run_id, measured, result, gate.gate(result), context)
 
 
+def _at_points(run: LoadedRun, job: Job) -> LoadedRun:
+    """The stored run's trials at the points this gate measures. A point only the stored
+    run has (a load not asked for, open-loop trials when the gate measures none, another
+    pipeline) has no candidate to pair with: left in, it would be named in the pooled
+    answer and keep its metric undecided until the budget ran out."""
+    points = {p.label for p in job.points} | {p.label for p in job.latency_points()}
+    trials = run.trials
+    if trials.empty or trials["point"].isin(points).all():
+        return run
+    return dataclasses.replace(run, trials=trials[trials["point"].isin(points)].copy())
+
+
 def _forced(job: Job, stored: StoredBaseline | None, force: bool) -> list[str]:
     """How the stored baseline was measured otherwise than this job ([]: alike); refused
     unless ``force``."""
     if stored is None:
         return []
     here = environment.capture(job.cpus, job.loadgen.as_dict())
+    measured = comparability.key(job.config(), here, job.loadgen.as_dict())
+    if job.latency is not None:  # its p99 is compared across runs: the engine that timed it
+        measured = {**measured, **latency_baseline.engine_fact(job.latency)}
+        base = {**stored.run.key, **latency_baseline.engine_fact(stored.open_loop.plan)}
+    else:
+        base = dict(stored.run.key)
     return comparability.refuse_unless_forced(
         f"baseline {stored.name!r}",
-        stored.run.key,
-        comparability.key(job.config(), here, job.loadgen.as_dict()),
+        base,
+        measured,
         force,
         "Measure both here (--baseline-version SPEC)",
     )
