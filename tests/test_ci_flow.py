@@ -138,6 +138,20 @@ def test_stored_baseline_needs_a_matching_machine(tmp_path, monkeypatch, redis_s
     assert unpaired.returncode == 0, unpaired.stderr
     assert {r["method"] for r in json.loads(unpaired.stdout)["records"]} == {"welch-t"}
 
+    # ci's first block is 4 repetitions, but the stored run has 2 to pair with.
+    short = cli_in_process("ci", "--baseline-name", "prod", "--candidate-version",
+                           f"new=bin:{redis_server}", "--pipelines", "10", "--no-report",
+                           "--db", str(db), measuring=model)  # fmt: skip
+    assert short.returncode in (0, 1), short.stderr
+    (reps,) = (
+        sqlite3.connect(db)
+        .execute(
+            "SELECT COUNT(DISTINCT repetition) FROM trials WHERE run_id = (SELECT MAX(id) FROM runs)"
+        )
+        .fetchone()
+    )
+    assert reps == 2
+
     # Fault: the stored run says it was measured on a different kernel.
     conn = sqlite3.connect(db)
     key = json.loads(conn.execute("SELECT comparability FROM runs WHERE id = 1").fetchone()[0])

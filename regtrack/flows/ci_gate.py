@@ -128,6 +128,9 @@ def run(
 
     if stored is not None:  # blocks pair by seed with the stored run's: it has so many
         max_repetitions = min(max_repetitions, stored.run.repetitions)
+        if job.settings.repetitions > max_repetitions:  # the first block too
+            settings = job.settings.model_copy(update={"repetitions": max_repetitions})
+            job = dataclasses.replace(job, settings=settings)
     rule = None
     if job.shard is None:  # a shard measures its fixed share of the plan
         rule = orchestrate.sequential_rule(

@@ -27,6 +27,7 @@ INSTEAD = "or measure both here (--baseline-version SPEC)"
 # The comparability fact of the engine that timed the open-loop trials: a different binary
 # is refused unless forced, as a different load generator binary is.
 ENGINE_FACT = "open-loop engine binary"
+METHOD_FACT = "open-loop method"
 # A stored trial's rate and the plan's agree to rounding (rates are stored as REAL).
 RATE_TOLERANCE = 1e-6
 
@@ -138,8 +139,9 @@ def _check_trials(stored: StoredLatency, point: str, rate: float) -> None:
 
 
 def engine_fact(plan: LatencyPlan | None) -> dict[str, str]:
-    """The engine binary as a comparability fact (results/comparability.py), for a gate
-    whose latency is compared across runs; {} without open-loop trials."""
+    """The engine binary and how the versions shared it (paired in time or a trial each)
+    as comparability facts (results/comparability.py), for a gate whose latency is
+    compared across runs; {} without open-loop trials."""
     if plan is None:
         return {}
-    return {ENGINE_FACT: plan.engine_sha256 or UNKNOWN}
+    return {ENGINE_FACT: plan.engine_sha256 or UNKNOWN, METHOD_FACT: plan.method}

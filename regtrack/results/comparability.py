@@ -65,8 +65,6 @@ def key(plan: RunPlan, environment: Mapping[str, Any], loadgen: Mapping[str, Any
             "client cpus": plan.cpus.client_list if plan.cpus else None,
             # Windows paired in time and separate trials measure throughput differently.
             "throughput method": plan.throughput_method if plan.metric != "instructions" else None,
-            # Open-loop trials paired in time, or a trial per version.
-            "latency method": plan.latency.method if plan.latency else None,
             "load generator": loadgen.get("name"),
             "load generator binary": loadgen.get("sha256") or loadgen.get("image_id"),
             "instruction requests": plan.settings.instruction_requests if counted else None,
