@@ -1,7 +1,9 @@
 """regtrack-openloop, the open-loop engine (engine/): its command line, its exit codes and,
 against a real redis-server, that it keeps its schedule and times every request from its
 intended send, so a server pause shows in the requests the pause delayed (no coordinated
-omission). The binary is the one scripts/install.sh builds into .venv/bin."""
+omission), and that given two ports it pairs them in time. The binary is the one regtrack
+runs (regtrack.bench.loadgen.openloop.installed: on PATH, else the one scripts/install.sh
+builds into .venv/bin), so PATH can point these tests at a fresh build."""
 
 from __future__ import annotations
 
@@ -16,10 +18,10 @@ from pathlib import Path
 import pytest
 import redis
 
+from regtrack.bench.loadgen import openloop
 from regtrack.core import procs
 
 ROOT = Path(__file__).resolve().parent.parent
-ENGINE = ROOT / ".venv" / "bin" / "regtrack-openloop"
 GET_SPEC = {"key_prefix": "key:", "key_min": 0, "key_max": 999}
 # Behind when schedule lag p99 is above 5 ms (the engine's default is 1 ms). On the 2-core
 # VM of 2026-12, 1 ms was crossed at 2000/s in about one run of five (lag p50 50 us, p99
@@ -30,9 +32,10 @@ BEHIND = ["--behind-lag-us", "5000"]
 
 @pytest.fixture
 def engine() -> Path:
-    if not ENGINE.is_file():
+    found = openloop.installed()
+    if not found:
         pytest.skip("regtrack-openloop is not installed (scripts/install.sh builds it)")
-    return ENGINE
+    return Path(found)
 
 
 def spec_file(folder: Path, spec: dict) -> str:
@@ -110,6 +113,8 @@ def test_version_is_the_crates(engine):
         (GET_SPEC, ["--rate", "-5"], ["--rate"]),
         (GET_SPEC, ["--arrival", "bursty"], ["--arrival"]),
         (GET_SPEC, ["--bogus", "1"], ["--bogus"]),
+        (GET_SPEC, ["--switch-ms", "0"], ["--switch-ms"]),
+        (GET_SPEC, ["--port", "1", "--port", "2", "--hgrm", "x"], ["--hgrm", "2 ports"]),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2(engine, tmp_path, spec, args, words):
@@ -207,3 +212,51 @@ def test_a_server_pause_shows_in_every_request_it_delayed(engine, tmp_path, redi
     assert report["completed"] == report["intended"] == 4000  # constant arrivals: exact
     # the server was behind, not the engine
     assert report["behind"] is False, (report["behind_reasons"], report["lag_us"], report["cpu"])
+
+
+def test_two_ports_take_turns_of_the_one_stream(engine, tmp_path, redis_server):
+    """Pairing in time: 2000 GETs a second, constant spacing, cut into 100 ms windows that
+    go A B | B A A B B A A B B A A B (warm-up | measured): each server gets exactly half
+    of the stream on connections of its own, and a report of its own over its requests."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with (
+        redis_on_loopback(redis_server, tmp_path / "a") as (port_a, client_a, _),
+        redis_on_loopback(redis_server, tmp_path / "b") as (port_b, client_b, _),
+    ):
+        clients = [client_a, client_b]
+        for client in clients:
+            client.config_resetstat()
+        proc = run_engine(
+            engine, "--spec", spec_file(tmp_path, GET_SPEC), "--port", str(port_a),
+            "--port", str(port_b), "--switch-ms", "100", "--rate", "2000",
+            "--connections", "2", "--duration", "1.2", "--warmup", "0.2", *BEHIND,
+        )  # fmt: skip
+        gets = [c.info("commandstats")["cmdstat_get"]["calls"] for c in clients]
+        conns = [c.info("stats")["total_connections_received"] for c in clients]
+    assert proc.returncode == 0, proc.stderr
+    paired = json.loads(proc.stdout)
+    assert set(paired) == {"version", "switch_ms", "cpu", "servers"}
+    assert paired["switch_ms"] == 100
+    reports = paired["servers"]
+    assert [r["port"] for r in reports] == [port_a, port_b]
+    # 200 requests a window: 1 warm-up window and 6 measured windows each
+    assert [r["windows"] for r in reports] == [6, 6]
+    assert [r["measured_s"] for r in reports] == pytest.approx([0.6, 0.6])
+    assert gets == [1400, 1400], gets  # both got requests: half of the 2800 each
+    assert conns == [2, 2], conns  # --connections 2 each (the clients above connected before)
+    sent = sum(r["sent"] for r in reports)
+    assert sum(r["completed"] for r in reports) == sent == 2400
+    from hdrh.histogram import HdrHistogram
+
+    for r in reports:
+        assert r["completed"] == r["sent"] == r["intended"] == 1200
+        assert r["errors"] == {} and r["timeouts"] == 0
+        assert r["rate_intended"] == 2000 and r["achieved_rate"] == pytest.approx(2000)
+        assert r["behind"] is False, (r["behind_reasons"], r["lag_us"], r["cpu"])
+        assert r["cpu"] == paired["cpu"]
+        latency = r["latency_us"]
+        assert 0 < latency["p50"] <= latency["p99"] <= latency["max"]
+        decoded = HdrHistogram.decode(r["hdr"])
+        assert decoded.get_total_count() == latency["count"] == 1200
+        assert decoded.get_max_value() / 1000 == pytest.approx(latency["max"], rel=0.002)

@@ -2,14 +2,22 @@
 
 use crate::schedule::Arrival;
 
-pub const USAGE: &str = "usage: regtrack-openloop --spec FILE --rate R [--host H] [--port P] \
-[--connections N] [--arrival constant|poisson] [--duration S] [--warmup S] [--seed K] \
-[--pipeline K] [--max-in-flight M (per connection)] [--drain S] [--behind-lag-us U] [--hgrm FILE]";
+pub const USAGE: &str = "usage: regtrack-openloop --spec FILE --rate R [--host H] \
+[--port P [--port P2 ...] [--switch-ms W]] [--connections N (per server)] \
+[--arrival constant|poisson] [--duration S] [--warmup S] [--seed K] [--pipeline K] \
+[--max-in-flight M (per connection)] [--drain S] [--behind-lag-us U] [--hgrm FILE (one port)]";
+
+/// The port when no --port is given.
+pub const DEFAULT_PORT: u16 = 6379;
 
 #[derive(Debug, Clone)]
 pub struct Options {
     pub host: String,
-    pub port: u16,
+    /// The servers, all on `host`, in the order given (one --port each; 6379 when none).
+    pub ports: Vec<u16>,
+    /// With two servers or more: the length of one server's turn of the arrival stream.
+    pub switch_ms: f64,
+    /// Connections to each server.
     pub connections: usize,
     pub rate: f64,
     pub arrival: Arrival,
@@ -64,7 +72,8 @@ fn at_least_one<T: std::str::FromStr + PartialOrd + From<u8>>(
 fn defaults() -> Options {
     Options {
         host: "127.0.0.1".into(),
-        port: 6379,
+        ports: Vec::new(),
+        switch_ms: 100.0,
         connections: 4,
         rate: 0.0,
         arrival: Arrival::Constant,
@@ -83,7 +92,8 @@ fn defaults() -> Options {
 fn set(o: &mut Options, name: &str, text: &str) -> Result<(), String> {
     match name {
         "host" => o.host = text.to_string(),
-        "port" => o.port = at_least_one(name, text)?,
+        "port" => o.ports.push(at_least_one(name, text)?),
+        "switch-ms" => o.switch_ms = positive(name, text)?,
         "connections" => o.connections = at_least_one(name, text)?,
         "rate" => o.rate = positive(name, text)?,
         "arrival" => {
@@ -148,6 +158,16 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
             "--rate R (requests per second) is required ({USAGE})"
         ));
     }
+    if o.ports.is_empty() {
+        o.ports.push(DEFAULT_PORT);
+    }
+    if o.hgrm.is_some() && o.ports.len() > 1 {
+        return Err(format!(
+            "--hgrm FILE takes one --port; with {} ports each server's histogram is the \
+             hdr of its report in the JSON",
+            o.ports.len()
+        ));
+    }
     Ok(Command::Run(o))
 }
 
@@ -187,5 +207,44 @@ mod tests {
         assert!(run(&["--spec", "s", "--rate"])
             .unwrap_err()
             .contains("needs a value"));
+        assert!(run(&["--spec", "s", "--rate", "1", "--switch-ms", "0"])
+            .unwrap_err()
+            .contains("--switch-ms"));
+    }
+
+    #[test]
+    fn ports_in_the_order_given_or_the_default() {
+        let o = run(&["--spec", "s", "--rate", "1"]).unwrap();
+        assert_eq!((o.ports, o.switch_ms), (vec![6379], 100.0));
+        let o = run(&[
+            "--spec",
+            "s",
+            "--rate",
+            "1",
+            "--port",
+            "7002",
+            "--port=7001",
+        ])
+        .unwrap();
+        assert_eq!(o.ports, [7002, 7001]);
+        // --switch-ms with one port is accepted and changes nothing
+        let o = run(&[
+            "--spec",
+            "s",
+            "--rate",
+            "1",
+            "--port",
+            "7",
+            "--switch-ms",
+            "2.5",
+        ])
+        .unwrap();
+        assert_eq!((o.ports, o.switch_ms), (vec![7], 2.5));
+        let o = run(&["--spec", "s", "--rate", "1", "--hgrm", "f"]).unwrap();
+        assert_eq!(o.hgrm.as_deref(), Some("f"));
+        let two = ["--spec", "s", "--rate", "1", "--port", "1", "--port", "2"];
+        assert!(run(&[&two[..], &["--hgrm", "f"]].concat())
+            .unwrap_err()
+            .contains("--hgrm"));
     }
 }

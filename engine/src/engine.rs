@@ -1,13 +1,16 @@
 //! The event loop: one thread, epoll plus an absolute timerfd. It wakes at the next intended
 //! time, writes every request that is due (one write per connection), and reads replies as
-//! they come, timing each request from its intended time.
+//! they come, timing each request from its intended time. With several servers, the due
+//! request goes to the server whose window it falls in (pairing.rs), each server with
+//! connections and stats of its own.
 
 use crate::cli::Options;
 use crate::conn::{Conn, Done, ReadOutcome};
+use crate::pairing::{self, Cover, Router};
 use crate::rotation::Rotation;
 use crate::schedule::Schedule;
 use crate::spec::Spec;
-use crate::stats::Stats;
+use crate::stats::{CpuWindow, Stats};
 use crate::sys::{self, Poller, Timer};
 use rand::SeedableRng;
 use rand_pcg::Pcg64;
@@ -28,8 +31,8 @@ pub fn rng(seed: u64, index: u64) -> Pcg64 {
     Pcg64::seed_from_u64(mixed)
 }
 
-fn connect(o: &Options, spec: &Spec) -> Result<Vec<Conn>, Lost> {
-    let target = format!("{}:{}", o.host, o.port);
+fn connect(o: &Options, spec: &Spec, port: u16) -> Result<Vec<Conn>, Lost> {
+    let target = format!("{}:{}", o.host, port);
     let lost = |e: String| Lost(format!("cannot connect to {target}: {e}"));
     let addr = target
         .to_socket_addrs()
@@ -44,6 +47,7 @@ fn connect(o: &Options, spec: &Spec) -> Result<Vec<Conn>, Lost> {
         stream
             .set_nonblocking(true)
             .map_err(|e| lost(e.to_string()))?;
+        // connection i of every server draws the same keys (its own stream of the seed)
         let count = o.connections as u64;
         let rotation = Rotation::new(spec, i as u64, count, rng(o.seed, 1 + i as u64));
         conns.push(Conn::new(stream, rotation));
@@ -58,32 +62,43 @@ struct Window {
     end: u64,
 }
 
+/// What a run measured: each server's stats (in --port order) and the engine's CPU time.
+pub struct Measured {
+    pub servers: Vec<Stats>,
+    pub cover: Vec<Cover>,
+    pub cpu: CpuWindow,
+}
+
 struct Loop {
+    /// Server s's connections are s * per_server .. (s + 1) * per_server.
     conns: Vec<Conn>,
+    per_server: usize,
     poller: Poller,
     pipeline: u32,
     cap: usize,
-    stats: Stats,
+    stats: Vec<Stats>,
+    cpu: CpuWindow,
     done: Vec<Done>,
     errors: Vec<(String, bool)>,
-    server: String,
+    servers: Vec<String>,
 }
 
 impl Loop {
-    fn lost(&self, what: &str) -> Lost {
-        Lost(format!("lost the server {}: {what}", self.server))
+    fn lost(&self, conn: usize, what: &str) -> Lost {
+        let server = &self.servers[conn / self.per_server];
+        Lost(format!("lost the server {server}: {what}"))
     }
 
-    /// Arrival `n`, intended at `intended`, goes to connection n mod N (round robin).
-    fn dispatch(&mut self, n: u64, intended: u64, measured: bool, now: u64) {
-        let index = (n % self.conns.len() as u64) as usize;
-        let conn = &mut self.conns[index];
+    /// A request intended at `intended` goes to connection `slot.conn` of `slot.server`.
+    fn dispatch(&mut self, slot: pairing::Slot, intended: u64, measured: bool, now: u64) {
+        let conn = &mut self.conns[slot.server * self.per_server + slot.conn];
+        let stats = &mut self.stats[slot.server];
         if measured {
-            self.stats.intended += 1;
+            stats.intended += 1;
         }
         if conn.pending.len() < self.cap && conn.backlog.is_empty() {
             conn.queue(intended, measured, self.pipeline);
-            self.stats.wrote(intended, measured, now);
+            stats.wrote(intended, measured, now);
         } else {
             conn.backlog.push_back((intended, measured));
         }
@@ -96,12 +111,12 @@ impl Loop {
             }
             let all = self.conns[i]
                 .flush()
-                .map_err(|e| self.lost(&e.to_string()))?;
+                .map_err(|e| self.lost(i, &e.to_string()))?;
             if all == self.conns[i].wants_write {
                 let fd = self.conns[i].stream.as_raw_fd();
                 self.poller
                     .set_writable(fd, i as u64, !all)
-                    .map_err(|e| self.lost(&e.to_string()))?;
+                    .map_err(|e| self.lost(i, &e.to_string()))?;
                 self.conns[i].wants_write = !all;
             }
         }
@@ -113,23 +128,24 @@ impl Loop {
     fn read(&mut self, i: usize) -> Result<(), Lost> {
         let outcome = self.conns[i]
             .fill()
-            .map_err(|e| self.lost(&e.to_string()))?;
+            .map_err(|e| self.lost(i, &e.to_string()))?;
         let now = sys::now_ns();
         self.done.clear();
         self.errors.clear();
         if let Err(problem) = self.conns[i].take_replies(&mut self.done, &mut self.errors) {
-            return Err(self.lost(&format!("unreadable reply: {problem}")));
+            return Err(self.lost(i, &format!("unreadable reply: {problem}")));
         }
+        let stats = &mut self.stats[i / self.per_server];
         for d in &self.done {
-            self.stats.completed(d.intended, d.measured, now);
+            stats.completed(d.intended, d.measured, now);
         }
         for (kind, measured) in self.errors.drain(..) {
             if measured {
-                *self.stats.errors.entry(kind).or_insert(0) += 1;
+                *stats.errors.entry(kind).or_insert(0) += 1;
             }
         }
         if let ReadOutcome::Closed = outcome {
-            return Err(self.lost("it closed the connection"));
+            return Err(self.lost(i, "it closed the connection"));
         }
         let conn = &mut self.conns[i];
         while conn.pending.len() < self.cap {
@@ -137,7 +153,7 @@ impl Loop {
                 break;
             };
             conn.queue(intended, measured, self.pipeline);
-            self.stats.wrote(intended, measured, now);
+            stats.wrote(intended, measured, now);
         }
         Ok(())
     }
@@ -149,10 +165,18 @@ impl Loop {
     }
 }
 
-/// Run the schedule against the server; the stats of the measured window.
-pub fn run(o: &Options, spec: &Spec) -> Result<Stats, Lost> {
-    let conns = connect(o, spec)?;
-    let server = format!("{}:{}", o.host, o.port);
+/// The length of one server's turn (--switch-ms) in ns.
+pub fn window_ns(o: &Options) -> u64 {
+    ((o.switch_ms * 1e6).round() as u64).max(1)
+}
+
+/// Run the schedule against the servers; the stats of the measured window.
+pub fn run(o: &Options, spec: &Spec) -> Result<Measured, Lost> {
+    let mut conns = Vec::with_capacity(o.connections * o.ports.len());
+    for &port in &o.ports {
+        conns.extend(connect(o, spec, port)?);
+    }
+    let servers: Vec<String> = o.ports.iter().map(|p| format!("{}:{p}", o.host)).collect();
     let fail = |e: std::io::Error| Lost(format!("event loop: {e}"));
     let poller = Poller::new().map_err(fail)?;
     let mut timer = Timer::new().map_err(fail)?;
@@ -162,16 +186,6 @@ pub fn run(o: &Options, spec: &Spec) -> Result<Stats, Lost> {
     poller.add(timer.fd(), TIMER).map_err(fail)?;
     sys::tight_timer_slack();
     sys::short_sched_slice();
-    let mut lp = Loop {
-        conns,
-        poller,
-        pipeline: o.pipeline,
-        cap: o.max_in_flight,
-        stats: Stats::new(),
-        done: Vec::new(),
-        errors: Vec::new(),
-        server,
-    };
     let start = sys::now_ns() + 2_000_000;
     let measure_from = start + (o.warmup_s * 1e9) as u64;
     let w = Window {
@@ -179,31 +193,56 @@ pub fn run(o: &Options, spec: &Spec) -> Result<Stats, Lost> {
         measure_from,
         end: measure_from + (o.duration_s * 1e9) as u64,
     };
+    let mut lp = Loop {
+        conns,
+        per_server: o.connections,
+        poller,
+        pipeline: o.pipeline,
+        cap: o.max_in_flight,
+        stats: o.ports.iter().map(|_| Stats::new(w.end)).collect(),
+        cpu: CpuWindow::default(),
+        done: Vec::new(),
+        errors: Vec::new(),
+        servers,
+    };
     event_loop(&mut lp, &mut timer, o, &w)?;
-    lp.stats.timeouts = lp
-        .conns
-        .iter()
-        .map(|c| {
-            c.pending.iter().filter(|p| p.measured).count() as u64
-                + c.backlog.iter().filter(|b| b.1).count() as u64
-        })
-        .sum();
-    Ok(lp.stats)
+    for (s, stats) in lp.stats.iter_mut().enumerate() {
+        let mine = &lp.conns[s * lp.per_server..(s + 1) * lp.per_server];
+        stats.timeouts = mine
+            .iter()
+            .map(|c| {
+                c.pending.iter().filter(|p| p.measured).count() as u64
+                    + c.backlog.iter().filter(|b| b.1).count() as u64
+            })
+            .sum();
+    }
+    let cover = pairing::cover(
+        window_ns(o),
+        o.ports.len(),
+        w.measure_from - w.start,
+        w.end - w.start,
+    );
+    Ok(Measured {
+        servers: lp.stats,
+        cover,
+        cpu: lp.cpu,
+    })
 }
 
 fn event_loop(lp: &mut Loop, timer: &mut Timer, o: &Options, w: &Window) -> Result<(), Lost> {
-    let mut schedule = Schedule::new(o.arrival, o.rate, rng(o.seed, 0));
-    let mut next = w.start + schedule.next_offset();
-    let mut n: u64 = 0;
+    let schedule = Schedule::new(o.arrival, o.rate, rng(o.seed, 0));
+    let mut router = Router::new(schedule, window_ns(o), o.ports.len(), o.connections);
+    let mut slot = router.next_slot();
+    let mut next = w.start + slot.offset;
     let mut drain_until: Option<u64> = None;
     let mut ready = Vec::new();
     loop {
         let now = sys::now_ns();
-        lp.stats.mark_window(now, w.measure_from, w.end);
+        lp.cpu.mark(now, w.measure_from, w.end);
         while next <= now && next < w.end {
-            lp.dispatch(n, next, next >= w.measure_from, now);
-            n += 1;
-            next = w.start + schedule.next_offset();
+            lp.dispatch(slot, next, next >= w.measure_from, now);
+            slot = router.next_slot();
+            next = w.start + slot.offset;
         }
         lp.flush_all()?;
         let deadline = if next < w.end {

@@ -1,13 +1,16 @@
 //! regtrack-openloop: an open-loop Redis load engine. Requests go out at intended times
 //! (constant spacing or Poisson) whatever the replies do, and each is timed from its
-//! intended time, so a server stall shows in every request it delayed.
+//! intended time, so a server stall shows in every request it delayed. Given several
+//! ports, the one stream is paired in time: it alternates between the servers in windows
+//! (A B B A...) and each server gets a report of its own.
 //!
-//! Exit codes: 0 measured, 2 bad input (one line on stderr), 3 the server could not be
-//! reached or was lost (one line).
+//! Exit codes: 0 measured, 2 bad input (one line on stderr), 3 a server could not be
+//! reached or was lost (one line naming it).
 
 mod cli;
 mod conn;
 mod engine;
+mod pairing;
 mod report;
 mod resp;
 mod rotation;
@@ -47,19 +50,16 @@ fn main() -> ExitCode {
             return fail(2, &format!("cannot write --hgrm {path}: {e}"));
         }
     }
-    let stats = match engine::run(&options, &spec) {
-        Ok(stats) => stats,
+    let measured = match engine::run(&options, &spec) {
+        Ok(measured) => measured,
         Err(engine::Lost(line)) => return fail(3, &line),
     };
     if let Some(path) = &options.hgrm {
-        if let Err(e) = std::fs::write(path, report::hgrm(&stats.latency)) {
+        // one port only (cli refuses --hgrm with more)
+        if let Err(e) = std::fs::write(path, report::hgrm(&measured.servers[0].latency)) {
             return fail(2, &format!("cannot write --hgrm {path}: {e}"));
         }
     }
-    let out = report::build(&options, &stats);
-    println!(
-        "{}",
-        serde_json::to_string(&out).expect("a report serializes")
-    );
+    println!("{}", report::output(&options, &measured));
     ExitCode::SUCCESS
 }

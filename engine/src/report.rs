@@ -1,7 +1,11 @@
-//! The run's one JSON object on stdout, and the `.hgrm` percentile distribution.
+//! The run's one JSON object on stdout, and the `.hgrm` percentile distribution. With one
+//! server the object is that server's report; with several, `Paired`: the reports of each
+//! (over its own requests) in --port order.
 
 use crate::cli::Options;
-use crate::stats::Stats;
+use crate::engine::Measured;
+use crate::pairing::Cover;
+use crate::stats::{CpuWindow, Stats};
 use base64::Engine as _;
 use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
@@ -31,7 +35,7 @@ pub struct Lag {
     pub max: f64,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Clone)]
 pub struct Cpu {
     pub user_s: f64,
     pub sys_s: f64,
@@ -42,9 +46,18 @@ pub struct Cpu {
 #[derive(Serialize)]
 pub struct Report {
     pub version: String,
+    /// The server (paired runs only; a one-port report is as before 0.2.0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
     pub arrival: &'static str,
     pub rate_intended: f64,
     pub duration_s: f64,
+    /// Paired runs: this server's windows that overlap the measured period, and the
+    /// seconds of it they cover (what `achieved_rate` divides by).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub windows: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured_s: Option<f64>,
     pub warmup_s: f64,
     pub connections: usize,
     pub pipeline: u32,
@@ -88,8 +101,17 @@ fn latency(h: &Histogram<u64>) -> Latency {
     }
 }
 
-fn cpu(stats: &Stats) -> Cpu {
-    match (stats.cpu_start, stats.cpu_end) {
+/// A paired run: the engine's version and CPU, and one report per server in --port order.
+#[derive(Serialize)]
+pub struct Paired {
+    pub version: String,
+    pub switch_ms: f64,
+    pub cpu: Cpu,
+    pub servers: Vec<Report>,
+}
+
+fn cpu(window: &CpuWindow) -> Cpu {
+    match (window.start, window.end) {
         (Some((t0, u0, s0)), Some((t1, u1, s1))) if t1 > t0 => {
             let wall = (t1 - t0) as f64 / 1e9;
             Cpu {
@@ -136,7 +158,14 @@ fn behind(o: &Options, stats: &Stats, lag: &Lag) -> Vec<String> {
     reasons
 }
 
-pub fn build(o: &Options, stats: &Stats) -> Report {
+/// One server's report: `share` is its port and what its windows covered in a paired run,
+/// None with one server (the whole measured window).
+pub fn build(
+    o: &Options,
+    stats: &Stats,
+    cpu_window: &CpuWindow,
+    share: Option<(u16, Cover)>,
+) -> Report {
     let lag = {
         let h = &stats.lag;
         let q = |q: f64| {
@@ -153,11 +182,18 @@ pub fn build(o: &Options, stats: &Stats) -> Report {
         }
     };
     let behind_reasons = behind(o, stats, &lag);
+    let measured_s = match share {
+        Some((_, cover)) => cover.ns as f64 / 1e9,
+        None => o.duration_s,
+    };
     Report {
         version: VERSION.to_string(),
+        port: share.map(|(port, _)| port),
         arrival: o.arrival.name(),
         rate_intended: o.rate,
         duration_s: o.duration_s,
+        windows: share.map(|(_, cover)| cover.windows),
+        measured_s: share.map(|_| measured_s),
         warmup_s: o.warmup_s,
         connections: o.connections,
         pipeline: o.pipeline,
@@ -168,15 +204,37 @@ pub fn build(o: &Options, stats: &Stats) -> Report {
         completed: stats.completed,
         errors: stats.errors.clone(),
         timeouts: stats.timeouts,
-        achieved_rate: stats.completed as f64 / o.duration_s,
+        achieved_rate: if measured_s > 0.0 {
+            stats.completed as f64 / measured_s
+        } else {
+            0.0
+        },
         latency_us: latency(&stats.latency),
         lag_us: lag,
-        cpu: cpu(stats),
+        cpu: cpu(cpu_window),
         behind: !behind_reasons.is_empty(),
         behind_reasons,
         hdr_unit: "ns",
         hdr: encode_hdr(&stats.latency),
     }
+}
+
+/// The run's output line: one server's report, or with several the paired object.
+pub fn output(o: &Options, m: &Measured) -> String {
+    let text = if o.ports.len() == 1 {
+        serde_json::to_string(&build(o, &m.servers[0], &m.cpu, None))
+    } else {
+        let servers = (0..o.ports.len())
+            .map(|i| build(o, &m.servers[i], &m.cpu, Some((o.ports[i], m.cover[i]))))
+            .collect();
+        serde_json::to_string(&Paired {
+            version: VERSION.to_string(),
+            switch_ms: o.switch_ms,
+            cpu: cpu(&m.cpu),
+            servers,
+        })
+    };
+    text.expect("a report serializes")
 }
 
 /// HdrHistogram's percentile distribution text (`outputPercentileDistribution`, 5 ticks per

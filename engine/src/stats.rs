@@ -1,5 +1,5 @@
-//! What the measured window recorded: latency and schedule lag histograms, counts, and the
-//! engine's own CPU time over the window.
+//! What the measured window recorded, for one server: latency and schedule lag histograms
+//! and counts; and the engine's own CPU time over the window (one for all servers).
 
 use crate::sys;
 use hdrhistogram::Histogram;
@@ -23,9 +23,28 @@ pub struct Stats {
     pub timeouts: u64,
     pub errors: BTreeMap<String, u64>,
     window_end: u64,
-    /// (wall ns, user s, sys s) at the window's start and end as the loop saw them.
-    pub cpu_start: Option<(u64, f64, f64)>,
-    pub cpu_end: Option<(u64, f64, f64)>,
+}
+
+/// The engine's CPU clock at the measured window's start and end as the loop saw them.
+#[derive(Default)]
+pub struct CpuWindow {
+    /// (wall ns, user s, sys s)
+    pub start: Option<(u64, f64, f64)>,
+    pub end: Option<(u64, f64, f64)>,
+}
+
+impl CpuWindow {
+    /// Note the CPU clock the first time the loop sees the window open and close.
+    pub fn mark(&mut self, now: u64, from: u64, end: u64) {
+        if self.start.is_none() && now >= from {
+            let (user, system) = sys::cpu_seconds();
+            self.start = Some((now, user, system));
+        }
+        if self.end.is_none() && now >= end {
+            let (user, system) = sys::cpu_seconds();
+            self.end = Some((now, user, system));
+        }
+    }
 }
 
 fn histogram() -> Histogram<u64> {
@@ -33,7 +52,8 @@ fn histogram() -> Histogram<u64> {
 }
 
 impl Stats {
-    pub fn new() -> Stats {
+    /// `window_end`: the measured window's end (ns); a write after it is late.
+    pub fn new(window_end: u64) -> Stats {
         Stats {
             latency: histogram(),
             lag: histogram(),
@@ -43,9 +63,7 @@ impl Stats {
             completed: 0,
             timeouts: 0,
             errors: BTreeMap::new(),
-            window_end: u64::MAX,
-            cpu_start: None,
-            cpu_end: None,
+            window_end,
         }
     }
 
@@ -67,19 +85,6 @@ impl Stats {
             self.completed += 1;
             self.latency
                 .saturating_record(now.saturating_sub(intended).max(1));
-        }
-    }
-
-    /// Note the CPU clock the first time the loop sees the window open and close.
-    pub fn mark_window(&mut self, now: u64, from: u64, end: u64) {
-        self.window_end = end;
-        if self.cpu_start.is_none() && now >= from {
-            let (user, system) = sys::cpu_seconds();
-            self.cpu_start = Some((now, user, system));
-        }
-        if self.cpu_end.is_none() && now >= end {
-            let (user, system) = sys::cpu_seconds();
-            self.cpu_end = Some((now, user, system));
         }
     }
 }
