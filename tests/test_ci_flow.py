@@ -146,7 +146,8 @@ def test_stored_baseline_needs_a_matching_machine(tmp_path, monkeypatch, redis_s
     (reps,) = (
         sqlite3.connect(db)
         .execute(
-            "SELECT COUNT(DISTINCT repetition) FROM trials WHERE run_id = (SELECT MAX(id) FROM runs)"
+            "SELECT COUNT(DISTINCT repetition) FROM trials"
+            " WHERE run_id = (SELECT MAX(id) FROM runs)"
         )
         .fetchone()
     )
