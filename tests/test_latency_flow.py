@@ -272,6 +272,17 @@ def test_an_open_loop_trial_is_judged_on_what_its_engine_reports():
     latency_trial.judge(10.0, failed, _report(errors={"GET ERR": 3}, timeouts=2))
     assert failed.reasons[0].code is InvalidReason.ERROR_REPLIES
     assert "5 requests failed (GET ERR 3, 2 timed out)" in failed.reasons[0].detail
+    # The engine's own stalls: a few requests left out is the method; a twentieth is not.
+    stalled = {"count": 3, "total_ms": 9.5, "max_ms": 6.0}
+    few = TrialRecord(0, 0, "a", "w", "rate=5000", {}, "now", mode="latency", valid=True)
+    latency_trial.judge(10.0, few, _report(stalls=stalled, tainted=400))
+    assert few.valid
+    many = TrialRecord(0, 0, "a", "w", "rate=5000", {}, "now", mode="latency", valid=True)
+    latency_trial.judge(10.0, many, _report(stalls=stalled, tainted=600))
+    (reason,) = many.reasons
+    assert reason.code is InvalidReason.BEHIND_SCHEDULE
+    assert "stalled 3 times (9.5 ms, the longest 6.0 ms) and left 600 of 10,000" in reason.detail
+    assert _report().stalls.count == 0 and _report().tainted == 0  # engines before 0.3.0
     kept = latency_trial.resolved(_report().latency_ms, 5_000)
     assert "p99" in kept and "p999" not in kept and "max" in kept
     assert "p999" in latency_trial.resolved(_report().latency_ms, 10_000)

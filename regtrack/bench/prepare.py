@@ -245,9 +245,11 @@ def open_loop(options: Options) -> tuple[LatencyPlan | None, LoadgenBinary | Non
 def _paired(
     latency: LatencyPlan | None, settings: RunSettings, targets: list[Target]
 ) -> LatencyPlan | None:
-    """Open-loop trials paired in time where throughput's may be (--pairing time or duet)
-    and there are versions to pair: one arrival stream moves between their servers."""
-    if latency is None or settings.pairing not in ("time", "duet") or len(targets) < 2:
+    """Open-loop trials paired in time in a duet only (every server on CPUs of its own),
+    one arrival stream moving between the servers: on a shared server CPU a version's
+    background work (a serverCron that stalls) delays its neighbour's requests too, and
+    the pairing hid a 2-ms stall that separate trials show (docs/latency.md)."""
+    if latency is None or settings.pairing != "duet" or len(targets) < 2:
         return latency
     return dataclasses.replace(latency, method=LATENCY_PAIRED)
 

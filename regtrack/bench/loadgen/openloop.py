@@ -77,6 +77,17 @@ class Lag(_Strict):
     max: float
 
 
+class Stalls(_Strict):
+    """The engine's own stalls in the measured window: times it was due to run and did not
+    (its CPU's other work, an interrupt, the hypervisor). A request whose intended time to
+    reply overlapped one is left out of the latencies (``tainted``): the delay was the
+    client's. A server that stops answering never makes one (engine/README.md)."""
+
+    count: int = 0
+    total_ms: float = 0.0
+    max_ms: float = 0.0
+
+
 class EngineCpu(_Strict):
     user_s: float
     sys_s: float
@@ -102,6 +113,8 @@ class OpenLoopReport(_Strict):
     behind_reasons: list[str] = []
     hdr_unit: str = "ns"
     hdr: str
+    stalls: Stalls = Stalls()  # engines before 0.3.0 detected none
+    tainted: int = 0  # requests left out of the latencies for the engine's stalls
 
     @property
     def latency_ms(self) -> dict[str, float]:
