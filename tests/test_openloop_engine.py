@@ -197,16 +197,30 @@ def test_keeps_its_schedule_against_a_real_server(engine, tmp_path, redis_server
     check_hdr(report, hgrm)
 
 
+def apart(server: subprocess.Popen) -> dict:
+    """Keep the server off the engine's CPU (where there are two): a server catching up on
+    the engine's CPU would preempt it, a true stall of the engine. Popen arguments for the
+    engine."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return {}
+    os.sched_setaffinity(server.pid, {cpus[1]})
+    return {"preexec_fn": lambda: os.sched_setaffinity(0, {cpus[0]})}
+
+
 def test_a_server_pause_shows_in_every_request_it_delayed(engine, tmp_path, redis_server):
     """Coordinated omission: the server sleeps 200 ms; the 10% of the requests that were
     due meanwhile are sent on schedule and each is timed from its intended time, so p99
-    is of the order of the pause (a closed loop would show 4 slow requests of 4000)."""
-    with redis_on_loopback(redis_server, tmp_path) as (port, client, _):
+    is of the order of the pause (a closed loop would show 4 slow requests of 4000). The
+    pause is no stall of the engine: it taints none of them. (--stall-us 5000: a true
+    stall of this VM's engine CPU over the pause, 0.5 ms about once a second, would taint
+    the ~400 requests then in flight, rightly; one of 5 ms seldom comes in 0.2 s.)"""
+    with redis_on_loopback(redis_server, tmp_path) as (port, client, server):
         proc = subprocess.Popen(
             [str(engine), "--spec", spec_file(tmp_path, GET_SPEC), "--port", str(port),
              "--rate", "2000", "--connections", "4", "--duration", "2", "--warmup", "0.2",
-             *BEHIND],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+             "--stall-us", "5000", *BEHIND],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **apart(server),
         )  # fmt: skip
         time.sleep(0.7)  # about 0.5 s into the measured window
         client.execute_command("DEBUG", "SLEEP", "0.2")
@@ -239,12 +253,12 @@ def test_a_stall_of_the_engine_taints_the_requests_it_touched(engine, tmp_path, 
     server's. The requests due or in flight meanwhile (about 100 at 2000/s) are counted as
     tainted and left out of the latency, whose max stays far below the stall; the schedule
     lag still shows it."""
-    with redis_on_loopback(redis_server, tmp_path) as (port, _, _):
+    with redis_on_loopback(redis_server, tmp_path) as (port, _, server):
         proc = subprocess.Popen(
             [str(engine), "--spec", spec_file(tmp_path, GET_SPEC), "--port", str(port),
              "--rate", "2000", "--connections", "4", "--duration", "1.5", "--warmup", "0.2",
              *BEHIND],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **apart(server),
         )  # fmt: skip
         time.sleep(0.8)  # about 0.6 s into the measured window
         os.kill(proc.pid, signal.SIGSTOP)
