@@ -1,7 +1,9 @@
 """regtrack-openloop, the open-loop engine (engine/): its command line, its exit codes and,
 against a real redis-server, that it keeps its schedule and times every request from its
 intended send, so a server pause shows in the requests the pause delayed (no coordinated
-omission), and that given two ports it pairs them in time. The binary is the one regtrack
+omission), that a stall of the engine itself is detected and the requests it touched are
+left out of the latency (a server pause taints nothing), and that given two ports it pairs
+them in time. The binary is the one regtrack
 runs (regtrack.bench.loadgen.openloop.installed: on PATH, else the one scripts/install.sh
 builds into .venv/bin), so PATH can point these tests at a fresh build."""
 
@@ -9,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -182,23 +186,41 @@ def test_keeps_its_schedule_against_a_real_server(engine, tmp_path, redis_server
     assert hits >= report["completed"]  # warmup GETs hit too: the keys exist
     latency = report["latency_us"]
     assert 0 < latency["p50"] <= latency["p90"] <= latency["p99"] <= latency["p999"]
-    assert latency["p999"] <= latency["max"] and latency["count"] == report["completed"]
+    assert latency["p999"] <= latency["max"]
+    # a stall of the engine (the host) leaves the requests it touched out of the latency
+    assert latency["count"] + report["tainted"] == report["completed"]
+    assert set(report["stalls"]) == {"count", "total_ms", "max_ms"}
+    assert report["tainted"] == 0 or report["stalls"]["count"] > 0
     lag = report["lag_us"]
     assert lag["p50"] <= lag["p99"] <= lag["max"] and lag["p50"] < 1000  # on time, mostly
     assert 0 < report["cpu"]["busy_fraction"] < 1
     check_hdr(report, hgrm)
 
 
+def apart(server: subprocess.Popen) -> dict:
+    """Keep the server off the engine's CPU (where there are two): a server catching up on
+    the engine's CPU would preempt it, a true stall of the engine. Popen arguments for the
+    engine."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return {}
+    os.sched_setaffinity(server.pid, {cpus[1]})
+    return {"preexec_fn": lambda: os.sched_setaffinity(0, {cpus[0]})}
+
+
 def test_a_server_pause_shows_in_every_request_it_delayed(engine, tmp_path, redis_server):
     """Coordinated omission: the server sleeps 200 ms; the 10% of the requests that were
     due meanwhile are sent on schedule and each is timed from its intended time, so p99
-    is of the order of the pause (a closed loop would show 4 slow requests of 4000)."""
-    with redis_on_loopback(redis_server, tmp_path) as (port, client, _):
+    is of the order of the pause (a closed loop would show 4 slow requests of 4000). The
+    pause is no stall of the engine: it taints none of them. (--stall-us 5000: a true
+    stall of this VM's engine CPU over the pause, 0.5 ms about once a second, would taint
+    the ~400 requests then in flight, rightly; one of 5 ms seldom comes in 0.2 s.)"""
+    with redis_on_loopback(redis_server, tmp_path) as (port, client, server):
         proc = subprocess.Popen(
             [str(engine), "--spec", spec_file(tmp_path, GET_SPEC), "--port", str(port),
              "--rate", "2000", "--connections", "4", "--duration", "2", "--warmup", "0.2",
-             *BEHIND],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+             "--stall-us", "5000", *BEHIND],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **apart(server),
         )  # fmt: skip
         time.sleep(0.7)  # about 0.5 s into the measured window
         client.execute_command("DEBUG", "SLEEP", "0.2")
@@ -212,6 +234,48 @@ def test_a_server_pause_shows_in_every_request_it_delayed(engine, tmp_path, redi
     assert report["completed"] == report["intended"] == 4000  # constant arrivals: exact
     # the server was behind, not the engine
     assert report["behind"] is False, (report["behind_reasons"], report["lag_us"], report["cpu"])
+    # ... so its pause is no stall of the engine and taints nothing: all 400 requests due
+    # during it are in the latency, at 10 ms or more (a stall of the host itself could
+    # still taint a few, never one of 200 ms)
+    stalls = report["stalls"]
+    assert stalls["max_ms"] < 100, stalls
+    assert report["tainted"] <= 10 * stalls["count"], (report["tainted"], stalls)
+    assert latency["count"] + report["tainted"] == 4000
+    from hdrh.histogram import HdrHistogram
+
+    recorded = HdrHistogram.decode(report["hdr"]).get_recorded_iterator()
+    slow = sum(i.count_at_value_iterated_to for i in recorded if i.value_iterated_to >= 10**7)
+    assert slow >= 370, (slow, report["tainted"], stalls)
+
+
+def test_a_stall_of_the_engine_taints_the_requests_it_touched(engine, tmp_path, redis_server):
+    """The engine stopped for 50 ms (SIGSTOP, SIGCONT) mid-run: a stall of its own, not the
+    server's. The requests due or in flight meanwhile (about 100 at 2000/s) are counted as
+    tainted and left out of the latency, whose max stays far below the stall; the schedule
+    lag still shows it."""
+    with redis_on_loopback(redis_server, tmp_path) as (port, _, server):
+        proc = subprocess.Popen(
+            [str(engine), "--spec", spec_file(tmp_path, GET_SPEC), "--port", str(port),
+             "--rate", "2000", "--connections", "4", "--duration", "1.5", "--warmup", "0.2",
+             *BEHIND],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **apart(server),
+        )  # fmt: skip
+        time.sleep(0.8)  # about 0.6 s into the measured window
+        os.kill(proc.pid, signal.SIGSTOP)
+        time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGCONT)
+        out, err = proc.communicate(timeout=15)
+    assert proc.returncode == 0, err
+    report = json.loads(out)
+    stalls, latency, lag = report["stalls"], report["latency_us"], report["lag_us"]
+    info = (stalls, report["tainted"], latency, lag)
+    assert report["completed"] == report["intended"] == 3000, info
+    assert stalls["count"] >= 1 and stalls["max_ms"] >= 40, info
+    assert stalls["total_ms"] >= stalls["max_ms"], info
+    assert report["tainted"] >= 90, info  # the ~100 due during the stall, and more
+    assert latency["count"] + report["tainted"] == 3000, info
+    assert latency["max"] < 20_000, info  # far below the 50 ms the engine was stopped
+    assert lag["max"] >= 40_000, info  # the engine's own delay still shows
 
 
 def test_two_ports_take_turns_of_the_one_stream(engine, tmp_path, redis_server):
@@ -258,5 +322,6 @@ def test_two_ports_take_turns_of_the_one_stream(engine, tmp_path, redis_server):
         latency = r["latency_us"]
         assert 0 < latency["p50"] <= latency["p99"] <= latency["max"]
         decoded = HdrHistogram.decode(r["hdr"])
-        assert decoded.get_total_count() == latency["count"] == 1200
+        assert decoded.get_total_count() == latency["count"] == 1200 - r["tainted"]
+        assert r["stalls"] == reports[0]["stalls"]  # the engine's: the same for each
         assert decoded.get_max_value() / 1000 == pytest.approx(latency["max"], rel=0.002)

@@ -5,7 +5,8 @@ use crate::schedule::Arrival;
 pub const USAGE: &str = "usage: regtrack-openloop --spec FILE --rate R [--host H] \
 [--port P [--port P2 ...] [--switch-ms W]] [--connections N (per server)] \
 [--arrival constant|poisson] [--duration S] [--warmup S] [--seed K] [--pipeline K] \
-[--max-in-flight M (per connection)] [--drain S] [--behind-lag-us U] [--hgrm FILE (one port)]";
+[--max-in-flight M (per connection)] [--drain S] [--behind-lag-us U] [--stall-us U] \
+[--hgrm FILE (one port)]";
 
 /// The port when no --port is given.
 pub const DEFAULT_PORT: u16 = 6379;
@@ -34,6 +35,9 @@ pub struct Options {
     pub drain_s: f64,
     /// Schedule lag p99 above this means the engine did not keep its schedule.
     pub behind_lag_us: f64,
+    /// The engine not running for longer than this (µs) when it was due to is a stall of
+    /// its own; the requests it touched are left out of the latency. 0: no detection.
+    pub stall_us: f64,
 }
 
 /// What the command line asks for.
@@ -86,6 +90,7 @@ fn defaults() -> Options {
         max_in_flight: 100_000,
         drain_s: 2.0,
         behind_lag_us: 1000.0,
+        stall_us: 200.0,
     }
 }
 
@@ -117,6 +122,12 @@ fn set(o: &mut Options, name: &str, text: &str) -> Result<(), String> {
         "max-in-flight" => o.max_in_flight = at_least_one(name, text)?,
         "drain" => o.drain_s = positive(name, text)?,
         "behind-lag-us" => o.behind_lag_us = positive(name, text)?,
+        "stall-us" => {
+            o.stall_us = value(name, text)?;
+            if !(o.stall_us.is_finite() && o.stall_us >= 0.0) {
+                return Err(format!("--stall-us: {text} must be 0 (off) or more"));
+            }
+        }
         _ => return Err(format!("unknown option --{name} ({USAGE})")),
     }
     Ok(())
@@ -210,6 +221,19 @@ mod tests {
         assert!(run(&["--spec", "s", "--rate", "1", "--switch-ms", "0"])
             .unwrap_err()
             .contains("--switch-ms"));
+        assert!(run(&["--spec", "s", "--rate", "1", "--stall-us", "-1"])
+            .unwrap_err()
+            .contains("--stall-us"));
+    }
+
+    #[test]
+    fn stall_threshold_defaults_to_200_us_and_0_turns_it_off() {
+        assert_eq!(
+            run(&["--spec", "s", "--rate", "1"]).unwrap().stall_us,
+            200.0
+        );
+        let o = run(&["--spec", "s", "--rate", "1", "--stall-us", "0"]).unwrap();
+        assert_eq!(o.stall_us, 0.0);
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! time, writes every request that is due (one write per connection), and reads replies as
 //! they come, timing each request from its intended time. With several servers, the due
 //! request goes to the server whose window it falls in (pairing.rs), each server with
-//! connections and stats of its own.
+//! connections and stats of its own. It also watches for its own stalls (stall.rs): it reads
+//! the clock after every connection it reads or writes and on every wake, and a request
+//! that overlapped a stall is counted apart from the latency.
 
 use crate::cli::Options;
 use crate::conn::{Conn, Done, ReadOutcome};
@@ -10,6 +12,7 @@ use crate::pairing::{self, Cover, Router};
 use crate::rotation::Rotation;
 use crate::schedule::Schedule;
 use crate::spec::Spec;
+use crate::stall::{Detector, Summary};
 use crate::stats::{CpuWindow, Stats};
 use crate::sys::{self, Poller, Timer};
 use rand::SeedableRng;
@@ -67,6 +70,8 @@ pub struct Measured {
     pub servers: Vec<Stats>,
     pub cover: Vec<Cover>,
     pub cpu: CpuWindow,
+    /// The engine's stalls from the measured window's start to the run's end.
+    pub stalls: Summary,
 }
 
 struct Loop {
@@ -81,9 +86,18 @@ struct Loop {
     done: Vec<Done>,
     errors: Vec<(String, bool)>,
     servers: Vec<String>,
+    stalls: Detector,
 }
 
 impl Loop {
+    /// Read the clock while running (not blocked in epoll_wait since the last reading): a
+    /// gap above --stall-us means the engine was preempted mid-work, a stall.
+    fn tick(&mut self) -> u64 {
+        let now = sys::now_ns();
+        self.stalls.ran_to(now);
+        now
+    }
+
     fn lost(&self, conn: usize, what: &str) -> Lost {
         let server = &self.servers[conn / self.per_server];
         Lost(format!("lost the server {server}: {what}"))
@@ -112,6 +126,7 @@ impl Loop {
             let all = self.conns[i]
                 .flush()
                 .map_err(|e| self.lost(i, &e.to_string()))?;
+            self.tick(); // one connection's write per reading: a step far below --stall-us
             if all == self.conns[i].wants_write {
                 let fd = self.conns[i].stream.as_raw_fd();
                 self.poller
@@ -129,7 +144,7 @@ impl Loop {
         let outcome = self.conns[i]
             .fill()
             .map_err(|e| self.lost(i, &e.to_string()))?;
-        let now = sys::now_ns();
+        let now = self.tick(); // before the replies are timed: a stall in fill() taints them
         self.done.clear();
         self.errors.clear();
         if let Err(problem) = self.conns[i].take_replies(&mut self.done, &mut self.errors) {
@@ -137,7 +152,8 @@ impl Loop {
         }
         let stats = &mut self.stats[i / self.per_server];
         for d in &self.done {
-            stats.completed(d.intended, d.measured, now);
+            let tainted = self.stalls.taints(d.intended, now);
+            stats.completed(d.intended, d.measured, now, tainted);
         }
         for (kind, measured) in self.errors.drain(..) {
             if measured {
@@ -204,6 +220,11 @@ pub fn run(o: &Options, spec: &Spec) -> Result<Measured, Lost> {
         done: Vec::new(),
         errors: Vec::new(),
         servers,
+        stalls: Detector::new(
+            (o.stall_us * 1e3).round() as u64,
+            measure_from,
+            sys::now_ns(),
+        ),
     };
     event_loop(&mut lp, &mut timer, o, &w)?;
     for (s, stats) in lp.stats.iter_mut().enumerate() {
@@ -226,6 +247,7 @@ pub fn run(o: &Options, spec: &Spec) -> Result<Measured, Lost> {
         servers: lp.stats,
         cover,
         cpu: lp.cpu,
+        stalls: lp.stalls.summary,
     })
 }
 
@@ -237,7 +259,7 @@ fn event_loop(lp: &mut Loop, timer: &mut Timer, o: &Options, w: &Window) -> Resu
     let mut drain_until: Option<u64> = None;
     let mut ready = Vec::new();
     loop {
-        let now = sys::now_ns();
+        let now = lp.tick();
         lp.cpu.mark(now, w.measure_from, w.end);
         while next <= now && next < w.end {
             lp.dispatch(slot, next, next >= w.measure_from, now);
@@ -259,9 +281,15 @@ fn event_loop(lp: &mut Loop, timer: &mut Timer, o: &Options, w: &Window) -> Resu
         timer
             .arm(deadline)
             .map_err(|e| Lost(format!("timer: {e}")))?;
+        let blocked_at = lp.tick();
         lp.poller
             .wait(&mut ready)
             .map_err(|e| Lost(format!("epoll: {e}")))?;
+        // Due at the deadline (the next intended send, or the window's or drain's end): a
+        // later wake is a stall of the engine. A server that stops answering cannot make
+        // one: the loop only waits here, and the timer still fires on time; waiting for
+        // replies is never a stall, so the requests it delays keep their latency.
+        lp.stalls.woke(blocked_at, deadline, sys::now_ns());
         for &(token, readable, writable, hung_up) in ready.iter() {
             if token == TIMER {
                 timer.fired();

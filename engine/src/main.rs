@@ -16,6 +16,7 @@ mod resp;
 mod rotation;
 mod schedule;
 mod spec;
+mod stall;
 mod stats;
 mod sys;
 

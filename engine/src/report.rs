@@ -5,6 +5,7 @@
 use crate::cli::Options;
 use crate::engine::Measured;
 use crate::pairing::Cover;
+use crate::stall::Summary;
 use crate::stats::{CpuWindow, Stats};
 use base64::Engine as _;
 use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
@@ -33,6 +34,14 @@ pub struct Lag {
     pub p50: f64,
     pub p99: f64,
     pub max: f64,
+}
+
+/// The engine's own stalls (stall.rs) from the measured window's start to the run's end.
+#[derive(Serialize, Clone)]
+pub struct Stalls {
+    pub count: u64,
+    pub total_ms: f64,
+    pub max_ms: f64,
 }
 
 #[derive(Serialize, Clone)]
@@ -68,9 +77,13 @@ pub struct Report {
     pub completed: u64,
     pub errors: BTreeMap<String, u64>,
     pub timeouts: u64,
+    /// Completed requests that overlapped a stall of the engine: in `completed` and
+    /// `lag_us`, not in `latency_us` nor `hdr`.
+    pub tainted: u64,
     pub achieved_rate: f64,
     pub latency_us: Latency,
     pub lag_us: Lag,
+    pub stalls: Stalls,
     pub cpu: Cpu,
     pub behind: bool,
     pub behind_reasons: Vec<String>,
@@ -158,12 +171,22 @@ fn behind(o: &Options, stats: &Stats, lag: &Lag) -> Vec<String> {
     reasons
 }
 
+fn stalls(s: &Summary) -> Stalls {
+    Stalls {
+        count: s.count,
+        total_ms: s.total_ns as f64 / 1e6,
+        max_ms: s.max_ns as f64 / 1e6,
+    }
+}
+
 /// One server's report: `share` is its port and what its windows covered in a paired run,
-/// None with one server (the whole measured window).
+/// None with one server (the whole measured window). `stall_summary`: the engine's, the
+/// same for every server.
 pub fn build(
     o: &Options,
     stats: &Stats,
     cpu_window: &CpuWindow,
+    stall_summary: &Summary,
     share: Option<(u16, Cover)>,
 ) -> Report {
     let lag = {
@@ -204,6 +227,7 @@ pub fn build(
         completed: stats.completed,
         errors: stats.errors.clone(),
         timeouts: stats.timeouts,
+        tainted: stats.tainted,
         achieved_rate: if measured_s > 0.0 {
             stats.completed as f64 / measured_s
         } else {
@@ -211,6 +235,7 @@ pub fn build(
         },
         latency_us: latency(&stats.latency),
         lag_us: lag,
+        stalls: stalls(stall_summary),
         cpu: cpu(cpu_window),
         behind: !behind_reasons.is_empty(),
         behind_reasons,
@@ -222,10 +247,13 @@ pub fn build(
 /// The run's output line: one server's report, or with several the paired object.
 pub fn output(o: &Options, m: &Measured) -> String {
     let text = if o.ports.len() == 1 {
-        serde_json::to_string(&build(o, &m.servers[0], &m.cpu, None))
+        serde_json::to_string(&build(o, &m.servers[0], &m.cpu, &m.stalls, None))
     } else {
         let servers = (0..o.ports.len())
-            .map(|i| build(o, &m.servers[i], &m.cpu, Some((o.ports[i], m.cover[i]))))
+            .map(|i| {
+                let share = Some((o.ports[i], m.cover[i]));
+                build(o, &m.servers[i], &m.cpu, &m.stalls, share)
+            })
             .collect();
         serde_json::to_string(&Paired {
             version: VERSION.to_string(),

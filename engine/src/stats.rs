@@ -21,6 +21,9 @@ pub struct Stats {
     pub completed: u64,
     /// Measured requests with no reply by the end of the drain.
     pub timeouts: u64,
+    /// Completed measured requests that overlapped a stall of the engine (stall.rs): in
+    /// `completed` and `lag`, not in `latency`.
+    pub tainted: u64,
     pub errors: BTreeMap<String, u64>,
     window_end: u64,
 }
@@ -62,6 +65,7 @@ impl Stats {
             sent: 0,
             completed: 0,
             timeouts: 0,
+            tainted: 0,
             errors: BTreeMap::new(),
             window_end,
         }
@@ -79,12 +83,17 @@ impl Stats {
         }
     }
 
-    /// A request whose last reply was read at `now`.
-    pub fn completed(&mut self, intended: u64, measured: bool, now: u64) {
+    /// A request whose last reply was read at `now`; `tainted`: it overlapped a stall of
+    /// the engine, so its latency is the engine's as much as the server's and is left out.
+    pub fn completed(&mut self, intended: u64, measured: bool, now: u64, tainted: bool) {
         if measured {
             self.completed += 1;
-            self.latency
-                .saturating_record(now.saturating_sub(intended).max(1));
+            if tainted {
+                self.tainted += 1;
+            } else {
+                self.latency
+                    .saturating_record(now.saturating_sub(intended).max(1));
+            }
         }
     }
 }
