@@ -12,12 +12,14 @@ import sqlite3
 import pytest
 
 from regtrack.analysis import slo
-from regtrack.bench import latency_trial
+from regtrack.bench import latency_trial, prepare
 from regtrack.bench.loadgen import openloop
 from regtrack.bench.plan import interleave, latency_points
 from regtrack.core.errors import BadInput
 from regtrack.core.records import InvalidReason, TrialRecord
+from regtrack.core.settings import RunSettings
 from regtrack.plan.latency_plan import LatencyPlan, Slo
+from regtrack.targets.target import Target
 from regtrack.workloads.points import Point
 from tests import fakebench
 from tests.conftest import cli_in_process
@@ -61,34 +63,28 @@ def test_latency_trials_follow_the_others_and_keep_their_numbers():
     assert [t.point.label for t in second[0].trials] == ["rate=3000", "rate=2000", "rate=1000"]
 
 
-def test_latency_is_paired_in_time_where_throughput_may_be(tmp_path, redis_server):
-    """With versions to compare and --pairing time (the default), each repetition's
-    open-loop trials are one visit of every version, their plan says so (a part of the
-    comparability key) and the run says how; --pairing separate keeps a trial each."""
+def test_latency_is_paired_in_time_only_in_a_duet(tmp_path, redis_server):
+    """Open-loop trials are one visit of every version per repetition only where each
+    server has CPUs of its own (a duet): on one shared server CPU a version's background
+    stalls delay its neighbour too. Their plan says which (a part of the comparability key
+    of a gate against a stored baseline), and a paired run says so."""
     paired_plan = interleave(["a", "b"], [Point("w", "p", {})], 2, ("latency",),
                              paired=("latency",))  # fmt: skip
     assert [v.together for v in paired_plan] == [("a", "b"), ("b", "a")]
-    for pairing, method in (("time", "paired in time"), ("separate", "separate trials")):
-        db = tmp_path / f"{pairing}.db"
-        proc = cli_in_process(
-            "run", *_versions(redis_server), "--pipelines", "10", "--repetitions", "2",
-            "--no-report", "--pairing", pairing, "--rate", "5000", "--db", str(db),
-            measuring=fakebench.Model(),
-        )  # fmt: skip
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        config = json.loads(
-            sqlite3.connect(db).execute("SELECT config FROM runs WHERE id = 1").fetchone()[0]
-        )
-        assert config["latency"]["method"] == method
-        assert ("open-loop latency: paired in time" in proc.stderr) == (pairing == "time")
-    one = cli_in_process(
-        "run", "--versions", f"a=bin:{redis_server}", "--pipelines", "10", "--repetitions", "1",
-        "--no-report", "--rate", "5000", "--db", str(tmp_path / "one.db"),
-        measuring=fakebench.Model(),
+    plan, two = LatencyPlan(rates=(5000.0,)), [Target(x, x, "bin") for x in "ab"]
+    duet, time = RunSettings(pairing="duet"), RunSettings(pairing="time")
+    assert prepare._paired(plan, duet, two).method == "paired in time"
+    assert prepare._paired(plan, time, two).method == "separate trials"
+    assert prepare._paired(plan, duet, two[:1]).method == "separate trials"
+    db = tmp_path / "time.db"
+    proc = cli_in_process(
+        "run", *_versions(redis_server), "--pipelines", "10", "--repetitions", "2",
+        "--no-report", "--rate", "5000", "--db", str(db), measuring=fakebench.Model(),
     )  # fmt: skip
-    assert one.returncode == 0, one.stderr
-    (config,) = sqlite3.connect(tmp_path / "one.db").execute("SELECT config FROM runs").fetchone()
-    assert json.loads(config)["latency"]["method"] == "separate trials", "nothing to pair"
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (config,) = sqlite3.connect(db).execute("SELECT config FROM runs").fetchone()
+    assert json.loads(config)["latency"]["method"] == "separate trials"
+    assert "open-loop latency: paired in time" not in proc.stderr
 
 
 def test_a_run_at_a_load_measures_the_capacity_first_and_compares_p99(tmp_path, redis_server):
