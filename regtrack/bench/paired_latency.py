@@ -1,12 +1,14 @@
-"""Open-loop latency paired in time: one engine run offers one arrival stream to every
-version's server, the stream moving between them in windows (A B B A, engine/README.md),
-so each version's latencies come from the same seconds of the host, as paired throughput
-windows do (bench/paired.py).
+"""Open-loop latency paired in time, in a duet: one engine run offers one arrival stream
+to every version's server, the stream moving between them in windows (A B B A,
+engine/README.md), so each version's latencies come from the same seconds of the host, as
+paired throughput windows do (bench/paired.py).
 
-The servers share the server CPUs and only one gets requests at a time (the other's
-serverCron ticks are all it costs); the engine runs on the client CPUs. Each version's
-trial is its own histogram over its windows, at the full offered rate while it had the
-stream; the server's counters are read around the whole point, as for paired throughput.
+Only where every server has CPUs of its own (prepare._paired): on one shared server CPU a
+version's background work (a serverCron that stalls) delays its neighbour's requests too,
+which hid a 2-ms stall that separate trials show (docs/latency.md). The engine runs on the
+first side's client CPUs. Each version's trial is its own histogram over its windows, at
+the full offered rate while it had the stream; the servers' counters are read around the
+whole point, as for paired throughput.
 """
 
 from __future__ import annotations
