@@ -24,35 +24,13 @@ import argparse
 import contextlib
 import os
 import platform
-import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-from regtrack.bench.callgrind import protocol
-from regtrack.cli import main as regtrack_main
+from window_repeatability import Window, capture, describe, run_instructions
+
 from regtrack.core import child_env
-
-Window = tuple[int, dict[str, int]]
-
-
-def capture(into: list[tuple[str, list[Window]]]) -> None:
-    """Keep every trial's seed and per-window (operations, exclusive cost by function)."""
-    counted = protocol._counted
-
-    def keeping(ctx, record, profiles, windows):
-        into.append(
-            (
-                f"repetition {record.repetition}",
-                [
-                    (ops, {k: v.exclusive for k, v in p.by_key().items()})
-                    for p, (_, _, ops) in zip(profiles, windows, strict=True)
-                ],
-            )
-        )
-        return counted(ctx, record, profiles, windows)
-
-    protocol._counted = keeping
 
 
 def with_server_env(extra: dict[str, str]) -> None:
@@ -72,12 +50,6 @@ def per_op(windows: list[Window]) -> tuple[float, dict[str, float]]:
         for name, cost in by_fn.items():
             costs[name] += cost / ops
     return sum(costs.values()), costs
-
-
-def window_gap(windows: list[Window]) -> float:
-    (oa, a), (ob, b) = windows
-    pa, pb = sum(a.values()) / oa, sum(b.values()) / ob
-    return 100 * abs(pa - pb) / ((pa + pb) / 2)
 
 
 def cpu_model() -> str:
@@ -104,29 +76,16 @@ def main() -> None:
     extra = dict(item.split("=", 1) for item in args.server_env)
     if extra:
         with_server_env(extra)
-    trials: list[tuple[str, list[Window]]] = []
+    trials: list[tuple[int, list[Window]]] = []
     capture(trials)
     with tempfile.TemporaryDirectory(prefix="same-seed-") as tmp:
         (Path(tmp) / "regtrack.toml").write_text("[run]\nseed_offset = 0\nrepeatability_pct = 50\n")
         os.environ["REGTRACK_CONFIG_DIR"] = tmp
         for n in range(args.processes):
-            argv = [
-                "run", "--versions", args.version, "--source-repo", args.source_repo,
-                "--metric", "instructions", "--pipelines", str(args.pipeline),
-                "--instruction-requests", str(args.requests), "--keys", str(args.keys),
-                "--repetitions", str(args.repetitions), "--db", f"{tmp}/{n}.db", "--no-report",
-            ]  # fmt: skip
-            if args.build_flags:
-                argv += ["--build-flags", args.build_flags]
-            try:
-                with contextlib.redirect_stdout(sys.stderr):  # regtrack's own tables
-                    regtrack_main(argv)
-            except SystemExit as exc:
-                if exc.code:
-                    sys.exit(f"regtrack run {n} failed (exit {exc.code})")
-    by_seed: dict[str, list[list[Window]]] = defaultdict(list)
-    for seed, windows in trials:
-        by_seed[seed].append(windows)
+            run_instructions(args, f"{tmp}/{n}.db", f"regtrack run {n}")
+    by_seed: dict[int, list[list[Window]]] = defaultdict(list)
+    for repetition, windows in trials:
+        by_seed[repetition].append(windows)
     env = " ".join(args.server_env) or "(regtrack's server environment)"
     print(
         f"{cpu_model()}; {args.version} {args.build_flags or '(default build)'}, {env}; "
@@ -140,14 +99,14 @@ def main() -> None:
         mean = sum(totals) / len(totals)
         spread = 100 * (max(totals) - min(totals)) / mean
         spreads.append(spread)
-        proc_gaps = [window_gap(w) for w in processes]
+        proc_gaps = [describe(w, 0)[0] for w in processes]
         gaps += proc_gaps
         lo, hi = counted[totals.index(min(totals))][1], counted[totals.index(max(totals))][1]
         moved = sorted(
             ((hi.get(k, 0) - lo.get(k, 0), k) for k in set(lo) | set(hi)),
             key=lambda item: -abs(item[0]),
         )[: args.top]
-        print(f"{seed}: " + ", ".join(f"{t:,.1f}" for t in totals))
+        print(f"repetition {seed}: " + ", ".join(f"{t:,.1f}" for t in totals))
         print(f"  spread {spread:.3f}%; windows apart (max) {max(proc_gaps):.3f}%")
         print("  highest - lowest: " + ", ".join(f"{k} {d:+.2f}" for d, k in moved))
     print(

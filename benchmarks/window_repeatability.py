@@ -28,23 +28,50 @@ from regtrack.cli import main as regtrack_main
 LIMITS = (0.3, 0.5, 0.75, 1.0)
 
 
-def capture(into: list[list[tuple[int, dict[str, int]]]]) -> None:
-    """Keep every trial's per-window (operations, exclusive cost by function)."""
+# One callgrind window of a trial: its operations and exclusive cost by function.
+Window = tuple[int, dict[str, int]]
+
+
+def capture(into: list[tuple[int, list[Window]]]) -> None:
+    """Keep every trial's repetition and its windows, before they are merged."""
     counted = protocol._counted
 
     def keeping(ctx, record, profiles, windows):
         into.append(
-            [
-                (ops, {k: v.exclusive for k, v in p.by_key().items()})
-                for p, (_, _, ops) in zip(profiles, windows, strict=True)
-            ]
+            (
+                record.repetition,
+                [
+                    (ops, {k: v.exclusive for k, v in p.by_key().items()})
+                    for p, (_, _, ops) in zip(profiles, windows, strict=True)
+                ],
+            )
         )
         return counted(ctx, record, profiles, windows)
 
     protocol._counted = keeping
 
 
-def describe(trial: list[tuple[int, dict[str, int]]], top: int) -> tuple[float, str]:
+def run_instructions(args: argparse.Namespace, db: str, what: str = "regtrack run") -> None:
+    """`regtrack run --metric instructions` of ``args.version`` in this process (its own
+    tables to stderr), ``args.repetitions`` server processes; one line and exit if it
+    fails."""
+    argv = [
+        "run", "--versions", args.version, "--source-repo", args.source_repo,
+        "--metric", "instructions", "--pipelines", str(args.pipeline),
+        "--instruction-requests", str(args.requests), "--keys", str(args.keys),
+        "--repetitions", str(args.repetitions), "--db", db, "--no-report",
+    ]  # fmt: skip
+    if args.build_flags:
+        argv += ["--build-flags", args.build_flags]
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            regtrack_main(argv)
+    except SystemExit as exc:
+        if exc.code:
+            sys.exit(f"{what} failed (exit {exc.code})")
+
+
+def describe(trial: list[Window], top: int) -> tuple[float, str]:
     (ops_a, a), (ops_b, b) = trial
     per_a, per_b = sum(a.values()) / ops_a, sum(b.values()) / ops_b
     apart = 100 * abs(per_a - per_b) / ((per_a + per_b) / 2)
@@ -67,30 +94,17 @@ def main() -> None:
     parser.add_argument("--repetitions", type=int, default=16)
     parser.add_argument("--top", type=int, default=3)
     args = parser.parse_args()
-    trials: list[list[tuple[int, dict[str, int]]]] = []
+    trials: list[tuple[int, list[Window]]] = []
     capture(trials)
     with tempfile.TemporaryDirectory(prefix="window-repeat-") as tmp:
-        argv = [
-            "run", "--versions", args.version, "--source-repo", args.source_repo,
-            "--metric", "instructions", "--pipelines", str(args.pipeline),
-            "--instruction-requests", str(args.requests), "--keys", str(args.keys),
-            "--repetitions", str(args.repetitions), "--db", f"{tmp}/r.db", "--no-report",
-        ]  # fmt: skip
-        if args.build_flags:
-            argv += ["--build-flags", args.build_flags]
-        try:
-            with contextlib.redirect_stdout(sys.stderr):  # regtrack's own tables
-                regtrack_main(argv)
-        except SystemExit as exc:
-            if exc.code:
-                sys.exit(f"regtrack run failed (exit {exc.code})")
+        run_instructions(args, f"{tmp}/r.db")
     print(
         f"{args.version} {args.build_flags or '(default build)'}, pipeline {args.pipeline}, "
         f"{args.requests // 2:,} requests per window, {len(trials)} server processes"
     )
     print(f"{'trial':>5} {'window 1':>9} {'window 2':>9} {'apart':>7}   moved most (instr/op)")
     spread = []
-    for n, trial in enumerate(trials):
+    for n, (_, trial) in enumerate(trials):
         apart, line = describe(trial, args.top)
         spread.append(apart)
         print(f"{n:5d} {line}")
