@@ -48,7 +48,7 @@ def _declared(columns: dict[str, str]) -> dict[str, str]:
 def test_a_trial_record_holds_every_column_the_trials_table_has():
     table = list(schema_objects.columns("trials"))
     assert list(StoredTrial._fields) == [*table, "target", "reasons"]
-    derived = ["point_order", "syscalls_per_op"]
+    derived = ["point_order", "syscalls_per_op", "server_cpu_us_per_op", "commands_per_op"]
     assert list(trial_frame.TRIALS) == [*StoredTrial._fields, *derived]
 
 
@@ -89,6 +89,20 @@ def test_syscalls_per_op_is_missing_where_the_server_counted_no_calls():
     )
     got = frame["syscalls_per_op"].tolist()
     assert got[0] == pytest.approx(0.2) and pd.isna(got[1]) and pd.isna(got[2])
+
+
+def test_per_op_server_cpu_and_commands_divide_the_trials_server_figures_by_its_operations():
+    frame = trial_frame.trials(
+        [
+            _trial(requests=200, server_calls=2400, server_stats={"server_cpu_s": 0.05}),
+            _trial(id=2, seq=1, requests=0, server_calls=10, server_stats={"server_cpu_s": 0.1}),
+            _trial(id=3, seq=2, requests=100, server_calls=300, server_stats=None),
+        ]
+    )
+    cpu, commands = frame["server_cpu_us_per_op"].tolist(), frame["commands_per_op"].tolist()
+    assert cpu[0] == pytest.approx(250.0) and commands[0] == pytest.approx(12.0)
+    assert pd.isna(cpu[1]) and pd.isna(commands[1])  # no operations: nothing per one
+    assert pd.isna(cpu[2]) and commands[2] == pytest.approx(3.0)
 
 
 def test_the_cost_and_command_frames_have_their_declared_columns_even_empty():

@@ -265,7 +265,7 @@ def _excluded_points(
     rows: pd.DataFrame, metric: Metric, baseline: str, candidate: str, points: list[str]
 ) -> dict[str, str]:
     """Points that must not gate: the load generator was the bottleneck in some trial."""
-    if metric.modes[0] != "throughput":
+    if metric.measured_by != "throughput":
         return {}
     counts = dict.fromkeys(points, 0)
     for target, point, reasons in zip(

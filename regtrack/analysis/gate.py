@@ -72,5 +72,5 @@ def undecided_modes(result: ComparisonResult) -> tuple[str, ...]:
     decision = gate(result)
     if decision.outcome in ("regression", "no regression", "not measured"):
         return ()
-    modes = {METRIC_BY_NAME[r.metric].modes[0] for r in decision.with_verdict("inconclusive")}
+    modes = {METRIC_BY_NAME[r.metric].measured_by for r in decision.with_verdict("inconclusive")}
     return tuple(sorted(modes, reverse=True))

@@ -21,6 +21,13 @@ class Metric:
     # (one in four at +5%, a true +1.25%): at 4 blocks a gate said `no change` to it in
     # 31% of simulated gates, at 8 in 10% (benchmarks/seed_bimodal.py).
     min_blocks_no_change: int = 0
+    # The visit kind that measures it (a plan's mode: throughput, instructions, latency),
+    # when its trials are stored under another (a lifecycle's tasks and task_latency).
+    visit: str = ""
+
+    @property
+    def measured_by(self) -> str:
+        return self.visit or self.modes[0]
 
 
 METRICS = (
@@ -38,12 +45,37 @@ METRICS = (
     Metric("lat_p50_ms", "open_loop_p50", "ms", False, ("latency",)),
     Metric("lat_p99_ms", "open_loop_p99", "ms", False, ("latency",)),
     Metric("lat_p999_ms", "open_loop_p999", "ms", False, ("latency",)),
+    # Task lifecycles (bench/lifecycle_trial.py): capacity in tasks/s and what each task
+    # cost the server, from the closed-loop visits; task latency (enqueue to the
+    # consumer's last reply) from the open-loop ones, at a stated arrival rate.
+    Metric("ops_per_sec", "tasks_per_sec", "tasks/s", True, ("tasks",), visit="throughput"),
+    Metric(
+        "server_cpu_us_per_op",
+        "server_cpu_per_task",
+        "us/task",
+        False,
+        ("tasks",),
+        visit="throughput",
+    ),
+    Metric(
+        "commands_per_op",
+        "commands_per_task",
+        "commands/task",
+        False,
+        ("tasks",),
+        visit="throughput",
+    ),
+    Metric("lat_p50_ms", "task_p50", "ms", False, ("task_latency",), visit="latency"),
+    Metric("lat_p99_ms", "task_p99", "ms", False, ("task_latency",), visit="latency"),
 )
 
 METRIC_BY_NAME = {m.name: m for m in METRICS}
 # Metrics whose regressions fail `regtrack ci`; the others are reported with verdicts.
 # Open-loop p99 gates wherever it was measured (ci --latency-load declares the load).
-GATING = ("throughput", "instructions_per_op", "open_loop_p99")
+GATING = (
+    "throughput", "instructions_per_op", "open_loop_p99", "tasks_per_sec", "server_cpu_per_task",
+    "task_p99",
+)  # fmt: skip
 # The family-wise error rate of one comparison's gate (split over gating metrics).
 ALPHA = 0.05
 # Metrics the history pages and `regtrack history` follow over runs and commits.

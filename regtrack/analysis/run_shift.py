@@ -60,7 +60,7 @@ class RunShift:
 
 
 def default(metric: str) -> RunShift:
-    latency = metric.startswith(("latency", "open_loop"))  # closed loop's or open loop's
+    latency = metric.startswith(("latency", "open_loop", "task_p"))  # closed loop's or open loop's
     pct = DEFAULT_PCT.get(metric, LATENCY_DEFAULT_PCT if latency else 5.0)
     return RunShift(metric, pct, math.inf, "default (no history of one code in several runs)")
 

@@ -25,7 +25,7 @@ from regtrack.analysis import stats
 from regtrack.analysis.interval import Change
 from regtrack.core.errors import BadInput
 from regtrack.plan.latency_plan import MODE as LATENCY_MODE
-from regtrack.plan.latency_plan import Slo
+from regtrack.plan.latency_plan import TASK_LATENCY, Slo
 from regtrack.results.records import LoadedRun
 
 
@@ -82,7 +82,7 @@ def of_run(
 def sweeps(trials: pd.DataFrame, slo: Slo) -> list[Sweep]:
     """Each version's sweeps, one per repetition: the valid open-loop trials' offered
     rate and percentile (a trial the engine could not keep is no point of its sweep)."""
-    rows = trials[(trials["mode"] == LATENCY_MODE) & trials["valid"]]
+    rows = trials[trials["mode"].isin((LATENCY_MODE, TASK_LATENCY)) & trials["valid"]]
     out = []
     for (target, repetition), group in rows.groupby(["target", "repetition"], sort=False):
         points = tuple(

@@ -9,11 +9,13 @@ the run, and the run says so.
 
 from __future__ import annotations
 
-from regtrack.bench import servers, trial
+from regtrack.bench import lifecycle_trial, servers, trial
 from regtrack.bench.job import Job
+from regtrack.bench.loadgen import lifecycle
 from regtrack.bench.plan import PlannedTrial
 from regtrack.core.records import InvalidReason, TrialRecord
 from regtrack.workloads import points
+from regtrack.workloads.lifecycle import LifecycleWorkload
 from regtrack.workloads.points import Point
 
 # Reasons that leave the figure a usable reference (a lower bound of the server's).
@@ -21,8 +23,10 @@ LOWER_BOUND = frozenset({InvalidReason.CLIENT_BOUND, InvalidReason.NOT_SERVER_BO
 
 
 def point_of(job: Job) -> Point:
-    """The workload's first point at pipeline 1."""
+    """The workload's first point at pipeline 1 (a lifecycle's one capacity point)."""
     first = job.points[0]
+    if isinstance(job.workload, LifecycleWorkload):
+        return first
     return Point(first.workload, "pipeline=1", {**first.params, "pipeline": 1})
 
 
@@ -32,6 +36,12 @@ def capacity_trial(job: Job) -> TrialRecord:
     point = point_of(job)
     planned = PlannedTrial(seq=0, repetition=0, target=target.label, point=point)
     with servers.plain_server(job, target, 0, job.seed(0)) as server:
+        if isinstance(job.workload, LifecycleWorkload):
+            assert job.engine is not None
+            arrivals = lifecycle.Arrivals(rate=None, seed=(job.settings.seed_offset or 0) + 1)
+            return lifecycle_trial.lifecycle_trial(
+                job.context, job.engine, server, planned, job.workload, arrivals
+            )
         saved = servers.set_up(job, server, f"redis-server of {target.label}")
         specs = points.load_specs(job.workload, point, job.loadgen.name, saved)
         return trial.throughput_trial(job.context, server, planned, specs)

@@ -38,6 +38,7 @@ from regtrack.core.records import InvalidReason
 from regtrack.core.settings import RunSettings
 from regtrack.plan.records import LoadgenChoice, LoadgenProbe
 from regtrack.workloads import points
+from regtrack.workloads.lifecycle import LifecycleWorkload
 from regtrack.workloads.model import GetPipelineWorkload
 
 if TYPE_CHECKING:
@@ -69,6 +70,8 @@ def unprobed(requested: str | None, binary: str | None, workload: Any, tool: str
     """The choice without a probe: asked for, a mix, or memtier absent."""
     if requested or binary:
         return LoadgenChoice(tool, "--loadgen" if requested else "--loadgen-bin")
+    if isinstance(workload, LifecycleWorkload):
+        return LoadgenChoice(tool, "a task lifecycle")
     if not isinstance(workload, GetPipelineWorkload):
         return LoadgenChoice(tool, "a command mix" if tool == "memtier" else "a command mix, "
                       "and memtier_benchmark is not installed")  # fmt: skip

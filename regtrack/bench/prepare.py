@@ -31,6 +31,7 @@ from regtrack.targets import build, images, make_flags, versions
 from regtrack.targets.versions import Target
 from regtrack.workloads import points, server_config
 from regtrack.workloads.files import load_workload
+from regtrack.workloads.lifecycle import LifecycleWorkload
 from regtrack.workloads.model import MixWorkload, Workload
 
 MEMORY_RE = re.compile(r"^[1-9][0-9]*[bkmgBKMG]?$")
@@ -188,7 +189,7 @@ def prepare_job(
     duet, cpus, side = _cpus(specs, settings, options)
     workload = with_server_settings(workload, options.server_config, side, options.metric)
     flags = make_flags.parse_build_flags(options.build_flags)
-    latency, engine = open_loop(options)  # the engine missing: said before building
+    latency, engine = open_loop(options, workload)  # the engine missing: said before building
     client = _runtime(options)
     tool = choose_tool(options.loadgen, workload)
     workload = points.with_loadgen_threads(workload, tool, len(side.client))
@@ -227,28 +228,45 @@ def prepare_job(
         loadgen_choice=None
         if probed
         else loadgen_choice.unprobed(options.loadgen, options.loadgen_bin, workload, tool),
-        latency=_paired(latency, settings, targets),
+        latency=_paired(latency, settings, targets, workload),
         engine=engine,
     )
 
 
-def open_loop(options: Options) -> tuple[LatencyPlan | None, LoadgenBinary | None]:
+def open_loop(
+    options: Options, workload: Workload | None = None
+) -> tuple[LatencyPlan | None, LoadgenBinary | None]:
     """The open-loop trials asked for and the engine that sends them (located, with its
-    version and digest kept in the plan), or (None, None)."""
+    version and digest kept in the plan), or (None, None); a lifecycle always needs the
+    engine (it runs its producers and consumers)."""
     latency = latency_plan(options)
-    if latency is None:
+    if isinstance(workload, LifecycleWorkload):
+        if options.metric != "throughput":
+            raise BadInput(
+                f"workload {workload.name} is a task lifecycle, measured by the open-loop "
+                f"engine in tasks/s and task latency; --metric {options.metric} (callgrind) "
+                "does not run it yet: use --metric throughput"
+            )
+        engine = openloop.locate()
+        if latency is None:
+            return None, engine
+    elif latency is None:
         return None, None
-    engine = openloop.locate()
+    else:
+        engine = openloop.locate()
     return dataclasses.replace(latency, engine=engine.version, engine_sha256=engine.sha256), engine
 
 
 def _paired(
-    latency: LatencyPlan | None, settings: RunSettings, targets: list[Target]
+    latency: LatencyPlan | None, settings: RunSettings, targets: list[Target], workload: Workload
 ) -> LatencyPlan | None:
     """Open-loop trials paired in time in a duet only (every server on CPUs of its own),
     one arrival stream moving between the servers: on a shared server CPU a version's
     background work (a serverCron that stalls) delays its neighbour's requests too, and
-    the pairing hid a 2-ms stall that separate trials show (docs/latency.md)."""
+    the pairing hid a 2-ms stall that separate trials show (docs/latency.md). A lifecycle's
+    tasks are never paired: a task enqueued on one server is consumed there."""
+    if isinstance(workload, LifecycleWorkload):
+        return latency
     if latency is None or settings.pairing != "duet" or len(targets) < 2:
         return latency
     return dataclasses.replace(latency, method=LATENCY_PAIRED)
@@ -279,6 +297,13 @@ def choose_tool(requested: str | None, workload: Workload) -> str:
 
     redis-benchmark sends one command per run, so it cannot replay a mix.
     """
+    if isinstance(workload, LifecycleWorkload):
+        if requested and requested != openloop.NAME:
+            raise BadInput(
+                f"workload {workload.name} is a task lifecycle: the open-loop engine runs its "
+                f"producers and consumers, so --loadgen {requested} does not apply"
+            )
+        return openloop.NAME
     is_mix = isinstance(workload, MixWorkload)
     if requested == "redis-benchmark" and is_mix:
         raise BadInput(

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 
 import redis
 
-from regtrack.bench import latency_trial, trial
+from regtrack.bench import latency_trial, lifecycle_trial, trial
 from regtrack.bench.callgrind import protocol
 from regtrack.bench.callgrind.protocol import Callgrind
 from regtrack.bench.job import Job
+from regtrack.bench.loadgen import lifecycle
 from regtrack.bench.measuring import Measuring
 from regtrack.bench.plan import PlannedTrial, Visit, trial_count
 from regtrack.bench.runtimes.base import RunningServer
@@ -28,6 +29,7 @@ from regtrack.core.records import FunctionCost, InvalidReason, LoadSpec, Progres
 from regtrack.results.store import Store
 from regtrack.targets.versions import Target
 from regtrack.workloads import points
+from regtrack.workloads.lifecycle import LifecycleWorkload
 
 
 def preflight(
@@ -202,6 +204,8 @@ def _trial(
     or that refuses us (max clients, a stalled server timing out), makes an invalid
     trial that says why; other failures are the environment's."""
     try:
+        if isinstance(job.workload, LifecycleWorkload):
+            return _lifecycle_trial(job, server, planned, mode), None
         if mode == latency_trial.MODE:
             return _latency_trial(job, server, planned, specs), None
         if session is None:
@@ -226,6 +230,23 @@ def _latency_trial(
     assert job.latency is not None and job.engine is not None, "a plan with latency trials"
     offered = latency_trial.offered(job.latency, job.settings.seed_offset or 0, planned)
     return latency_trial.latency_trial(job.context, job.engine, server, planned, specs, offered)
+
+
+def _lifecycle_trial(
+    job: Job, server: RunningServer, planned: PlannedTrial, mode: str
+) -> TrialRecord:
+    """A lifecycle's capacity (a throughput visit) or its task latency at the point's
+    rate (a latency visit), the same arrivals for every version of a repetition."""
+    assert job.engine is not None and isinstance(job.workload, LifecycleWorkload)
+    rate, arrival = None, "poisson"
+    if mode == latency_trial.MODE:
+        assert job.latency is not None, "a plan with latency trials"
+        rate, arrival = job.latency.rate(planned.point.label), job.latency.arrival
+    seed = (job.settings.seed_offset or 0) + planned.repetition + 1
+    arrivals = lifecycle.Arrivals(rate, arrival, seed)  # type: ignore[arg-type]
+    return lifecycle_trial.lifecycle_trial(
+        job.context, job.engine, server, planned, job.workload, arrivals
+    )
 
 
 def run_visit(

@@ -11,12 +11,15 @@ refusal is the backstop.
 
 from __future__ import annotations
 
+import time
+
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.core.redis_options import QUIET_CONNECT
+from regtrack.workloads.lifecycle import LifecycleWorkload
 from regtrack.workloads.model import GetPipelineWorkload, MixWorkload, Workload
 from regtrack.workloads.points import get_keys, substitute
 
@@ -35,6 +38,9 @@ def prepare_server(client: redis.Redis, workload: Workload, loadgen: str) -> dic
     try:
         if isinstance(workload, GetPipelineWorkload):
             populate(loader, workload, loadgen)
+            return {}
+        if isinstance(workload, LifecycleWorkload):
+            lifecycle_setup(loader, workload)
             return {}
         return run_setup(loader, workload)
     finally:
@@ -119,6 +125,25 @@ def run_setup(client: redis.Redis, workload: MixWorkload) -> dict[str, str]:
             saved[step.save_as] = reply if isinstance(reply, str) else str(reply)
     settle_rehash(client, int(client.dbsize()))
     return saved
+
+
+def lifecycle_setup(client: redis.Redis, workload: LifecycleWorkload) -> None:
+    """A lifecycle's setup commands (a consumer group, say), in order; ``${now}`` is the
+    one placeholder a setup may use (workloads/lifecycle.py)."""
+    now = f"{time.time():.3f}"
+    for i, command in enumerate(workload.setup_commands()):
+        args = [a.replace("${now}", now) for a in command]
+        try:
+            client.execute_command(*args)
+        except redis.exceptions.NoPermissionError as exc:
+            raise BadInput(
+                f"workload {workload.name}: setup[{i}] {' '.join(args)[:80]} was refused "
+                f"({exc}): a workload runs as a user without administrative commands"
+            ) from None
+        except redis.ResponseError as exc:
+            raise CannotMeasure(
+                f"workload {workload.name}: setup[{i}] {' '.join(args)[:80]} failed: {exc}"
+            ) from None
 
 
 def _fill(args: list[str], n: int, payload: bytes) -> list[str | bytes]:

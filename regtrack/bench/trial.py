@@ -27,6 +27,7 @@ from regtrack.core.procs import CpuTimes, contention_pct, process_cpu_seconds
 from regtrack.core.records import InvalidReason, LoadSpec, ServerDelta, TrialRecord
 from regtrack.core.settings import RunSettings
 from regtrack.workloads import points
+from regtrack.workloads.lifecycle import LifecycleWorkload
 from regtrack.workloads.model import GetPipelineWorkload, Workload
 
 
@@ -103,6 +104,11 @@ def _reply_checks(
         return
     assert not isinstance(ctx.workload, GetPipelineWorkload)
     record.server_calls = int(delta.total_calls)
+    if isinstance(ctx.workload, LifecycleWorkload):
+        # no ratios to hold it to: a lifecycle's commands follow its tasks
+        for problem in points.error_problems(delta):
+            record.mark_invalid(problem.code, problem.detail)
+        return
     for problem in points.mix_problems(ctx.workload, delta, result.requests_per_process):
         record.mark_invalid(problem.code, problem.detail)
 

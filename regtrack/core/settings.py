@@ -121,6 +121,10 @@ class Thresholds(_Strict):
         return Thresholds(**dict.fromkeys(Thresholds.model_fields, pct))
 
     def for_metric(self, name: str) -> float:
+        """A metric's threshold; a lifecycle's metrics share their kin's: tasks/s and server
+        CPU per task throughput's, task latency open-loop latency's, commands per task
+        syscalls' (counted, nearly deterministic)."""
+        name = _KIN.get(name, name)
         if name in ("open_loop_p50", "open_loop_p99", "open_loop_p999"):
             return float(getattr(self, name))
         if name == "throughput":
@@ -130,6 +134,12 @@ class Thresholds(_Strict):
         if name == "instructions_per_op":
             return self.instructions
         return self.syscalls
+
+
+_KIN = {
+    "tasks_per_sec": "throughput", "server_cpu_per_task": "throughput",
+    "task_p50": "open_loop_p50", "task_p99": "open_loop_p99",
+}  # fmt: skip
 
 
 def one_line(error: ValidationError) -> str:

@@ -66,6 +66,10 @@ def _trial_line(record: TrialRecord) -> str:
             if record.instructions_per_op
             else "no result"
         )
+    elif record.mode in ("tasks", "task_latency") and record.ops_per_sec:
+        lat = record.latency_ms
+        tail = f", task p50 {lat['p50']:.3f} ms, p99 {lat['p99']:.3f} ms" if "p99" in lat else ""
+        rate = f"{record.ops_per_sec:,.0f} tasks/s{tail}"
     elif record.mode == "latency" and record.latency_ms.get("p99") is not None:
         lat = record.latency_ms
         rate = (

@@ -17,6 +17,8 @@ from typing import Any, Literal, Self
 from regtrack.core.errors import BadInput
 
 MODE = "latency"
+# A task lifecycle's open-loop trials: task latency from the intended enqueue time.
+TASK_LATENCY = "task_latency"
 # The loads an SLO search offers when the run names none (fractions of the capacity
 # measured first: closed loop at pipeline 1, a lower bound where the client is the limit).
 SLO_LOADS = (0.25, 0.5, 0.7, 0.85, 1.0, 1.2)

@@ -45,9 +45,16 @@ def _declared(record: type, derived: Mapping[str, str] | None = None) -> dict[st
     return fields | dict(derived or {})
 
 
-# A run's trials (LoadedRun.trials): each StoredTrial field, then the point's sort key and
-# syscalls per operation (NaN where the server counted no calls).
-TRIALS = _declared(StoredTrial, {"point_order": "int64", "syscalls_per_op": "float64"})
+# A run's trials (LoadedRun.trials): each StoredTrial field, then the point's sort key,
+# syscalls per server call (NaN where the server counted no calls), and per operation the
+# server's CPU time and its calls (a lifecycle's operations are tasks; NaN without any).
+TRIALS = _declared(
+    StoredTrial,
+    {
+        "point_order": "int64", "syscalls_per_op": "float64",
+        "server_cpu_us_per_op": "float64", "commands_per_op": "float64",
+    },
+)  # fmt: skip
 # A run's function costs (RunCosts.costs): each StoredCost field.
 COSTS = _declared(StoredCost)
 # A run's command rows (analysis/commands.py): each StoredCommand field.
@@ -66,7 +73,17 @@ def trials(rows: Sequence[StoredTrial]) -> pd.DataFrame:
     calls = frame["server_calls"].astype("float64")
     syscalls = frame["syscalls_read"].astype("float64") + frame["syscalls_write"].astype("float64")
     frame["syscalls_per_op"] = syscalls / calls.where(calls > 0)
+    requests = frame["requests"].astype("float64")
+    per = requests.where(requests > 0)
+    frame["server_cpu_us_per_op"] = np.array([_cpu_s(s) for s in frame["server_stats"]]) * 1e6 / per
+    frame["commands_per_op"] = calls / per
     return checked(frame, TRIALS, "trials")
+
+
+def _cpu_s(stats: Mapping[str, Any] | None) -> float:
+    """The server's CPU seconds around a trial (its INFO delta), NaN where not stored."""
+    value = stats.get("server_cpu_s") if stats else None
+    return float(value) if isinstance(value, int | float) else float("nan")
 
 
 def costs(rows: Sequence[StoredCost]) -> pd.DataFrame:

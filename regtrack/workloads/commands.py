@@ -68,7 +68,9 @@ KNOWN = set(SINCE) | {
     "HVALS", "ZADD", "ZREM", "ZRANGE", "ZREVRANGE", "ZRANGEBYSCORE", "ZREVRANGEBYSCORE",
     "ZCARD", "ZSCORE", "ZINCRBY", "ZCOUNT", "ZRANK", "ZREMRANGEBYSCORE", "MULTI", "EXEC",
     "DISCARD", "WATCH", "UNWATCH", "EVAL", "EVALSHA", "SCRIPT", "PUBLISH", "PING", "ECHO",
-    "WAIT", "DBSIZE", "INFO", "CONFIG", "CLIENT", "OBJECT", "MEMORY",
+    "WAIT", "DBSIZE", "INFO", "CONFIG", "CLIENT", "OBJECT", "MEMORY", "EXPIREAT",
+    "PEXPIREAT", "LPUSHX", "RPUSHX", "ZREMRANGEBYRANK", "SMOVE", "HINCRBYFLOAT", "SETRANGE",
+    "GETRANGE", "ZREVRANK", "SINTER", "SUNION", "SDIFF", "SRANDMEMBER",
 }  # fmt: skip
 
 # What a workload may not send, in a setup step or a mix: Redis's @admin category (7.x and

@@ -47,7 +47,7 @@ def load_workload(name_or_path: str, config_dir: Path | None = None, **overrides
     if model is None:
         raise BadInput(
             f"{path}: field 'kind': {data.get('kind')!r} is not a workload kind; use "
-            '"get-pipeline" or "mix" (docs/workloads.md)'
+            '"get-pipeline", "mix" or "lifecycle" (docs/workloads.md)'
         )
     try:
         return model(**data)

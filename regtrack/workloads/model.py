@@ -1,9 +1,10 @@
-"""The two kinds of workload file, validated field by field (docs/workloads.md).
+"""The three kinds of workload file, validated field by field (docs/workloads.md).
 
 ``get-pipeline``: populate keys, GET them at several pipeline depths.
 ``mix``: setup steps, then commands with ratios and key patterns, replayed per pipeline
 depth by one or more load generator processes (producers and consumers of blocking
 commands run as separate processes).
+``lifecycle``: a task queue as its library runs it (workloads/lifecycle.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from regtrack.core import limits
 from regtrack.workloads import commands
+from regtrack.workloads.lifecycle import LifecycleWorkload
 
 # Every number a workload file gives has an upper bound (core/limits.py says why): the
 # file may be a pull request's, and populate builds each value in memory.
@@ -229,11 +231,12 @@ class MixWorkload(_Strict):
         return [c for p in self.processes for c in p.commands]
 
 
-Workload = GetPipelineWorkload | MixWorkload
+Workload = GetPipelineWorkload | MixWorkload | LifecycleWorkload
 # A workload file's or stored workload's ``kind`` -> its model.
-KINDS: dict[str, type[GetPipelineWorkload] | type[MixWorkload]] = {
+KINDS: dict[str, type[GetPipelineWorkload] | type[MixWorkload] | type[LifecycleWorkload]] = {
     "get-pipeline": GetPipelineWorkload,
     "mix": MixWorkload,
+    "lifecycle": LifecycleWorkload,
 }
 
 

@@ -17,9 +17,13 @@ from regtrack.core import limits
 from regtrack.core.errors import BadInput
 from regtrack.core.records import InvalidReason, LoadSpec, MixCommand, ServerDelta, TrialReason
 from regtrack.workloads import commands
+from regtrack.workloads.lifecycle import LifecycleWorkload
 from regtrack.workloads.model import GetPipelineWorkload, MixWorkload, Workload
 
 REDIS_BENCHMARK = "redis-benchmark"
+# A lifecycle's one closed-loop point: its producers enqueue as fast as its consumers
+# finish, with at most max_queued tasks waiting (its open-loop points are rates).
+CAPACITY = "capacity"
 SCRIPT_COMMANDS = {"EVAL", "EVALSHA", "FCALL", "EVAL_RO", "EVALSHA_RO", "FCALL_RO"}
 
 
@@ -33,6 +37,13 @@ class Point:
 
 
 def points(workload: Workload) -> list[Point]:
+    if isinstance(workload, LifecycleWorkload):
+        params = {
+            "lifecycle": workload.name, "producers": workload.producers,
+            "consumers": workload.consumers, "data_size": workload.data_size,
+            "max_queued": workload.max_queued, "pipeline": 1,
+        }  # fmt: skip
+        return [Point(workload.name, CAPACITY, params)]
     base: dict[str, Any] = {
         "clients": workload.clients,
         "threads": workload.threads,
@@ -64,7 +75,10 @@ def get_keys(loadgen: str, n: int) -> Iterator[str]:
 def load_specs(
     workload: Workload, point: Point, loadgen: str, saved: dict[str, str] | None = None
 ) -> list[LoadSpec]:
-    """What each load generator process sends at this point (one per [[process]])."""
+    """What each load generator process sends at this point (one per [[process]]); a
+    lifecycle sends its own document (LifecycleWorkload.engine_document), none of these."""
+    if isinstance(workload, LifecycleWorkload):
+        return []
     depth = int(point.params["pipeline"])
     if isinstance(workload, GetPipelineWorkload):
         first = 0 if loadgen == REDIS_BENCHMARK else 1
@@ -192,6 +206,8 @@ def counted_commands(workload: Workload) -> frozenset[str]:
     (calls made inside its scripts under those names too, alike for every version)."""
     if isinstance(workload, GetPipelineWorkload):
         return frozenset({"get"})
+    if isinstance(workload, LifecycleWorkload):
+        return frozenset()
     return frozenset(n for c in workload.all_commands for n in commands.stat_names(c.args))
 
 
@@ -200,6 +216,8 @@ def saturates(workload: Workload) -> bool:
     unless a mix has blocking commands (BRPOP, XREADGROUP BLOCK), which wait by design."""
     if isinstance(workload, GetPipelineWorkload):
         return True
+    if isinstance(workload, LifecycleWorkload):
+        return False  # consumers block and wait on round trips by design
     return not any(commands.blocks(c.args) for c in workload.all_commands)
 
 

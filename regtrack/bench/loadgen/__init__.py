@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from regtrack.bench.loadgen import builtin, memtier, redis_benchmark
+from regtrack.bench.loadgen import builtin, memtier, openloop, redis_benchmark
 from regtrack.bench.loadgen.base import Aim, LoadgenBinary, LoadgenResult
 from regtrack.core.errors import BadInput
 from regtrack.core.records import LoadSpec
@@ -25,6 +25,10 @@ def locate(tool: str, path: str | None = None, built: list[str] | None = None) -
         return builtin.locate()
     if tool == "memtier":
         return memtier.locate(path)
+    if tool == openloop.NAME:  # a lifecycle's producers and consumers
+        if path:
+            raise BadInput("--loadgen-bin does not apply to a task lifecycle (the engine runs it)")
+        return openloop.locate()
     return redis_benchmark.locate(path, built)
 
 

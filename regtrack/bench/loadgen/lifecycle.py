@@ -1,0 +1,162 @@
+"""regtrack-openloop's lifecycle mode: a task queue's producers and consumers against one
+server (engine/README.md, "lifecycle mode").
+
+Producers enqueue at a stated rate (open loop: each task timed from its intended enqueue
+time) or, with no rate, as fast as the consumers finish with at most ``max_queued`` tasks
+waiting (capacity). Consumers block on their dequeue command and carry each task's id and
+handle into the steps that follow. This adapter writes the workload's lifecycle document,
+runs the engine pinned, and reads its one JSON report into a typed record.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import pydantic
+
+from regtrack.bench.loadgen.base import Aim, LoadgenBinary, LoadgenResult, result_of, run_tool
+from regtrack.bench.loadgen.openloop import NAME, EngineCpu, Lag, Stalls
+from regtrack.bench.runtimes.native import taskset_path
+from regtrack.core.cpus import format_cpu_list
+
+# The first engine with the lifecycle mode.
+SINCE = "0.4.0"
+# Seconds the consumers get after the last enqueue to finish the measured tasks.
+DRAIN_S = 5.0
+
+
+class _Strict(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(frozen=True, extra="ignore")
+
+
+class TaskLatency(_Strict):
+    """Enqueue (its intended time) to the reply of the consumer's last step, in µs."""
+
+    p50: float
+    p90: float = 0.0
+    p95: float = 0.0
+    p99: float
+    p999: float
+    max: float
+    mean: float
+    count: int
+
+
+class LifecycleReport(_Strict):
+    """What one lifecycle run printed (engine/src/lifecycle_report.rs)."""
+
+    version: str
+    mode: Literal["lifecycle"]
+    rate: float | None = None
+    arrival: str = ""
+    duration_s: float
+    enqueued: int
+    completed: int
+    tasks_per_sec: float
+    enqueue_per_sec: float = 0.0
+    latency_us: TaskLatency
+    hdr_unit: str = "ns"
+    hdr: str = ""
+    commands_per_task: float = 0.0
+    round_trips_per_task: float = 0.0
+    empty_dequeues: int = 0
+    foreign: int = 0
+    left: int = 0
+    errors: dict[str, int] = {}
+    error_commands: dict[str, int] = {}
+    lag_us: Lag | None = None
+    behind: bool = False
+    behind_reasons: list[str] = []
+    cpu: EngineCpu
+    stalls: Stalls = Stalls()
+    tainted: int = 0
+
+    @property
+    def latency_ms(self) -> dict[str, float]:
+        lat = self.latency_us
+        return {
+            "p50": lat.p50 / 1e3,
+            "p95": lat.p95 / 1e3,
+            "p99": lat.p99 / 1e3,
+            "p999": lat.p999 / 1e3,
+            "max": lat.max / 1e3,
+            "avg": lat.mean / 1e3,
+        }
+
+
+@dataclass(frozen=True)
+class Arrivals:
+    """Tasks per second offered by the producers (None: as fast as the queue allows),
+    evenly spaced or Poisson, drawn from ``seed`` (the same for every version)."""
+
+    rate: float | None
+    arrival: Literal["poisson", "constant"] = "poisson"
+    seed: int = 1
+
+
+@dataclass
+class LifecycleResult(LoadgenResult):
+    """A LoadgenResult with the engine's lifecycle report (None when it printed none)."""
+
+    report: LifecycleReport | None = None
+
+
+def argv(
+    binary: LoadgenBinary, aim: Aim, arrivals: Arrivals, document: Path, seconds: float,
+    warmup: float,
+) -> list[str]:  # fmt: skip
+    """The engine's command line, pinned to the client CPUs."""
+    command = [
+        taskset_path(), "-c", format_cpu_list(aim.cpus), binary.path,
+        "--lifecycle", str(document), "--host", aim.host, "--port", str(aim.port),
+        "--arrival", arrivals.arrival, "--seed", str(arrivals.seed),
+        "--duration", repr(float(seconds)), "--warmup", repr(float(warmup)),
+        "--drain", repr(DRAIN_S),
+    ]  # fmt: skip
+    if arrivals.rate is not None:
+        command += ["--rate", repr(float(arrivals.rate))]
+    return command
+
+
+def run(
+    binary: LoadgenBinary,
+    aim: Aim,
+    document: dict[str, Any],
+    arrivals: Arrivals,
+    *,
+    seconds: float,
+    warmup: float,
+    timeout: float,
+) -> LifecycleResult:
+    """Run the engine's lifecycle mode once; ``problem`` says why its figures cannot be
+    used, if they cannot (the server lost, a refused document, an unreadable report)."""
+    with tempfile.TemporaryDirectory(prefix="regtrack-lifecycle-") as tmp:
+        path = Path(tmp) / "lifecycle.json"
+        path.write_text(json.dumps(document))
+        command = argv(binary, aim, arrivals, path, seconds, warmup)
+        done = run_tool(NAME, command, timeout, aim)
+    stderr = str(done.stderr).strip()
+    base = result_of(done, command, 0, stderr)
+    result = LifecycleResult(**{f: getattr(base, f) for f in base.__dataclass_fields__})
+    problem = done.problem
+    if problem is None and done.exit_code != 0:
+        line = stderr.splitlines()[-1] if stderr else "no message"
+        problem = f"{NAME} exited with code {done.exit_code}: {line}"
+    if problem is None:
+        try:
+            report = LifecycleReport.model_validate_json(done.stdout)
+        except pydantic.ValidationError as exc:
+            problem = f"{NAME} printed no lifecycle report ({exc.error_count()} errors)"
+        else:
+            result.report = report
+            result.requests = report.completed
+            result.ops_per_sec = report.tasks_per_sec
+            result.latency_ms = report.latency_ms
+            if report.completed == 0:
+                problem = f"{NAME} completed no tasks"
+    result.problem = problem
+    return result
