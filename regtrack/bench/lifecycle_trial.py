@@ -96,7 +96,10 @@ def from_report(
     record.client_cpu_pct = 100.0 * report.cpu.busy_fraction
     record.ops_per_sec = report.tasks_per_sec
     record.requests = report.completed
-    record.latency_ms = report.latency_ms if report.latency_us.count else {}
+    # Task latency at a stated rate only: at capacity it is the queue's backlog (producers
+    # keep max_queued tasks waiting), not what a task feels at a team's load.
+    has_rate = report.rate is not None and report.latency_us.count > 0
+    record.latency_ms = report.latency_ms if has_rate else {}
     if report.rate is not None:
         lag = report.lag_us
         record.open_loop = OpenLoopFacts(

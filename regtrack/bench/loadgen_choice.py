@@ -38,6 +38,7 @@ from regtrack.core.records import InvalidReason
 from regtrack.core.settings import RunSettings
 from regtrack.plan.records import LoadgenChoice, LoadgenProbe
 from regtrack.workloads import points
+from regtrack.workloads.driver import DriverWorkload
 from regtrack.workloads.lifecycle import LifecycleWorkload
 from regtrack.workloads.model import GetPipelineWorkload
 
@@ -68,6 +69,8 @@ def pending(requested: str | None, binary: str | None, workload: Any, metric: st
 
 def unprobed(requested: str | None, binary: str | None, workload: Any, tool: str) -> LoadgenChoice:
     """The choice without a probe: asked for, a mix, or memtier absent."""
+    if isinstance(workload, DriverWorkload):
+        return LoadgenChoice(tool, "--driver: the user's own program")
     if requested or binary:
         return LoadgenChoice(tool, "--loadgen" if requested else "--loadgen-bin")
     if isinstance(workload, LifecycleWorkload):

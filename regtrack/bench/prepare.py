@@ -30,11 +30,14 @@ from regtrack.plan.latency_plan import SLO_LOADS, LatencyPlan, Slo, parse_values
 from regtrack.targets import build, images, make_flags, versions
 from regtrack.targets.versions import Target
 from regtrack.workloads import points, server_config
+from regtrack.workloads.driver import DriverWorkload
 from regtrack.workloads.files import load_workload
 from regtrack.workloads.lifecycle import LifecycleWorkload
 from regtrack.workloads.model import MixWorkload, Workload
 
 MEMORY_RE = re.compile(r"^[1-9][0-9]*[bkmgBKMG]?$")
+# A lifecycle run's task latency, when no rate is given: at half its measured capacity.
+LIFECYCLE_LOAD = "0.5"
 
 
 def with_server_settings(
@@ -179,13 +182,7 @@ def prepare_job(
 ) -> Job:
     """Validate, resolve and build; returns a Job ready to execute."""
     settings = _settings(options)
-    workload = load_workload(
-        options.workload,
-        pipelines=options.pipelines,
-        keys=options.keys,
-        data_size=options.data_size,
-        clients=options.clients,
-    )
+    workload, options = _workload(options)
     duet, cpus, side = _cpus(specs, settings, options)
     workload = with_server_settings(workload, options.server_config, side, options.metric)
     flags = make_flags.parse_build_flags(options.build_flags)
@@ -231,6 +228,47 @@ def prepare_job(
         latency=_paired(latency, settings, targets, workload),
         engine=engine,
     )
+
+
+def _workload(options: Options) -> tuple[Workload, Options]:
+    """The workload file with the options' overrides, and the options as it reads them: a
+    task lifecycle is measured in tasks (``both``, ci's default, is its throughput: its
+    instructions per task are not counted yet), and at half its capacity when no rate is
+    given, so every run shows task latency at a stated load."""
+    if options.driver is not None:
+        return _driver(options)
+    workload = load_workload(
+        options.workload,
+        pipelines=options.pipelines,
+        keys=options.keys,
+        data_size=options.data_size,
+        clients=options.clients,
+    )
+    if not isinstance(workload, LifecycleWorkload):
+        return workload, options
+    if options.metric == "both":
+        options = dataclasses.replace(options, metric="throughput")
+    if options.rate is None and not (options.load or options.latency_load or options.slo):
+        options = dataclasses.replace(options, load=LIFECYCLE_LOAD)
+    return workload, options
+
+
+def _driver(options: Options) -> tuple[Workload, Options]:
+    """--driver: the user's program as the workload; it runs at its own pace, so no
+    open-loop rate and no load generator of regtrack's apply (its first word is the
+    program regtrack fingerprints)."""
+    try:
+        workload = DriverWorkload.from_text(options.driver or "")
+    except ValueError as exc:
+        raise BadInput(f"--driver {str(options.driver)[:60]!r}: {exc}") from None
+    for name in ("rate", "load", "slo", "latency_load", "loadgen", "loadgen_bin"):
+        if getattr(options, name) is not None:
+            flag = "--" + name.replace("_", "-")
+            raise BadInput(f"{flag} does not apply to --driver: your program sets its own load")
+    if options.metric == "instructions":
+        raise BadInput("--driver runs with --metric throughput (its instructions are not counted)")
+    metric = "throughput"
+    return workload, dataclasses.replace(options, metric=metric, loadgen_bin=workload.command[0])
 
 
 def open_loop(
@@ -297,6 +335,8 @@ def choose_tool(requested: str | None, workload: Workload) -> str:
 
     redis-benchmark sends one command per run, so it cannot replay a mix.
     """
+    if isinstance(workload, DriverWorkload):
+        return "driver"
     if isinstance(workload, LifecycleWorkload):
         if requested and requested != openloop.NAME:
             raise BadInput(

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import redis
 
-from regtrack.bench import latency_trial, lifecycle_trial, trial
+from regtrack.bench import driver_trial, latency_trial, lifecycle_trial, trial
 from regtrack.bench.callgrind import protocol
 from regtrack.bench.callgrind.protocol import Callgrind
 from regtrack.bench.job import Job
@@ -29,6 +29,7 @@ from regtrack.core.records import FunctionCost, InvalidReason, LoadSpec, Progres
 from regtrack.results.store import Store
 from regtrack.targets.versions import Target
 from regtrack.workloads import points
+from regtrack.workloads.driver import DriverWorkload
 from regtrack.workloads.lifecycle import LifecycleWorkload
 
 
@@ -206,6 +207,10 @@ def _trial(
     try:
         if isinstance(job.workload, LifecycleWorkload):
             return _lifecycle_trial(job, server, planned, mode), None
+        if isinstance(job.workload, DriverWorkload):
+            return driver_trial.driver_trial(
+                job.context, job.loadgen, server, planned, job.workload
+            ), None
         if mode == latency_trial.MODE:
             return _latency_trial(job, server, planned, specs), None
         if session is None:

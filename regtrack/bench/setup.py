@@ -19,6 +19,7 @@ from redis.retry import Retry
 
 from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.core.redis_options import QUIET_CONNECT
+from regtrack.workloads.driver import DriverWorkload
 from regtrack.workloads.lifecycle import LifecycleWorkload
 from regtrack.workloads.model import GetPipelineWorkload, MixWorkload, Workload
 from regtrack.workloads.points import get_keys, substitute
@@ -42,6 +43,8 @@ def prepare_server(client: redis.Redis, workload: Workload, loadgen: str) -> dic
         if isinstance(workload, LifecycleWorkload):
             lifecycle_setup(loader, workload)
             return {}
+        if isinstance(workload, DriverWorkload):
+            return {}  # the user's program sets up what it needs
         return run_setup(loader, workload)
     finally:
         loader.close()

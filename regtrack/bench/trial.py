@@ -27,6 +27,7 @@ from regtrack.core.procs import CpuTimes, contention_pct, process_cpu_seconds
 from regtrack.core.records import InvalidReason, LoadSpec, ServerDelta, TrialRecord
 from regtrack.core.settings import RunSettings
 from regtrack.workloads import points
+from regtrack.workloads.driver import DriverWorkload
 from regtrack.workloads.lifecycle import LifecycleWorkload
 from regtrack.workloads.model import GetPipelineWorkload, Workload
 
@@ -104,6 +105,8 @@ def _reply_checks(
         return
     assert not isinstance(ctx.workload, GetPipelineWorkload)
     record.server_calls = int(delta.total_calls)
+    if isinstance(ctx.workload, DriverWorkload):
+        return  # a user's library may answer errors by design (BUSYGROUP): kept, not judged
     if isinstance(ctx.workload, LifecycleWorkload):
         # no ratios to hold it to: a lifecycle's commands follow its tasks
         for problem in points.error_problems(delta):

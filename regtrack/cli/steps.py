@@ -62,7 +62,18 @@ def prepare(specs: list[versions.VersionSpec], options: Options) -> Job:
         err.print(f"regtrack: skipped {what}: {skipped.reason}")
     if job.loadgen.name == "builtin" and job.metric != "instructions":
         err.print(f"regtrack: note: {THROUGHPUT_CAVEAT}")
-    if not points.saturates(job.workload):
+    if job.workload.kind == "driver":
+        err.print(
+            "regtrack: note: your --driver program sets the pace: its tasks/s is its own, "
+            "and the server's work per task is what to compare"
+        )
+    elif job.workload.kind == "lifecycle":
+        err.print(
+            f"regtrack: note: {job.workload.name} is a task lifecycle: capacity is tasks/s at "
+            f"{job.workload.consumers} consumers (not necessarily the server's limit); task "
+            "latency is measured open loop at the stated rates"
+        )
+    elif not points.saturates(job.workload):
         err.print(
             f"regtrack: note: {job.workload.name} has blocking commands, which wait by "
             "design: its trials are exempt from the server-bound check, and its throughput "

@@ -89,6 +89,17 @@ def load_generator(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     return allowed(BASIC, BASIC_PREFIXES, environ)
 
 
+# A user's own producer/worker program (--driver): where its language finds its packages.
+DRIVER = ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "GEM_HOME", "GEM_PATH", "BUNDLE_GEMFILE",
+          "NODE_PATH", "GOPATH", "CLASSPATH")  # fmt: skip
+
+
+def driver(url: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A user's --driver program: the basics, its language's package paths, and the
+    server's address in REDIS_URL (no credential of regtrack's: the load user needs none)."""
+    return {**allowed((*BASIC, *DRIVER), BASIC_PREFIXES, environ), "REDIS_URL": url}
+
+
 def build(
     make_variables: Iterable[str], environ: Mapping[str, str] | None = None
 ) -> dict[str, str]:

@@ -321,6 +321,15 @@ class Options:
         envvar="REGTRACK_DB",
         unset=str(DEFAULT_DB),  # RunSettings.database's default
     )
+    driver: str | None = option(
+        None,
+        "Run your own producer/worker program against each version instead of a workload, "
+        "e.g. 'python worker.py --tasks 2000' (no shell; the server's address in REDIS_URL; "
+        "tasks and their latencies from its JSON lines: docs/drivers.md).",
+        "workload",
+        commands=RUN_CI,
+        metavar="CMD",
+    )
 
 
 def specs() -> dict[str, Spec]:

@@ -196,10 +196,19 @@ def sequential_rule(
             "even number, so the order A B / B A stays balanced"
         )
     return BlockRule(
-        needed=lambda store, run_id: gate.undecided_modes(comparison(store, run_id)),
+        needed=lambda store, run_id: _measured(
+            job, gate.undecided_modes(comparison(store, run_id))
+        ),
         budget_s=parse_duration(budget, "--budget"),
         max_repetitions=max_repetitions,
     )
+
+
+def _measured(job: Job, modes: tuple[str, ...]) -> tuple[str, ...]:
+    """The plan's visit kinds among ``modes``; all of them where a metric's visit is not
+    the plan's (a --driver program's task latency comes from its one kind of trial)."""
+    known = tuple(m for m in modes if m in job.modes)
+    return known if known or not modes else job.modes
 
 
 def extend(

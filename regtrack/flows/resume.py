@@ -23,6 +23,7 @@ from regtrack.core.errors import BadInput
 from regtrack.results.store import Store
 from regtrack.targets import engine_images
 from regtrack.targets.versions import Target
+from regtrack.workloads.driver import DriverWorkload
 from regtrack.workloads.lifecycle import LifecycleWorkload
 
 RESUMABLE = ("interrupted", "failed", "incomplete", "running")
@@ -78,6 +79,11 @@ def load_job(store: Store, run_id: int, extending: bool = False) -> Job:
     _check_status(run_id, run.status, extending)
     plan = run.plan
     client = docker_engine.engine() if plan.runtime == "docker" else None
+    if isinstance(plan.workload, DriverWorkload):
+        raise _refuse(
+            run_id, "it ran a --driver program, and resuming would run a command read from the "
+            "database; run it again with --driver",
+        )  # fmt: skip
     lifecycle = isinstance(plan.workload, LifecycleWorkload)  # its loadgen is the engine
     engine = openloop.locate() if plan.latency or lifecycle else None
     job = Job.from_config(plan, LoadgenBinary(**run.loadgen.shown()), client, engine)

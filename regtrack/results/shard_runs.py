@@ -20,7 +20,7 @@ MAX_REPETITIONS = 10_000
 MAX_TARGETS = 500
 MAX_PIPELINES = 1_000
 MAX_TRIALS = 100_000_000  # a plan's trials, as a run stores their count
-WORKLOAD_KINDS = ("get-pipeline", "mix")
+WORKLOAD_KINDS = ("get-pipeline", "mix", "lifecycle")
 METRICS = ("throughput", "instructions", "both")
 
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from regtrack.core import limits
 from regtrack.workloads import commands
+from regtrack.workloads.driver import DriverWorkload
 from regtrack.workloads.lifecycle import LifecycleWorkload
 
 # Every number a workload file gives has an upper bound (core/limits.py says why): the
@@ -231,8 +232,8 @@ class MixWorkload(_Strict):
         return [c for p in self.processes for c in p.commands]
 
 
-Workload = GetPipelineWorkload | MixWorkload | LifecycleWorkload
-# A workload file's or stored workload's ``kind`` -> its model.
+Workload = GetPipelineWorkload | MixWorkload | LifecycleWorkload | DriverWorkload
+# A workload file's ``kind`` -> its model (a driver comes from --driver, never a file).
 KINDS: dict[str, type[GetPipelineWorkload] | type[MixWorkload] | type[LifecycleWorkload]] = {
     "get-pipeline": GetPipelineWorkload,
     "mix": MixWorkload,
@@ -242,4 +243,6 @@ KINDS: dict[str, type[GetPipelineWorkload] | type[MixWorkload] | type[LifecycleW
 
 def stored(data: Mapping[str, Any]) -> Workload:
     """The workload a run stored (``model_dump()``), as it was."""
+    if data["kind"] == "driver":
+        return DriverWorkload(**data)
     return KINDS[data["kind"]](**data)

@@ -17,6 +17,7 @@ from regtrack.core import limits
 from regtrack.core.errors import BadInput
 from regtrack.core.records import InvalidReason, LoadSpec, MixCommand, ServerDelta, TrialReason
 from regtrack.workloads import commands
+from regtrack.workloads.driver import DriverWorkload
 from regtrack.workloads.lifecycle import LifecycleWorkload
 from regtrack.workloads.model import GetPipelineWorkload, MixWorkload, Workload
 
@@ -37,6 +38,8 @@ class Point:
 
 
 def points(workload: Workload) -> list[Point]:
+    if isinstance(workload, DriverWorkload):
+        return [Point(workload.name, "program", {"driver": workload.command[0], "pipeline": 1})]
     if isinstance(workload, LifecycleWorkload):
         params = {
             "lifecycle": workload.name, "producers": workload.producers,
@@ -77,7 +80,7 @@ def load_specs(
 ) -> list[LoadSpec]:
     """What each load generator process sends at this point (one per [[process]]); a
     lifecycle sends its own document (LifecycleWorkload.engine_document), none of these."""
-    if isinstance(workload, LifecycleWorkload):
+    if isinstance(workload, LifecycleWorkload | DriverWorkload):
         return []
     depth = int(point.params["pipeline"])
     if isinstance(workload, GetPipelineWorkload):
@@ -206,7 +209,7 @@ def counted_commands(workload: Workload) -> frozenset[str]:
     (calls made inside its scripts under those names too, alike for every version)."""
     if isinstance(workload, GetPipelineWorkload):
         return frozenset({"get"})
-    if isinstance(workload, LifecycleWorkload):
+    if isinstance(workload, LifecycleWorkload | DriverWorkload):
         return frozenset()
     return frozenset(n for c in workload.all_commands for n in commands.stat_names(c.args))
 
@@ -216,7 +219,7 @@ def saturates(workload: Workload) -> bool:
     unless a mix has blocking commands (BRPOP, XREADGROUP BLOCK), which wait by design."""
     if isinstance(workload, GetPipelineWorkload):
         return True
-    if isinstance(workload, LifecycleWorkload):
+    if isinstance(workload, LifecycleWorkload | DriverWorkload):
         return False  # consumers block and wait on round trips by design
     return not any(commands.blocks(c.args) for c in workload.all_commands)
 

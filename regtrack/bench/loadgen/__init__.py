@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from regtrack.bench.loadgen import builtin, memtier, openloop, redis_benchmark
+from regtrack.bench.loadgen import builtin, driver, memtier, openloop, redis_benchmark
 from regtrack.bench.loadgen.base import Aim, LoadgenBinary, LoadgenResult
 from regtrack.core.errors import BadInput
 from regtrack.core.records import LoadSpec
@@ -25,6 +25,9 @@ def locate(tool: str, path: str | None = None, built: list[str] | None = None) -
         return builtin.locate()
     if tool == "memtier":
         return memtier.locate(path)
+    if tool == driver.NAME:  # a user's own program: --driver's first word, as the path
+        assert path is not None, "a driver's program"
+        return driver.locate([path])
     if tool == openloop.NAME:  # a lifecycle's producers and consumers
         if path:
             raise BadInput("--loadgen-bin does not apply to a task lifecycle (the engine runs it)")

@@ -137,6 +137,7 @@ def run_tool(
     timeout: float,
     aim: Aim,
     read_stderr: Callable[[IO[bytes]], Any] = _text,
+    env: dict[str, str] | None = None,
 ) -> ToolRun:
     """Run one load generator process to its end, for every tool alike.
 
@@ -144,11 +145,13 @@ def run_tool(
     early (and the reason kept) if the server dies, and stopped for sure if regtrack is
     interrupted meanwhile. Its CPU time and the server's are sampled while it runs, so
     that their busy shares can be taken over its measured window (procs.busiest_window).
+    ``env``: a user's --driver program's (child_env.driver), else a load generator's.
     """
     samples: list[tuple[float, float | None, float | None]] = []
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.monotonic()
-        proc = procs.spawn(command, stdout=out, stderr=err, env=child_env.load_generator())
+        env = child_env.load_generator() if env is None else env
+        proc = procs.spawn(command, stdout=out, stderr=err, env=env)
 
         def sample() -> None:
             server = procs.process_cpu_seconds(aim.server_pid) if aim.server_pid else None
