@@ -14,6 +14,9 @@ Runs real gates, one after another, each a fresh `regtrack ci` at its default se
   pause  an event loop that stalls: serverCron busy-waits --pause-us (2 ms) each of its
          10 runs a second; with `-- --latency-load 0.5` the p99 gate must report a
          regression while throughput and instructions say no change
+  pop    a list queue's consumer command made slower: BRPOP spins --pop-spins loop
+         iterations when it finds a task; with `-- --workload celery` the lifecycle's
+         capacity or server CPU per task must report a regression
   stall3 the same with --stall3-lines (and --stall-mib, --stall-every: only every Nth
          GET), chosen to cost about 3% of throughput on the host; or, with
          --stall3-delay TICKS, a timed delay (a spin on the time-stamp counter: time, not
@@ -51,6 +54,7 @@ sys.path.insert(0, str(ROOT))
 from tests.slowdown import (  # noqa: E402
     make_delay_branch,
     make_pause_branch,
+    make_pop_branch,
     make_slow_branch,
     make_stall_branch,
 )
@@ -65,6 +69,7 @@ EXPECTED = {
     "stall": "regression",
     "stall3": "regression",
     "pause": "regression",
+    "pop": "regression",
 }
 
 
@@ -176,6 +181,7 @@ def main() -> None:
     parser.add_argument("--stall-every", type=int, default=1, help="stall every Nth GET only")
     parser.add_argument("--stall3-delay", type=int, help="stall3: a delay of TICKS instead")
     parser.add_argument("--pause-us", type=int, default=2000, help="pause: serverCron's wait")
+    parser.add_argument("--pop-spins", type=int, default=3000, help="pop: spins per BRPOP")
     parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
     parser.add_argument("--summary-only", action="store_true")
     parser.add_argument("extra", nargs="*", help="more regtrack ci options, after --")
@@ -188,6 +194,8 @@ def main() -> None:
         candidate = args.base
         if args.kind == "pause":
             candidate = make_pause_branch(Path(args.source_repo), slow, args.base, args.pause_us)
+        elif args.kind == "pop":
+            candidate = make_pop_branch(Path(args.source_repo), slow, args.base, args.pop_spins)
         elif args.kind == "stall3" and args.stall3_delay:
             candidate = make_delay_branch(
                 Path(args.source_repo), slow, args.base, args.stall3_delay

@@ -139,6 +139,21 @@ def make_pause_branch(source: Path, dest: Path, base: str, pause_us: int) -> str
     )  # fmt: skip
 
 
+def make_pop_branch(source: Path, dest: Path, base: str, spins: int) -> str:
+    """A clone of ``source`` with branch ``pop-<spins>`` = ``base`` + the busy loop at the
+    start of brpopCommand: a consumer's BRPOP that finds a task costs more (a list queue's
+    consumer command made slower, as a Celery or Sidekiq worker sends it)."""
+    loop = (
+        f"    for (volatile unsigned regtrack_spin = 0; regtrack_spin < {spins}; "
+        "regtrack_spin++);\n"
+    )
+    return _patched_branch(
+        source, dest, base, f"pop-{spins}", "", loop,
+        f"BRPOP: {spins} wasted loop iterations (regtrack test)",
+        file="t_list.c", function=r"void brpopCommand\(client \*c\) \{\n",
+    )  # fmt: skip
+
+
 def _patched_branch(
     source: Path, dest: Path, base: str, branch: str, before: str, body: str, subject: str,
     file: str = "t_string.c", function: str = r"int getGenericCommand\(client \*c\) \{\n",

@@ -4,6 +4,7 @@ servers are in test_lifecycle_engine.py and test_lifecycle_real.py)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,17 @@ commands = [
   ["EVALSHA", "${sha:done}", "1", "result:${task}", "${payload}"], ["LREM", "active", "1", "${id}"],
 ]
 """  # fmt: skip
+
+
+LIFECYCLE_PRESETS = ["celery", "rq", "taskiq", "arq", "dramatiq"]
+
+
+@pytest.mark.parametrize("name", LIFECYCLE_PRESETS)
+def test_lifecycle_presets_load_and_name_the_library_version_they_follow(name):
+    workload = load_workload(name)
+    assert isinstance(workload, LifecycleWorkload)
+    assert re.search(r"\b\d+\.\d+\.\d+\b", workload.follows), workload.follows
+    assert workload.approximations.strip() and workload.description
 
 
 def _write(tmp_path: Path, text: str) -> Path:
