@@ -131,9 +131,10 @@ def list_queue(**changes) -> dict:
 def test_a_list_queue_at_a_fixed_rate(engine, tmp_path, redis_server):
     """1000 tasks/s for 2 s: each pushed once, popped once, its result written once under
     its own id, and the queue empty at the end."""
+    hgrm = tmp_path / "tasks.hgrm"
     with server(redis_server, tmp_path) as (port, client):
-        report = run(engine, tmp_path, list_queue(), port, "--rate", "1000",
-                     "--duration", "2", "--warmup", "0", "--seed", "5", *BEHIND)  # fmt: skip
+        report = run(engine, tmp_path, list_queue(), port, "--rate", "1000", "--duration",
+                     "2", "--warmup", "0", "--seed", "5", "--hgrm", str(hgrm), *BEHIND)  # fmt: skip
         pushed, popped, results = (calls(client, c) for c in ("lpush", "brpop", "setex"))
         left_in_queue = client.llen("celery")
         keys = list(client.scan_iter("celery-task-meta-*", count=1000))
@@ -160,6 +161,8 @@ def test_a_list_queue_at_a_fixed_rate(engine, tmp_path, redis_server):
     assert latency["p99"] <= latency["p999"] <= latency["max"]
     assert set(report["lag_us"]) == {"p50", "p99", "max"}
     assert report["hdr"] and 0 < report["engine_cpu_pct"] < 100
+    rows = [r.split() for r in hgrm.read_text().splitlines() if r.strip()[:1].isdigit()]
+    assert int(rows[-1][2]) == latency["count"]  # the .hgrm of the task latencies
 
 
 @pytest.mark.parametrize("ack", ["process", "batch"])
