@@ -44,6 +44,7 @@ pub struct Measured {
     pub round_trips: u64,
     pub dequeues: u64,
     pub empty_dequeues: u64,
+    /// Task ids found that were not outstanding, over the whole run.
     pub foreign: u64,
     pub cpu: CpuWindow,
     pub stalls: Summary,
@@ -362,9 +363,8 @@ impl<'a> Loop<'a> {
                 for f in found {
                     let ours = reply::counter_of(&f.task, self.seed)
                         .and_then(|n| self.outstanding.remove(&n));
-                    if ours.is_none() && now >= self.w.measure_from {
-                        self.m.foreign += 1;
-                    }
+                    // over the whole run: leftovers of an earlier run come first
+                    self.m.foreign += u64::from(ours.is_none());
                     taken.push(Taken {
                         task: TaskRef {
                             task: f.task,
