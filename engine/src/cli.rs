@@ -6,7 +6,14 @@ pub const USAGE: &str = "usage: regtrack-openloop --spec FILE --rate R [--host H
 [--port P [--port P2 ...] [--switch-ms W]] [--connections N (per server)] \
 [--arrival constant|poisson] [--duration S] [--warmup S] [--seed K] [--pipeline K] \
 [--max-in-flight M (per connection)] [--drain S] [--behind-lag-us U] [--stall-us U] \
-[--hgrm FILE (one port)]";
+[--hgrm FILE (one port)] | regtrack-openloop --lifecycle FILE [--host H] [--port P] \
+[--rate R (tasks/s; none or 0: capacity)] [--arrival constant|poisson] [--duration S] \
+[--warmup S] [--seed K] [--drain S] [--behind-lag-us U] [--stall-us U] [--hgrm FILE]";
+
+/// The default --drain of each mode: replies still outstanding (latency), tasks still
+/// in the queues (lifecycle).
+const DRAIN_S: f64 = 2.0;
+const LIFECYCLE_DRAIN_S: f64 = 5.0;
 
 /// The port when no --port is given.
 pub const DEFAULT_PORT: u16 = 6379;
@@ -27,6 +34,8 @@ pub struct Options {
     pub seed: u64,
     pub pipeline: u32,
     pub spec: String,
+    /// The task lifecycle file (lifecycle mode; exclusive with `spec`).
+    pub lifecycle: Option<String>,
     pub hgrm: Option<String>,
     /// Requests outstanding on one connection before the next due ones wait (sent late,
     /// still timed from their intended time).
@@ -40,7 +49,8 @@ pub struct Options {
     pub stall_us: f64,
 }
 
-/// What the command line asks for.
+/// What the command line asks for (made once: the size of `Run` does not matter).
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     Version,
     Help,
@@ -86,9 +96,10 @@ fn defaults() -> Options {
         seed: 1,
         pipeline: 1,
         spec: String::new(),
+        lifecycle: None,
         hgrm: None,
         max_in_flight: 100_000,
-        drain_s: 2.0,
+        drain_s: 0.0, // the mode's default, below
         behind_lag_us: 1000.0,
         stall_us: 200.0,
     }
@@ -100,7 +111,12 @@ fn set(o: &mut Options, name: &str, text: &str) -> Result<(), String> {
         "port" => o.ports.push(at_least_one(name, text)?),
         "switch-ms" => o.switch_ms = positive(name, text)?,
         "connections" => o.connections = at_least_one(name, text)?,
-        "rate" => o.rate = positive(name, text)?,
+        "rate" => {
+            o.rate = value(name, text)?;
+            if !(o.rate.is_finite() && o.rate >= 0.0) {
+                return Err(format!("--{name}: {text} must be a number above 0"));
+            }
+        }
         "arrival" => {
             o.arrival = match text {
                 "constant" => Arrival::Constant,
@@ -118,6 +134,7 @@ fn set(o: &mut Options, name: &str, text: &str) -> Result<(), String> {
         "seed" => o.seed = value(name, text)?,
         "pipeline" => o.pipeline = at_least_one(name, text)?,
         "spec" => o.spec = text.to_string(),
+        "lifecycle" => o.lifecycle = Some(text.to_string()),
         "hgrm" => o.hgrm = Some(text.to_string()),
         "max-in-flight" => o.max_in_flight = at_least_one(name, text)?,
         "drain" => o.drain_s = positive(name, text)?,
@@ -142,6 +159,7 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
         return Ok(Command::Help);
     }
     let mut o = defaults();
+    let mut given: Vec<String> = Vec::new();
     let mut i = 0;
     while i < args.len() {
         let arg = &args[i];
@@ -159,14 +177,21 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
             }
         };
         set(&mut o, &name, &text)?;
+        given.push(name);
         i += 1;
+    }
+    if o.lifecycle.is_some() {
+        return lifecycle(o, &given);
+    }
+    if o.drain_s == 0.0 {
+        o.drain_s = DRAIN_S;
     }
     if o.spec.is_empty() {
         return Err(format!("--spec FILE is required ({USAGE})"));
     }
     if o.rate == 0.0 {
         return Err(format!(
-            "--rate R (requests per second) is required ({USAGE})"
+            "--rate R (requests per second, above 0) is required ({USAGE})"
         ));
     }
     if o.ports.is_empty() {
@@ -178,6 +203,35 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
              hdr of its report in the JSON",
             o.ports.len()
         ));
+    }
+    Ok(Command::Run(o))
+}
+
+/// Lifecycle mode: one server, producers and consumers from the file; --rate optional (none
+/// or 0: capacity). Options of the latency mode that mean nothing here are refused.
+fn lifecycle(mut o: Options, given: &[String]) -> Result<Command, String> {
+    if !o.spec.is_empty() {
+        return Err("--spec and --lifecycle are exclusive: give one".to_string());
+    }
+    for name in ["pipeline", "switch-ms", "connections", "max-in-flight"] {
+        if given.iter().any(|g| g == name) {
+            return Err(format!(
+                "--{name} does not apply to --lifecycle (its producers and consumers come \
+                 from the file, one step per round trip)"
+            ));
+        }
+    }
+    if o.ports.len() > 1 {
+        return Err(format!(
+            "--lifecycle takes one --port (given {}): no pairing in time",
+            o.ports.len()
+        ));
+    }
+    if o.ports.is_empty() {
+        o.ports.push(DEFAULT_PORT);
+    }
+    if o.drain_s == 0.0 {
+        o.drain_s = LIFECYCLE_DRAIN_S;
     }
     Ok(Command::Run(o))
 }
@@ -234,6 +288,30 @@ mod tests {
         );
         let o = run(&["--spec", "s", "--rate", "1", "--stall-us", "0"]).unwrap();
         assert_eq!(o.stall_us, 0.0);
+    }
+
+    #[test]
+    fn lifecycle_takes_no_rate_one_port_and_drains_5_s() {
+        let o = run(&["--lifecycle", "l.json"]).unwrap();
+        assert_eq!((o.rate, o.drain_s, o.ports.clone()), (0.0, 5.0, vec![6379]));
+        let o = run(&["--lifecycle", "l.json", "--rate", "0", "--drain", "1"]).unwrap();
+        assert_eq!((o.rate, o.drain_s), (0.0, 1.0));
+        let o = run(&["--lifecycle", "l.json", "--rate", "500"]).unwrap();
+        assert_eq!(o.rate, 500.0);
+        assert_eq!(run(&["--spec", "s", "--rate", "1"]).unwrap().drain_s, 2.0);
+        for (extra, word) in [
+            (&["--port", "1", "--port", "2"][..], "one --port"),
+            (&["--pipeline", "2"][..], "--pipeline"),
+            (&["--switch-ms", "5"][..], "--switch-ms"),
+            (&["--connections", "5"][..], "--connections"),
+            (&["--spec", "s"][..], "exclusive"),
+        ] {
+            let args = [&["--lifecycle", "l.json"][..], extra].concat();
+            assert!(run(&args).unwrap_err().contains(word), "{extra:?}");
+        }
+        assert!(run(&["--spec", "s", "--rate", "0"])
+            .unwrap_err()
+            .contains("--rate"));
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! (constant spacing or Poisson) whatever the replies do, and each is timed from its
 //! intended time, so a server stall shows in every request it delayed. Given several
 //! ports, the one stream is paired in time: it alternates between the servers in windows
-//! (A B B A...) and each server gets a report of its own.
+//! (A B B A...) and each server gets a report of its own. With `--lifecycle FILE` it
+//! drives task-queue lifecycles instead (producers enqueue, consumers dequeue and process)
+//! and times each task from its intended enqueue to its consumer's last step.
 //!
 //! Exit codes: 0 measured, 2 bad input (one line on stderr), 3 a server could not be
 //! reached or was lost (one line naming it).
@@ -10,21 +12,60 @@
 mod cli;
 mod conn;
 mod engine;
+mod lifecycle;
+mod lifecycle_report;
+mod lifecycle_spec;
+mod link;
 mod pairing;
+mod reply;
 mod report;
 mod resp;
 mod rotation;
 mod schedule;
+mod scripts;
 mod spec;
 mod stall;
 mod stats;
 mod sys;
+mod template;
 
 use std::process::ExitCode;
 
 fn fail(code: u8, line: &str) -> ExitCode {
     eprintln!("regtrack-openloop: error: {line}");
     ExitCode::from(code)
+}
+
+/// `--hgrm FILE` can be written (before the run: a bad path wastes no measurement).
+fn hgrm_writable(options: &cli::Options) -> Result<(), String> {
+    match &options.hgrm {
+        Some(path) => {
+            std::fs::write(path, "").map_err(|e| format!("cannot write --hgrm {path}: {e}"))
+        }
+        None => Ok(()),
+    }
+}
+
+fn run_lifecycle(options: &cli::Options, path: &str) -> ExitCode {
+    let l = match lifecycle_spec::Lifecycle::load(path) {
+        Ok(l) => l,
+        Err(line) => return fail(2, &line),
+    };
+    if let Err(line) = hgrm_writable(options) {
+        return fail(2, &line);
+    }
+    let (measured, l) = match lifecycle::run(options, l) {
+        Ok(done) => done,
+        Err(lifecycle::Failure::Bad(line)) => return fail(2, &line),
+        Err(lifecycle::Failure::Lost(line)) => return fail(3, &line),
+    };
+    if let Some(path) = &options.hgrm {
+        if let Err(e) = std::fs::write(path, report::hgrm(&measured.stats.latency)) {
+            return fail(2, &format!("cannot write --hgrm {path}: {e}"));
+        }
+    }
+    println!("{}", lifecycle_report::output(options, &l, &measured));
+    ExitCode::SUCCESS
 }
 
 fn main() -> ExitCode {
@@ -41,6 +82,9 @@ fn main() -> ExitCode {
         Ok(cli::Command::Run(o)) => o,
         Err(line) => return fail(2, &line),
     };
+    if let Some(path) = &options.lifecycle {
+        return run_lifecycle(&options, path);
+    }
     let spec = match spec::Spec::load(&options.spec) {
         Ok(spec) => spec,
         Err(line) => return fail(2, &line),

@@ -91,7 +91,7 @@ pub struct Report {
     pub hdr: String,
 }
 
-fn us(ns: u64) -> f64 {
+pub fn us(ns: u64) -> f64 {
     ns as f64 / 1000.0
 }
 
@@ -123,7 +123,7 @@ pub struct Paired {
     pub servers: Vec<Report>,
 }
 
-fn cpu(window: &CpuWindow) -> Cpu {
+pub fn cpu(window: &CpuWindow) -> Cpu {
     match (window.start, window.end) {
         (Some((t0, u0, s0)), Some((t1, u1, s1))) if t1 > t0 => {
             let wall = (t1 - t0) as f64 / 1e9;
@@ -171,7 +171,7 @@ fn behind(o: &Options, stats: &Stats, lag: &Lag) -> Vec<String> {
     reasons
 }
 
-fn stalls(s: &Summary) -> Stalls {
+pub fn stalls(s: &Summary) -> Stalls {
     Stalls {
         count: s.count,
         total_ms: s.total_ns as f64 / 1e6,
