@@ -262,7 +262,6 @@ def test_an_evalsha_poll_waits_when_it_finds_nothing(engine, tmp_path, redis_ser
         ({"process": [[["SETEX", "r-${taks}", "60", "1"]]]}, ["unknown placeholder ${taks}"]),
         ({"dequeue": {"command": ["EVALSHA", "${sha:nope}", "0"]}}, ["no script \"nope\""]),
         ({"enqueue": [[["LPUSH", "q", "${id}"]]]}, ["${id}", "refused in enqueue"]),
-        ({"process": []}, ["process has no step"]),
         ({"retries": 3}, ["unknown field `retries`"]),
     ],
 )  # fmt: skip

@@ -375,7 +375,18 @@ impl<'a> Loop<'a> {
                 }
                 self.consumers[c].taken = taken;
                 self.consumers[c].at = 0;
-                self.send(i, Place::Process, 0, now);
+                if !self.l.process.is_empty() {
+                    self.send(i, Place::Process, 0, now);
+                } else if !self.l.batch.is_empty() {
+                    self.send(i, Place::Batch, 0, now);
+                } else {
+                    // nothing after the pop (Sidekiq's BasicFetch): done when dequeued
+                    let taken = std::mem::take(&mut self.consumers[c].taken);
+                    for t in &taken {
+                        self.complete(t.ours, now);
+                    }
+                    self.send(i, Place::Dequeue, 0, now);
+                }
             }
             Place::Process => {
                 if f.step + 1 < self.l.process.len() {

@@ -128,9 +128,6 @@ impl Lifecycle {
         if t.enqueue.is_empty() {
             return Err("enqueue has no step".to_string());
         }
-        if t.process.is_empty() {
-            return Err("process has no step: a task needs one step after its dequeue".into());
-        }
         let enqueue = steps(&t.enqueue, Place::Enqueue, &t.scripts)?;
         let dequeue = Command::compile(&t.dequeue.command, Place::Dequeue, &t.scripts)
             .map_err(|e| format!("dequeue: {e}"))?;
@@ -209,9 +206,14 @@ mod tests {
     }
 
     #[test]
+    fn a_lifecycle_with_nothing_after_the_pop_is_accepted() {
+        let l = Lifecycle::parse(&with("process", "[]")).expect("no process steps");
+        assert!(l.process.is_empty());
+    }
+
+    #[test]
     fn each_mistake_is_one_line() {
         let cases = [
-            (with("process", "[]"), "process has no step"),
             (with("enqueue", "[]"), "enqueue has no step"),
             (with("process", "[[]]"), "process step 1 has no command"),
             (

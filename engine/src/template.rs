@@ -86,7 +86,21 @@ pub struct Ctx<'a> {
     pub rng: &'a mut Pcg64,
 }
 
-const KNOWN: &str = "${task} ${payload} ${id} ${now} ${now_ms} ${rand} ${consumer} ${sha:NAME}";
+const KNOWN: &str =
+    "${task} ${payload} ${id} ${now} ${now_ms} ${rand} ${consumer} ${sha:NAME} ${hex:BYTES}";
+
+/// `${hex:99de}`: bytes no text can carry (a msgpack header), given as pairs of hex digits.
+fn hex_bytes(digits: &str) -> Result<Vec<u8>, String> {
+    let bad =
+        || format!("${{hex:{digits}}}: give bytes as pairs of hex digits, e.g. ${{hex:99de}}");
+    if digits.is_empty() || !digits.len().is_multiple_of(2) {
+        return Err(bad());
+    }
+    (0..digits.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(digits.get(i..i + 2).ok_or_else(bad)?, 16).map_err(|_| bad()))
+        .collect()
+}
 
 fn piece(name: &str, place: Place, scripts: &BTreeMap<String, String>) -> Result<Piece, String> {
     let p = match name {
@@ -97,6 +111,7 @@ fn piece(name: &str, place: Place, scripts: &BTreeMap<String, String>) -> Result
         "now_ms" => Piece::NowMs,
         "rand" => Piece::Rand,
         "consumer" => Piece::Consumer,
+        _ if name.starts_with("hex:") => Piece::Lit(hex_bytes(&name[4..])?),
         _ => match name.strip_prefix("sha:") {
             Some(script) if scripts.contains_key(script) => Piece::Sha(script.to_string()),
             Some(script) => {
@@ -374,6 +389,16 @@ mod tests {
             args,
             [&b"XACK"[..], b"q", b"g", b"1-0", b"1-1"].map(|a| a.to_vec())
         );
+    }
+
+    #[test]
+    fn hex_gives_bytes_no_text_can_carry() {
+        let c = compiled(&["EVALSHA", "x${hex:99de00ff}y", "0"], Place::Enqueue).unwrap();
+        assert_eq!(expanded(&c, &[])[1], [b'x', 0x99, 0xde, 0x00, 0xff, b'y']);
+        for bad in ["${hex:9}", "${hex:zz}", "${hex:}"] {
+            let e = compiled(&["SET", "k", bad], Place::Enqueue).unwrap_err();
+            assert!(e.contains("pairs of hex digits"), "{e}");
+        }
     }
 
     #[test]
