@@ -5,7 +5,8 @@
 # Safe to run again: what is already installed is kept, so a second run takes seconds.
 #
 #   scripts/install.sh           regtrack, for measuring
-#   scripts/install.sh --test    also what only the tests use (scripts/test.sh runs this)
+#   scripts/install.sh --test    also what only the tests use (scripts/test.sh runs this),
+#                                the task-queue libraries of the queues group among them
 #   scripts/install.sh --no-project
 #                                everything but regtrack itself (the Dockerfile's layer that
 #                                a change to regtrack's code does not rebuild)
@@ -99,9 +100,10 @@ if ! [ -x "$UV" ] || [ "$("$UV" --version | cut -d' ' -f2)" != "$UV_VERSION" ]; 
         -r scripts/uv-requirements.txt || fail "pip could not install uv $UV_VERSION from \
 scripts/uv-requirements.txt (see above): check the machine's access to PyPI"
 fi
-say "Python environment in .venv (uv.lock$([ "$TEST" -eq 1 ] && echo ', with the test group'))"
+say "Python environment in .venv (uv.lock$([ "$TEST" -eq 1 ] && echo ', with the test and queues groups'))"
 UV_GROUP=()
-if [ "$TEST" -eq 1 ]; then UV_GROUP=(--group test); else UV_GROUP=(--inexact); fi
+# queues: the task-queue libraries whose traffic tests/test_library_traffic.py measures.
+if [ "$TEST" -eq 1 ]; then UV_GROUP=(--group test --group queues); else UV_GROUP=(--inexact); fi
 # Bytecode compiled once here: where PYTHONDONTWRITEBYTECODE is set (as on CI machines), every
 # command would otherwise compile scipy, pandas and regtrack again (2.6 s instead of 0.7 s).
 if [ "$PROJECT" -eq 0 ]; then UV_GROUP+=(--no-install-project); fi
