@@ -19,9 +19,10 @@ from regtrack.workloads import commands
 
 # What the engine fills in (engine/src/lifecycle_spec.rs): the task's id, its payload,
 # the handle the dequeue reply gave, times, fresh random ids, the consumer's index, and a
-# script's SHA1 as SCRIPT LOAD returned it.
+# script's SHA1 as SCRIPT LOAD returned it; and ${hex:99de}, bytes no text carries.
 PLACEHOLDERS = ("task", "payload", "id", "now", "now_ms", "rand", "consumer")
 PLACEHOLDER_RE = re.compile(r"\$\{([^}]*)\}")
+HEX_RE = re.compile(r"^hex:(?:[0-9A-Fa-f]{2})+$")
 # The payload holds the task id (32 hex digits) and a little JSON around it.
 MIN_PAYLOAD = 64
 MAX_QUEUED = 1_000_000
@@ -80,7 +81,8 @@ class LifecycleWorkload(_Strict):
     setup: list[SetupCommand] = Field(default_factory=list)
     enqueue: Annotated[list[Step], Field(min_length=1, max_length=MAX_STEPS)]
     dequeue: Dequeue
-    process: Annotated[list[Step], Field(min_length=1, max_length=MAX_STEPS)]
+    # Nothing after the pop (Sidekiq's BasicFetch): a task is done when dequeued.
+    process: Steps = Field(default_factory=list)
     batch: Steps = Field(default_factory=list)
     server: dict[str, ServerValue] = Field(default_factory=dict)  # as GetPipelineWorkload's
 
@@ -129,7 +131,13 @@ class LifecycleWorkload(_Strict):
         for arg in args:
             for name in PLACEHOLDER_RE.findall(arg):
                 script = name.removeprefix("sha:")
-                if name.startswith("sha:"):
+                if name.startswith("hex:"):
+                    if not HEX_RE.match(name):
+                        raise ValueError(
+                            f"{where}: ${{{name[:40]}}}: give bytes as pairs of hex digits, "
+                            "e.g. ${hex:99de}"
+                        )
+                elif name.startswith("sha:"):
                     if script not in self.scripts:
                         raise ValueError(
                             f"{where}: ${{{name}}} names no script; add it to [scripts] "
@@ -138,7 +146,8 @@ class LifecycleWorkload(_Strict):
                 elif name not in PLACEHOLDERS:
                     raise ValueError(
                         f"{where}: ${{{name}}} is not a placeholder; use one of "
-                        f"{', '.join('${' + p + '}' for p in PLACEHOLDERS)} or ${{sha:NAME}}"
+                        f"{', '.join('${' + p + '}' for p in PLACEHOLDERS)}, ${{sha:NAME}} or "
+                        "${hex:BYTES}"
                     )
                 elif where.startswith(("setup", "enqueue")) and name in ("id", "consumer"):
                     raise ValueError(
