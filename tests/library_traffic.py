@@ -30,6 +30,7 @@ from pathlib import Path
 
 import redis
 
+from regtrack.bench.loadgen import driver
 from regtrack.core import procs
 
 REDIS_SERVER = "/usr/bin/redis-server"
@@ -78,6 +79,7 @@ class DriverRun:
     task_lines: int  # {"event": "task"} lines the driver printed
     done_line: bool  # it printed {"event": "done"}
     stderr: str
+    span_s: float | None = None  # first enqueue to last done, from its task lines
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,7 @@ def run_driver(
         task_lines=sum(line.startswith('{"event": "task"') for line in lines),
         done_line=any(line.startswith('{"event": "done"') for line in lines),
         stderr=err,
+        span_s=driver.read_lines(out).span_s,
     )
 
 

@@ -120,12 +120,12 @@ def _report(**change) -> LifecycleReport:
     return LifecycleReport.model_validate(base | change)
 
 
-def _judged(report: LifecycleReport) -> TrialRecord:
+def _judged(report: LifecycleReport, server_cpu_pct: float = 40.0) -> TrialRecord:
     record = TrialRecord(
         seq=0, repetition=0, target_label="a", workload="q", point="rate=2000", params={},
         started_at="2026-12-06T00:00:00+00:00",
     )  # fmt: skip
-    record.valid = True
+    record.valid, record.server_cpu_pct = True, server_cpu_pct
     lifecycle_trial.from_report(25.0, 95.0, record, report)
     return record
 
@@ -136,7 +136,10 @@ def test_a_kept_lifecycle_trial_is_valid_with_tasks_per_second_and_task_latency(
     assert record.latency_ms["p99"] == pytest.approx(0.9)
     assert record.open_loop is not None and record.open_loop.offered_rate == 2000.0
     capacity = _judged(_report(rate=None))
-    assert capacity.valid and capacity.open_loop is None
+    assert capacity.valid and capacity.open_loop is None and capacity.latency_ms == {}
+    # both sides near full: the pair's capacity, kept; stalls taint no latency at capacity
+    busy = {"cpu": {"user_s": 1, "sys_s": 1, "busy_fraction": 0.97}, "tainted": 900}
+    assert _judged(_report(rate=None, **busy), server_cpu_pct=88.0).valid
 
 
 @pytest.mark.parametrize(
@@ -146,7 +149,7 @@ def test_a_kept_lifecycle_trial_is_valid_with_tasks_per_second_and_task_latency(
         ({"behind": True, "behind_reasons": ["lag p99 900 us"]}, InvalidReason.BEHIND_SCHEDULE,
          "fell behind their schedule (lag p99 900 us)"),
         ({"cpu": {"user_s": 1, "sys_s": 1, "busy_fraction": 0.99}}, InvalidReason.CLIENT_BOUND,
-         "engine used 99% CPU"),
+         "engine used 99% CPU (limit 95%) while the server used 40%"),
         ({"errors": {"NOSCRIPT": 3}, "error_commands": {"EVALSHA": 3}},
          InvalidReason.ERROR_REPLIES, "3 replies were errors (NOSCRIPT 3; EVALSHA x3)"),
         ({"tainted": 400, "stalls": {"count": 4, "total_ms": 9.0, "max_ms": 4.0}},

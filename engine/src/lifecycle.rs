@@ -77,13 +77,24 @@ struct Taken {
     ours: Option<(u64, bool)>,
 }
 
+/// What a consumer does when its wait is over.
+#[derive(Default, Clone, Copy)]
+enum Resume {
+    /// Dequeue again (after an empty dequeue, or the work of a task with no process step).
+    #[default]
+    Dequeue,
+    /// Run the process steps of its current task (its work is done).
+    Process,
+}
+
 #[derive(Default)]
 struct Consumer {
     taken: Vec<Taken>,
     /// The task of `taken` whose process steps run.
     at: usize,
-    /// When an idle consumer (an empty dequeue) sends its dequeue again.
+    /// When a waiting consumer (an empty dequeue, or a task's work) goes on, and with what.
     resume_at: Option<u64>,
+    resume_to: Resume,
     /// The last dequeue reply's tasks, until the step is done.
     found: Vec<Found>,
 }
@@ -236,14 +247,28 @@ impl<'a> Loop<'a> {
         }
     }
 
-    /// Consumers whose wait after an empty dequeue is over dequeue again.
+    /// Consumers whose wait (an empty dequeue, a task's work) is over go on.
     fn wake_consumers(&mut self, now: u64) {
         let p = self.producers.len();
         for c in 0..self.consumers.len() {
             if self.consumers[c].resume_at.is_some_and(|t| t <= now) {
                 self.consumers[c].resume_at = None;
-                self.send(p + c, Place::Dequeue, 0, now);
+                let place = match self.consumers[c].resume_to {
+                    Resume::Dequeue => Place::Dequeue,
+                    Resume::Process => Place::Process,
+                };
+                self.send(p + c, place, 0, now);
             }
+        }
+    }
+
+    /// Consumer `c` starts its current task: after its work (--work_us), its first step.
+    fn start_task(&mut self, c: usize, now: u64) {
+        if self.l.work_ns == 0 {
+            self.send(self.producers.len() + c, Place::Process, 0, now);
+        } else {
+            self.consumers[c].resume_at = Some(now + self.l.work_ns);
+            self.consumers[c].resume_to = Resume::Process;
         }
     }
 
@@ -355,6 +380,7 @@ impl<'a> Loop<'a> {
                         self.send(i, Place::Dequeue, 0, now);
                     } else {
                         self.consumers[c].resume_at = Some(now + self.l.empty_wait_ns);
+                        self.consumers[c].resume_to = Resume::Dequeue;
                     }
                     return;
                 }
@@ -376,7 +402,7 @@ impl<'a> Loop<'a> {
                 self.consumers[c].taken = taken;
                 self.consumers[c].at = 0;
                 if !self.l.process.is_empty() {
-                    self.send(i, Place::Process, 0, now);
+                    self.start_task(c, now);
                 } else if !self.l.batch.is_empty() {
                     self.send(i, Place::Batch, 0, now);
                 } else {
@@ -385,7 +411,14 @@ impl<'a> Loop<'a> {
                     for t in &taken {
                         self.complete(t.ours, now);
                     }
-                    self.send(i, Place::Dequeue, 0, now);
+                    if self.l.work_ns == 0 {
+                        self.send(i, Place::Dequeue, 0, now);
+                    } else {
+                        // the tasks' work, one after another, before the next pop
+                        let work = self.l.work_ns * taken.len() as u64;
+                        self.consumers[c].resume_at = Some(now + work);
+                        self.consumers[c].resume_to = Resume::Dequeue;
+                    }
                 }
             }
             Place::Process => {
@@ -402,7 +435,7 @@ impl<'a> Loop<'a> {
                     self.complete(ours, now);
                 }
                 if more {
-                    self.send(i, Place::Process, 0, now);
+                    self.start_task(c, now);
                 } else if !self.l.batch.is_empty() {
                     self.send(i, Place::Batch, 0, now);
                 } else {

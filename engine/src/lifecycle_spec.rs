@@ -24,6 +24,10 @@ pub struct LifecycleText {
     pub producers: usize,
     pub consumers: usize,
     pub max_queued: u64,
+    /// The task's own work (µs): a consumer waits this long after taking a task, before
+    /// its process steps, as a worker runs the task's function (no CPU spent).
+    #[serde(default)]
+    pub work_us: f64,
     #[serde(default)]
     pub scripts: BTreeMap<String, String>,
     pub enqueue: Vec<StepText>,
@@ -60,6 +64,7 @@ pub struct Lifecycle {
     pub enqueue: Vec<Step>,
     pub dequeue: Step,
     pub empty_wait_ns: u64,
+    pub work_ns: u64,
     pub process: Vec<Step>,
     pub batch: Vec<Step>,
 }
@@ -125,6 +130,9 @@ impl Lifecycle {
         if !(t.dequeue.empty_wait_ms.is_finite() && t.dequeue.empty_wait_ms >= 0.0) {
             return Err("dequeue.empty_wait_ms must be 0 or more".to_string());
         }
+        if !(t.work_us.is_finite() && (0.0..=60e6).contains(&t.work_us)) {
+            return Err("work_us must be 0 to 60000000 (a minute)".to_string());
+        }
         if t.enqueue.is_empty() {
             return Err("enqueue has no step".to_string());
         }
@@ -153,6 +161,7 @@ impl Lifecycle {
                 commands: vec![dequeue],
             },
             empty_wait_ns: (t.dequeue.empty_wait_ms * 1e6).round() as u64,
+            work_ns: (t.work_us * 1e3).round() as u64,
             process,
             batch,
         })

@@ -27,6 +27,8 @@ MODES = (TASKS, TASK_LATENCY)
 # As for open-loop requests (bench/latency_trial.py): a trial whose engine's own stalls
 # touched more than this share of its tasks is not judged.
 MAX_TAINTED_SHARE = 0.05
+# Server CPU above which an engine out of CPU is not alone the limit (see judge).
+CO_SATURATED_SERVER_PCT = 80.0
 
 
 def fresh(server: RunningServer, workload: LifecycleWorkload) -> None:
@@ -104,7 +106,7 @@ def from_report(
         lag = report.lag_us
         record.open_loop = OpenLoopFacts(
             offered_rate=report.rate,
-            arrival=report.arrival,
+            arrival=report.arrival or "",
             lag_p99_us=lag.p99 if lag else 0.0,
             lag_max_us=lag.max if lag else 0.0,
             engine_busy_pct=100.0 * report.cpu.busy_fraction,
@@ -128,11 +130,16 @@ def judge(
             f"(limit {contention_limit_pct:.0f}%), so stop other work on this machine",
         )
     busy = 100.0 * report.cpu.busy_fraction
-    if busy >= client_bound_cpu_pct:
+    server = record.server_cpu_pct or 0.0
+    # A lifecycle is round trips: the engine pays a send and a receive for every one the
+    # server answers, so on one client CPU both run near full at capacity. Only an engine
+    # out of CPU while the server had room measured the engine alone; co-saturated, tasks/s
+    # is the pair's, and the server's CPU per task its own (docs/workloads.md).
+    if busy >= client_bound_cpu_pct and server < CO_SATURATED_SERVER_PCT:
         record.mark_invalid(
             InvalidReason.CLIENT_BOUND,
-            f"the lifecycle engine used {busy:.0f}% CPU (limit {client_bound_cpu_pct:.0f}%), "
-            "so this measures the client, not Redis",
+            f"the lifecycle engine used {busy:.0f}% CPU (limit {client_bound_cpu_pct:.0f}%) "
+            f"while the server used {server:.0f}%, so this measures the client, not Redis",
         )
     if report.behind:
         why = "; ".join(report.behind_reasons) or "it could not enqueue at its intended times"
@@ -149,7 +156,8 @@ def judge(
             "up with this rate, so its latencies are unknown (lower the rate, or see the "
             "capacity point)",
         )
-    if report.completed and report.tainted > MAX_TAINTED_SHARE * report.completed:
+    timed = report.rate is not None  # at capacity no latency is kept, so none is tainted
+    if timed and report.completed and report.tainted > MAX_TAINTED_SHARE * report.completed:
         stalls = report.stalls
         record.mark_invalid(
             InvalidReason.BEHIND_SCHEDULE,

@@ -28,6 +28,7 @@ MIN_PAYLOAD = 64
 MAX_QUEUED = 1_000_000
 MAX_STEPS = 64
 MAX_EMPTY_WAIT_MS = 10_000
+MAX_WORK_US = 60_000_000
 _SCRIPT_NAME = r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$"
 VERSION_RE = r"^\d+(\.\d+){0,2}$"
 ServerValue = str | int | float | bool
@@ -76,6 +77,9 @@ class LifecycleWorkload(_Strict):
     consumers: limits.CLIENTS.of(int) = 8
     # Capacity runs keep at most this many tasks enqueued and not yet done (bounded state).
     max_queued: Annotated[int, Field(ge=1, le=MAX_QUEUED)] = 1000
+    # The task's own work: a consumer holds each task this long (no CPU) before its process
+    # steps, as a worker runs the task's function. 0: the queue's overhead alone.
+    work_us: Annotated[int, Field(ge=0, le=MAX_WORK_US)] = 0
     extra_commands: list[str] = Field(default_factory=list)
     scripts: dict[Annotated[str, Field(pattern=_SCRIPT_NAME)], str] = Field(default_factory=dict)
     setup: list[SetupCommand] = Field(default_factory=list)
@@ -207,6 +211,7 @@ class LifecycleWorkload(_Strict):
                 "producers": self.producers,
                 "consumers": self.consumers,
                 "max_queued": self.max_queued,
+                "work_us": self.work_us,
                 "scripts": dict(self.scripts),
                 "enqueue": steps(self.enqueue),
                 "dequeue": {

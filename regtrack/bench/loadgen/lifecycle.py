@@ -52,7 +52,7 @@ class LifecycleReport(_Strict):
     version: str
     mode: Literal["lifecycle"]
     rate: float | None = None
-    arrival: str = ""
+    arrival: str | None = None
     duration_s: float
     enqueued: int
     completed: int

@@ -1,0 +1,37 @@
+"""Each lifecycle preset against the real library it follows (tests/library_check.py): the
+same command set, and the commands sent once per task within 10% per task of the real
+library's (INFO commandstats). taskiq runs in the first tier (its worker starts in well
+under a second); the others, whose workers take seconds to start, in the second."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import library_check
+
+pytestmark = [pytest.mark.slow]
+
+
+def _checked(library: str) -> library_check.Check:
+    check = library_check.check(library, small=20, large=220)
+    table = check.table()
+    assert check.rows, table
+    assert not check.missing, f"commands only one side sends: {check.missing}\n{table}"
+    off = [r for r in check.rows if not r.within]
+    assert not off, f"outside {library_check.COMMANDS_PCT}% per task: {off}\n{table}"
+    assert check.preset_tasks > 0 and check.preset_cpu_us > 0 and check.real_cpu_us > 0
+    return check
+
+
+def test_the_taskiq_preset_sends_what_taskiq_redis_sends_per_task():
+    check = _checked("taskiq")
+    per_task = {r.command: r for r in check.rows}
+    # the stream's own commands are per task, and the ack carries the entry id it read
+    assert per_task["cmdstat_xadd"].preset == pytest.approx(1.0, rel=0.1)
+    assert per_task["cmdstat_xack"].preset == pytest.approx(1.0, rel=0.1)
+
+
+@pytest.mark.extended
+@pytest.mark.parametrize("library", ["celery", "rq", "arq", "dramatiq"])
+def test_each_preset_sends_what_its_library_sends_per_task(library):
+    _checked(library)
