@@ -83,3 +83,22 @@ def test_a_bad_driver_is_one_line_and_exit_2_before_anything_runs(redis_server, 
     proc = cli_in_process("run", "--versions", f"bin:{redis_server}", *extra)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert words in proc.stderr
+
+
+def test_the_rq_example_driver_runs_the_real_library_against_each_version(tmp_path, redis_server):
+    """examples/drivers/rq_driver.py: RQ's own producer and SimpleWorker under --driver."""
+    db = tmp_path / "rq.db"
+    example = Path(__file__).parent.parent / "examples" / "drivers" / "rq_driver.py"
+    proc = run_cli(
+        "run", "--versions", f"bin:{redis_server}", "--driver",
+        f"{sys.executable} {example} --tasks 300", "--repetitions", "1", "--db", str(db),
+        "--no-report",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    requests, calls, valid = (
+        sqlite3.connect(db).execute("SELECT requests, server_calls, valid FROM trials").fetchone()
+    )
+    # RQ 3.0 sends 65 commands per job (benchmarks/results/library_lifecycles.md), and its
+    # worker's registration and clean-up a few dozen more over the whole run
+    assert requests == 300 and valid == 1
+    assert 65 <= calls / requests <= 70, calls / requests

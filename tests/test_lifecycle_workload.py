@@ -46,7 +46,7 @@ commands = [
 """  # fmt: skip
 
 
-LIFECYCLE_PRESETS = ["celery", "rq", "taskiq", "arq", "dramatiq"]
+LIFECYCLE_PRESETS = ["celery", "rq", "taskiq", "arq", "dramatiq", "bullmq", "sidekiq"]
 
 
 @pytest.mark.parametrize("name", LIFECYCLE_PRESETS)

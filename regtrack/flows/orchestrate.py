@@ -122,7 +122,12 @@ def _with_capacity(job: Job, measuring: Measuring, say: Say) -> Job:
     if job.latency is None or not job.latency.needs_capacity:
         return job
     label = job.targets[0].label
-    say(f"measuring the capacity of {label} (closed loop, pipeline 1), for --load")
+    how = (
+        "its producers as fast as its consumers finish"
+        if job.workload.kind == "lifecycle"
+        else ("closed loop, pipeline 1")
+    )
+    say(f"measuring the capacity of {label} ({how}), for --load")
     record = measuring.capacity_trial(job)
     if not capacity.usable(record):
         why = record.reason_text or "no throughput was measured"
@@ -139,7 +144,8 @@ def _with_capacity(job: Job, measuring: Measuring, say: Say) -> Job:
     latency = job.latency.with_capacity(ops, source)
     rates = ", ".join(f"{x:g}: {latency.rate(p):,.0f}/s" for x, p in
                       zip(latency.loads, latency.labels(), strict=True))  # fmt: skip
-    say(f"capacity of {label}: {ops:,.0f} ops/s ({source}); open-loop rates {rates}")
+    unit = "tasks/s" if job.workload.kind == "lifecycle" else "ops/s"
+    say(f"capacity of {label}: {ops:,.0f} {unit} ({source}); open-loop rates {rates}")
     return dataclasses.replace(job, latency=latency)
 
 

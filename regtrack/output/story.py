@@ -1,5 +1,6 @@
 """The end of `regtrack run` comparing versions: the story a release thread tells, one
-candidate at a time. Throughput, p99 latency at the offered load, instructions per op, each
+candidate at a time. Throughput, p99 latency at the offered load, instructions per op (for a
+task lifecycle: tasks/s, task latency at the stated load, server CPU per task), each
 decided or with what more would decide it, then the functions behind a change of
 instructions (as `regtrack explain` shows them)."""
 
@@ -13,11 +14,18 @@ from regtrack.analysis.records import ComparisonResult, PooledComparison
 from regtrack.core.text import printable
 from regtrack.output.answer_text import change_text
 
-TOLD = ("throughput", "open_loop_p99", "instructions_per_op")
+TOLD = (
+    "throughput", "open_loop_p99", "instructions_per_op", "tasks_per_sec", "task_p50",
+    "task_p99", "server_cpu_per_task",
+)  # fmt: skip
 TITLE = {
     "throughput": "throughput",
     "open_loop_p99": "p99 latency (open loop)",
     "instructions_per_op": "instructions per op",
+    "tasks_per_sec": "tasks/s (capacity)",
+    "task_p50": "task latency p50",
+    "task_p99": "task latency p99",
+    "server_cpu_per_task": "server CPU per task",
 }
 FUNCTIONS = 3
 

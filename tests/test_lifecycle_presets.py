@@ -1,0 +1,42 @@
+"""Every lifecycle preset runs clean on a real server: its scripts load, no reply is an
+error, every task enqueued is done, and the queue holds nothing at the end (what a preset
+checked only from its library's source, BullMQ's and Sidekiq's, can be shown to do here)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from regtrack.bench.loadgen import openloop
+from regtrack.workloads.files import load_workload
+from tests import library_traffic as lt
+from tests.test_lifecycle_workload import LIFECYCLE_PRESETS
+
+pytestmark = [pytest.mark.slow]
+
+
+@pytest.mark.parametrize("name", LIFECYCLE_PRESETS)
+def test_every_preset_runs_clean_on_a_real_server(tmp_path, name):
+    workload = load_workload(name)
+    doc = tmp_path / "lifecycle.json"
+    doc.write_text(json.dumps(workload.engine_document()))
+    with lt.server() as srv:
+        for command in workload.setup_commands():
+            srv.client.execute_command(*command)
+        srv.client.config_resetstat()  # redis-py's own CLIENT SETINFO fails on 7.0
+        out = subprocess.run(
+            ["taskset", "-c", lt.DRIVER_CPU, openloop.locate().path, "--lifecycle", str(doc),
+             "--port", str(srv.port), "--rate", "500", "--duration", "0.6", "--warmup", "0"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        report = json.loads(out.stdout)
+        errors = srv.client.info("errorstats")
+        calls = {k: v["calls"] for k, v in srv.client.info("commandstats").items()}
+    assert report["errors"] == {} and errors == {}, (report["error_commands"], errors)
+    assert report["left"] == 0 and report["completed"] == report["enqueued"] > 100
+    assert report["foreign"] == 0
+    # the dequeue ran, and each task's commands per task are what the file sends
+    assert sum(calls.values()) / report["completed"] >= report["commands_per_task"] * 0.9
