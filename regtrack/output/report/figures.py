@@ -273,10 +273,12 @@ def _slo_line(fig: go.Figure, slo_ms: float | None, text: str) -> None:
 
 
 def latency_by_rate(
-    rows: list[dict[str, Any]], targets: list[str], slo_ms: float | None, slo_text: str
-) -> dict[str, Any]:
+    rows: list[dict[str, Any]], targets: list[str], slo_ms: float | None, slo_text: str,
+    tasks: bool = False,
+) -> dict[str, Any]:  # fmt: skip
     """Open-loop latency against the offered rate, per version: p50 (solid), p99 (dash),
-    p99.9 (dot), log scale, with the SLO line. ``rows``: version, rate, p50, p99, p999."""
+    p99.9 (dot), log scale, with the SLO line. ``rows``: version, rate, p50, p99, p999.
+    ``tasks``: a task lifecycle's (enqueue to done, against the tasks/s offered)."""
     fig = go.Figure()
     for i, target in enumerate(targets):
         mine = sorted((r for r in rows if r["target"] == target), key=lambda r: r["rate"])
@@ -295,8 +297,13 @@ def latency_by_rate(
                     hovertemplate=f"%{{x:,.0f}}/s: %{{y:.3f}} ms ({shown(target)} {name})",
                 )
             )
-    _log_layout(fig, "Open-loop latency against offered rate", "offered requests/s",
-                {"type": "linear", "title": {"text": "offered requests/s"}})  # fmt: skip
+    title = (
+        "Task latency (enqueue to done) against arrival rate"
+        if tasks
+        else ("Open-loop latency against offered rate")
+    )
+    unit = "offered tasks/s" if tasks else "offered requests/s"
+    _log_layout(fig, title, unit, {"type": "linear", "title": {"text": unit}})
     _slo_line(fig, slo_ms, slo_text)
     return _as_dict(fig)
 

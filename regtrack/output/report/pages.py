@@ -18,6 +18,7 @@ from regtrack.analysis.report_data import RunPage, RunSummary
 from regtrack.core.records import reasons_text
 from regtrack.output import answer_text, latency_text, tables
 from regtrack.output.report import figures
+from regtrack.plan.latency_plan import TASK_LATENCY
 from regtrack.results.records import LoadedRun, RunTarget, StoredRun
 from regtrack.targets.make_flags import flags_text
 from regtrack.workloads import server_config
@@ -25,7 +26,10 @@ from regtrack.workloads import server_config
 if TYPE_CHECKING:
     import pandas as pd
 
-CHART_METRICS = ("throughput", "instructions_per_op", "syscalls_per_op")
+CHART_METRICS = (
+    "throughput", "instructions_per_op", "syscalls_per_op", "tasks_per_sec",
+    "server_cpu_per_task", "commands_per_task",
+)  # fmt: skip
 SLUG_RE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -184,14 +188,17 @@ def _latency_charts(shown: RunPage) -> list[dict[str, Any]]:
         }}
         for d in shown.latency
     ]  # fmt: skip
-    charts = [figures.latency_by_rate(rows, targets, slo_ms, slo_text)]
+    trials = shown.run.trials
+    tasks = bool(not trials.empty and (trials["mode"] == TASK_LATENCY).any())
+    charts = [figures.latency_by_rate(rows, targets, slo_ms, slo_text, tasks)]
     for point in dict.fromkeys(d.point for d in shown.latency):
         curves = []
         for d in shown.latency:
             if d.point == point:
                 percentiles, ms = histograms.curve(d)
                 curves.append({"target": d.target, "percentiles": percentiles, "ms": ms})
-        title = f"Latency by percentile at {point} (merged HDR histograms)"
+        what = "Task latency" if tasks else "Latency"
+        title = f"{what} by percentile at {point} (merged HDR histograms)"
         charts.append(figures.percentile_distribution(curves, title, slo_ms, slo_text))
     return charts
 
