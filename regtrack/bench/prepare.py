@@ -233,8 +233,7 @@ def prepare_job(
 def _workload(options: Options) -> tuple[Workload, Options]:
     """The workload file with the options' overrides, and the options as it reads them: a
     task lifecycle is measured in tasks (``both``, ci's default, is its throughput: its
-    instructions per task are not counted yet), and at half its capacity when no rate is
-    given, so every run shows task latency at a stated load."""
+    instructions per task are not counted yet)."""
     if options.driver is not None:
         return _driver(options)
     workload = load_workload(
@@ -248,9 +247,21 @@ def _workload(options: Options) -> tuple[Workload, Options]:
         return workload, options
     if options.metric == "both":
         options = dataclasses.replace(options, metric="throughput")
-    if options.rate is None and not (options.load or options.latency_load or options.slo):
-        options = dataclasses.replace(options, load=LIFECYCLE_LOAD)
     return workload, options
+
+
+def with_task_latency(options: Options) -> Options:
+    """`regtrack run` of a task lifecycle measures task latency at half its capacity when
+    no rate is given, so every run shows what a task feels at a stated load (`ci` gates
+    task latency where --latency-load asks, as for every workload)."""
+    asked = options.rate is not None or options.load or options.latency_load or options.slo
+    if asked or options.driver is not None:
+        return options
+    try:
+        lifecycle = load_workload(options.workload).kind == "lifecycle"
+    except BadInput:
+        return options  # prepare_job says what is wrong with it
+    return dataclasses.replace(options, load=LIFECYCLE_LOAD) if lifecycle else options
 
 
 def _driver(options: Options) -> tuple[Workload, Options]:

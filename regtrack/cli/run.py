@@ -156,6 +156,7 @@ def _measured(
     options: Options,
 ) -> tuple[Store, int, str]:
     """A new run of the versions, adding blocks until decided if asked."""
+    from regtrack.bench.prepare import with_task_latency
     from regtrack.cli.steps import measure, prepare
     from regtrack.flows import orchestrate, readout
     from regtrack.plan.records import Printed, RunPurpose
@@ -164,7 +165,7 @@ def _measured(
     specs = versions.parse_specs(version_specs)
     if baseline and baseline not in [s.label for s in specs]:
         raise BadInput(f"--baseline {baseline!r} is not one of the labels of --versions")
-    job = prepare(specs, options)
+    job = prepare(specs, with_task_latency(options))
     purpose = RunPurpose(
         "sequential" if until_decided else "fixed",
         Printed(baseline or job.targets[0].label, thresholds),

@@ -39,6 +39,9 @@ METRIC_TITLE = {
     "instructions_per_op": "instructions per op",
     "throughput": "throughput",
     "open_loop_p99": "p99 latency (open loop)",
+    "tasks_per_sec": "tasks/s (capacity)",
+    "server_cpu_per_task": "server CPU per task",
+    "task_p99": "task latency p99",
 }
 # GitHub takes 1 MiB (1,048,576 bytes) of summary per step; the rest is cut with a note.
 MAX_SUMMARY_BYTES = 1_000_000

@@ -1,0 +1,68 @@
+"""A task lifecycle through `regtrack run` and `regtrack ci` end to end: a real redis-server,
+the engine's lifecycle mode, the real store, compare, the run page and the gate's JSON."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from tests.conftest import run_cli
+
+pytestmark = [pytest.mark.slow]
+
+SMALL = ["--duration", "1", "--warmup", "0.3"]
+
+
+def test_a_lifecycle_run_measures_capacity_then_task_latency_at_half_of_it(tmp_path, redis_server):
+    db = tmp_path / "r.db"
+    proc = run_cli(
+        "run", "--versions", f"a=bin:{redis_server}", "--workload", "sidekiq", *SMALL,
+        "--repetitions", "1", "--db", str(db),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "sidekiq is a task lifecycle" in proc.stderr
+    assert "tasks/s (its producers as fast as its consumers finish" not in proc.stderr
+    capacity_line = next(line for line in proc.stderr.splitlines() if "capacity of a:" in line)
+    assert "tasks/s" in capacity_line and "0.5:" in capacity_line
+    rows = (
+        sqlite3.connect(db)
+        .execute(
+            "SELECT t.mode, t.point, t.valid, t.ops_per_sec, t.requests, t.server_calls,"
+            " t.lat_p99_ms, o.offered_rate FROM trials t"
+            " LEFT JOIN trial_open_loop o ON o.trial_id = t.id ORDER BY t.seq"
+        )
+        .fetchall()
+    )
+    modes = {r[0]: r for r in rows}
+    assert set(modes) == {"tasks", "task_latency"}, rows
+    _, point, _, capacity, tasks, calls, p99, offered = modes["tasks"]
+    assert point == "capacity" and capacity > 0 and p99 is None and offered is None
+    # Sidekiq: SADD + LPUSH to enqueue, BRPOP to take: 3 commands per task
+    assert 2.9 <= calls / tasks <= 3.2
+    _, point, _, achieved, _, _, p99, offered = modes["task_latency"]
+    (config,) = sqlite3.connect(db).execute("SELECT config FROM runs").fetchone()
+    measured_first = json.loads(config)["latency"]["capacity"]  # tasks/s, before the trials
+    assert point == "load=0.5" and offered == pytest.approx(measured_first / 2)
+    assert p99 is not None and p99 > 0 and 0.9 * offered < achieved < 1.1 * offered
+    shown = run_cli("compare", "--db", str(db), "--run", "1").stdout
+    for title in ("tasks_per_sec (tasks/s", "server_cpu_per_task (us/task", "task_p99 (ms"):
+        assert title in shown
+    page = (tmp_path / "run-1.html").read_text()
+    assert "Task latency (enqueue to done) against arrival rate" in page
+    assert "tasks per sec" in page  # the capacity chart
+
+
+def test_ci_gates_a_lifecycle_on_tasks_and_server_cpu_per_task(tmp_path, redis_server):
+    out = tmp_path / "gate.json"
+    proc = run_cli(
+        "ci", "--baseline-version", f"base=bin:{redis_server}", "--candidate-version",
+        f"cand=bin:{redis_server}", "--workload", "sidekiq", *SMALL, "--repetitions", "2",
+        "--max-repetitions", "2", "--db", str(tmp_path / "g.db"), "--json", str(out),
+        "--no-report",
+    )  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stderr  # 1: undecided is not a failure here
+    answers = {a["metric"] for a in json.loads(out.read_text())["gate"]}
+    assert {"tasks_per_sec", "server_cpu_per_task"} <= answers, answers
+    assert "task_p99" not in answers  # ci measures task latency where --latency-load asks
