@@ -20,7 +20,6 @@ from regtrack.core.records import InvalidReason, TrialRecord
 from regtrack.core.settings import RunSettings
 from regtrack.plan.latency_plan import LatencyPlan, Slo
 from regtrack.targets.target import Target
-from regtrack.workloads.model import GetPipelineWorkload
 from regtrack.workloads.points import Point
 from tests import fakebench
 from tests.conftest import cli_in_process
@@ -64,9 +63,6 @@ def test_latency_trials_follow_the_others_and_keep_their_numbers():
     assert [t.point.label for t in second[0].trials] == ["rate=3000", "rate=2000", "rate=1000"]
 
 
-GET = GetPipelineWorkload(name="get-pipeline", kind="get-pipeline")
-
-
 def test_latency_is_paired_in_time_only_in_a_duet(tmp_path, redis_server):
     """Open-loop trials are one visit of every version per repetition only where each
     server has CPUs of its own (a duet): on one shared server CPU a version's background
@@ -77,9 +73,9 @@ def test_latency_is_paired_in_time_only_in_a_duet(tmp_path, redis_server):
     assert [v.together for v in paired_plan] == [("a", "b"), ("b", "a")]
     plan, two = LatencyPlan(rates=(5000.0,)), [Target(x, x, "bin") for x in "ab"]
     duet, time = RunSettings(pairing="duet"), RunSettings(pairing="time")
-    assert prepare._paired(plan, duet, two, GET).method == "paired in time"
-    assert prepare._paired(plan, time, two, GET).method == "separate trials"
-    assert prepare._paired(plan, duet, two[:1], GET).method == "separate trials"
+    assert prepare._paired(plan, duet, two).method == "paired in time"
+    assert prepare._paired(plan, time, two).method == "separate trials"
+    assert prepare._paired(plan, duet, two[:1]).method == "separate trials"
     db = tmp_path / "time.db"
     proc = cli_in_process(
         "run", *_versions(redis_server), "--pipelines", "10", "--repetitions", "2",

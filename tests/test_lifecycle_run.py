@@ -66,3 +66,40 @@ def test_ci_gates_a_lifecycle_on_tasks_and_server_cpu_per_task(tmp_path, redis_s
     answers = {a["metric"] for a in json.loads(out.read_text())["gate"]}
     assert {"tasks_per_sec", "server_cpu_per_task"} <= answers, answers
     assert "task_p99" not in answers  # ci measures task latency where --latency-load asks
+
+
+def test_two_versions_of_a_lifecycle_take_turns_in_one_engine_run(tmp_path, redis_server):
+    """Paired in time (bench/paired_lifecycle.py): each repetition's capacity point is one
+    engine run over both servers, each version's trial its own windows of it."""
+    db = tmp_path / "p.db"
+    proc = run_cli(
+        "run", "--versions", f"a=bin:{redis_server},b=bin:{redis_server}", "--workload",
+        "sidekiq", *SMALL, "--repetitions", "2", "--rate", "2000", "--db", str(db),
+        "--no-report",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rows = (
+        sqlite3.connect(db)
+        .execute(
+            "SELECT g.label, t.repetition, t.mode, t.valid, t.ops_per_sec, t.requests, t.argv"
+            " FROM trials t JOIN targets g ON g.id = t.target_id WHERE t.mode = 'tasks'"
+            " ORDER BY t.seq"
+        )
+        .fetchall()
+    )
+    assert sorted((r[0], r[1]) for r in rows) == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
+    for label, _, _, valid, rate, tasks, argv in rows:
+        command = json.loads(argv)
+        assert command.count("--port") == 2 and "--switch-ms" in command, command
+        assert rate > 0 and tasks > 0, (label, rate, tasks)
+    # the same binary in the same seconds: each repetition's pair of capacities agree
+    for rep in (0, 1):
+        a, b = (r[4] for r in sorted(rows) if r[1] == rep)
+        assert 0.75 < a / b < 1.33, (rep, a, b)
+    # task latency at a rate is measured version by version outside a duet
+    latency = (
+        sqlite3.connect(db)
+        .execute("SELECT argv FROM trials WHERE mode = 'task_latency'")
+        .fetchall()
+    )
+    assert latency and all(json.loads(a).count("--port") == 1 for (a,) in latency)

@@ -34,6 +34,9 @@ from regtrack.workloads import points, server_config
 from regtrack.workloads.model import Workload
 from regtrack.workloads.points import Point
 
+# The first engine that runs a lifecycle against several servers in turns.
+PAIRED_LIFECYCLE = (0, 5, 0)
+
 
 @dataclass(frozen=True)
 class Job:
@@ -107,12 +110,20 @@ class Job:
     def pairs_in_time(self) -> bool:
         """Whether throughput is paired in time (bench/paired.py): asked for (the default,
         or a duet), two or more versions to compare, and a load generator that can be
-        paused."""
+        paused, or a task lifecycle on an engine that takes turns (bench/paired_lifecycle.py)."""
         return (
             self.settings.pairing in ("time", "duet")
             and len(self.targets) > 1
-            and self.loadgen.name in held.PAUSABLE
+            and (self.loadgen.name in held.PAUSABLE or self.lifecycle_pairs)
         )
+
+    @property
+    def lifecycle_pairs(self) -> bool:
+        """A task lifecycle whose engine runs it paired in time (0.5.0 on)."""
+        if self.workload.kind != "lifecycle" or self.engine is None:
+            return False
+        found = re.search(r"(\d+)\.(\d+)\.(\d+)", self.engine.version)
+        return found is not None and tuple(map(int, found.groups())) >= PAIRED_LIFECYCLE
 
     @property
     def paired_modes(self) -> tuple[str, ...]:

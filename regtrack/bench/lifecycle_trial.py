@@ -62,9 +62,10 @@ def lifecycle_trial(
         record.mark_invalid(InvalidReason.SERVER_REFUSED, " ".join(str(exc).split())[:200])
         return record
     if settings.warmup > 0:
-        warm = lifecycle.run(
-            engine, aim, document, arrivals, seconds=settings.warmup, warmup=0, timeout=timeout
-        )
+        (warm,) = lifecycle.run(
+            engine, [aim], document, arrivals, seconds=settings.warmup, warmup=0,
+            timeout=timeout,
+        )  # fmt: skip
         record.warmup_s = warm.wall_s
         if warm.problem:
             record.argv, record.raw_output = warm.argv, warm.raw_output
@@ -73,8 +74,8 @@ def lifecycle_trial(
     done: list[lifecycle.LifecycleResult] = []
 
     def run() -> LoadgenResult:
-        result = lifecycle.run(
-            engine, aim, document, arrivals, seconds=settings.duration, warmup=0,
+        (result,) = lifecycle.run(
+            engine, [aim], document, arrivals, seconds=settings.duration, warmup=0,
             timeout=timeout,
         )  # fmt: skip
         done.append(result)

@@ -225,7 +225,7 @@ def prepare_job(
         loadgen_choice=None
         if probed
         else loadgen_choice.unprobed(options.loadgen, options.loadgen_bin, workload, tool),
-        latency=_paired(latency, settings, targets, workload),
+        latency=_paired(latency, settings, targets),
         engine=engine,
     )
 
@@ -307,15 +307,13 @@ def open_loop(
 
 
 def _paired(
-    latency: LatencyPlan | None, settings: RunSettings, targets: list[Target], workload: Workload
+    latency: LatencyPlan | None, settings: RunSettings, targets: list[Target]
 ) -> LatencyPlan | None:
     """Open-loop trials paired in time in a duet only (every server on CPUs of its own),
     one arrival stream moving between the servers: on a shared server CPU a version's
     background work (a serverCron that stalls) delays its neighbour's requests too, and
-    the pairing hid a 2-ms stall that separate trials show (docs/latency.md). A lifecycle's
-    tasks are never paired: a task enqueued on one server is consumed there."""
-    if isinstance(workload, LifecycleWorkload):
-        return latency
+    the pairing hid a 2-ms stall that separate trials show (docs/latency.md). A task
+    lifecycle's latency points pair the same way (bench/paired_lifecycle.py)."""
     if latency is None or settings.pairing != "duet" or len(targets) < 2:
         return latency
     return dataclasses.replace(latency, method=LATENCY_PAIRED)

@@ -12,6 +12,7 @@ from regtrack.bench import (
     loadgen_choice,
     paired,
     paired_latency,
+    paired_lifecycle,
     runner,
     servers,
 )
@@ -23,6 +24,7 @@ from regtrack.core.records import Progress, TrialRecord
 from regtrack.results.store import Store
 from regtrack.targets.sources import cache_root
 from regtrack.targets.versions import Target
+from regtrack.workloads.lifecycle import LifecycleWorkload
 
 
 class RealBench:
@@ -55,6 +57,13 @@ class RealBench:
         target_ids: dict[str, int],
         progress: Progress,
     ) -> None:
+        if isinstance(job.workload, LifecycleWorkload):
+            assert job.engine is not None, "a lifecycle's engine"
+            paired.run_visit(
+                job, store, run_id, visit, targets, target_ids, progress,
+                measure=paired_lifecycle.measure_point, tool=job.engine.name,
+            )  # fmt: skip
+            return
         if visit.mode == latency_trial.MODE and job.engine is not None:
             paired.run_visit(
                 job, store, run_id, visit, targets, target_ids, progress,

@@ -10,8 +10,10 @@ runs the engine pinned, and reads its one JSON report into a typed record.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -74,6 +76,9 @@ class LifecycleReport(_Strict):
     cpu: EngineCpu
     stalls: Stalls = Stalls()
     tainted: int = 0
+    # Paired in time (several servers): the time this server had the load, and its windows.
+    active_s: float | None = None
+    windows: int | None = None
 
     @property
     def latency_ms(self) -> dict[str, float]:
@@ -86,6 +91,16 @@ class LifecycleReport(_Strict):
             "max": lat.max / 1e3,
             "avg": lat.mean / 1e3,
         }
+
+
+class PairedLifecycleReport(_Strict):
+    """One lifecycle run over several servers paired in time: each server's report over
+    its own windows (engine/README.md), and the engine's CPU."""
+
+    version: str
+    switch_ms: float
+    cpu: EngineCpu
+    servers: list[LifecycleReport]
 
 
 @dataclass(frozen=True)
@@ -106,57 +121,78 @@ class LifecycleResult(LoadgenResult):
 
 
 def argv(
-    binary: LoadgenBinary, aim: Aim, arrivals: Arrivals, document: Path, seconds: float,
-    warmup: float,
+    binary: LoadgenBinary, aims: Sequence[Aim], arrivals: Arrivals, document: Path,
+    seconds: float, warmup: float, switch_ms: float,
 ) -> list[str]:  # fmt: skip
-    """The engine's command line, pinned to the client CPUs."""
+    """The engine's command line, pinned to the client CPUs: one server, or several (on
+    one host) taking the load in turns of ``switch_ms``."""
     command = [
-        taskset_path(), "-c", format_cpu_list(aim.cpus), binary.path,
-        "--lifecycle", str(document), "--host", aim.host, "--port", str(aim.port),
+        taskset_path(), "-c", format_cpu_list(aims[0].cpus), binary.path,
+        "--lifecycle", str(document), "--host", aims[0].host,
+        *(arg for aim in aims for arg in ("--port", str(aim.port))),
         "--arrival", arrivals.arrival, "--seed", str(arrivals.seed),
         "--duration", repr(float(seconds)), "--warmup", repr(float(warmup)),
         "--drain", repr(DRAIN_S),
     ]  # fmt: skip
     if arrivals.rate is not None:
         command += ["--rate", repr(float(arrivals.rate))]
+    if len(aims) > 1:
+        command += ["--switch-ms", repr(float(switch_ms))]
     return command
 
 
 def run(
     binary: LoadgenBinary,
-    aim: Aim,
+    aims: Sequence[Aim],
     document: dict[str, Any],
     arrivals: Arrivals,
     *,
     seconds: float,
     warmup: float,
     timeout: float,
-) -> LifecycleResult:
-    """Run the engine's lifecycle mode once; ``problem`` says why its figures cannot be
-    used, if they cannot (the server lost, a refused document, an unreadable report)."""
+    switch_ms: float = 100.0,
+) -> list[LifecycleResult]:
+    """Run the engine's lifecycle mode once over ``aims`` (one server, or several paired in
+    time); a result per aim, in order, each with its server's report, or all with the one
+    ``problem`` that spoiled the run (the server lost, a refused document, no report)."""
+    together = dataclasses.replace(
+        aims[0],
+        server_alive=lambda: all(a.server_alive() for a in aims),
+        server_pid=aims[0].server_pid if len(aims) == 1 else None,
+    )
     with tempfile.TemporaryDirectory(prefix="regtrack-lifecycle-") as tmp:
         path = Path(tmp) / "lifecycle.json"
         path.write_text(json.dumps(document))
-        command = argv(binary, aim, arrivals, path, seconds, warmup)
-        done = run_tool(NAME, command, timeout, aim)
+        command = argv(binary, aims, arrivals, path, seconds, warmup, switch_ms)
+        done = run_tool(NAME, command, timeout, together)
     stderr = str(done.stderr).strip()
     base = result_of(done, command, 0, stderr)
-    result = LifecycleResult(**{f: getattr(base, f) for f in base.__dataclass_fields__})
+    fields = {f: getattr(base, f) for f in base.__dataclass_fields__}
+    results = [LifecycleResult(**fields) for _ in aims]
     problem = done.problem
     if problem is None and done.exit_code != 0:
         line = stderr.splitlines()[-1] if stderr else "no message"
         problem = f"{NAME} exited with code {done.exit_code}: {line}"
+    reports: list[LifecycleReport] = []
     if problem is None:
         try:
-            report = LifecycleReport.model_validate_json(done.stdout)
+            if len(aims) == 1:
+                reports = [LifecycleReport.model_validate_json(done.stdout)]
+            else:
+                reports = PairedLifecycleReport.model_validate_json(done.stdout).servers
         except pydantic.ValidationError as exc:
             problem = f"{NAME} printed no lifecycle report ({exc.error_count()} errors)"
         else:
+            if len(reports) != len(aims):
+                problem = f"{NAME} reported {len(reports)} servers of {len(aims)}"
+    for n, result in enumerate(results):
+        result.problem = problem
+        if problem is None:
+            report = reports[n]
             result.report = report
             result.requests = report.completed
             result.ops_per_sec = report.tasks_per_sec
             result.latency_ms = report.latency_ms
             if report.completed == 0:
-                problem = f"{NAME} completed no tasks"
-    result.problem = problem
-    return result
+                result.problem = f"{NAME} completed no tasks"
+    return results

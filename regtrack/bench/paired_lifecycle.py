@@ -1,0 +1,110 @@
+"""A task lifecycle paired in time: one engine run drives every version's server, the load
+moving between them in windows (A B B A, engine/README.md, "paired in time"), so each
+version's tasks/s and server CPU per task come from the same seconds of the host. Measured
+one after another, this VM's wander (10-30% over minutes) left a 3-repetition comparison
+of capacity ±85% wide; paired, the same seconds fall on every version.
+
+Each server's producers and consumers work only in its own windows; its tasks/s is over
+its active time, its counters (commands, CPU) over the whole run divide by its own tasks.
+Each server starts the point emptied and set up, and a paired warm-up run comes first, as
+for a single server (bench/lifecycle_trial.py). Open-loop task latency is paired only in
+a duet, every server on CPUs of its own (prepare._paired says why)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import redis
+
+from regtrack.bench import lifecycle_trial, serverstats, trial
+from regtrack.bench.job import Job
+from regtrack.bench.loadgen import lifecycle
+from regtrack.bench.paired import Side, counters, failed, shared_cpus
+from regtrack.bench.plan import PlannedTrial
+from regtrack.core.errors import CannotMeasure
+from regtrack.core.procs import CpuTimes
+from regtrack.core.records import InvalidReason, TrialRecord
+from regtrack.workloads.lifecycle import LifecycleWorkload
+
+
+def arrivals_of(job: Job, planned: PlannedTrial) -> lifecycle.Arrivals:
+    """A point's arrivals: its rate (an open-loop point) or none (capacity), the same seed
+    for every version of a repetition."""
+    seed = (job.settings.seed_offset or 0) + planned.repetition + 1
+    label = planned.point.label
+    if job.latency is not None and label in job.latency.labels():
+        return lifecycle.Arrivals(job.latency.rate(label), job.latency.arrival, seed)
+    return lifecycle.Arrivals(None, seed=seed)
+
+
+def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> list[TrialRecord]:
+    """One point of every side, paired in time; a record per side, valid or not."""
+    assert job.engine is not None and isinstance(job.workload, LifecycleWorkload)
+    arrivals = arrivals_of(job, planned[0])
+    mode = lifecycle_trial.TASKS if arrivals.rate is None else lifecycle_trial.TASK_LATENCY
+    records = {p.target: trial.new_record(p, mode) for p in planned}
+    order = [s for s in sides if s.target.label in records]
+    ctx, settings = job.context, job.context.settings
+    cpu_plan = job.side_cpus()
+    aims = [ctx.aim(s.server, cpu_plan[s.target.label].client) for s in order]
+    document = job.workload.engine_document()
+    timeout = 60 + 10 * (settings.duration + settings.warmup) + lifecycle.DRAIN_S
+    switch_ms = 1000.0 * settings.window
+
+    def run(seconds: float) -> list[lifecycle.LifecycleResult]:
+        return lifecycle.run(
+            job.engine, aims, document, arrivals, seconds=seconds, warmup=0, timeout=timeout,
+            switch_ms=switch_ms,
+        )  # type: ignore[arg-type]  # fmt: skip
+
+    with contextlib.ExitStack() as stack:
+        clients = {}
+        for side in order:
+            clients[side.target.label] = client = side.server.client(timeout=60)
+            stack.callback(client.close)
+        try:
+            for side in order:
+                lifecycle_trial.fresh(side.server, job.workload)
+            if settings.warmup > 0 and (problem := run(settings.warmup)[0].problem):
+                raise CannotMeasure(f"the warm-up failed: {problem}")
+            before = {label: serverstats.snapshot(c) for label, c in clients.items()}
+            io_before = {s.target.label: trial.syscalls(s.server.pid) for s in order}
+            server_cpus, client_cpus = (
+                CpuTimes.read(ctx.cpus.server),
+                CpuTimes.read(ctx.cpus.client),
+            )
+            results = run(settings.duration)
+            server_after, client_after = (
+                CpuTimes.read(ctx.cpus.server),
+                CpuTimes.read(ctx.cpus.client),
+            )
+            after = {label: serverstats.snapshot(c) for label, c in clients.items()}
+            io_after = {s.target.label: trial.syscalls(s.server.pid) for s in order}
+        except (redis.RedisError, OSError, CannotMeasure) as exc:
+            return failed(records, order, exc)
+    first = order[0].target.label
+    wall = after[first].at - before[first].at
+    deltas = {label: serverstats.delta(before[label], after[label]) for label in before}
+    contended, steal = shared_cpus(
+        ctx.cpus, (server_cpus, server_after), (client_cpus, client_after),
+        (sum(d.server_cpu_s for d in deltas.values()), results[0].client_cpu_s), wall,
+    )  # fmt: skip
+    for side, result in zip(order, results, strict=True):
+        label = side.target.label
+        record = records[label]
+        record.argv, record.raw_output = result.argv, result.raw_output
+        record.exit_code, record.wall_s = result.exit_code, result.wall_s
+        record.warmup_s = settings.warmup
+        record.valid = True
+        record.steal_pct, record.contention_pct = steal, contended
+        report = result.report
+        active = report.active_s if report is not None and report.active_s else wall
+        record.server_cpu_pct = 100.0 * deltas[label].server_cpu_s / active if active else None
+        if result.problem:
+            record.mark_invalid(InvalidReason.LOADGEN_FAILED, result.problem)
+        counters(ctx, record, deltas[label], io_before[label], io_after[label])
+        if report is not None:
+            lifecycle_trial.from_report(
+                settings.contention_limit_pct, settings.client_bound_cpu_pct, record, report
+            )
+    return [records[p.target] for p in planned]
