@@ -88,7 +88,7 @@ def test_two_versions_of_a_lifecycle_take_turns_in_one_engine_run(tmp_path, redi
         .fetchall()
     )
     assert sorted((r[0], r[1]) for r in rows) == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
-    for label, _, _, valid, rate, tasks, argv in rows:
+    for label, _, _, _, rate, tasks, argv in rows:
         command = json.loads(argv)
         assert command.count("--port") == 2 and "--switch-ms" in command, command
         assert rate > 0 and tasks > 0, (label, rate, tasks)
