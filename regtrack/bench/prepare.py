@@ -278,31 +278,30 @@ def _driver(options: Options) -> tuple[Workload, Options]:
             raise BadInput(f"{flag} does not apply to --driver: your program sets its own load")
     if options.metric == "instructions":
         raise BadInput("--driver runs with --metric throughput (its instructions are not counted)")
-    metric = "throughput"
-    return workload, dataclasses.replace(options, metric=metric, loadgen_bin=workload.command[0])
+    return workload, dataclasses.replace(
+        options, metric="throughput", loadgen_bin=workload.command[0]
+    )
 
 
 def open_loop(
-    options: Options, workload: Workload | None = None
+    options: Options, workload: Workload
 ) -> tuple[LatencyPlan | None, LoadgenBinary | None]:
     """The open-loop trials asked for and the engine that sends them (located, with its
     version and digest kept in the plan), or (None, None); a lifecycle always needs the
     engine (it runs its producers and consumers)."""
     latency = latency_plan(options)
-    if isinstance(workload, LifecycleWorkload):
-        if options.metric != "throughput":
-            raise BadInput(
-                f"workload {workload.name} is a task lifecycle, measured by the open-loop "
-                f"engine in tasks/s and task latency; --metric {options.metric} (callgrind) "
-                "does not run it yet: use --metric throughput"
-            )
-        engine = openloop.locate()
-        if latency is None:
-            return None, engine
-    elif latency is None:
+    lifecycle = isinstance(workload, LifecycleWorkload)
+    if lifecycle and options.metric != "throughput":
+        raise BadInput(
+            f"workload {options.workload} is a task lifecycle, measured by the open-loop "
+            f"engine in tasks/s and task latency; --metric {options.metric} (callgrind) "
+            "does not run it yet: use --metric throughput"
+        )
+    if latency is None and not lifecycle:
         return None, None
-    else:
-        engine = openloop.locate()
+    engine = openloop.locate()
+    if latency is None:
+        return None, engine
     return dataclasses.replace(latency, engine=engine.version, engine_sha256=engine.sha256), engine
 
 
