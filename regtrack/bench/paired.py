@@ -292,6 +292,11 @@ def _cut_short(
     return out
 
 
+def cpu_times(ctx: trial.Context) -> tuple[CpuTimes, CpuTimes]:
+    """The server CPUs' and the client CPUs' times now (around a point's run)."""
+    return CpuTimes.read(ctx.cpus.server), CpuTimes.read(ctx.cpus.client)
+
+
 def counters(
     ctx: trial.Context,
     record: TrialRecord,

@@ -20,10 +20,9 @@ import redis
 from regtrack.bench import latency_trial, serverstats, trial
 from regtrack.bench.job import Job
 from regtrack.bench.loadgen import openloop
-from regtrack.bench.paired import Side, counters, failed, shared_cpus
+from regtrack.bench.paired import Side, counters, cpu_times, failed, shared_cpus
 from regtrack.bench.plan import PlannedTrial
 from regtrack.core.errors import CannotMeasure
-from regtrack.core.procs import CpuTimes
 from regtrack.core.records import InvalidReason, TrialRecord
 from regtrack.workloads import points
 
@@ -54,12 +53,12 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
         try:
             before = {label: serverstats.snapshot(c) for label, c in clients.items()}
             io_before = {s.target.label: trial.syscalls(s.server.pid) for s in order}
-            server_cpus, client_cpus = _cpu_times(ctx)
+            server_cpus, client_cpus = cpu_times(ctx)
             results = openloop.run_paired(
                 job.engine, aims, specs[0][0], offered, seconds=settings.duration,
                 warmup=settings.warmup, timeout=timeout, switch_ms=1000.0 * settings.window,
             )  # fmt: skip
-            server_after, client_after = _cpu_times(ctx)
+            server_after, client_after = cpu_times(ctx)
             after = {label: serverstats.snapshot(c) for label, c in clients.items()}
             io_after = {s.target.label: trial.syscalls(s.server.pid) for s in order}
         except (redis.RedisError, OSError, CannotMeasure) as exc:
@@ -87,7 +86,3 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
         if result.report is not None:
             latency_trial.from_report(settings.contention_limit_pct, record, result.report, offered)
     return [records[p.target] for p in planned]
-
-
-def _cpu_times(ctx: trial.Context) -> tuple[CpuTimes, CpuTimes]:
-    return CpuTimes.read(ctx.cpus.server), CpuTimes.read(ctx.cpus.client)

@@ -19,11 +19,10 @@ import redis
 from regtrack.bench import lifecycle_trial, serverstats, trial
 from regtrack.bench.job import Job
 from regtrack.bench.loadgen import lifecycle
-from regtrack.bench.paired import Side, counters, failed, shared_cpus
+from regtrack.bench.paired import Side, counters, cpu_times, failed, shared_cpus
 from regtrack.bench.plan import PlannedTrial
 from regtrack.core.errors import CannotMeasure
-from regtrack.core.procs import CpuTimes
-from regtrack.core.records import InvalidReason, TrialRecord
+from regtrack.core.records import InvalidReason, ServerDelta, TrialRecord
 from regtrack.workloads.lifecycle import LifecycleWorkload
 
 
@@ -69,15 +68,9 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
                 raise CannotMeasure(f"the warm-up failed: {problem}")
             before = {label: serverstats.snapshot(c) for label, c in clients.items()}
             io_before = {s.target.label: trial.syscalls(s.server.pid) for s in order}
-            server_cpus, client_cpus = (
-                CpuTimes.read(ctx.cpus.server),
-                CpuTimes.read(ctx.cpus.client),
-            )
+            server_cpus, client_cpus = cpu_times(ctx)
             results = run(settings.duration)
-            server_after, client_after = (
-                CpuTimes.read(ctx.cpus.server),
-                CpuTimes.read(ctx.cpus.client),
-            )
+            server_after, client_after = cpu_times(ctx)
             after = {label: serverstats.snapshot(c) for label, c in clients.items()}
             io_after = {s.target.label: trial.syscalls(s.server.pid) for s in order}
         except (redis.RedisError, OSError, CannotMeasure) as exc:
@@ -91,20 +84,32 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
     )  # fmt: skip
     for side, result in zip(order, results, strict=True):
         label = side.target.label
-        record = records[label]
-        record.argv, record.raw_output = result.argv, result.raw_output
-        record.exit_code, record.wall_s = result.exit_code, result.wall_s
-        record.warmup_s = settings.warmup
-        record.valid = True
-        record.steal_pct, record.contention_pct = steal, contended
-        report = result.report
-        active = report.active_s if report is not None and report.active_s else wall
-        record.server_cpu_pct = 100.0 * deltas[label].server_cpu_s / active if active else None
-        if result.problem:
-            record.mark_invalid(InvalidReason.LOADGEN_FAILED, result.problem)
-        counters(ctx, record, deltas[label], io_before[label], io_after[label])
-        if report is not None:
-            lifecycle_trial.from_report(
-                settings.contention_limit_pct, settings.client_bound_cpu_pct, record, report
-            )
+        _fill(ctx, records[label], result, deltas[label], (io_before[label], io_after[label]))
+        records[label].steal_pct, records[label].contention_pct = steal, contended
     return [records[p.target] for p in planned]
+
+
+def _fill(
+    ctx: trial.Context,
+    record: TrialRecord,
+    result: lifecycle.LifecycleResult,
+    delta: ServerDelta,
+    io: tuple[tuple[int, int] | None, tuple[int, int] | None],
+) -> None:
+    """One side's trial from its share of the run: the engine's figures over its windows,
+    the server's counters over the whole run (its own tasks only), judged."""
+    settings = ctx.settings
+    record.argv, record.raw_output = result.argv, result.raw_output
+    record.exit_code, record.wall_s = result.exit_code, result.wall_s
+    record.warmup_s = settings.warmup
+    record.valid = True
+    report = result.report
+    active = report.active_s if report is not None and report.active_s else result.wall_s
+    record.server_cpu_pct = 100.0 * delta.server_cpu_s / active if active else None
+    if result.problem:
+        record.mark_invalid(InvalidReason.LOADGEN_FAILED, result.problem)
+    counters(ctx, record, delta, *io)
+    if report is not None:
+        lifecycle_trial.from_report(
+            settings.contention_limit_pct, settings.client_bound_cpu_pct, record, report
+        )
