@@ -54,6 +54,11 @@ class LifecycleReport(_Strict):
     rate: float | None = None
     arrival: str | None = None
     duration_s: float
+    # paired in time (engine 0.5.0, several ports): the server, its windows in the measured
+    # window and the seconds they cover (what tasks_per_sec divides by)
+    port: int | None = None
+    windows: int | None = None
+    active_s: float | None = None
     enqueued: int
     completed: int
     tasks_per_sec: float
@@ -86,6 +91,18 @@ class LifecycleReport(_Strict):
             "max": lat.max / 1e3,
             "avg": lat.mean / 1e3,
         }
+
+
+class PairedLifecycleReport(_Strict):
+    """What one lifecycle run over several servers paired in time printed: each server's
+    report over its own tasks and windows, in --port order, and the engine's CPU
+    (engine/README.md, "Paired in time" of the lifecycle mode)."""
+
+    version: str
+    mode: Literal["lifecycle"]
+    switch_ms: float
+    cpu: EngineCpu
+    servers: list[LifecycleReport]
 
 
 @dataclass(frozen=True)
