@@ -1,9 +1,9 @@
 """regtrack-openloop's lifecycle mode (--lifecycle FILE) against a real redis-server:
 producers enqueue tasks, consumers dequeue them (BRPOP, XREADGROUP, an EVALSHA poll), find
 the task ids in the reply and carry each task's handle into the steps that follow. The
-server is pinned to one CPU and the engine to another (taskset) where there are two. The
-binary is the one regtrack runs (on PATH first), so PATH can point these tests at a
-fresh build."""
+server is pinned to one CPU and the engine to another (taskset) where there are two (two
+servers paired in time share the first). The binary is the one regtrack runs (on PATH
+first), so PATH can point these tests at a fresh build."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ import pytest
 import redis
 
 from regtrack.bench.loadgen import openloop
+from regtrack.bench.loadgen.lifecycle import PairedLifecycleReport
 from regtrack.core import procs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,12 +50,12 @@ def cpus() -> tuple[list[str], list[str]]:
 
 
 @contextlib.contextmanager
-def server(redis_server: str, workdir: Path) -> Iterator[tuple[int, redis.Redis]]:
+def server(redis_server: str, workdir: Path, *extra: str) -> Iterator[tuple[int, redis.Redis]]:
     """A real redis-server on a free port, pinned: its port and a client of it."""
     port = procs.free_port()
     proc = subprocess.Popen(
         [*cpus()[0], redis_server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", str(workdir)],
+         "--appendonly", "no", "--dir", str(workdir), *extra],
         stdout=subprocess.DEVNULL,
     )  # fmt: skip
     client = redis.Redis(port=port, socket_timeout=5)
@@ -80,10 +82,13 @@ def lifecycle_file(folder: Path, lifecycle: dict) -> str:
     return str(path)
 
 
-def start(engine: Path, folder: Path, lifecycle: dict, port: int, *args: str) -> subprocess.Popen:
+def start(
+    engine: Path, folder: Path, lifecycle: dict, port: int | list[int], *args: str
+) -> subprocess.Popen:
+    ports = [port] if isinstance(port, int) else port
     return subprocess.Popen(
         [*cpus()[1], str(engine), "--lifecycle", lifecycle_file(folder, lifecycle),
-         "--port", str(port), *args],
+         *(a for p in ports for a in ("--port", str(p))), *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 
@@ -101,6 +106,25 @@ def report_of(proc: subprocess.Popen) -> dict:
 
 def run(engine: Path, folder: Path, lifecycle: dict, port: int, *args: str) -> dict:
     return report_of(start(engine, folder, lifecycle, port, *args))
+
+
+def paired_report_of(proc: subprocess.Popen, ports: list[int]) -> dict:
+    """A paired run's document: the engine's, and a lifecycle report per server."""
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    paired = json.loads(out)
+    assert list(paired) == ["engine", "version", "mode", "switch_ms", "cpu", "servers"]
+    assert paired["engine"] == "regtrack-openloop" and paired["mode"] == "lifecycle"
+    assert paired["version"] == version_in_cargo_toml()
+    assert [r["port"] for r in paired["servers"]] == ports
+    for report in paired["servers"]:
+        assert report["mode"] == "lifecycle" and report["version"] == paired["version"]
+        assert report["latency_us"]["count"] + report["tainted"] == report["completed"]
+        assert report["cpu"] == paired["cpu"]  # the engine's, one for all
+        assert report["stalls"] == paired["servers"][0]["stalls"]
+    model = PairedLifecycleReport.model_validate_json(out)  # what regtrack reads
+    assert [r.active_s for r in model.servers] == [r["active_s"] for r in paired["servers"]]
+    return paired
 
 
 def version_in_cargo_toml() -> str:
@@ -284,8 +308,9 @@ def test_a_bad_lifecycle_is_one_line_and_exit_2(engine, tmp_path, change, words)
     ("args", "words"),
     [
         (["--pipeline", "2"], ["--pipeline"]),
-        (["--switch-ms", "50"], ["--switch-ms"]),
-        (["--port", "1", "--port", "2"], ["one --port"]),
+        (["--switch-ms", "50"], ["--switch-ms", "two --port"]),
+        (["--port", "1", "--switch-ms", "50"], ["--switch-ms", "two --port"]),
+        (["--port", "1", "--port", "2", "--hgrm", "x.hgrm"], ["--hgrm"]),
         (["--spec", "x.json"], ["exclusive"]),
     ],
 )
@@ -299,3 +324,92 @@ def test_options_of_the_latency_mode_are_refused(engine, tmp_path, args, words):
     assert proc.stderr.count("\n") == 1, proc.stderr
     for word in words:
         assert word in proc.stderr, (word, proc.stderr)
+
+
+@contextlib.contextmanager
+def two_servers(
+    redis_server: str, workdir: Path, *second: str
+) -> Iterator[list[tuple[int, redis.Redis]]]:
+    """Two real redis-servers, both pinned to the first CPU; `second`: the second one's
+    extra options."""
+    with server(redis_server, workdir) as a, server(redis_server, workdir, *second) as b:
+        yield [a, b]
+
+
+def test_two_servers_paired_in_time_at_capacity(engine, tmp_path, redis_server):
+    """Capacity, 50 ms windows, 2 s: each server works in its own windows (half the time
+    each), the same binary does as many tasks/s in both, and each server's commands are
+    its own tasks' (warm-up ones included), none left queued."""
+    lifecycle = list_queue(max_queued=200)
+    with two_servers(redis_server, tmp_path) as servers:
+        ports = [port for port, _ in servers]
+        proc = start(engine, tmp_path, lifecycle, ports, "--switch-ms", "50", "--duration",
+                     "2", "--warmup", "0.3")  # fmt: skip
+        paired = paired_report_of(proc, ports)
+        counts = [(calls(c, "lpush"), calls(c, "setex"), c.llen("celery")) for _, c in servers]
+    assert paired["switch_ms"] == 50
+    a, b = paired["servers"]
+    for report, (pushed, results, left_in_queue) in zip(paired["servers"], counts, strict=True):
+        assert report["rate"] is None and report["windows"] == 20
+        assert report["active_s"] == pytest.approx(1.0, rel=0.15)
+        assert report["completed"] == report["enqueued"] > 1000 and report["left"] == 0
+        assert report["errors"] == {} and report["foreign"] == 0
+        # its LPUSHes: its measured tasks and its warm-up's (0.15 s of its windows)
+        assert report["enqueued"] < pushed < 1.35 * report["enqueued"], (pushed, report)
+        assert abs(results - pushed) <= lifecycle["consumers"], (results, pushed)
+        assert left_in_queue == 0
+        assert report["commands_per_task"] == pytest.approx(3, abs=0.1)
+    assert a["active_s"] + b["active_s"] == pytest.approx(2.0)
+    assert a["tasks_per_sec"] == pytest.approx(b["tasks_per_sec"], rel=0.25), (
+        a["tasks_per_sec"], b["tasks_per_sec"])  # fmt: skip
+
+
+def test_two_servers_share_one_arrival_stream(engine, tmp_path, redis_server):
+    """2000 tasks/s in 50 ms windows: each server gets the arrivals of its windows, half
+    the stream, each task timed (or tainted) once."""
+    with two_servers(redis_server, tmp_path) as servers:
+        ports = [port for port, _ in servers]
+        proc = start(engine, tmp_path, list_queue(), ports, "--rate", "2000", "--switch-ms",
+                     "50", "--duration", "2", "--warmup", "0.3", *BEHIND)  # fmt: skip
+        paired = paired_report_of(proc, ports)
+        left = [c.llen("celery") for _, c in servers]
+    for report in paired["servers"]:
+        assert report["rate"] == 2000 and report["arrival"] == "constant"
+        assert report["enqueued"] == pytest.approx(2000 * 2 / 2, rel=0.10)
+        assert report["completed"] == report["enqueued"] and report["left"] == 0
+        assert report["latency_us"]["count"] == report["completed"] - report["tainted"]
+        assert report["tasks_per_sec"] == pytest.approx(2000, rel=0.10)
+        assert report["behind"] is False, (report["behind_reasons"], report["lag_us"])
+    assert sum(r["enqueued"] for r in paired["servers"]) == 4000  # the one stream
+    assert left == [0, 0]
+
+
+def test_a_slow_server_shows_in_its_own_latency_only(engine, tmp_path, redis_server):
+    """The second server sleeps 50 ms every 200 ms (DEBUG SLEEP): its tasks' p99 is far
+    above the first server's, so the windows keep the servers' tasks apart."""
+    stop = threading.Event()
+    sleeps = 0
+    with two_servers(redis_server, tmp_path, "--enable-debug-command", "yes") as servers:
+        ports = [port for port, _ in servers]
+        slow = servers[1][1]
+
+        def pause() -> None:
+            nonlocal sleeps
+            while not stop.wait(0.2):
+                slow.execute_command("DEBUG", "SLEEP", "0.05")
+                sleeps += 1
+
+        proc = start(engine, tmp_path, list_queue(), ports, "--rate", "1000", "--switch-ms",
+                     "50", "--duration", "2", "--warmup", "0.2", *BEHIND)  # fmt: skip
+        pauser = threading.Thread(target=pause)
+        pauser.start()
+        try:
+            paired = paired_report_of(proc, ports)
+        finally:
+            stop.set()
+            pauser.join()
+    assert sleeps >= 6
+    fast, slow_report = (r["latency_us"] for r in paired["servers"])
+    assert slow_report["p99"] > 10_000, slow_report  # a task caught by a sleep waits it
+    assert slow_report["p99"] > 5 * fast["p99"], (fast, slow_report)
+    assert fast["max"] < 40_000, fast  # no sleep of the other reached its tasks

@@ -6,9 +6,10 @@ pub const USAGE: &str = "usage: regtrack-openloop --spec FILE --rate R [--host H
 [--port P [--port P2 ...] [--switch-ms W]] [--connections N (per server)] \
 [--arrival constant|poisson] [--duration S] [--warmup S] [--seed K] [--pipeline K] \
 [--max-in-flight M (per connection)] [--drain S] [--behind-lag-us U] [--stall-us U] \
-[--hgrm FILE (one port)] | regtrack-openloop --lifecycle FILE [--host H] [--port P] \
-[--rate R (tasks/s; none or 0: capacity)] [--arrival constant|poisson] [--duration S] \
-[--warmup S] [--seed K] [--drain S] [--behind-lag-us U] [--stall-us U] [--hgrm FILE]";
+[--hgrm FILE (one port)] | regtrack-openloop --lifecycle FILE [--host H] \
+[--port P [--port P2 ...] --switch-ms W] [--rate R (tasks/s; none or 0: capacity)] \
+[--arrival constant|poisson] [--duration S] [--warmup S] [--seed K] [--drain S] \
+[--behind-lag-us U] [--stall-us U] [--hgrm FILE (one port)]";
 
 /// The default --drain of each mode: replies still outstanding (latency), tasks still
 /// in the queues (lifecycle).
@@ -207,13 +208,14 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
     Ok(Command::Run(o))
 }
 
-/// Lifecycle mode: one server, producers and consumers from the file; --rate optional (none
-/// or 0: capacity). Options of the latency mode that mean nothing here are refused.
+/// Lifecycle mode: producers and consumers from the file, per server (several ports:
+/// paired in time, --switch-ms); --rate optional (none or 0: capacity). Options of the
+/// latency mode that mean nothing here are refused.
 fn lifecycle(mut o: Options, given: &[String]) -> Result<Command, String> {
     if !o.spec.is_empty() {
         return Err("--spec and --lifecycle are exclusive: give one".to_string());
     }
-    for name in ["pipeline", "switch-ms", "connections", "max-in-flight"] {
+    for name in ["pipeline", "connections", "max-in-flight"] {
         if given.iter().any(|g| g == name) {
             return Err(format!(
                 "--{name} does not apply to --lifecycle (its producers and consumers come \
@@ -221,9 +223,16 @@ fn lifecycle(mut o: Options, given: &[String]) -> Result<Command, String> {
             ));
         }
     }
-    if o.ports.len() > 1 {
+    if given.iter().any(|g| g == "switch-ms") && o.ports.len() < 2 {
+        return Err(
+            "--switch-ms pairs servers in time: with --lifecycle it needs two --port or more"
+                .to_string(),
+        );
+    }
+    if o.hgrm.is_some() && o.ports.len() > 1 {
         return Err(format!(
-            "--lifecycle takes one --port (given {}): no pairing in time",
+            "--hgrm FILE takes one --port; with {} ports each server's histogram is the \
+             hdr of its report in the JSON",
             o.ports.len()
         ));
     }
@@ -291,7 +300,7 @@ mod tests {
     }
 
     #[test]
-    fn lifecycle_takes_no_rate_one_port_and_drains_5_s() {
+    fn lifecycle_takes_no_rate_and_drains_5_s() {
         let o = run(&["--lifecycle", "l.json"]).unwrap();
         assert_eq!((o.rate, o.drain_s, o.ports.clone()), (0.0, 5.0, vec![6379]));
         let o = run(&["--lifecycle", "l.json", "--rate", "0", "--drain", "1"]).unwrap();
@@ -300,9 +309,10 @@ mod tests {
         assert_eq!(o.rate, 500.0);
         assert_eq!(run(&["--spec", "s", "--rate", "1"]).unwrap().drain_s, 2.0);
         for (extra, word) in [
-            (&["--port", "1", "--port", "2"][..], "one --port"),
+            (&["--port", "1", "--port", "2", "--hgrm", "f"][..], "--hgrm"),
             (&["--pipeline", "2"][..], "--pipeline"),
             (&["--switch-ms", "5"][..], "--switch-ms"),
+            (&["--port", "1", "--switch-ms", "5"][..], "two --port"),
             (&["--connections", "5"][..], "--connections"),
             (&["--spec", "s"][..], "exclusive"),
         ] {
@@ -312,6 +322,30 @@ mod tests {
         assert!(run(&["--spec", "s", "--rate", "0"])
             .unwrap_err()
             .contains("--rate"));
+    }
+
+    #[test]
+    fn lifecycle_pairs_two_ports_or_more_in_time() {
+        let o = run(&["--lifecycle", "l", "--port", "7002", "--port", "7001"]).unwrap();
+        assert_eq!((o.ports, o.switch_ms), (vec![7002, 7001], 100.0));
+        let o = run(&[
+            "--lifecycle",
+            "l",
+            "--port",
+            "1",
+            "--port",
+            "2",
+            "--port",
+            "3",
+            "--switch-ms",
+            "50",
+            "--rate",
+            "2000",
+        ])
+        .unwrap();
+        assert_eq!((o.ports.len(), o.switch_ms, o.rate), (3, 50.0, 2000.0));
+        let o = run(&["--lifecycle", "l", "--port", "1", "--hgrm", "f"]).unwrap();
+        assert_eq!(o.hgrm.as_deref(), Some("f"));
     }
 
     #[test]

@@ -2,27 +2,21 @@
 //! `max_queued` bound lets them: capacity), consumers dequeue them, find the task ids in
 //! the reply (reply.rs) and run the process steps for each, then the batch steps, then
 //! dequeue again. A task is timed from its intended enqueue time to the reply of the
-//! consumer's last step for it. One thread: epoll plus an absolute timerfd, as engine.rs;
-//! the engine's own stalls (stall.rs) taint the tasks they overlap.
+//! consumer's last step for it. This is one server's side of it (`Side`): its connections,
+//! its outstanding tasks, its stats; lifecycle_run.rs holds one per server and the event
+//! loop. Paired in time, a side is `active` in its server's windows only: an inactive
+//! side's connections finish the step they are in, then hold (`ProducerMove`,
+//! `ConsumerMove`) until its next window.
 
-use crate::cli::Options;
 use crate::engine::rng;
 use crate::lifecycle_spec::{Lifecycle, Step};
 use crate::link::{Link, Reply};
 use crate::reply::{self, Found};
-use crate::schedule::Schedule;
-use crate::scripts::{self, LoadError};
-use crate::stall::{Detector, Summary};
-use crate::stats::{CpuWindow, Stats};
-use crate::sys::{self, Poller, Timer};
+use crate::stall::Detector;
+use crate::stats::Stats;
 use crate::template::{Ctx, Place, TaskRef};
 use rand_pcg::Pcg64;
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::os::unix::io::AsRawFd;
-use std::time::Duration;
-
-const TIMER: u64 = u64::MAX;
 
 /// Why a run ended without a report: bad input (exit 2) or the server lost (exit 3).
 pub enum Failure {
@@ -30,15 +24,20 @@ pub enum Failure {
     Lost(String),
 }
 
-/// What the run measured (the measured window, and its tasks however late they completed).
+/// What one server's side measured (the measured window, and its tasks however late they
+/// completed).
 pub struct Measured {
     /// Task level: `intended` the tasks intended in the window (enqueued), `completed` of
     /// those, `latency` their latency, `lag` the producers' schedule lag, `errors` by kind.
     pub stats: Stats,
     pub error_commands: BTreeMap<String, u64>,
-    /// Tasks (any) completed, and enqueued (every enqueue step answered), in the window.
+    /// Tasks (any) completed in the window (the per-task ratios divide by it).
     pub completed_in_window: u64,
-    pub enqueued_in_window: u64,
+    /// Tasks (any) completed, and enqueued (every enqueue step answered), in the window
+    /// while the side was active (`tasks_per_sec`, `enqueue_per_sec`); with one server the
+    /// side is always active.
+    pub completed_active: u64,
+    pub enqueued_active: u64,
     /// Commands and round trips (steps) written in the window, on every connection.
     pub commands: u64,
     pub round_trips: u64,
@@ -46,8 +45,23 @@ pub struct Measured {
     pub empty_dequeues: u64,
     /// Task ids found that were not outstanding, over the whole run.
     pub foreign: u64,
-    pub cpu: CpuWindow,
-    pub stalls: Summary,
+}
+
+impl Measured {
+    fn new(window_end: u64) -> Measured {
+        Measured {
+            stats: Stats::new(window_end),
+            error_commands: BTreeMap::new(),
+            completed_in_window: 0,
+            completed_active: 0,
+            enqueued_active: 0,
+            commands: 0,
+            round_trips: 0,
+            dequeues: 0,
+            empty_dequeues: 0,
+            foreign: 0,
+        }
+    }
 }
 
 /// A task a producer is enqueueing (its intended time is in `outstanding`).
@@ -97,12 +111,63 @@ struct Consumer {
     resume_to: Resume,
     /// The last dequeue reply's tasks, until the step is done.
     found: Vec<Found>,
+    /// Done with its tasks while its server was inactive: its next dequeue waits for the
+    /// server's next window.
+    held: bool,
 }
 
-struct Window {
-    start: u64,
-    measure_from: u64,
-    end: u64,
+/// What an idle producer does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProducerMove {
+    /// Start the first task of its backlog (open loop).
+    Backlog,
+    /// Start a new task now (capacity, under `max_queued`, in the window).
+    New,
+    /// Nothing: no task for it, or its server is inactive (it holds until its window).
+    Hold,
+}
+
+impl ProducerMove {
+    /// `room`: capacity mode, before the window's end, under `max_queued`.
+    pub fn of(active: bool, backlog: bool, room: bool) -> ProducerMove {
+        if !active {
+            ProducerMove::Hold
+        } else if backlog {
+            ProducerMove::Backlog
+        } else if room {
+            ProducerMove::New
+        } else {
+            ProducerMove::Hold
+        }
+    }
+}
+
+/// What a consumer whose step (or wait) is done does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsumerMove {
+    Send(Place),
+    /// A new dequeue while its server is inactive: it waits for the server's next window.
+    Hold,
+}
+
+impl ConsumerMove {
+    /// `next`: what it would write. Only a new dequeue waits: a consumer mid-task finishes
+    /// the task's steps and its batch whatever the window.
+    pub fn of(next: Place, active: bool) -> ConsumerMove {
+        if next == Place::Dequeue && !active {
+            ConsumerMove::Hold
+        } else {
+            ConsumerMove::Send(next)
+        }
+    }
+}
+
+/// The run's clock marks: the schedule's start, the measured window's start and end.
+#[derive(Clone, Copy)]
+pub struct Window {
+    pub start: u64,
+    pub measure_from: u64,
+    pub end: u64,
 }
 
 impl Window {
@@ -111,13 +176,14 @@ impl Window {
     }
 }
 
-struct Loop<'a> {
+/// One server's side of the run.
+pub struct Side<'a> {
     l: &'a Lifecycle,
     seed: u64,
     capacity: bool,
     server: String,
     /// Producer p is link p; consumer c is link producers + c.
-    links: Vec<Link>,
+    pub links: Vec<Link>,
     flights: Vec<Option<Flight>>,
     rngs: Vec<Pcg64>,
     producers: Vec<Producer>,
@@ -127,27 +193,44 @@ struct Loop<'a> {
     /// Tasks started and not completed (the capacity bound).
     in_system: u64,
     next_counter: u64,
-    poller: Poller,
-    stalls: Detector,
     w: Window,
-    m: Measured,
+    /// In its server's window (always, with one server, and in the drain).
+    pub active: bool,
+    pub m: Measured,
 }
 
-fn connect(addr: &SocketAddr, server: &str) -> Result<TcpStream, Failure> {
-    let lost = |e: std::io::Error| Failure::Lost(format!("cannot connect to {server}: {e}"));
-    let stream = TcpStream::connect_timeout(addr, Duration::from_secs(3)).map_err(lost)?;
-    stream.set_nodelay(true).map_err(lost)?;
-    Ok(stream)
-}
-
-impl<'a> Loop<'a> {
-    fn tick(&mut self) -> u64 {
-        let now = sys::now_ns();
-        self.stalls.ran_to(now);
-        now
+impl<'a> Side<'a> {
+    /// `links`: its producers' then its consumers' connections, connected.
+    pub fn new(
+        l: &'a Lifecycle,
+        seed: u64,
+        capacity: bool,
+        server: String,
+        links: Vec<Link>,
+        w: Window,
+    ) -> Side<'a> {
+        let n = links.len() as u64;
+        Side {
+            l,
+            seed,
+            capacity,
+            server,
+            links,
+            flights: vec![None; n as usize],
+            // link i of every server draws the same stream of the seed
+            rngs: (0..n).map(|i| rng(seed, 1 + i)).collect(),
+            producers: (0..l.producers).map(|_| Producer::default()).collect(),
+            consumers: (0..l.consumers).map(|_| Consumer::default()).collect(),
+            outstanding: HashMap::new(),
+            in_system: 0,
+            next_counter: 0,
+            w,
+            active: true,
+            m: Measured::new(w.end),
+        }
     }
 
-    fn lost(&self, what: &str) -> Failure {
+    pub fn lost(&self, what: &str) -> Failure {
         Failure::Lost(format!("lost the server {}: {what}", self.server))
     }
 
@@ -217,7 +300,7 @@ impl<'a> Loop<'a> {
     }
 
     /// Open loop: give the due task to the producer with the least backlog.
-    fn dispatch(&mut self, intended: u64, measured: bool) {
+    pub fn dispatch(&mut self, intended: u64, measured: bool) {
         if measured {
             self.m.stats.intended += 1;
         }
@@ -229,35 +312,64 @@ impl<'a> Loop<'a> {
     }
 
     /// Start what idle producers have to start: their backlog (open loop), or a new task
-    /// while under `max_queued` and in the window (capacity).
-    fn feed_producers(&mut self, now: u64) {
+    /// while under `max_queued` and in the window (capacity); nothing while inactive.
+    pub fn feed_producers(&mut self, now: u64) {
         for p in 0..self.producers.len() {
             if self.producers[p].task.is_some() {
                 continue;
             }
-            if let Some((intended, measured)) = self.producers[p].backlog.pop_front() {
-                self.start(p, intended, measured, now);
-            } else if self.capacity && now < self.w.end && self.in_system < self.l.max_queued {
-                let measured = now >= self.w.measure_from;
-                if measured {
-                    self.m.stats.intended += 1;
+            let backlog = !self.producers[p].backlog.is_empty();
+            let room = self.capacity && now < self.w.end && self.in_system < self.l.max_queued;
+            match ProducerMove::of(self.active, backlog, room) {
+                ProducerMove::Backlog => {
+                    let (intended, measured) = self.producers[p].backlog.pop_front().unwrap();
+                    self.start(p, intended, measured, now);
                 }
-                self.start(p, now, measured, now);
+                ProducerMove::New => {
+                    let measured = now >= self.w.measure_from;
+                    if measured {
+                        self.m.stats.intended += 1;
+                    }
+                    self.start(p, now, measured, now);
+                }
+                ProducerMove::Hold => {}
             }
         }
     }
 
-    /// Consumers whose wait (an empty dequeue, a task's work) is over go on.
-    fn wake_consumers(&mut self, now: u64) {
-        let p = self.producers.len();
+    /// Consumer `c` goes on with `next` (written now), or holds if that is a new dequeue
+    /// and its server is inactive.
+    fn go_on(&mut self, c: usize, next: Place, now: u64) {
+        match ConsumerMove::of(next, self.active) {
+            ConsumerMove::Send(place) => {
+                self.consumers[c].held = false;
+                self.send(self.producers.len() + c, place, 0, now);
+            }
+            ConsumerMove::Hold => self.consumers[c].held = true,
+        }
+    }
+
+    /// Every consumer's first dequeue (held while the side is inactive).
+    pub fn start_consumers(&mut self, now: u64) {
         for c in 0..self.consumers.len() {
+            self.go_on(c, Place::Dequeue, now);
+        }
+    }
+
+    /// Consumers whose wait (an empty dequeue, a task's work, their server's window) is
+    /// over go on.
+    pub fn wake_consumers(&mut self, now: u64) {
+        for c in 0..self.consumers.len() {
+            if self.consumers[c].held && self.active {
+                self.go_on(c, Place::Dequeue, now);
+            }
             if self.consumers[c].resume_at.is_some_and(|t| t <= now) {
                 self.consumers[c].resume_at = None;
                 let place = match self.consumers[c].resume_to {
                     Resume::Dequeue => Place::Dequeue,
                     Resume::Process => Place::Process,
                 };
-                self.send(p + c, place, 0, now);
+                self.go_on(c, place, now);
             }
         }
     }
@@ -272,46 +384,14 @@ impl<'a> Loop<'a> {
         }
     }
 
-    fn flush_all(&mut self) -> Result<(), Failure> {
-        for i in 0..self.links.len() {
-            if !self.links[i].has_output() {
-                continue;
-            }
-            let all = self.links[i]
-                .flush()
-                .map_err(|e| self.lost(&e.to_string()))?;
-            self.tick();
-            if all == self.links[i].wants_write {
-                let fd = self.links[i].stream.as_raw_fd();
-                self.poller
-                    .set_writable(fd, i as u64, !all)
-                    .map_err(|e| self.lost(&e.to_string()))?;
-                self.links[i].wants_write = !all;
-            }
-        }
-        Ok(())
-    }
-
-    fn read(&mut self, i: usize) -> Result<(), Failure> {
-        let open = self.links[i]
-            .fill()
-            .map_err(|e| self.lost(&e.to_string()))?;
-        let now = self.tick();
-        loop {
-            let r = match self.links[i].next_reply() {
-                Ok(Some(r)) => r,
-                Ok(None) => break,
-                Err(problem) => return Err(self.lost(&format!("unreadable reply: {problem}"))),
-            };
-            self.on_reply(i, &r, now)?;
-        }
-        if !open {
-            return Err(self.lost("it closed the connection"));
-        }
-        Ok(())
-    }
-
-    fn on_reply(&mut self, i: usize, r: &Reply, now: u64) -> Result<(), Failure> {
+    /// A reply read at `now` on link `i`; `stalls` taints the tasks it completes.
+    pub fn on_reply(
+        &mut self,
+        i: usize,
+        r: &Reply,
+        now: u64,
+        stalls: &Detector,
+    ) -> Result<(), Failure> {
         let Some(mut f) = self.flights[i] else {
             return Err(self.lost("a reply to no command"));
         };
@@ -338,7 +418,7 @@ impl<'a> Loop<'a> {
         if i < self.producers.len() {
             self.enqueue_step_done(i, f.step, now);
         } else {
-            self.consumer_step_done(i - self.producers.len(), f, now);
+            self.consumer_step_done(i - self.producers.len(), f, now, stalls);
         }
         Ok(())
     }
@@ -349,26 +429,27 @@ impl<'a> Loop<'a> {
             return;
         }
         self.producers[p].task = None;
-        if self.w.holds(now) {
-            self.m.enqueued_in_window += 1;
+        if self.w.holds(now) && self.active {
+            self.m.enqueued_active += 1;
         }
         self.feed_producers(now);
     }
 
     /// A task done: timed if it is ours and was intended in the window.
-    fn complete(&mut self, ours: Option<(u64, bool)>, now: u64) {
+    fn complete(&mut self, ours: Option<(u64, bool)>, now: u64, stalls: &Detector) {
         let Some((intended, measured)) = ours else {
             return;
         };
         self.in_system -= 1;
         if self.w.holds(now) {
             self.m.completed_in_window += 1;
+            self.m.completed_active += u64::from(self.active);
         }
-        let tainted = self.stalls.taints(intended, now);
+        let tainted = stalls.taints(intended, now);
         self.m.stats.completed(intended, measured, now, tainted);
     }
 
-    fn consumer_step_done(&mut self, c: usize, f: Flight, now: u64) {
+    fn consumer_step_done(&mut self, c: usize, f: Flight, now: u64, stalls: &Detector) {
         let i = self.producers.len() + c;
         match f.place {
             Place::Dequeue => {
@@ -377,7 +458,7 @@ impl<'a> Loop<'a> {
                 if found.is_empty() {
                     self.m.empty_dequeues += u64::from(counted);
                     if self.l.empty_wait_ns == 0 {
-                        self.send(i, Place::Dequeue, 0, now);
+                        self.go_on(c, Place::Dequeue, now);
                     } else {
                         self.consumers[c].resume_at = Some(now + self.l.empty_wait_ns);
                         self.consumers[c].resume_to = Resume::Dequeue;
@@ -409,10 +490,10 @@ impl<'a> Loop<'a> {
                     // nothing after the pop (Sidekiq's BasicFetch): done when dequeued
                     let taken = std::mem::take(&mut self.consumers[c].taken);
                     for t in &taken {
-                        self.complete(t.ours, now);
+                        self.complete(t.ours, now, stalls);
                     }
                     if self.l.work_ns == 0 {
-                        self.send(i, Place::Dequeue, 0, now);
+                        self.go_on(c, Place::Dequeue, now);
                     } else {
                         // the tasks' work, one after another, before the next pop
                         let work = self.l.work_ns * taken.len() as u64;
@@ -432,7 +513,7 @@ impl<'a> Loop<'a> {
                 let more = con.at < con.taken.len();
                 if self.l.batch.is_empty() {
                     let ours = self.consumers[c].taken[at].ours;
-                    self.complete(ours, now);
+                    self.complete(ours, now, stalls);
                 }
                 if more {
                     self.start_task(c, now);
@@ -440,7 +521,7 @@ impl<'a> Loop<'a> {
                     self.send(i, Place::Batch, 0, now);
                 } else {
                     self.consumers[c].taken.clear();
-                    self.send(i, Place::Dequeue, 0, now);
+                    self.go_on(c, Place::Dequeue, now);
                 }
             }
             Place::Batch => {
@@ -450,168 +531,54 @@ impl<'a> Loop<'a> {
                 }
                 let taken = std::mem::take(&mut self.consumers[c].taken);
                 for t in &taken {
-                    self.complete(t.ours, now);
+                    self.complete(t.ours, now, stalls);
                 }
-                self.send(i, Place::Dequeue, 0, now);
+                self.go_on(c, Place::Dequeue, now);
             }
             Place::Enqueue => unreachable!("consumers do not enqueue"),
         }
     }
 
     /// The earliest wait of an idle consumer.
-    fn next_resume(&self) -> Option<u64> {
+    pub fn next_resume(&self) -> Option<u64> {
         self.consumers.iter().filter_map(|c| c.resume_at).min()
     }
+
+    /// Every measured task completed.
+    pub fn drained(&self) -> bool {
+        self.m.stats.completed >= self.m.stats.intended
+    }
 }
 
-/// Load the scripts, connect the producers and consumers, run; the measured window.
-pub fn run(o: &Options, mut l: Lifecycle) -> Result<(Measured, Lifecycle), Failure> {
-    let server = format!("{}:{}", o.host, o.ports[0]);
-    let lost = |e: String| Failure::Lost(format!("cannot connect to {server}: {e}"));
-    let addr = server
-        .to_socket_addrs()
-        .map_err(|e| lost(e.to_string()))?
-        .next()
-        .ok_or_else(|| lost("no address".into()))?;
-    if !l.scripts.is_empty() {
-        let mut setup = connect(&addr, &server)?;
-        let shas = scripts::load(&mut setup, &server, &l.scripts).map_err(|e| match e {
-            LoadError::Refused(line) => Failure::Bad(line),
-            LoadError::Lost(line) => Failure::Lost(line),
-        })?;
-        for c in l.commands_mut() {
-            c.resolve_shas(&shas);
-        }
-    }
-    let n = l.producers + l.consumers;
-    let mut links = Vec::with_capacity(n);
-    for _ in 0..n {
-        let stream = connect(&addr, &server)?;
-        stream
-            .set_nonblocking(true)
-            .map_err(|e| lost(e.to_string()))?;
-        links.push(Link::new(stream));
-    }
-    let fail = |e: std::io::Error| Failure::Lost(format!("event loop: {e}"));
-    let poller = Poller::new().map_err(fail)?;
-    let mut timer = Timer::new().map_err(fail)?;
-    for (i, link) in links.iter().enumerate() {
-        poller
-            .add(link.stream.as_raw_fd(), i as u64)
-            .map_err(fail)?;
-    }
-    poller.add(timer.fd(), TIMER).map_err(fail)?;
-    sys::tight_timer_slack();
-    sys::short_sched_slice();
-    let start = sys::now_ns() + 2_000_000;
-    let measure_from = start + (o.warmup_s * 1e9) as u64;
-    let end = measure_from + (o.duration_s * 1e9) as u64;
-    let measured = {
-        let mut lp = Loop {
-            l: &l,
-            seed: o.seed,
-            capacity: o.rate == 0.0,
-            server,
-            links,
-            flights: vec![None; n],
-            rngs: (0..n as u64).map(|i| rng(o.seed, 1 + i)).collect(),
-            producers: (0..l.producers).map(|_| Producer::default()).collect(),
-            consumers: (0..l.consumers).map(|_| Consumer::default()).collect(),
-            outstanding: HashMap::new(),
-            in_system: 0,
-            next_counter: 0,
-            poller,
-            stalls: Detector::new(
-                (o.stall_us * 1e3).round() as u64,
-                measure_from,
-                sys::now_ns(),
-            ),
-            w: Window {
-                start,
-                measure_from,
-                end,
-            },
-            m: Measured {
-                stats: Stats::new(end),
-                error_commands: BTreeMap::new(),
-                completed_in_window: 0,
-                enqueued_in_window: 0,
-                commands: 0,
-                round_trips: 0,
-                dequeues: 0,
-                empty_dequeues: 0,
-                foreign: 0,
-                cpu: CpuWindow::default(),
-                stalls: Summary::default(),
-            },
-        };
-        event_loop(&mut lp, &mut timer, o)?;
-        lp.m.stalls = lp.stalls.summary;
-        lp.m
-    };
-    Ok((measured, l))
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn event_loop(lp: &mut Loop, timer: &mut Timer, o: &Options) -> Result<(), Failure> {
-    let (start, measure_from, end) = (lp.w.start, lp.w.measure_from, lp.w.end);
-    let mut schedule = (!lp.capacity).then(|| Schedule::new(o.arrival, o.rate, rng(o.seed, 0)));
-    let mut next = schedule
-        .as_mut()
-        .map_or(u64::MAX, |s| start + s.next_offset());
-    let mut drain_until: Option<u64> = None;
-    let mut ready = Vec::new();
-    let now = lp.tick();
-    for c in 0..lp.consumers.len() {
-        lp.send(lp.producers.len() + c, Place::Dequeue, 0, now);
+    #[test]
+    fn an_inactive_producer_holds_even_with_a_backlog_or_room() {
+        for backlog in [false, true] {
+            for room in [false, true] {
+                assert_eq!(ProducerMove::of(false, backlog, room), ProducerMove::Hold);
+            }
+        }
+        // active: its backlog first (open loop), else a new task where there is room
+        assert_eq!(ProducerMove::of(true, true, true), ProducerMove::Backlog);
+        assert_eq!(ProducerMove::of(true, true, false), ProducerMove::Backlog);
+        assert_eq!(ProducerMove::of(true, false, true), ProducerMove::New);
+        assert_eq!(ProducerMove::of(true, false, false), ProducerMove::Hold);
     }
-    loop {
-        let now = lp.tick();
-        lp.m.cpu.mark(now, measure_from, end);
-        if let Some(s) = schedule.as_mut() {
-            while next <= now && next < end {
-                lp.dispatch(next, next >= measure_from);
-                next = start + s.next_offset();
-            }
+
+    #[test]
+    fn an_inactive_consumer_finishes_its_task_but_holds_its_next_dequeue() {
+        for place in [Place::Process, Place::Batch] {
+            // mid-task: its steps and its batch go on whatever the window
+            assert_eq!(ConsumerMove::of(place, false), ConsumerMove::Send(place));
+            assert_eq!(ConsumerMove::of(place, true), ConsumerMove::Send(place));
         }
-        lp.feed_producers(now);
-        lp.wake_consumers(now);
-        lp.flush_all()?;
-        let mut deadline = if next < end {
-            next
-        } else if now < end {
-            end
-        } else {
-            let until = *drain_until.get_or_insert(now + (o.drain_s * 1e9) as u64);
-            let stats = &lp.m.stats;
-            if stats.completed >= stats.intended || now >= until {
-                return Ok(());
-            }
-            until
-        };
-        if let Some(t) = lp.next_resume() {
-            deadline = deadline.min(t);
-        }
-        timer
-            .arm(deadline)
-            .map_err(|e| Failure::Lost(format!("timer: {e}")))?;
-        let blocked_at = lp.tick();
-        lp.poller
-            .wait(&mut ready)
-            .map_err(|e| Failure::Lost(format!("epoll: {e}")))?;
-        // as engine.rs: a wake later than the deadline is a stall of the engine; waiting
-        // for the server (a blocked dequeue included) never is
-        lp.stalls.woke(blocked_at, deadline, sys::now_ns());
-        for &(token, readable, writable, hung_up) in ready.iter() {
-            if token == TIMER {
-                timer.fired();
-                continue;
-            }
-            if readable || hung_up {
-                lp.read(token as usize)?;
-            }
-            if writable {
-                lp.flush_all()?;
-            }
-        }
+        assert_eq!(ConsumerMove::of(Place::Dequeue, false), ConsumerMove::Hold);
+        assert_eq!(
+            ConsumerMove::of(Place::Dequeue, true),
+            ConsumerMove::Send(Place::Dequeue)
+        );
     }
 }

@@ -1,9 +1,15 @@
-//! The lifecycle run's one JSON object on stdout (the `.hgrm` text is report.rs's).
+//! The lifecycle run's one JSON object on stdout (the `.hgrm` text is report.rs's): one
+//! server's report, or with several (paired in time) `Paired`: a report per server, over
+//! its own tasks and windows, in --port order.
 
 use crate::cli::Options;
 use crate::lifecycle::Measured;
+use crate::lifecycle_run::Run;
 use crate::lifecycle_spec::Lifecycle;
+use crate::pairing::Cover;
 use crate::report::{self, Cpu, Lag, Stalls, MIN_SENT_SHARE, VERSION};
+use crate::stall::Summary;
+use crate::stats::CpuWindow;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -25,11 +31,20 @@ pub struct Report {
     pub engine: &'static str,
     pub version: &'static str,
     pub mode: &'static str,
+    /// The server (paired runs only; a one-port report is as in 0.4.0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
     /// Tasks/s intended; None: capacity.
     pub rate: Option<f64>,
     /// None: capacity.
     pub arrival: Option<&'static str>,
     pub duration_s: f64,
+    /// Paired runs: this server's windows that overlap the measured window, and the
+    /// seconds of it they cover (what `tasks_per_sec` and `enqueue_per_sec` divide by).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub windows: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub active_s: Option<f64>,
     pub warmup_s: f64,
     pub seed: u64,
     pub producers: usize,
@@ -42,7 +57,8 @@ pub struct Report {
     pub completed: u64,
     pub left: u64,
     /// Tasks completed during the measured window, and tasks enqueued (every enqueue step
-    /// answered) during it, per second of it.
+    /// answered) during it, per second of it (paired: during its windows, per second of
+    /// them).
     pub tasks_per_sec: f64,
     pub enqueue_per_sec: f64,
     pub latency_us: TaskLatency,
@@ -98,7 +114,25 @@ fn per(n: u64, d: u64) -> f64 {
     }
 }
 
-pub fn build(o: &Options, l: &Lifecycle, m: &Measured) -> Report {
+/// A paired run: the engine, its version and CPU, and one report per server.
+#[derive(Serialize)]
+pub struct Paired {
+    pub engine: &'static str,
+    pub version: &'static str,
+    pub mode: &'static str,
+    pub switch_ms: f64,
+    pub cpu: Cpu,
+    pub servers: Vec<Report>,
+}
+
+/// One server's report; `share`: paired, its port and its windows' share of the period.
+pub fn build(
+    o: &Options,
+    l: &Lifecycle,
+    m: &Measured,
+    engine: (&CpuWindow, &Summary),
+    share: Option<(u16, Cover)>,
+) -> Report {
     let capacity = o.rate == 0.0;
     let s = &m.stats;
     let lag = (!capacity).then(|| {
@@ -137,14 +171,27 @@ pub fn build(o: &Options, l: &Lifecycle, m: &Measured) -> Report {
             ));
         }
     }
-    let cpu = report::cpu(&m.cpu);
+    let (cpu, stalls) = engine;
+    let cpu = report::cpu(cpu);
+    let active_s = share.map(|(_, c)| c.ns as f64 / 1e9);
+    let seconds = active_s.unwrap_or(o.duration_s);
+    let per_second = |n: u64| {
+        if seconds > 0.0 {
+            n as f64 / seconds
+        } else {
+            0.0
+        }
+    };
     Report {
         engine: "regtrack-openloop",
         version: VERSION,
         mode: "lifecycle",
+        port: share.map(|(port, _)| port),
         rate: (!capacity).then_some(o.rate),
         arrival: (!capacity).then(|| o.arrival.name()),
         duration_s: o.duration_s,
+        windows: share.map(|(_, c)| c.windows),
+        active_s,
         warmup_s: o.warmup_s,
         seed: o.seed,
         producers: l.producers,
@@ -154,8 +201,8 @@ pub fn build(o: &Options, l: &Lifecycle, m: &Measured) -> Report {
         enqueued: s.intended,
         completed: s.completed,
         left: s.intended - s.completed,
-        tasks_per_sec: m.completed_in_window as f64 / o.duration_s,
-        enqueue_per_sec: m.enqueued_in_window as f64 / o.duration_s,
+        tasks_per_sec: per_second(m.completed_active),
+        enqueue_per_sec: per_second(m.enqueued_active),
         latency_us: latency(&s.latency),
         lag_us: lag,
         behind: !behind_reasons.is_empty(),
@@ -168,7 +215,7 @@ pub fn build(o: &Options, l: &Lifecycle, m: &Measured) -> Report {
         tainted: s.tainted,
         errors: s.errors.clone(),
         error_commands: m.error_commands.clone(),
-        stalls: report::stalls(&m.stalls),
+        stalls: report::stalls(stalls),
         engine_cpu_pct: (cpu.busy_fraction * 1000.0).round() / 10.0,
         cpu,
         hdr_unit: "ns",
@@ -176,6 +223,31 @@ pub fn build(o: &Options, l: &Lifecycle, m: &Measured) -> Report {
     }
 }
 
-pub fn output(o: &Options, l: &Lifecycle, m: &Measured) -> String {
-    serde_json::to_string(&build(o, l, m)).expect("a report serializes")
+/// The run's output line: one server's report, or with several the paired object.
+pub fn output(o: &Options, l: &Lifecycle, run: &Run) -> String {
+    let engine = (&run.cpu, &run.stalls);
+    let text = if o.ports.len() == 1 {
+        serde_json::to_string(&build(o, l, &run.servers[0], engine, None))
+    } else {
+        let servers = (0..o.ports.len())
+            .map(|i| {
+                build(
+                    o,
+                    l,
+                    &run.servers[i],
+                    engine,
+                    Some((o.ports[i], run.cover[i])),
+                )
+            })
+            .collect();
+        serde_json::to_string(&Paired {
+            engine: "regtrack-openloop",
+            version: VERSION,
+            mode: "lifecycle",
+            switch_ms: o.switch_ms,
+            cpu: report::cpu(&run.cpu),
+            servers,
+        })
+    };
+    text.expect("a report serializes")
 }

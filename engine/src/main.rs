@@ -4,7 +4,8 @@
 //! ports, the one stream is paired in time: it alternates between the servers in windows
 //! (A B B A...) and each server gets a report of its own. With `--lifecycle FILE` it
 //! drives task-queue lifecycles instead (producers enqueue, consumers dequeue and process)
-//! and times each task from its intended enqueue to its consumer's last step.
+//! and times each task from its intended enqueue to its consumer's last step; paired in
+//! time too with several ports (each server works in its own windows).
 //!
 //! Exit codes: 0 measured, 2 bad input (one line on stderr), 3 a server could not be
 //! reached or was lost (one line naming it).
@@ -14,6 +15,7 @@ mod conn;
 mod engine;
 mod lifecycle;
 mod lifecycle_report;
+mod lifecycle_run;
 mod lifecycle_spec;
 mod link;
 mod pairing;
@@ -54,17 +56,19 @@ fn run_lifecycle(options: &cli::Options, path: &str) -> ExitCode {
     if let Err(line) = hgrm_writable(options) {
         return fail(2, &line);
     }
-    let (measured, l) = match lifecycle::run(options, l) {
+    let (run, l) = match lifecycle_run::run(options, l) {
         Ok(done) => done,
         Err(lifecycle::Failure::Bad(line)) => return fail(2, &line),
         Err(lifecycle::Failure::Lost(line)) => return fail(3, &line),
     };
     if let Some(path) = &options.hgrm {
-        if let Err(e) = std::fs::write(path, report::hgrm(&measured.stats.latency)) {
+        // one port only (cli refuses --hgrm with more)
+        let latency = &run.servers[0].stats.latency;
+        if let Err(e) = std::fs::write(path, report::hgrm(latency)) {
             return fail(2, &format!("cannot write --hgrm {path}: {e}"));
         }
     }
-    println!("{}", lifecycle_report::output(options, &l, &measured));
+    println!("{}", lifecycle_report::output(options, &l, &run));
     ExitCode::SUCCESS
 }
 

@@ -17,6 +17,18 @@ pub fn order(j: u64, servers: usize) -> usize {
     }
 }
 
+/// The server whose window holds `offset` (ns from the schedule's start).
+pub fn server_at(offset: u64, window_ns: u64, servers: usize) -> usize {
+    order(offset / window_ns.max(1), servers)
+}
+
+/// The start of the window after the one holding `offset` (ns from the schedule's start):
+/// when the active server changes next.
+pub fn switch_after(offset: u64, window_ns: u64) -> u64 {
+    let w = window_ns.max(1);
+    (offset / w + 1) * w
+}
+
 /// Where one arrival goes: its intended offset (ns from the schedule's start), its server,
 /// and its connection among that server's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +62,7 @@ impl Router {
 
     pub fn next_slot(&mut self) -> Slot {
         let offset = self.schedule.next_offset();
-        let server = order(offset / self.window_ns, self.servers);
+        let server = server_at(offset, self.window_ns, self.servers);
         let m = self.counts[server];
         self.counts[server] += 1;
         Slot {
@@ -137,6 +149,42 @@ mod tests {
                 assert_eq!(at[0] + at[1], 2 * k as u64 - 1);
             }
         }
+    }
+
+    #[test]
+    fn the_active_server_follows_the_windows() {
+        let w = 50_000_000; // 50 ms
+                            // two servers: A B B A A B B A..., each window [j w, (j + 1) w)
+        let at = |ms: u64| server_at(ms * 1_000_000, w, 2);
+        assert_eq!(
+            [0, 49, 50, 99, 100, 149, 150, 199, 200, 250].map(at),
+            [0, 0, 1, 1, 1, 1, 0, 0, 0, 1]
+        );
+        assert_eq!(server_at(w - 1, w, 2), 0);
+        assert_eq!(server_at(w, w, 2), 1);
+        // one server: always it
+        assert!((0..1000).all(|ms| server_at(ms * 1_000_000, w, 1) == 0));
+        // the switch after any instant of a window is that window's end
+        assert_eq!(switch_after(0, w), w);
+        assert_eq!(switch_after(w - 1, w), w);
+        assert_eq!(switch_after(w, w), 2 * w);
+        // the active server at an arrival is the server the router sends it to
+        let mut r = router(Arrival::Poisson, 3, 7_000_000, 3, 2);
+        for _ in 0..10_000 {
+            let s = r.next_slot();
+            assert_eq!(s.server, server_at(s.offset, 7_000_000, 3));
+        }
+        // the time each server is active in a period is its cover
+        let (from, end) = (1_000_000_007, 3_000_000_011);
+        let mut ns = [0u64; 3];
+        let mut t = from;
+        while t < end {
+            let next = switch_after(t, 7_000_000).min(end);
+            ns[server_at(t, 7_000_000, 3)] += next - t;
+            t = next;
+        }
+        let cover = cover(7_000_000, 3, from, end);
+        assert_eq!(ns.to_vec(), cover.iter().map(|c| c.ns).collect::<Vec<_>>());
     }
 
     fn router(arrival: Arrival, seed: u64, window_ns: u64, k: usize, n: usize) -> Router {

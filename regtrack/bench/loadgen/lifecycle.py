@@ -56,6 +56,11 @@ class LifecycleReport(_Strict):
     rate: float | None = None
     arrival: str | None = None
     duration_s: float
+    # paired in time (engine 0.5.0, several ports): the server, its windows in the measured
+    # window and the seconds they cover (what tasks_per_sec divides by)
+    port: int | None = None
+    windows: int | None = None
+    active_s: float | None = None
     enqueued: int
     completed: int
     tasks_per_sec: float
@@ -76,9 +81,6 @@ class LifecycleReport(_Strict):
     cpu: EngineCpu
     stalls: Stalls = Stalls()
     tainted: int = 0
-    # Paired in time (several servers): the time this server had the load, and its windows.
-    active_s: float | None = None
-    windows: int | None = None
 
     @property
     def latency_ms(self) -> dict[str, float]:
@@ -94,10 +96,12 @@ class LifecycleReport(_Strict):
 
 
 class PairedLifecycleReport(_Strict):
-    """One lifecycle run over several servers paired in time: each server's report over
-    its own windows (engine/README.md), and the engine's CPU."""
+    """What one lifecycle run over several servers paired in time printed: each server's
+    report over its own tasks and windows, in --port order, and the engine's CPU
+    (engine/README.md, "Paired in time" of the lifecycle mode)."""
 
     version: str
+    mode: Literal["lifecycle"]
     switch_ms: float
     cpu: EngineCpu
     servers: list[LifecycleReport]
