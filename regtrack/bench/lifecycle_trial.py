@@ -23,7 +23,6 @@ from regtrack.plan.latency_plan import TASK_LATENCY
 from regtrack.workloads.lifecycle import LifecycleWorkload
 
 TASKS = "tasks"
-MODES = (TASKS, TASK_LATENCY)
 # As for open-loop requests (bench/latency_trial.py): a trial whose engine's own stalls
 # touched more than this share of its tasks is not judged.
 MAX_TAINTED_SHARE = 0.05

@@ -1,5 +1,6 @@
 """regtrack-openloop's lifecycle mode: a task queue's producers and consumers against one
-server (engine/README.md, "lifecycle mode").
+server, or against several taking turns (paired in time; engine/README.md, "lifecycle
+mode").
 
 Producers enqueue at a stated rate (open loop: each task timed from its intended enqueue
 time) or, with no rate, as fast as the consumers finish with at most ``max_queued`` tasks
@@ -25,8 +26,6 @@ from regtrack.bench.loadgen.openloop import NAME, EngineCpu, Lag, Stalls
 from regtrack.bench.runtimes.native import taskset_path
 from regtrack.core.cpus import format_cpu_list
 
-# The first engine with the lifecycle mode.
-SINCE = "0.4.0"
 # Seconds the consumers get after the last enqueue to finish the measured tasks.
 DRAIN_S = 5.0
 
