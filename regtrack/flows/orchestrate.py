@@ -161,7 +161,12 @@ def _say_method(job: Job, say: Say) -> None:
         )
     if job.metric == "instructions":
         return
-    if job.duet:
+    if job.pairs_in_time and job.lifecycle_pairs:
+        say(
+            f"tasks/s and server CPU per task: paired in time, the lifecycle taking turns "
+            f"between the {len(job.targets)} servers every {job.settings.window:g} s"
+        )
+    elif job.duet:
         sides = "; ".join(
             f"{label}: server on CPU {plan.server_list}, load on CPU {plan.client_list}"
             for label, plan in job.side_cpus().items()
