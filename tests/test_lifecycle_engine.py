@@ -252,6 +252,19 @@ def test_capacity_mode_keeps_within_max_queued(engine, tmp_path, redis_server):
     assert report["left"] == 0 and left_in_queue == 0 and report["errors"] == {}
 
 
+def test_a_fixed_number_of_tasks_then_the_run_ends(engine, tmp_path, redis_server):
+    """--tasks N (callgrind's windows): exactly N tasks at capacity, each done, then exit,
+    whatever --duration would say."""
+    with server(redis_server, tmp_path) as (port, client):
+        started = time.monotonic()
+        report = run(engine, tmp_path, list_queue(), port, "--tasks", "700", "--warmup", "0")
+        took = time.monotonic() - started
+        pushed, results = calls(client, "lpush"), calls(client, "setex")
+    assert report["completed"] == report["enqueued"] == 700 and report["left"] == 0
+    assert pushed == results == 700
+    assert took < 10, took  # it ended when the tasks were done
+
+
 def test_an_evalsha_poll_waits_when_it_finds_nothing(engine, tmp_path, redis_server):
     """A Lua pop (SCRIPT LOAD by the engine, EVALSHA ${sha:pop}) as a polling dequeue: an
     empty poll waits empty_wait_ms before the next, so polls stay few at a low rate."""
@@ -312,6 +325,8 @@ def test_a_bad_lifecycle_is_one_line_and_exit_2(engine, tmp_path, change, words)
         (["--port", "1", "--switch-ms", "50"], ["--switch-ms", "two --port"]),
         (["--port", "1", "--port", "2", "--hgrm", "x.hgrm"], ["--hgrm"]),
         (["--spec", "x.json"], ["exclusive"]),
+        (["--tasks", "100", "--rate", "50"], ["--tasks N", "no --rate"]),
+        (["--tasks", "0"], ["--tasks"]),
     ],
 )
 def test_options_of_the_latency_mode_are_refused(engine, tmp_path, args, words):

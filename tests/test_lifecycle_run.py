@@ -103,3 +103,28 @@ def test_two_versions_of_a_lifecycle_take_turns_in_one_engine_run(tmp_path, redi
         .fetchall()
     )
     assert latency and all(json.loads(a).count("--port") == 1 for (a,) in latency)
+
+
+def test_a_lifecycle_counts_the_servers_instructions_per_task(tmp_path, redis_server):
+    """--metric instructions: each callgrind window runs a fixed number of tasks (the
+    engine's --tasks), and the two windows of one server agree."""
+    db = tmp_path / "i.db"
+    proc = run_cli(
+        "run", "--versions", f"a=bin:{redis_server}", "--workload", "sidekiq", "--metric",
+        "instructions", "--instruction-requests", "10000", "--repetitions", "1", "--db",
+        str(db), "--no-report",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (row,) = (
+        sqlite3.connect(db)
+        .execute(
+            "SELECT mode, valid, instructions_per_op, instructions_repeat_pct, server_calls, argv"
+            " FROM trials"
+        )
+        .fetchall()
+    )
+    mode, valid, per_task, repeat, tasks, argv = row
+    assert mode == "instructions" and valid == 1, proc.stderr
+    assert tasks == 2 * 200  # two windows of the smallest fixed count
+    assert "--tasks" in json.loads(argv)
+    assert 1_000 < per_task < 1_000_000 and repeat < 2.0

@@ -8,7 +8,7 @@ pub const USAGE: &str = "usage: regtrack-openloop --spec FILE --rate R [--host H
 [--max-in-flight M (per connection)] [--drain S] [--behind-lag-us U] [--stall-us U] \
 [--hgrm FILE (one port)] | regtrack-openloop --lifecycle FILE [--host H] \
 [--port P [--port P2 ...] --switch-ms W] [--rate R (tasks/s; none or 0: capacity)] \
-[--arrival constant|poisson] [--duration S] [--warmup S] [--seed K] [--drain S] \
+[--arrival constant|poisson] [--duration S | --tasks N] [--warmup S] [--seed K] [--drain S] \
 [--behind-lag-us U] [--stall-us U] [--hgrm FILE (one port)]";
 
 /// The default --drain of each mode: replies still outstanding (latency), tasks still
@@ -37,6 +37,9 @@ pub struct Options {
     pub spec: String,
     /// The task lifecycle file (lifecycle mode; exclusive with `spec`).
     pub lifecycle: Option<String>,
+    /// Lifecycle capacity mode: exactly this many tasks, then the run ends when they are
+    /// done (a fixed amount of work, for callgrind's windows), instead of --duration.
+    pub tasks: Option<u64>,
     pub hgrm: Option<String>,
     /// Requests outstanding on one connection before the next due ones wait (sent late,
     /// still timed from their intended time).
@@ -98,6 +101,7 @@ fn defaults() -> Options {
         pipeline: 1,
         spec: String::new(),
         lifecycle: None,
+        tasks: None,
         hgrm: None,
         max_in_flight: 100_000,
         drain_s: 0.0, // the mode's default, below
@@ -136,6 +140,7 @@ fn set(o: &mut Options, name: &str, text: &str) -> Result<(), String> {
         "pipeline" => o.pipeline = at_least_one(name, text)?,
         "spec" => o.spec = text.to_string(),
         "lifecycle" => o.lifecycle = Some(text.to_string()),
+        "tasks" => o.tasks = Some(at_least_one(name, text)?),
         "hgrm" => o.hgrm = Some(text.to_string()),
         "max-in-flight" => o.max_in_flight = at_least_one(name, text)?,
         "drain" => o.drain_s = positive(name, text)?,
@@ -236,6 +241,16 @@ fn lifecycle(mut o: Options, given: &[String]) -> Result<Command, String> {
             o.ports.len()
         ));
     }
+    if o.tasks.is_some() && (o.rate > 0.0 || o.ports.len() > 1 || o.warmup_s > 0.0) {
+        return Err(
+            "--tasks N is a fixed amount of work at capacity on one server: give no --rate, \
+             one --port and no --warmup"
+                .to_string(),
+        );
+    }
+    if o.tasks.is_some() {
+        o.duration_s = TASKS_DEADLINE_S; // the run ends when its tasks are done
+    }
     if o.ports.is_empty() {
         o.ports.push(DEFAULT_PORT);
     }
@@ -244,6 +259,10 @@ fn lifecycle(mut o: Options, given: &[String]) -> Result<Command, String> {
     }
     Ok(Command::Run(o))
 }
+
+/// With --tasks, the longest the run may take to do them (a day: under callgrind a
+/// server runs some 50 times slower).
+const TASKS_DEADLINE_S: f64 = 86_400.0;
 
 #[cfg(test)]
 mod tests {

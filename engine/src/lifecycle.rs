@@ -193,6 +193,8 @@ pub struct Side<'a> {
     /// Tasks started and not completed (the capacity bound).
     in_system: u64,
     next_counter: u64,
+    /// --tasks: capacity mode starts no more than this many tasks.
+    quota: Option<u64>,
     w: Window,
     /// In its server's window (always, with one server, and in the drain).
     pub active: bool,
@@ -205,6 +207,7 @@ impl<'a> Side<'a> {
         l: &'a Lifecycle,
         seed: u64,
         capacity: bool,
+        quota: Option<u64>,
         server: String,
         links: Vec<Link>,
         w: Window,
@@ -224,6 +227,7 @@ impl<'a> Side<'a> {
             outstanding: HashMap::new(),
             in_system: 0,
             next_counter: 0,
+            quota,
             w,
             active: true,
             m: Measured::new(w.end),
@@ -319,14 +323,18 @@ impl<'a> Side<'a> {
                 continue;
             }
             let backlog = !self.producers[p].backlog.is_empty();
-            let room = self.capacity && now < self.w.end && self.in_system < self.l.max_queued;
+            let room = self.capacity
+                && now < self.w.end
+                && self.in_system < self.l.max_queued
+                && self.quota.is_none_or(|q| self.next_counter < q);
             match ProducerMove::of(self.active, backlog, room) {
                 ProducerMove::Backlog => {
                     let (intended, measured) = self.producers[p].backlog.pop_front().unwrap();
                     self.start(p, intended, measured, now);
                 }
                 ProducerMove::New => {
-                    let measured = now >= self.w.measure_from;
+                    // --tasks: every task of the fixed amount counts, from the first
+                    let measured = self.quota.is_some() || now >= self.w.measure_from;
                     if measured {
                         self.m.stats.intended += 1;
                     }
@@ -547,6 +555,12 @@ impl<'a> Side<'a> {
     /// Every measured task completed.
     pub fn drained(&self) -> bool {
         self.m.stats.completed >= self.m.stats.intended
+    }
+
+    /// --tasks: every task of the quota started and done.
+    pub fn quota_done(&self) -> bool {
+        self.quota
+            .is_some_and(|q| self.next_counter >= q && self.in_system == 0)
     }
 }
 

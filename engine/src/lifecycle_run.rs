@@ -194,7 +194,7 @@ pub fn run(o: &Options, mut l: Lifecycle) -> Result<(Run, Lifecycle), Failure> {
         let capacity = o.rate == 0.0;
         let sides = opened
             .into_iter()
-            .map(|(server, links)| Side::new(&l, o.seed, capacity, server, links, w))
+            .map(|(server, links)| Side::new(&l, o.seed, capacity, o.tasks, server, links, w))
             .collect();
         let mut lp = Loop {
             sides,
@@ -261,6 +261,9 @@ fn event_loop(lp: &mut Loop, timer: &mut Timer, o: &Options) -> Result<(), Failu
             side.wake_consumers(now);
         }
         lp.flush_all()?;
+        if lp.sides.iter().all(|s| s.quota_done()) {
+            return Ok(()); // --tasks: the fixed work is done
+        }
         let mut deadline = if next < end {
             next
         } else if now < end {

@@ -231,9 +231,8 @@ def prepare_job(
 
 
 def _workload(options: Options) -> tuple[Workload, Options]:
-    """The workload file with the options' overrides, and the options as it reads them: a
-    task lifecycle is measured in tasks (``both``, ci's default, is its throughput: its
-    instructions per task are not counted yet)."""
+    """The workload file with the options' overrides (or --driver's program), and the
+    options as it reads them."""
     if options.driver is not None:
         return _driver(options)
     workload = load_workload(
@@ -243,19 +242,15 @@ def _workload(options: Options) -> tuple[Workload, Options]:
         data_size=options.data_size,
         clients=options.clients,
     )
-    if not isinstance(workload, LifecycleWorkload):
-        return workload, options
-    if options.metric == "both":
-        options = dataclasses.replace(options, metric="throughput")
     return workload, options
 
 
 def with_task_latency(options: Options) -> Options:
     """`regtrack run` of a task lifecycle measures task latency at half its capacity when
-    no rate is given, so every run shows what a task feels at a stated load (`ci` gates
-    task latency where --latency-load asks, as for every workload)."""
+    no rate is given, so every run that times tasks shows what a task feels at a stated
+    load (`ci` gates task latency where --latency-load asks, as for every workload)."""
     asked = options.rate is not None or options.load or options.latency_load or options.slo
-    if asked or options.driver is not None:
+    if asked or options.driver is not None or options.metric == "instructions":
         return options
     try:
         lifecycle = load_workload(options.workload).kind == "lifecycle"
@@ -291,12 +286,6 @@ def open_loop(
     engine (it runs its producers and consumers)."""
     latency = latency_plan(options)
     lifecycle = isinstance(workload, LifecycleWorkload)
-    if lifecycle and options.metric != "throughput":
-        raise BadInput(
-            f"workload {options.workload} is a task lifecycle, measured by the open-loop "
-            f"engine in tasks/s and task latency; --metric {options.metric} (callgrind) "
-            "does not run it yet: use --metric throughput"
-        )
     if latency is None and not lifecycle:
         return None, None
     engine = openloop.locate()

@@ -205,7 +205,7 @@ def _trial(
     or that refuses us (max clients, a stalled server timing out), makes an invalid
     trial that says why; other failures are the environment's."""
     try:
-        if isinstance(job.workload, LifecycleWorkload):
+        if isinstance(job.workload, LifecycleWorkload) and session is None:
             return _lifecycle_trial(job, server, planned, mode), None
         if isinstance(job.workload, DriverWorkload):
             return driver_trial.driver_trial(

@@ -16,6 +16,7 @@ import redis
 from regtrack.bench import loadgen, serverstats
 from regtrack.bench.callgrind import control
 from regtrack.bench.callgrind.profile import Profile, parse
+from regtrack.bench.loadgen import lifecycle
 from regtrack.bench.loadgen.base import LoadgenResult
 from regtrack.bench.plan import PlannedTrial
 from regtrack.bench.runtimes.base import RunningServer
@@ -23,6 +24,7 @@ from regtrack.bench.trial import Context, measured_window, new_record
 from regtrack.core.errors import CannotMeasure
 from regtrack.core.procs import process_cpu_seconds, socket_count
 from regtrack.core.records import FunctionCost, InvalidReason, LoadSpec, TrialRecord
+from regtrack.workloads.lifecycle import LifecycleWorkload
 
 # A window: the load generator's result, the server's CPU seconds in it, its operations.
 Window = tuple[LoadgenResult, float | None, int]
@@ -31,6 +33,8 @@ Window = tuple[LoadgenResult, float | None, int]
 # work (serverCron etc.), about 0.8% of the count per GET when saturated at pipeline 10;
 # at 60% busy that share grows to ~1.3%, the most we accept.
 SATURATED_SERVER_CPU_PCT = 60.0
+# A lifecycle's windows hold at least this many tasks (bench/loadgen/lifecycle.py).
+MIN_TASKS = 200
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,16 @@ class _Windows:
     def _load(self, requests: int) -> LoadgenResult:
         timeout = 120 + self.half / 200  # callgrind runs the server ~50x slower
         aim = self.ctx.aim(self.server)
+        workload = self.ctx.workload
+        if isinstance(workload, LifecycleWorkload):
+            # a task lifecycle: a fixed number of tasks at capacity, each task an operation
+            tasks = max(MIN_TASKS, requests // lifecycle.REQUESTS_PER_TASK)
+            arrivals = lifecycle.Arrivals(rate=None, tasks=tasks)
+            (done,) = lifecycle.run(
+                self.ctx.loadgen, [aim], workload.engine_document(), arrivals, seconds=1.0,
+                warmup=0.0, timeout=timeout,
+            )  # fmt: skip
+            return done
         return loadgen.run(self.ctx.loadgen, aim, self.specs, requests=requests, timeout=timeout)
 
     def _gets(self) -> int:

@@ -28,6 +28,9 @@ from regtrack.core.cpus import format_cpu_list
 
 # Seconds the consumers get after the last enqueue to finish the measured tasks.
 DRAIN_S = 5.0
+# An instruction trial's requests per task (--instruction-requests counts requests; a task
+# is a dozen to sixty commands): its windows run requests / this many tasks.
+REQUESTS_PER_TASK = 25
 
 
 class _Strict(pydantic.BaseModel):
@@ -109,11 +112,14 @@ class PairedLifecycleReport(_Strict):
 @dataclass(frozen=True)
 class Arrivals:
     """Tasks per second offered by the producers (None: as fast as the queue allows),
-    evenly spaced or Poisson, drawn from ``seed`` (the same for every version)."""
+    evenly spaced or Poisson, drawn from ``seed`` (the same for every version); or, at
+    capacity, exactly ``tasks`` tasks and no more (a fixed amount of work: callgrind's
+    windows)."""
 
     rate: float | None
     arrival: Literal["poisson", "constant"] = "poisson"
     seed: int = 1
+    tasks: int | None = None
 
 
 @dataclass
@@ -139,6 +145,8 @@ def argv(
     ]  # fmt: skip
     if arrivals.rate is not None:
         command += ["--rate", repr(float(arrivals.rate))]
+    if arrivals.tasks is not None:
+        command += ["--tasks", str(arrivals.tasks)]
     if len(aims) > 1:
         command += ["--switch-ms", repr(float(switch_ms))]
     return command
