@@ -13,7 +13,7 @@ from pathlib import Path
 
 import redis
 
-from regtrack.bench import loadgen, serverstats
+from regtrack.bench import lifecycle_trial, loadgen, serverstats
 from regtrack.bench.callgrind import control
 from regtrack.bench.callgrind.profile import Profile, parse
 from regtrack.bench.loadgen import lifecycle
@@ -150,12 +150,23 @@ class _Windows:
             # a task lifecycle: a fixed number of tasks at capacity, each task an operation
             tasks = max(MIN_TASKS, requests // lifecycle.REQUESTS_PER_TASK)
             arrivals = lifecycle.Arrivals(rate=None, tasks=tasks)
+            # one producer and one consumer: each command alone in the server's event
+            # loop, not batched as concurrency happened to batch them (a count per task
+            # that repeats)
+            alone = workload.model_copy(update={"producers": 1, "consumers": 1})
             (done,) = lifecycle.run(
-                self.ctx.loadgen, [aim], workload.engine_document(), arrivals, seconds=1.0,
+                self.ctx.loadgen, [aim], alone.engine_document(), arrivals, seconds=1.0,
                 warmup=0.0, timeout=timeout,
             )  # fmt: skip
             return done
         return loadgen.run(self.ctx.loadgen, aim, self.specs, requests=requests, timeout=timeout)
+
+    def _fresh(self) -> None:
+        """A lifecycle's window starts from the state every window starts from: emptied,
+        set up (its keys grow with its tasks, results kept for a day: a window later in a
+        server would count its rehashes and larger structures). Before zero: not counted."""
+        if isinstance(self.ctx.workload, LifecycleWorkload):
+            lifecycle_trial.fresh(self.server, self.ctx.workload)
 
     def _gets(self) -> int:
         return serverstats.command_calls(self.control, "get") if self.ctx.counts_gets else 0
@@ -164,6 +175,7 @@ class _Windows:
         """The warm-up runs inside a zero/dump cycle of its own, whose dump is dropped:
         the first window measured after a server's first dump counts 1-2% more than every
         later one (seen with 7.0.15 under valgrind 3.19), so that window is the warm-up."""
+        self._fresh()
         control.zero(self.session.control, self.session.outdir, self.pid, self.server.alive)
         warm = self._load(requests)
         if self.server.alive():
@@ -176,6 +188,7 @@ class _Windows:
 
     def one(self) -> LoadgenResult:
         """zero, run, let in-flight requests finish, dump: one clean window."""
+        self._fresh()
         gets_before = self._gets()
         control.zero(self.session.control, self.session.outdir, self.pid, self.server.alive)
         sockets = socket_count(self.pid)
