@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from regtrack.bench import lifecycle_trial, servers, trial
 from regtrack.bench.job import Job
-from regtrack.bench.loadgen import lifecycle
 from regtrack.bench.plan import PlannedTrial
 from regtrack.core.records import InvalidReason, TrialRecord
 from regtrack.workloads import points
@@ -38,7 +37,7 @@ def capacity_trial(job: Job) -> TrialRecord:
     with servers.plain_server(job, target, 0, job.seed(0)) as server:
         if isinstance(job.workload, LifecycleWorkload):
             assert job.engine is not None
-            arrivals = lifecycle.Arrivals(rate=None, seed=(job.settings.seed_offset or 0) + 1)
+            arrivals = lifecycle_trial.arrivals_of(job, planned)  # capacity: no rate
             return lifecycle_trial.lifecycle_trial(
                 job.context, job.engine, server, planned, job.workload, arrivals
             )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import redis
 
 from regtrack.bench import setup, trial
+from regtrack.bench.job import Job
 from regtrack.bench.loadgen import lifecycle
 from regtrack.bench.loadgen.base import LoadgenBinary, LoadgenResult
 from regtrack.bench.plan import PlannedTrial
@@ -28,6 +29,16 @@ TASKS = "tasks"
 MAX_TAINTED_SHARE = 0.05
 # Server CPU above which an engine out of CPU is not alone the limit (see judge).
 CO_SATURATED_SERVER_PCT = 80.0
+
+
+def arrivals_of(job: Job, planned: PlannedTrial) -> lifecycle.Arrivals:
+    """A point's arrivals: its rate (an open-loop point) or none (capacity), the same seed
+    for every version of a repetition."""
+    seed = (job.settings.seed_offset or 0) + planned.repetition + 1
+    label = planned.point.label
+    if job.latency is not None and label in job.latency.labels():
+        return lifecycle.Arrivals(job.latency.rate(label), job.latency.arrival, seed)
+    return lifecycle.Arrivals(None, seed=seed)
 
 
 def fresh(server: RunningServer, workload: LifecycleWorkload) -> None:

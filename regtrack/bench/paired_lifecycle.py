@@ -26,20 +26,10 @@ from regtrack.core.records import InvalidReason, ServerDelta, TrialRecord
 from regtrack.workloads.lifecycle import LifecycleWorkload
 
 
-def arrivals_of(job: Job, planned: PlannedTrial) -> lifecycle.Arrivals:
-    """A point's arrivals: its rate (an open-loop point) or none (capacity), the same seed
-    for every version of a repetition."""
-    seed = (job.settings.seed_offset or 0) + planned.repetition + 1
-    label = planned.point.label
-    if job.latency is not None and label in job.latency.labels():
-        return lifecycle.Arrivals(job.latency.rate(label), job.latency.arrival, seed)
-    return lifecycle.Arrivals(None, seed=seed)
-
-
 def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> list[TrialRecord]:
     """One point of every side, paired in time; a record per side, valid or not."""
     assert job.engine is not None and isinstance(job.workload, LifecycleWorkload)
-    arrivals = arrivals_of(job, planned[0])
+    arrivals = lifecycle_trial.arrivals_of(job, planned[0])
     mode = lifecycle_trial.TASKS if arrivals.rate is None else lifecycle_trial.TASK_LATENCY
     records = {p.target: trial.new_record(p, mode) for p in planned}
     order = [s for s in sides if s.target.label in records]

@@ -18,7 +18,6 @@ from regtrack.bench import driver_trial, latency_trial, lifecycle_trial, trial
 from regtrack.bench.callgrind import protocol
 from regtrack.bench.callgrind.protocol import Callgrind
 from regtrack.bench.job import Job
-from regtrack.bench.loadgen import lifecycle
 from regtrack.bench.measuring import Measuring
 from regtrack.bench.plan import PlannedTrial, Visit, trial_count
 from regtrack.bench.runtimes.base import RunningServer
@@ -206,7 +205,7 @@ def _trial(
     trial that says why; other failures are the environment's."""
     try:
         if isinstance(job.workload, LifecycleWorkload) and session is None:
-            return _lifecycle_trial(job, server, planned, mode), None
+            return _lifecycle_trial(job, server, planned), None
         if isinstance(job.workload, DriverWorkload):
             return driver_trial.driver_trial(
                 job.context, job.loadgen, server, planned, job.workload
@@ -237,18 +236,11 @@ def _latency_trial(
     return latency_trial.latency_trial(job.context, job.engine, server, planned, specs, offered)
 
 
-def _lifecycle_trial(
-    job: Job, server: RunningServer, planned: PlannedTrial, mode: str
-) -> TrialRecord:
+def _lifecycle_trial(job: Job, server: RunningServer, planned: PlannedTrial) -> TrialRecord:
     """A lifecycle's capacity (a throughput visit) or its task latency at the point's
     rate (a latency visit), the same arrivals for every version of a repetition."""
     assert job.engine is not None and isinstance(job.workload, LifecycleWorkload)
-    rate, arrival = None, "poisson"
-    if mode == latency_trial.MODE:
-        assert job.latency is not None, "a plan with latency trials"
-        rate, arrival = job.latency.rate(planned.point.label), job.latency.arrival
-    seed = (job.settings.seed_offset or 0) + planned.repetition + 1
-    arrivals = lifecycle.Arrivals(rate, arrival, seed)  # type: ignore[arg-type]
+    arrivals = lifecycle_trial.arrivals_of(job, planned)
     return lifecycle_trial.lifecycle_trial(
         job.context, job.engine, server, planned, job.workload, arrivals
     )
