@@ -195,6 +195,7 @@ pub struct Side<'a> {
     next_counter: u64,
     /// --tasks: capacity mode starts no more than this many tasks.
     quota: Option<u64>,
+    consumers_started: bool,
     w: Window,
     /// In its server's window (always, with one server, and in the drain).
     pub active: bool,
@@ -228,6 +229,7 @@ impl<'a> Side<'a> {
             in_system: 0,
             next_counter: 0,
             quota,
+            consumers_started: false,
             w,
             active: true,
             m: Measured::new(w.end),
@@ -325,7 +327,7 @@ impl<'a> Side<'a> {
             let backlog = !self.producers[p].backlog.is_empty();
             let room = self.capacity
                 && now < self.w.end
-                && self.in_system < self.l.max_queued
+                && (self.quota.is_some() || self.in_system < self.l.max_queued)
                 && self.quota.is_none_or(|q| self.next_counter < q);
             match ProducerMove::of(self.active, backlog, room) {
                 ProducerMove::Backlog => {
@@ -359,8 +361,24 @@ impl<'a> Side<'a> {
 
     /// Every consumer's first dequeue (held while the side is inactive).
     pub fn start_consumers(&mut self, now: u64) {
+        if self.quota.is_some() && !self.consumers_started {
+            return; // --tasks: after every task is enqueued (start_consumers_when_enqueued)
+        }
+        self.consumers_started = true;
         for c in 0..self.consumers.len() {
             self.go_on(c, Place::Dequeue, now);
+        }
+    }
+
+    /// --tasks: the consumers start once every task of the quota is in the queue, so no
+    /// dequeue ever waits for a task and each takes the same path (callgrind's count per
+    /// task then repeats: a blocked pop and its wake-up cost more than a pop that finds one).
+    pub fn start_consumers_when_enqueued(&mut self, now: u64) {
+        let enqueued = self.quota.is_some_and(|q| self.next_counter >= q)
+            && self.producers.iter().all(|p| p.task.is_none());
+        if enqueued && !self.consumers_started {
+            self.consumers_started = true;
+            self.start_consumers(now);
         }
     }
 

@@ -258,6 +258,7 @@ fn event_loop(lp: &mut Loop, timer: &mut Timer, o: &Options) -> Result<(), Failu
         }
         for side in lp.sides.iter_mut() {
             side.feed_producers(now);
+            side.start_consumers_when_enqueued(now);
             side.wake_consumers(now);
         }
         lp.flush_all()?;
