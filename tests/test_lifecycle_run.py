@@ -54,17 +54,18 @@ def test_a_lifecycle_run_measures_capacity_then_task_latency_at_half_of_it(tmp_p
     assert "tasks per sec" in page  # the capacity chart
 
 
-def test_ci_gates_a_lifecycle_on_tasks_and_server_cpu_per_task(tmp_path, redis_server):
+def test_ci_gates_a_lifecycle_on_tasks_cpu_and_instructions_per_task(tmp_path, redis_server):
     out = tmp_path / "gate.json"
     proc = run_cli(
         "ci", "--baseline-version", f"base=bin:{redis_server}", "--candidate-version",
         f"cand=bin:{redis_server}", "--workload", "sidekiq", *SMALL, "--repetitions", "2",
-        "--max-repetitions", "2", "--db", str(tmp_path / "g.db"), "--json", str(out),
-        "--no-report",
+        "--max-repetitions", "2", "--instruction-requests", "10000", "--db",
+        str(tmp_path / "g.db"), "--json", str(out), "--no-report",
     )  # fmt: skip
     assert proc.returncode in (0, 1), proc.stderr  # 1: undecided is not a failure here
     answers = {a["metric"] for a in json.loads(out.read_text())["gate"]}
-    assert {"tasks_per_sec", "server_cpu_per_task"} <= answers, answers
+    # ci's default `both`: tasks paired in time, and instructions per task under callgrind
+    assert {"tasks_per_sec", "server_cpu_per_task", "instructions_per_op"} <= answers, answers
     assert "task_p99" not in answers  # ci measures task latency where --latency-load asks
 
 
