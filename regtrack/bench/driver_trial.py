@@ -64,11 +64,5 @@ def driver_trial(
     report = done[0].report
     if report is not None:
         record.latency_ms = percentiles(report.latencies_ms)
-        if record.contention_pct is not None and record.contention_pct > (
-            ctx.settings.contention_limit_pct
-        ):
-            record.mark_invalid(
-                InvalidReason.CONTENDED,
-                f"other processes used {record.contention_pct:.0f}% of the pinned CPUs",
-            )
+        trial.mark_contended(record, ctx.settings.contention_limit_pct)
     return record

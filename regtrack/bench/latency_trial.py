@@ -112,12 +112,7 @@ def judge(
     contention_limit_pct: float, record: TrialRecord, report: openloop.OpenLoopReport
 ) -> None:
     """Mark the trial invalid where its latencies are not the server's."""
-    if record.contention_pct is not None and record.contention_pct > contention_limit_pct:
-        record.mark_invalid(
-            InvalidReason.CONTENDED,
-            f"other processes used {record.contention_pct:.0f}% of the pinned CPUs "
-            f"(limit {contention_limit_pct:.0f}%), so stop other work on this machine",
-        )
+    trial.mark_contended(record, contention_limit_pct)
     if report.behind:
         why = "; ".join(report.behind_reasons) or "it could not send at its intended times"
         record.mark_invalid(

@@ -134,12 +134,7 @@ def judge(
     report: lifecycle.LifecycleReport,
 ) -> None:
     """Mark the trial invalid where its figures are not the server's (or not whole)."""
-    if record.contention_pct is not None and record.contention_pct > contention_limit_pct:
-        record.mark_invalid(
-            InvalidReason.CONTENDED,
-            f"other processes used {record.contention_pct:.0f}% of the pinned CPUs "
-            f"(limit {contention_limit_pct:.0f}%), so stop other work on this machine",
-        )
+    trial.mark_contended(record, contention_limit_pct)
     busy = 100.0 * report.cpu.busy_fraction
     server = record.server_cpu_pct or 0.0
     # A lifecycle is round trips: the engine pays a send and a receive for every one the

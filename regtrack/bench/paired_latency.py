@@ -13,14 +13,12 @@ whole point, as for paired throughput.
 
 from __future__ import annotations
 
-import contextlib
-
 import redis
 
-from regtrack.bench import latency_trial, serverstats, trial
+from regtrack.bench import latency_trial, trial
 from regtrack.bench.job import Job
 from regtrack.bench.loadgen import openloop
-from regtrack.bench.paired import Side, counters, cpu_times, failed, shared_cpus
+from regtrack.bench.paired import Side, counters, engine_point, failed
 from regtrack.bench.plan import PlannedTrial
 from regtrack.core.errors import CannotMeasure
 from regtrack.core.records import InvalidReason, TrialRecord
@@ -45,31 +43,14 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
     cpu_plan = job.side_cpus()
     aims = [ctx.aim(s.server, cpu_plan[s.target.label].client) for s in order]
     timeout = 60 + 10 * (settings.duration + settings.warmup)
-    with contextlib.ExitStack() as stack:
-        clients = {}
-        for side in order:
-            clients[side.target.label] = client = side.server.client(timeout=60)
-            stack.callback(client.close)
-        try:
-            before = {label: serverstats.snapshot(c) for label, c in clients.items()}
-            io_before = {s.target.label: trial.syscalls(s.server.pid) for s in order}
-            server_cpus, client_cpus = cpu_times(ctx)
-            results = openloop.run_paired(
-                job.engine, aims, specs[0][0], offered, seconds=settings.duration,
-                warmup=settings.warmup, timeout=timeout, switch_ms=1000.0 * settings.window,
-            )  # fmt: skip
-            server_after, client_after = cpu_times(ctx)
-            after = {label: serverstats.snapshot(c) for label, c in clients.items()}
-            io_after = {s.target.label: trial.syscalls(s.server.pid) for s in order}
-        except (redis.RedisError, OSError, CannotMeasure) as exc:
-            return failed(records, order, exc)
-    first = order[0].target.label
-    wall = after[first].at - before[first].at
-    deltas = {label: serverstats.delta(before[label], after[label]) for label in before}
-    contended, steal = shared_cpus(
-        ctx.cpus, (server_cpus, server_after), (client_cpus, client_after),
-        (sum(d.server_cpu_s for d in deltas.values()), results[0].client_cpu_s), wall,
-    )  # fmt: skip
+    try:
+        results, around = engine_point(ctx, order, lambda: openloop.run_paired(
+            job.engine, aims, specs[0][0], offered, seconds=settings.duration,
+            warmup=settings.warmup, timeout=timeout, switch_ms=1000.0 * settings.window,
+        ))  # type: ignore[arg-type]  # fmt: skip
+    except (redis.RedisError, OSError, CannotMeasure) as exc:
+        return failed(records, order, exc)
+    wall, deltas = around.wall, around.deltas
     for side, result in zip(order, results, strict=True):
         label = side.target.label
         record = records[label]
@@ -78,11 +59,11 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
         record.wall_s, record.ops_per_sec = result.wall_s, result.ops_per_sec
         record.warmup_s = settings.warmup
         record.valid = True
-        record.steal_pct, record.contention_pct = steal, contended
+        record.steal_pct, record.contention_pct = around.steal, around.contended
         record.server_cpu_pct = 100.0 * deltas[label].server_cpu_s / wall if wall > 0 else None
         if result.problem:
             record.mark_invalid(InvalidReason.LOADGEN_FAILED, result.problem)
-        counters(ctx, record, deltas[label], io_before[label], io_after[label])
-        if result.report is not None:
+        counters(ctx, record, deltas[label], *around.io[label])
+        if isinstance(result, openloop.OpenLoopResult) and result.report is not None:
             latency_trial.from_report(settings.contention_limit_pct, record, result.report, offered)
     return [records[p.target] for p in planned]

@@ -12,14 +12,12 @@ a duet, every server on CPUs of its own (prepare._paired says why)."""
 
 from __future__ import annotations
 
-import contextlib
-
 import redis
 
-from regtrack.bench import lifecycle_trial, serverstats, trial
+from regtrack.bench import lifecycle_trial, trial
 from regtrack.bench.job import Job
 from regtrack.bench.loadgen import lifecycle
-from regtrack.bench.paired import Side, counters, cpu_times, failed, shared_cpus
+from regtrack.bench.paired import Side, counters, engine_point, failed
 from regtrack.bench.plan import PlannedTrial
 from regtrack.core.errors import CannotMeasure
 from regtrack.core.records import InvalidReason, ServerDelta, TrialRecord
@@ -46,36 +44,19 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
             switch_ms=switch_ms,
         )  # type: ignore[arg-type]  # fmt: skip
 
-    with contextlib.ExitStack() as stack:
-        clients = {}
+    try:
         for side in order:
-            clients[side.target.label] = client = side.server.client(timeout=60)
-            stack.callback(client.close)
-        try:
-            for side in order:
-                lifecycle_trial.fresh(side.server, job.workload)
-            if settings.warmup > 0 and (problem := run(settings.warmup)[0].problem):
-                raise CannotMeasure(f"the warm-up failed: {problem}")
-            before = {label: serverstats.snapshot(c) for label, c in clients.items()}
-            io_before = {s.target.label: trial.syscalls(s.server.pid) for s in order}
-            server_cpus, client_cpus = cpu_times(ctx)
-            results = run(settings.duration)
-            server_after, client_after = cpu_times(ctx)
-            after = {label: serverstats.snapshot(c) for label, c in clients.items()}
-            io_after = {s.target.label: trial.syscalls(s.server.pid) for s in order}
-        except (redis.RedisError, OSError, CannotMeasure) as exc:
-            return failed(records, order, exc)
-    first = order[0].target.label
-    wall = after[first].at - before[first].at
-    deltas = {label: serverstats.delta(before[label], after[label]) for label in before}
-    contended, steal = shared_cpus(
-        ctx.cpus, (server_cpus, server_after), (client_cpus, client_after),
-        (sum(d.server_cpu_s for d in deltas.values()), results[0].client_cpu_s), wall,
-    )  # fmt: skip
+            lifecycle_trial.fresh(side.server, job.workload)
+        if settings.warmup > 0 and (problem := run(settings.warmup)[0].problem):
+            raise CannotMeasure(f"the warm-up failed: {problem}")
+        results, around = engine_point(ctx, order, lambda: run(settings.duration))
+    except (redis.RedisError, OSError, CannotMeasure) as exc:
+        return failed(records, order, exc)
     for side, result in zip(order, results, strict=True):
         label = side.target.label
-        _fill(ctx, records[label], result, deltas[label], (io_before[label], io_after[label]))
-        records[label].steal_pct, records[label].contention_pct = steal, contended
+        assert isinstance(result, lifecycle.LifecycleResult)
+        _fill(ctx, records[label], result, around.deltas[label], around.io[label])
+        records[label].steal_pct, records[label].contention_pct = around.steal, around.contended
     return [records[p.target] for p in planned]
 
 

@@ -241,6 +241,17 @@ def _from_server(
     )  # fmt: skip
 
 
+def mark_contended(record: TrialRecord, limit_pct: float) -> None:
+    """Other work on the pinned CPUs beyond ``limit_pct``: the trial's figures are not the
+    server's alone."""
+    if record.contention_pct is not None and record.contention_pct > limit_pct:
+        record.mark_invalid(
+            InvalidReason.CONTENDED,
+            f"other processes used {record.contention_pct:.0f}% of the pinned CPUs "
+            f"(limit {limit_pct:.0f}%), so stop other work on this machine",
+        )
+
+
 def judge_load(
     settings: RunSettings, record: TrialRecord, *, threads: int, client_cpus: int, saturates: bool
 ) -> None:
@@ -248,12 +259,7 @@ def judge_load(
     other work on the pinned CPUs, a load generator out of CPU (its share of the CPUs its
     threads can use), or, for a workload meant to saturate, a server left idle."""
     limit = settings.contention_limit_pct
-    if record.contention_pct is not None and record.contention_pct > limit:
-        record.mark_invalid(
-            InvalidReason.CONTENDED,
-            f"other processes used {record.contention_pct:.0f}% of the pinned CPUs "
-            f"(limit {limit:.0f}%), so stop other work on this machine",
-        )
+    mark_contended(record, limit)
     capacity = 100.0 * min(threads, client_cpus)
     threshold = settings.client_bound_cpu_pct * capacity / 100.0
     if (record.client_cpu_pct or 0) >= threshold:

@@ -126,6 +126,28 @@ def refused(args: list[str] | tuple[str, ...]) -> str | None:
     return f"{cmd} {sub}" if sub in subcommands else None
 
 
+def check(where: str, args: list[str], extra: list[str], min_redis: str) -> None:
+    """What every workload file's command must be (mixes and lifecycles alike): not an
+    administrative one, known (or listed in ``extra`` for a module's), no newer than the
+    file's ``min_redis``. ValueError with one line naming ``where`` otherwise."""
+    if found := refused(args):
+        raise ValueError(
+            f"{where}: {found} administers the server (it can write files, load "
+            "code or reconfigure it); a workload's setup and commands may not send it"
+        )
+    if name(args) not in KNOWN and name(args) not in {e.upper() for e in extra}:
+        raise ValueError(
+            f"{where}: unknown command {args[0]!r}; check the spelling, or list it "
+            "in extra_commands if a module provides it"
+        )
+    need = since(args)
+    if need and version_tuple(need) > version_tuple(min_redis):
+        raise ValueError(
+            f"{where}: {name(args)} needs Redis {need} but min_redis is "
+            f"{min_redis}; raise min_redis to {need}"
+        )
+
+
 def version_tuple(version: str) -> tuple[int, ...]:
     """ "7.0.15" -> (7, 0, 15); anything unparsable sorts as very new."""
     parts = re.findall(r"\d+", version)

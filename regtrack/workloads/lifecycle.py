@@ -98,25 +98,8 @@ class LifecycleWorkload(_Strict):
                 f"{connections} connections (producers + consumers): give at most "
                 f"{limits.CONNECTIONS}, Redis's default maxclients"
             )
-        known = commands.KNOWN | {e.upper() for e in self.extra_commands}
-        floor = commands.version_tuple(self.min_redis)
         for where, args in self.located_args():
-            if refused := commands.refused(args):
-                raise ValueError(
-                    f"{where}: {refused} administers the server (it can write files, load "
-                    "code or reconfigure it); a workload may not send it"
-                )
-            if commands.name(args) not in known:
-                raise ValueError(
-                    f"{where}: unknown command {args[0]!r}; check the spelling, or list it "
-                    "in extra_commands if a module provides it"
-                )
-            need = commands.since(args)
-            if need and commands.version_tuple(need) > floor:
-                raise ValueError(
-                    f"{where}: {commands.name(args)} needs Redis {need} but min_redis is "
-                    f"{self.min_redis}; raise min_redis to {need}"
-                )
+            commands.check(where, args, self.extra_commands, self.min_redis)
             if commands.blocks(args) and not where.startswith("dequeue"):
                 raise ValueError(
                     f"{where}: {commands.name(args)} blocks; only the dequeue command may "

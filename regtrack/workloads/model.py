@@ -179,26 +179,9 @@ class MixWorkload(_Strict):
             Process(name="main", commands=self.commands)  # same rotation rule
         connections = sum(p.clients or self.clients for p in self.processes) * self.threads
         _check_in_flight(connections, self.pipelines, self.data_size)
-        known = commands.KNOWN | {e.upper() for e in self.extra_commands}
-        floor = commands.version_tuple(self.min_redis)
         saved: set[str] = set()
         for where, args in self.located_args():
-            if refused := commands.refused(args):
-                raise ValueError(
-                    f"{where}: {refused} administers the server (it can write files, load "
-                    "code or reconfigure it); a workload's setup and commands may not send it"
-                )
-            if commands.name(args) not in known:
-                raise ValueError(
-                    f"{where}: unknown command {args[0]!r}; check the spelling, or list it "
-                    "in extra_commands if a module provides it"
-                )
-            need = commands.since(args)
-            if need and commands.version_tuple(need) > floor:
-                raise ValueError(
-                    f"{where}: {commands.name(args)} needs Redis {need} but min_redis is "
-                    f"{self.min_redis}; raise min_redis to {need}"
-                )
+            commands.check(where, args, self.extra_commands, self.min_redis)
             for ref in SAVED_RE.findall(" ".join(args)):
                 if ref not in saved:
                     raise ValueError(

@@ -11,9 +11,6 @@ runs the engine pinned, and reads its one JSON report into a typed record.
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,8 +18,8 @@ from typing import Any, Literal
 
 import pydantic
 
-from regtrack.bench.loadgen.base import Aim, LoadgenBinary, LoadgenResult, result_of, run_tool
-from regtrack.bench.loadgen.openloop import NAME, EngineCpu, Lag, Stalls
+from regtrack.bench.loadgen.base import Aim, LoadgenBinary, LoadgenResult
+from regtrack.bench.loadgen.openloop import NAME, EngineCpu, Lag, Stalls, run_engine
 from regtrack.bench.runtimes.native import taskset_path
 from regtrack.core.cpus import format_cpu_list
 
@@ -166,44 +163,21 @@ def run(
     """Run the engine's lifecycle mode once over ``aims`` (one server, or several paired in
     time); a result per aim, in order, each with its server's report, or all with the one
     ``problem`` that spoiled the run (the server lost, a refused document, no report)."""
-    together = dataclasses.replace(
-        aims[0],
-        server_alive=lambda: all(a.server_alive() for a in aims),
-        server_pid=aims[0].server_pid if len(aims) == 1 else None,
-    )
-    with tempfile.TemporaryDirectory(prefix="regtrack-lifecycle-") as tmp:
-        path = Path(tmp) / "lifecycle.json"
-        path.write_text(json.dumps(document))
-        command = argv(binary, aims, arrivals, path, seconds, warmup, switch_ms)
-        done = run_tool(NAME, command, timeout, together)
-    stderr = str(done.stderr).strip()
-    base = result_of(done, command, 0, stderr)
-    fields = {f: getattr(base, f) for f in base.__dataclass_fields__}
-    results = [LifecycleResult(**fields) for _ in aims]
-    problem = done.problem
-    if problem is None and done.exit_code != 0:
-        line = stderr.splitlines()[-1] if stderr else "no message"
-        problem = f"{NAME} exited with code {done.exit_code}: {line}"
-    reports: list[LifecycleReport] = []
-    if problem is None:
-        try:
-            if len(aims) == 1:
-                reports = [LifecycleReport.model_validate_json(done.stdout)]
-            else:
-                reports = PairedLifecycleReport.model_validate_json(done.stdout).servers
-        except pydantic.ValidationError as exc:
-            problem = f"{NAME} printed no lifecycle report ({exc.error_count()} errors)"
-        else:
-            if len(reports) != len(aims):
-                problem = f"{NAME} reported {len(reports)} servers of {len(aims)}"
-    for n, result in enumerate(results):
-        result.problem = problem
-        if problem is None:
-            report = reports[n]
+    ran = run_engine(
+        aims, document, timeout, LifecycleReport, PairedLifecycleReport,
+        lambda path: argv(binary, aims, arrivals, path, seconds, warmup, switch_ms),
+    )  # fmt: skip
+    results = []
+    for n in range(len(aims)):
+        result = LifecycleResult(**ran.fields)
+        result.problem = ran.problem
+        if ran.problem is None:
+            report = ran.reports[n]
             result.report = report
             result.requests = report.completed
             result.ops_per_sec = report.tasks_per_sec
             result.latency_ms = report.latency_ms
             if report.completed == 0:
                 result.problem = f"{NAME} completed no tasks"
+        results.append(result)
     return results

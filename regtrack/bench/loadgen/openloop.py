@@ -13,10 +13,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 import pydantic
 
@@ -232,44 +232,78 @@ def run_paired(
     """Run the engine once over ``aims`` (one server, or several paired in time: the same
     arrivals moving between them every ``switch_ms``); a result per aim, in order, each
     with its own server's report, or all with the one ``problem`` that spoiled the run."""
-    together = dataclasses.replace(
-        aims[0],
-        server_alive=lambda: all(a.server_alive() for a in aims),
-        server_pid=aims[0].server_pid if len(aims) == 1 else None,
-    )
-    with tempfile.TemporaryDirectory(prefix="regtrack-openloop-") as tmp:
-        spec_file = Path(tmp) / "spec.json"
-        spec_file.write_text(json.dumps(spec_document(spec)))
-        command = argv(binary, aims, offered, spec_file, seconds, warmup, spec.pipeline, switch_ms)
-        done = run_tool(NAME, command, timeout, together)
-    stderr = str(done.stderr).strip()
-    base = result_of(done, command, 0, stderr)
-    fields = {f: getattr(base, f) for f in base.__dataclass_fields__}
-    results = [OpenLoopResult(**fields) for _ in aims]
-    problem = done.problem
-    if problem is None and done.exit_code != 0:
-        line = stderr.splitlines()[-1] if stderr else "no message"
-        problem = f"{NAME} exited with code {done.exit_code}: {line}"
-    reports: list[OpenLoopReport] = []
-    if problem is None:
-        try:
-            if len(aims) == 1:
-                reports = [OpenLoopReport.model_validate_json(done.stdout)]
-            else:
-                reports = PairedReport.model_validate_json(done.stdout).servers
-        except pydantic.ValidationError as exc:
-            problem = f"{NAME} printed no report regtrack can read ({exc.error_count()} errors)"
-        else:
-            if len(reports) != len(aims):
-                problem = f"{NAME} reported {len(reports)} servers of {len(aims)}"
-    for n, result in enumerate(results):
-        result.problem = problem
-        if problem is None:
-            report = reports[n]
+    ran = run_engine(
+        aims, spec_document(spec), timeout, OpenLoopReport, PairedReport,
+        lambda path: argv(binary, aims, offered, path, seconds, warmup, spec.pipeline, switch_ms),
+    )  # fmt: skip
+    results = []
+    for n in range(len(aims)):
+        result = OpenLoopResult(**ran.fields)
+        result.problem = ran.problem
+        if ran.problem is None:
+            report = ran.reports[n]
             result.report = report
             result.requests = report.completed
             result.ops_per_sec = report.achieved_rate
             result.latency_ms = report.latency_ms
             if report.completed == 0:
                 result.problem = f"{NAME} completed no requests"
+        results.append(result)
     return results
+
+
+ReportT = TypeVar("ReportT", bound=pydantic.BaseModel)
+
+
+@dataclass(frozen=True)
+class EngineRun(Generic[ReportT]):
+    """One engine run over several aims: the tool's run (a LoadgenResult's fields) and a
+    report per server, in --port order, or the one ``problem`` that spoiled them all."""
+
+    fields: dict[str, Any]
+    reports: list[ReportT]
+    problem: str | None
+
+
+def run_engine(
+    aims: Sequence[Aim],
+    document: dict[str, Any],
+    timeout: float,
+    one: type[ReportT],
+    paired: type[pydantic.BaseModel],
+    command_of: Callable[[Path], list[str]],
+) -> EngineRun[ReportT]:
+    """Run the engine once with ``document`` as its file (``command_of`` its path), over
+    one server or several paired in time, and read its report: ``one`` for one server,
+    ``paired`` (whose ``servers`` are ``one``) for several. Shared by the latency mode and
+    the lifecycle mode (loadgen/lifecycle.py)."""
+    together = dataclasses.replace(
+        aims[0],
+        server_alive=lambda: all(a.server_alive() for a in aims),
+        server_pid=aims[0].server_pid if len(aims) == 1 else None,
+    )
+    with tempfile.TemporaryDirectory(prefix="regtrack-openloop-") as tmp:
+        path = Path(tmp) / "engine.json"
+        path.write_text(json.dumps(document))
+        command = command_of(path)
+        done = run_tool(NAME, command, timeout, together)
+    stderr = str(done.stderr).strip()
+    ran = result_of(done, command, 0, stderr)
+    fields = {f: getattr(ran, f) for f in ran.__dataclass_fields__}
+    problem = done.problem
+    if problem is None and done.exit_code != 0:
+        line = stderr.splitlines()[-1] if stderr else "no message"
+        problem = f"{NAME} exited with code {done.exit_code}: {line}"
+    reports: list[ReportT] = []
+    if problem is None:
+        try:
+            if len(aims) == 1:
+                reports = [one.model_validate_json(done.stdout)]
+            else:
+                reports = list(paired.model_validate_json(done.stdout).servers)  # type: ignore[attr-defined]
+        except pydantic.ValidationError as exc:
+            problem = f"{NAME} printed no report regtrack can read ({exc.error_count()} errors)"
+        else:
+            if len(reports) != len(aims):
+                problem = f"{NAME} reported {len(reports)} servers of {len(aims)}"
+    return EngineRun(fields, reports, problem)
