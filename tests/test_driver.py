@@ -76,13 +76,38 @@ def test_a_driver_run_measures_tasks_and_the_servers_work_per_task(tmp_path, red
         (["--driver", "no-such-program-here --tasks 3"], "'no-such-program-here' is not a program"),
         (["--driver", "python3 w.py", "--rate", "100"], "--rate does not apply to --driver"),
         (["--driver", "'unbalanced"], "No closing quotation"),
-        (["--driver", "python3 w.py", "--metric", "instructions"], "--metric throughput"),
     ],
 )
 def test_a_bad_driver_is_one_line_and_exit_2_before_anything_runs(redis_server, extra, words):
     proc = cli_in_process("run", "--versions", f"bin:{redis_server}", *extra)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert words in proc.stderr
+
+
+def test_a_driver_run_counts_the_servers_instructions_per_task(tmp_path, redis_server):
+    """Under callgrind the program runs three times (a warm-up, two counted windows), each
+    from an emptied database; instructions divide by the tasks it reported."""
+    db = tmp_path / "i.db"
+    command = f"{sys.executable} {TINY} --tasks 1500 --enqueue-first"
+    proc = run_cli(
+        "run", "--versions", f"bin:{redis_server}", "--driver", command, "--repetitions", "1",
+        "--metric", "instructions", "--db", str(db), "--no-report",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    mode, valid, requests, calls, per_task, apart = (
+        sqlite3.connect(db)
+        .execute(
+            "SELECT mode, valid, requests, server_calls, instructions_per_op,"
+            " instructions_repeat_pct FROM trials"
+        )
+        .fetchone()
+    )
+    assert mode == "instructions" and valid == 1, proc.stderr
+    assert requests == 2 * 1500 and calls == 2 * 1500  # both windows' tasks, each counted
+    # an LPUSH and a BRPOP that finds its task: thousands of instructions each, not millions
+    assert 2_000 < per_task < 100_000 and apart < 0.5
+    shown = run_cli("compare", "--db", str(db), "--run", "1").stdout
+    assert "instructions" in shown
 
 
 def test_the_rq_example_driver_runs_the_real_library_against_each_version(tmp_path, redis_server):

@@ -183,3 +183,35 @@ def test_windows_that_disagree_make_the_trial_not_repeatable(tmp_path, redis_ser
     assert record.trusted is False
     assert any("not repeatable" in p for p in record.problems)
     assert "not repeatable" in proc.stdout and " !" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("busy_s", "per_op", "valid"),
+    [
+        (9.0, 3_500, True),  # saturated: 1 idle s against 70M instructions
+        (3.0, 3_500, True),  # a slow client: 7 idle s at 5,000/s are 0.05% of 70M
+        (0.3, 100, False),  # 9.7 idle s against 2M: up to 2.4% may be time-driven
+    ],
+)
+def test_a_window_is_judged_by_what_its_idle_time_could_have_counted(busy_s, per_op, valid):
+    """The time-driven share of an instruction count is bounded by the idle seconds at
+    protocol.TIME_DRIVEN_PER_S (measured: benchmarks/idle_instructions.py), not by a CPU
+    percentage: a server that waits on a slow client counts its operations as a busy
+    one does (serverCron is not counted, hz is 1)."""
+    from types import SimpleNamespace
+
+    from regtrack.bench.callgrind import protocol
+    from regtrack.bench.callgrind.profile import Profile
+    from regtrack.bench.loadgen.base import LoadgenResult
+    from regtrack.core.records import TrialRecord
+    from regtrack.core.settings import RunSettings
+
+    ops, wall_s = 10_000, 10.0
+    profiles = [Profile(events=["Ir"], totals={"Ir": ops * per_op}) for _ in range(2)]
+    windows = [(LoadgenResult([], 0, wall_s / 2, 0.0, ops), busy_s / 2, ops) for _ in range(2)]
+    record = TrialRecord(0, 0, "a", "w", "p", {}, "now", mode="instructions", valid=True)
+    ctx = SimpleNamespace(settings=RunSettings())
+    protocol._counted(ctx, record, profiles, windows)  # type: ignore[arg-type]
+    assert record.instructions_per_op == per_op and record.instructions_repeat_pct == 0
+    assert record.valid is valid, record.reason_text
+    assert valid or "idle seconds may have counted up to 2.42%" in record.reason_text

@@ -15,17 +15,24 @@ pytestmark = [pytest.mark.slow]
 SMALL = ["--duration", "1", "--warmup", "0.3"]
 
 
-def test_a_lifecycle_run_measures_capacity_then_task_latency_at_half_of_it(tmp_path, redis_server):
+def test_a_lifecycle_run_measures_capacity_then_task_latency_at_a_share_of_it(
+    tmp_path, redis_server
+):
+    """Capacity, then task latency at a share of it (run's default, half, is
+    test_a_lifecycle_run_times_tasks_at_half_its_capacity_by_default's; here a third: at
+    half of Sidekiq's co-saturated capacity the engine has little CPU to spare), over 3 s:
+    the schedule is behind when 1% of the tasks start over 1 ms late, which one 10-ms
+    host stall does to a 1-s trial at 20,000 tasks/s (seen on a busy machine).)"""
     db = tmp_path / "r.db"
     proc = run_cli(
-        "run", "--versions", f"a=bin:{redis_server}", "--workload", "sidekiq", *SMALL,
-        "--repetitions", "1", "--db", str(db),
+        "run", "--versions", f"a=bin:{redis_server}", "--workload", "sidekiq", "--duration",
+        "3", "--warmup", "0.3", "--load", "0.33", "--repetitions", "1", "--db", str(db),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "sidekiq is a task lifecycle" in proc.stderr
     assert "tasks/s (its producers as fast as its consumers finish" not in proc.stderr
     capacity_line = next(line for line in proc.stderr.splitlines() if "capacity of a:" in line)
-    assert "tasks/s" in capacity_line and "0.5:" in capacity_line
+    assert "tasks/s" in capacity_line and "0.33:" in capacity_line
     rows = (
         sqlite3.connect(db)
         .execute(
@@ -41,10 +48,12 @@ def test_a_lifecycle_run_measures_capacity_then_task_latency_at_half_of_it(tmp_p
     assert point == "capacity" and capacity > 0 and p99 is None and offered is None
     # Sidekiq: SADD + LPUSH to enqueue, BRPOP to take: 3 commands per task
     assert 2.9 <= calls / tasks <= 3.2
-    _, point, _, achieved, _, _, p99, offered = modes["task_latency"]
+    _, point, timed_valid, achieved, _, _, p99, offered = modes["task_latency"]
+    why = sqlite3.connect(db).execute("SELECT code, detail FROM trial_reasons").fetchall()
+    assert timed_valid == 1, why
     (config,) = sqlite3.connect(db).execute("SELECT config FROM runs").fetchone()
     measured_first = json.loads(config)["latency"]["capacity"]  # tasks/s, before the trials
-    assert point == "load=0.5" and offered == pytest.approx(measured_first / 2)
+    assert point == "load=0.33" and offered == pytest.approx(measured_first * 0.33)
     assert p99 is not None and p99 > 0 and 0.9 * offered < achieved < 1.1 * offered
     shown = run_cli("compare", "--db", str(db), "--run", "1").stdout
     for title in ("tasks_per_sec (tasks/s", "server_cpu_per_task (us/task", "task_p99 (ms"):

@@ -12,7 +12,9 @@ import pytest
 from regtrack.analysis.metrics import METRIC_BY_NAME
 from regtrack.bench import lifecycle_trial
 from regtrack.bench.loadgen.lifecycle import LifecycleReport
+from regtrack.bench.prepare import LIFECYCLE_LOAD, with_task_latency
 from regtrack.core.errors import BadInput
+from regtrack.core.options import Options
 from regtrack.core.records import InvalidReason, TrialRecord
 from regtrack.core.settings import Thresholds
 from regtrack.workloads import points
@@ -171,3 +173,18 @@ def test_lifecycle_metrics_are_measured_by_the_plans_visits_and_share_their_kins
     assert thresholds.for_metric("tasks_per_sec") == 4.0
     assert thresholds.for_metric("server_cpu_per_task") == 4.0
     assert thresholds.for_metric("task_p99") == 12.0
+
+
+@pytest.mark.parametrize(
+    ("asked", "load"),
+    [
+        ({"workload": "sidekiq"}, LIFECYCLE_LOAD),  # a lifecycle: its tasks timed at half
+        ({"workload": "sidekiq", "load": "0.2"}, "0.2"),  # the user's load, not ours
+        ({"workload": "sidekiq", "rate": "500"}, None),  # a rate: no load added
+        ({"workload": "sidekiq", "metric": "instructions"}, None),  # nothing timed
+        ({"workload": "streams-queue"}, None),  # a mix: closed loop unless asked
+    ],
+)
+def test_a_lifecycle_run_times_tasks_at_half_its_capacity_by_default(asked, load):
+    assert LIFECYCLE_LOAD == "0.5"
+    assert with_task_latency(Options(**asked)).load == load

@@ -271,11 +271,7 @@ def _driver(options: Options) -> tuple[Workload, Options]:
         if getattr(options, name) is not None:
             flag = "--" + name.replace("_", "-")
             raise BadInput(f"{flag} does not apply to --driver: your program sets its own load")
-    if options.metric == "instructions":
-        raise BadInput("--driver runs with --metric throughput (its instructions are not counted)")
-    return workload, dataclasses.replace(
-        options, metric="throughput", loadgen_bin=workload.command[0]
-    )
+    return workload, dataclasses.replace(options, loadgen_bin=workload.command[0])
 
 
 def open_loop(

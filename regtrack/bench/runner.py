@@ -206,7 +206,7 @@ def _trial(
     try:
         if isinstance(job.workload, LifecycleWorkload) and session is None:
             return _lifecycle_trial(job, server, planned), None
-        if isinstance(job.workload, DriverWorkload):
+        if isinstance(job.workload, DriverWorkload) and session is None:
             return driver_trial.driver_trial(
                 job.context, job.loadgen, server, planned, job.workload
             ), None
