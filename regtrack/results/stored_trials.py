@@ -22,7 +22,7 @@ class StoredTrial(NamedTuple):
     """One stored trial: its row of the trials table, in the table's column order, then its
     version's label (``target``), its invalid reasons, in the order they were found, and
     the two lifecycle engine counts metrics read (None: not a lifecycle trial, or one
-    stored before they were; every count: ``lifecycle``)."""
+    stored before they were; all of the counts: lifecycle() below)."""
 
     id: int
     run_id: int
