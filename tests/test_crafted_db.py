@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from regtrack.analysis import commands
 from regtrack.analysis.report_data import RunSummary
 from regtrack.core.errors import BadInput
-from regtrack.core.records import InvalidReason, TrialRecord
+from regtrack.core.records import InvalidReason, LifecycleFacts, TrialRecord
 from regtrack.flows import readout, report
 from regtrack.results import analysis_cache, baselines, loaded
 from regtrack.results.migrations import SCHEMA_VERSION
@@ -245,8 +245,8 @@ def test_a_statement_that_never_ends_stops_at_a_signal(tmp_path, sig):
 def measured(tmp_path_factory) -> Path:
     """A database as regtrack writes it: two modelled runs of two versions at two points,
     throughput and instructions (tests/fakebench.py), open-loop trials in the first, a
-    baseline, an invalid trial with per-command rows, a run that failed before measuring,
-    and the report's cache."""
+    baseline, an invalid trial with per-command rows, a lifecycle's capacity trials with
+    their engine's counts, a run that failed before measuring, and the report's cache."""
     server = redis_server_path()
     root = tmp_path_factory.mktemp("measured")
     (root / "configs").mkdir()
@@ -277,6 +277,11 @@ def measured(tmp_path_factory) -> Path:
     )
     record.mark_invalid(InvalidReason.CLIENT_BOUND, "99% CPU")
     store.add_trial(2, target["id"], record)
+    for seq, version in ((101, store.targets(2)[0]), (102, target)):  # a lifecycle's capacity
+        task = _record(seq, version["label"], mode="tasks", ops_per_sec=900.0, requests=900)
+        task.point, task.params = "capacity", {}
+        task.lifecycle = LifecycleFacts(900, 900, 0, 905.0, 3.0, 2.5, 4, 0)
+        store.add_trial(2, version["id"], task)
     failed = store.create_run(["regtrack", "run"], stored_plan(), {}, {})
     store.finish_run(failed, "failed", "the server did not start")
     report.gather(store)
@@ -335,6 +340,26 @@ def test_a_value_of_the_wrong_type_is_one_line_of_bad_input(
     assert "use a database regtrack wrote" in proc.stderr
 
 
+@pytest.mark.parametrize(
+    ("column", "value", "why"),
+    [
+        ("round_trips_per_task", -1.0, "round_trips_per_task is -1.0, not a measure"),
+        ("enqueued", None, "enqueued is NULL"),
+        ("enqueue_per_sec", "fast", "enqueue_per_sec is 'fast', not a number"),
+    ],
+)
+def test_a_crafted_lifecycle_count_is_one_line_of_bad_input(measured, tmp_path, column, value, why):
+    """The lifecycle engine's counts (trial_lifecycle) are read with the run's trials, each
+    checked as the trials' own columns are."""
+    db = tmp_path / "r.db"
+    shutil.copy(measured, db)
+    plant(db, "trial_lifecycle", column, value)
+    proc = cli_in_process("compare", "--run", "2", "--db", str(db))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert "trial_lifecycle row of trial" in proc.stderr and why in proc.stderr, proc.stderr
+
+
 def test_an_interval_too_wide_to_square_is_compared_or_refused(measured, tmp_path):
     """A trial's instructions per op 1.4e7 times its cell's others (a crafted value of the
     right type, within what a measure may be): the interval is finite, its square is not,
@@ -358,7 +383,7 @@ def test_an_interval_too_wide_to_square_is_compared_or_refused(measured, tmp_pat
 # --- any crafted value, anywhere ---------------------------------------------------------
 
 TABLES = ("runs", "targets", "trials", "trial_reasons", "command_stats", "function_costs",
-          "trial_open_loop", "baselines", "run_analysis")  # fmt: skip
+          "trial_open_loop", "trial_lifecycle", "baselines", "run_analysis")  # fmt: skip
 RUNS = (1, 2)  # the measured runs; run 3 failed before measuring
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6),

@@ -48,6 +48,18 @@ def test_a_lifecycle_run_measures_capacity_then_task_latency_at_a_share_of_it(
     assert point == "capacity" and capacity > 0 and p99 is None and offered is None
     # Sidekiq: SADD + LPUSH to enqueue, BRPOP to take: 3 commands per task
     assert 2.9 <= calls / tasks <= 3.2
+    # ... in 2 round trips (the push pipelined, then the BRPOP), as the engine counted
+    # them; its producers enqueue about as fast as the consumers finish at capacity
+    ((trips, enqueue_rate, commands, enqueued),) = (
+        sqlite3.connect(db)
+        .execute(
+            "SELECT l.round_trips_per_task, l.enqueue_per_sec, l.commands_per_task, l.enqueued"
+            " FROM trial_lifecycle l JOIN trials t ON t.id = l.trial_id WHERE t.mode = 'tasks'"
+        )
+        .fetchall()
+    )
+    assert 1.9 <= trips <= 2.4 and trips < commands, (trips, commands)
+    assert enqueued > 0 and 0.5 * capacity < enqueue_rate < 2 * capacity, (enqueue_rate, capacity)
     _, point, timed_valid, achieved, _, _, p99, offered = modes["task_latency"]
     why = sqlite3.connect(db).execute("SELECT code, detail FROM trial_reasons").fetchall()
     assert timed_valid == 1, why
@@ -56,7 +68,13 @@ def test_a_lifecycle_run_measures_capacity_then_task_latency_at_a_share_of_it(
     assert point == "load=0.33" and offered == pytest.approx(measured_first * 0.33)
     assert p99 is not None and p99 > 0 and 0.9 * offered < achieved < 1.1 * offered
     shown = run_cli("compare", "--db", str(db), "--run", "1").stdout
-    for title in ("tasks_per_sec (tasks/s", "server_cpu_per_task (us/task", "task_p99 (ms"):
+    for title in (
+        "tasks_per_sec (tasks/s",
+        "server_cpu_per_task (us/task",
+        "task_p99 (ms",
+        "enqueue_per_sec (tasks/s",
+        "round_trips_per_task (round trips/task",
+    ):
         assert title in shown
     page = (tmp_path / "run-1.html").read_text()
     assert "Task latency (enqueue to done) against arrival rate" in page

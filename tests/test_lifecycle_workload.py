@@ -4,22 +4,26 @@ servers are in test_lifecycle_engine.py and test_lifecycle_real.py)."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 
-from regtrack.analysis.metrics import METRIC_BY_NAME
+from regtrack.analysis.metrics import GATING, METRIC_BY_NAME
 from regtrack.bench import lifecycle_trial
 from regtrack.bench.loadgen.lifecycle import LifecycleReport
 from regtrack.bench.prepare import LIFECYCLE_LOAD, with_task_latency
 from regtrack.core.errors import BadInput
 from regtrack.core.options import Options
-from regtrack.core.records import InvalidReason, TrialRecord
+from regtrack.core.records import InvalidReason, LifecycleFacts, TrialRecord
 from regtrack.core.settings import Thresholds
+from regtrack.results.store import Store
+from regtrack.targets.versions import Target
 from regtrack.workloads import points
 from regtrack.workloads.files import load_workload
 from regtrack.workloads.lifecycle import LifecycleWorkload
+from tests.conftest import cli_in_process, stored_plan
 
 GOOD = """
 name = "q"
@@ -137,6 +141,10 @@ def test_a_kept_lifecycle_trial_is_valid_with_tasks_per_second_and_task_latency(
     assert record.valid and record.ops_per_sec == 2000.0 and record.requests == 4000
     assert record.latency_ms["p99"] == pytest.approx(0.9)
     assert record.open_loop is not None and record.open_loop.offered_rate == 2000.0
+    counted = _judged(_report(enqueue_per_sec=1990.0, round_trips_per_task=4.5, left=0))
+    assert counted.lifecycle is not None and counted.lifecycle.enqueued == 4000
+    assert counted.lifecycle.enqueue_per_sec == 1990.0
+    assert counted.lifecycle.round_trips_per_task == 4.5
     capacity = _judged(_report(rate=None))
     assert capacity.valid and capacity.open_loop is None and capacity.latency_ms == {}
     # both sides near full: the pair's capacity, kept; stalls taint no latency at capacity
@@ -165,14 +173,71 @@ def test_a_lifecycle_trial_whose_figures_are_not_the_servers_says_why(change, co
 
 
 def test_lifecycle_metrics_are_measured_by_the_plans_visits_and_share_their_kins_thresholds():
-    names = ("tasks_per_sec", "server_cpu_per_task", "commands_per_task", "task_p99")
+    names = ("tasks_per_sec", "server_cpu_per_task", "commands_per_task", "task_p99",
+             "enqueue_per_sec", "round_trips_per_task")  # fmt: skip
     visits = {name: METRIC_BY_NAME[name].measured_by for name in names}
     assert visits == {"tasks_per_sec": "throughput", "server_cpu_per_task": "throughput",
-                      "commands_per_task": "throughput", "task_p99": "latency"}  # fmt: skip
-    thresholds = Thresholds(throughput=4.0, open_loop_p99=12.0)
+                      "commands_per_task": "throughput", "task_p99": "latency",
+                      "enqueue_per_sec": "throughput",
+                      "round_trips_per_task": "throughput"}  # fmt: skip
+    thresholds = Thresholds(throughput=4.0, open_loop_p99=12.0, syscalls=2.0)
     assert thresholds.for_metric("tasks_per_sec") == 4.0
     assert thresholds.for_metric("server_cpu_per_task") == 4.0
     assert thresholds.for_metric("task_p99") == 12.0
+    assert thresholds.for_metric("enqueue_per_sec") == 4.0
+    assert thresholds.for_metric("round_trips_per_task") == 2.0
+    # shown with verdicts, never gating: a producer's rate follows the consumers (or the
+    # stated rate), round trips per task are the client's side of commands per task
+    assert not {"enqueue_per_sec", "round_trips_per_task"} & set(GATING)
+
+
+def _stored_lifecycle_run(db: Path) -> None:
+    """Two versions' capacity points, three repetitions: b's consumers take a round trip
+    more per task (4 -> 5) and enqueue 10% slower."""
+    store = Store.open(db)
+    run_id = store.create_run(["regtrack", "run"], stored_plan(), {}, {})
+    for position, label in enumerate(("a", "b")):
+        target_id = store.add_target(run_id, position, Target(label, "bin:/x", "bin"), {})
+        for rep in range(3):
+            rate = (1000.0 if label == "a" else 900.0) * (1 + rep / 100)
+            trips = (4.0 if label == "a" else 5.0) + rep / 100
+            record = TrialRecord(
+                seq=2 * rep + position, repetition=rep, target_label=label, workload="q",
+                point="capacity", params={}, started_at="2026-12-06T00:00:00+00:00",
+                mode="tasks", ops_per_sec=rate, requests=int(rate), server_calls=int(3 * rate),
+                valid=True, server_stats={"server_cpu_s": rate * 50e-6},
+            )  # fmt: skip
+            record.lifecycle = LifecycleFacts(
+                enqueued=int(rate), completed=int(rate), not_done=0, enqueue_per_sec=rate,
+                commands_per_task=3.0, round_trips_per_task=trips, empty_dequeues=2,
+                foreign_tasks=0,
+            )  # fmt: skip
+            store.add_trial(run_id, target_id, record)
+    store.finish_run(run_id, "complete")
+    store.close()
+
+
+def test_enqueue_rate_and_round_trips_per_task_are_compared_in_every_format(tmp_path):
+    db = tmp_path / "r.db"
+    _stored_lifecycle_run(db)
+    proc = cli_in_process("compare", "--db", str(db), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    pooled = {r["metric"]: r for r in json.loads(proc.stdout)["records"] if r["candidate"] == "b"}
+    assert {"tasks_per_sec", "enqueue_per_sec", "round_trips_per_task"} <= set(pooled)
+    trips, rate = pooled["round_trips_per_task"], pooled["enqueue_per_sec"]
+    assert trips["change_pct"] == pytest.approx(25.0, abs=0.5) and trips["verdict"] == "regression"
+    assert rate["change_pct"] == pytest.approx(-10.0, abs=0.5) and rate["verdict"] == "regression"
+    for form, title in (
+        ("table", "round_trips_per_task (round trips/task, lower is better)"),
+        ("markdown", "round_trips_per_task (round trips/task, lower is better)"),
+        ("csv", "round_trips_per_task"),
+    ):
+        shown = cli_in_process("compare", "--db", str(db), "--format", form)
+        assert shown.returncode == 0, shown.stderr
+        assert title in shown.stdout and "enqueue_per_sec" in shown.stdout, shown.stdout
+        assert "regression" in shown.stdout, shown.stdout
+    table = cli_in_process("compare", "--db", str(db)).stdout
+    assert "+24.9% [+24.8, +25.1] regression" in table and "-10.0% [-10.0, -10.0]" in table
 
 
 @pytest.mark.parametrize(

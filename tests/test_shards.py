@@ -224,6 +224,51 @@ def test_three_shards_merge_into_the_run_one_process_would_make(
     assert "different plans" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
 
 
+def test_merge_copies_every_table_of_a_trials_facts_with_it(tmp_path, redis_server):
+    """Each table hanging off a trial (its trial_id) is one merge copies (CHILD_TABLES):
+    a lifecycle's engine counts (trial_lifecycle) and open-loop facts reach the merged run
+    with their trial, under its new id."""
+    from regtrack.results.shard_union import CHILD_TABLES
+    from regtrack.results.store import Store
+
+    shard = tmp_path / "shard-1.db"
+    Store.open(shard).close()
+    with sqlite3.connect(shard) as conn:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        children = {
+            t for t in tables
+            if "trial_id" in [c[1] for c in conn.execute(f"PRAGMA table_info({t})")]
+        }  # fmt: skip
+    conn.close()
+    assert children == set(CHILD_TABLES), "merge must copy every table of a trial's facts"
+    shard.unlink()
+    proc = cli_in_process(
+        "run", "--versions", f"a=bin:{redis_server},b=bin:{redis_server}", "--metric",
+        "throughput", "--pipelines", "1", "--repetitions", "2", "--rate", "1000",
+        "--shard", "1/1", "--no-report", "--db", str(shard), measuring=fakebench.Model(),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    facts = (3000, 2990, 10, 1000.5, 9.0, 4.25, 7, 1)
+    with sqlite3.connect(shard) as conn:
+        (seq, trial_id) = conn.execute("SELECT seq, MIN(id) FROM trials").fetchone()
+        conn.execute("INSERT INTO trial_lifecycle VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     (trial_id, *facts))  # fmt: skip
+    conn.close()
+    out = tmp_path / "merged.db"
+    merged = cli_in_process("merge", str(out), str(shard))
+    assert merged.returncode == 0, merged.stderr
+    with sqlite3.connect(out) as conn:
+        copied = conn.execute(
+            "SELECT l.enqueued, l.completed, l.not_done, l.enqueue_per_sec, l.commands_per_task,"
+            " l.round_trips_per_task, l.empty_dequeues, l.foreign_tasks FROM trial_lifecycle l"
+            " JOIN trials t ON t.id = l.trial_id WHERE t.seq = ?",
+            (seq,),
+        ).fetchall()
+        open_loop = conn.execute("SELECT COUNT(*) FROM trial_open_loop").fetchone()[0]
+    conn.close()
+    assert copied == [facts] and open_loop > 0
+
+
 def test_the_shards_of_one_pipeline_share_seeds_and_another_pipeline_reads_others():
     """Shards agree on a seed offset without talking (their pipeline's id), a rerun of the
     pipeline measures other seeds, and offsets never make two runs' seeds collide."""

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from regtrack.core.errors import BadInput
-from regtrack.core.records import InvalidReason, TrialReason, TrialRecord
+from regtrack.core.records import InvalidReason, LifecycleFacts, TrialReason, TrialRecord
+from regtrack.results import loaded, stored_trials
 from regtrack.results.migrations import SCHEMA_VERSION
 from regtrack.results.store import Store
 from regtrack.targets.versions import Target
@@ -154,3 +155,51 @@ def test_two_processes_upgrading_one_old_database_do_not_collide(tmp_path):
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert conn.execute("SELECT COUNT(*) FROM trials").fetchone()[0] > 0
+
+
+FACTS = LifecycleFacts(
+    enqueued=2000, completed=1990, not_done=10, enqueue_per_sec=1000.5, commands_per_task=9.0,
+    round_trips_per_task=4.25, empty_dequeues=3, foreign_tasks=0,
+)  # fmt: skip
+
+
+def _one_of_each(path: Path) -> tuple[Store, int]:
+    """A store with a lifecycle trial (its engine's counts) and a GET trial (none)."""
+    store = Store.open(path)
+    run_id = store.create_run(["regtrack", "run"], stored_plan(), {}, {})
+    target_id = store.add_target(run_id, 0, Target("a", "bin:/x", "bin"), {})
+    task = _trial(0)
+    task.mode, task.lifecycle = "tasks", FACTS
+    store.add_trial(run_id, target_id, task)
+    store.add_trial(run_id, target_id, _trial(1))
+    return store, run_id
+
+
+def test_a_lifecycle_trials_engine_counts_are_stored_and_read_back_as_they_were(tmp_path):
+    store, run_id = _one_of_each(tmp_path / "r.db")
+    first, second = store.trials(run_id)
+    assert stored_trials.lifecycle(store.conn, store.path, run_id) == {first.id: FACTS}
+    assert (first.enqueue_per_sec, first.round_trips_per_task) == (1000.5, 4.25)
+    assert second.enqueue_per_sec is None and second.round_trips_per_task is None
+    frame = loaded.trials_frame(store, run_id)
+    assert frame["enqueue_per_sec"].dtype == "float64"
+    assert frame["round_trips_per_task"].iloc[0] == 4.25
+    assert frame["round_trips_per_task"].isna().iloc[1]
+    store.close()
+
+
+def test_a_database_from_before_lifecycle_facts_upgrades_and_reads_none(tmp_path):
+    """A schema 10 database (no trial_lifecycle, as regtrack before it wrote one) opens,
+    gains the table, and its trials read as having no lifecycle counts."""
+    path = tmp_path / "v10.db"
+    store, run_id = _one_of_each(path)
+    store.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TABLE trial_lifecycle")
+        conn.execute("PRAGMA user_version = 10")
+    conn.close()
+    store = Store.open(path, create=False)
+    assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert stored_trials.lifecycle(store.conn, store.path, run_id) == {}
+    assert [t.round_trips_per_task for t in store.trials(run_id)] == [None, None]
+    store.close()

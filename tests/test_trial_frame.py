@@ -47,7 +47,8 @@ def _declared(columns: dict[str, str]) -> dict[str, str]:
 
 def test_a_trial_record_holds_every_column_the_trials_table_has():
     table = list(schema_objects.columns("trials"))
-    assert list(StoredTrial._fields) == [*table, "target", "reasons"]
+    lifecycle = ["enqueue_per_sec", "round_trips_per_task"]  # from trial_lifecycle
+    assert list(StoredTrial._fields) == [*table, "target", "reasons", *lifecycle]
     derived = ["point_order", "syscalls_per_op", "server_cpu_us_per_op", "commands_per_op"]
     assert list(trial_frame.TRIALS) == [*StoredTrial._fields, *derived]
 
@@ -61,6 +62,7 @@ def test_a_trial_record_holds_every_column_the_trials_table_has():
             _trial(
                 ops_per_sec=1000.0, requests=10, server_calls=40, syscalls_read=3,
                 syscalls_write=5, seed="00ff", host="h1", argv=("redis-benchmark",),
+                enqueue_per_sec=950.0, round_trips_per_task=4.5,
             ),
             _trial(
                 id=2, seq=1, repetition=1, params={"pipeline": 10}, point="pipeline=10",

@@ -65,6 +65,19 @@ METRICS = (
         ("tasks",),
         visit="throughput",
     ),
+    # What the lifecycle engine counted (results/stored_trials.lifecycle), shown, never
+    # gating: the producers' rate follows the consumers at capacity (and is the stated
+    # rate at a --rate point), and round trips per task are the preset's steps plus the
+    # empty dequeues a consumer's timing adds, the client's side of commands_per_task.
+    Metric("enqueue_per_sec", "enqueue_per_sec", "tasks/s", True, ("tasks",), visit="throughput"),
+    Metric(
+        "round_trips_per_task",
+        "round_trips_per_task",
+        "round trips/task",
+        False,
+        ("tasks",),
+        visit="throughput",
+    ),
     # (a --driver program's task latencies are at its own pace: its tasks trials')
     Metric("lat_p50_ms", "task_p50", "ms", False, ("task_latency", "tasks"), visit="latency"),
     Metric("lat_p99_ms", "task_p99", "ms", False, ("task_latency", "tasks"), visit="latency"),

@@ -19,7 +19,7 @@ from regtrack.bench.loadgen import lifecycle
 from regtrack.bench.loadgen.base import LoadgenBinary, LoadgenResult
 from regtrack.bench.plan import PlannedTrial
 from regtrack.bench.runtimes.base import RunningServer
-from regtrack.core.records import InvalidReason, OpenLoopFacts, TrialRecord
+from regtrack.core.records import InvalidReason, LifecycleFacts, OpenLoopFacts, TrialRecord
 from regtrack.plan.latency_plan import TASK_LATENCY
 from regtrack.workloads.lifecycle import LifecycleWorkload
 
@@ -105,10 +105,21 @@ def from_report(
     record: TrialRecord,
     report: lifecycle.LifecycleReport,
 ) -> None:
-    """The engine's figures into the trial, judged: tasks/s, task latency, its CPU."""
+    """The engine's figures into the trial, judged: tasks/s, task latency, its CPU, and
+    its counts the trial's fields do not hold (enqueue rate, round trips per task)."""
     record.client_cpu_pct = 100.0 * report.cpu.busy_fraction
     record.ops_per_sec = report.tasks_per_sec
     record.requests = report.completed
+    record.lifecycle = LifecycleFacts(
+        enqueued=report.enqueued,
+        completed=report.completed,
+        not_done=report.left,
+        enqueue_per_sec=report.enqueue_per_sec,
+        commands_per_task=report.commands_per_task,
+        round_trips_per_task=report.round_trips_per_task,
+        empty_dequeues=report.empty_dequeues,
+        foreign_tasks=report.foreign,
+    )
     # Task latency at a stated rate only: at capacity it is the queue's backlog (producers
     # keep max_queued tasks waiting), not what a task feels at a team's load.
     has_rate = report.rate is not None and report.latency_us.count > 0

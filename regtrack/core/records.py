@@ -184,6 +184,25 @@ class OpenLoopFacts:
     hdr: str
 
 
+@dataclass(frozen=True)
+class LifecycleFacts:
+    """What a task lifecycle's engine counted that a trial's own fields do not hold: the
+    tasks its window enqueued and completed (``not_done``: left undone after the drain),
+    the producers' rate, per task the commands and round trips the engine wrote (a
+    pipelined step is one round trip of several commands), its dequeues that found no task
+    and the task ids it found that were not its own (``foreign_tasks``); engine/README.md,
+    the lifecycle mode's output. Stored in trial_lifecycle, its columns these fields."""
+
+    enqueued: int
+    completed: int
+    not_done: int
+    enqueue_per_sec: float
+    commands_per_task: float
+    round_trips_per_task: float
+    empty_dequeues: int
+    foreign_tasks: int
+
+
 @dataclass
 class TrialRecord:
     """Every figure of one trial, its validity and the evidence behind it."""
@@ -223,6 +242,7 @@ class TrialRecord:
     server_stats: dict[str, Any] = field(default_factory=dict)
     per_command: dict[str, dict[str, float]] = field(default_factory=dict)  # load generator rows
     open_loop: OpenLoopFacts | None = None  # a latency trial's offered load and histogram
+    lifecycle: LifecycleFacts | None = None  # a lifecycle trial's engine counts
 
     def mark_invalid(self, code: InvalidReason, detail: str = "") -> None:
         """Add a reason: the code for whoever decides, the detail for whoever reads."""

@@ -122,8 +122,8 @@ class Thresholds(_Strict):
 
     def for_metric(self, name: str) -> float:
         """A metric's threshold; a lifecycle's metrics share their kin's: tasks/s and server
-        CPU per task throughput's, task latency open-loop latency's, commands per task
-        syscalls' (counted, nearly deterministic)."""
+        CPU per task (and the enqueue rate) throughput's, task latency open-loop latency's,
+        commands and round trips per task syscalls' (counted, nearly deterministic)."""
         name = _KIN.get(name, name)
         if name in ("open_loop_p50", "open_loop_p99", "open_loop_p999"):
             return float(getattr(self, name))
@@ -138,6 +138,7 @@ class Thresholds(_Strict):
 
 _KIN = {
     "tasks_per_sec": "throughput", "server_cpu_per_task": "throughput",
+    "enqueue_per_sec": "throughput",
     "task_p50": "open_loop_p50", "task_p99": "open_loop_p99",
 }  # fmt: skip
 

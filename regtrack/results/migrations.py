@@ -223,6 +223,22 @@ MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
         hdr TEXT NOT NULL
     );
     """,
+    # v11: task lifecycle trials: what the engine counted that a trial's row does not hold
+    # (tasks enqueued, the producers' rate, round trips per task, empty dequeues); a
+    # trial stored before has none, read as no lifecycle facts.
+    """
+    CREATE TABLE trial_lifecycle (
+        trial_id INTEGER PRIMARY KEY REFERENCES trials(id) ON DELETE CASCADE,
+        enqueued INTEGER NOT NULL,
+        completed INTEGER NOT NULL,
+        not_done INTEGER NOT NULL,
+        enqueue_per_sec REAL NOT NULL,
+        commands_per_task REAL NOT NULL,
+        round_trips_per_task REAL NOT NULL,
+        empty_dequeues INTEGER NOT NULL,
+        foreign_tasks INTEGER NOT NULL
+    );
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

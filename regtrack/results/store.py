@@ -260,12 +260,9 @@ class Store:
                 " failed_calls, ops_per_sec, p50_ms, p99_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 trial_rows.commands(trial_id, t),
             )
-            if t.open_loop is not None:
-                conn.execute(
-                    "INSERT INTO trial_open_loop (trial_id, offered_rate, arrival, lag_p99_us,"
-                    " lag_max_us, engine_busy_pct, hdr_unit, hdr) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    trial_rows.open_loop(trial_id, t.open_loop),
-                )
+            for table, fact in trial_rows.facts(trial_id, t):
+                names, holes = ", ".join(fact), ", ".join("?" * len(fact))
+                conn.execute(f"INSERT INTO {table} ({names}) VALUES ({holes})", [*fact.values()])
             conn.executemany(
                 "INSERT INTO function_costs (trial_id, function, file, object, exclusive,"
                 " inclusive) VALUES (?, ?, ?, ?, ?, ?)",

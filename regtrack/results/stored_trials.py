@@ -14,13 +14,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
-from regtrack.core.records import TrialReason
+from regtrack.core.records import LifecycleFacts, TrialReason
 from regtrack.results import stored_values
 
 
 class StoredTrial(NamedTuple):
     """One stored trial: its row of the trials table, in the table's column order, then its
-    version's label (``target``) and its invalid reasons, in the order they were found."""
+    version's label (``target``), its invalid reasons, in the order they were found, and
+    the two lifecycle engine counts metrics read (None: not a lifecycle trial, or one
+    stored before they were; all of the counts: lifecycle() below)."""
 
     id: int
     run_id: int
@@ -65,6 +67,8 @@ class StoredTrial(NamedTuple):
     host: str | None  # the host a merged shard's trial ran on; None: not merged
     target: str  # the label of the version it measured
     reasons: tuple[TrialReason, ...]
+    enqueue_per_sec: float | None  # tasks its producers enqueued per second
+    round_trips_per_task: float | None  # the engine's steps written per task completed
 
     @property
     def point_order(self) -> int:
@@ -118,6 +122,7 @@ def point_order(params: Mapping[str, Any]) -> int:
 def trials(conn: sqlite3.Connection, db: Path, run_id: int) -> list[StoredTrial]:
     """Every trial of a run, in the order it was planned."""
     reasons = trial_reasons(conn, run_id)
+    tasks = lifecycle(conn, db, run_id)
     rows = conn.execute(
         "SELECT t.*, g.label AS target, g.run_id AS target_run FROM trials t"
         " JOIN targets g ON g.id = t.target_id WHERE t.run_id = ? ORDER BY t.seq",
@@ -133,7 +138,25 @@ def trials(conn: sqlite3.Connection, db: Path, run_id: int) -> list[StoredTrial]
         if item.get("argv") is not None:
             item["argv"] = tuple(item["argv"])
         item["reasons"] = reasons.get(item["id"], ())
+        facts = tasks.get(item["id"])
+        item["enqueue_per_sec"] = facts.enqueue_per_sec if facts else None
+        item["round_trips_per_task"] = facts.round_trips_per_task if facts else None
         out.append(record(db, "trials", StoredTrial, item))
+    return out
+
+
+def lifecycle(conn: sqlite3.Connection, db: Path, run_id: int) -> dict[int, LifecycleFacts]:
+    """The lifecycle engine's counts by trial id (trial_lifecycle), each value checked as
+    it is read; a trial without a row has none."""
+    rows = conn.execute(
+        "SELECT l.* FROM trial_lifecycle l JOIN trials t ON t.id = l.trial_id WHERE t.run_id = ?",
+        (run_id,),
+    ).fetchall()
+    out = {}
+    for row in rows:
+        item = stored_values.row(db, "trial_lifecycle", row)
+        trial_id = item.pop("trial_id")
+        out[trial_id] = LifecycleFacts(**item)
     return out
 
 

@@ -128,6 +128,10 @@ MEASURES = frozenset(
     + [f"trial_open_loop.{c}" for c in (
         "offered_rate", "lag_p99_us", "lag_max_us", "engine_busy_pct",
     )]
+    + [f"trial_lifecycle.{c}" for c in (
+        "enqueued", "completed", "not_done", "enqueue_per_sec", "commands_per_task",
+        "round_trips_per_task", "empty_dequeues", "foreign_tasks",
+    )]
 )  # fmt: skip
 MEASURED_MAX = 1e15
 

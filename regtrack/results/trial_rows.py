@@ -1,13 +1,15 @@
-"""A trial record as the rows the store inserts: its trials row and its command stats.
+"""A trial record as the rows the store inserts: its trials row, its command stats, and
+the facts only some trials have (open-loop schedule, lifecycle engine counts).
 
 JSON_COLUMNS hold structures; the store encodes them (Store.add_trial), and a merge checks
 that a shard's hold JSON (results/shard_union.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from regtrack.core.records import LATENCY_KEYS, OpenLoopFacts, TrialRecord
+from regtrack.core.records import LATENCY_KEYS, TrialRecord
 
 JSON_COLUMNS = ("params", "argv", "server_stats")
 
@@ -65,9 +67,13 @@ def commands(trial_id: int, t: TrialRecord) -> list[tuple]:
     return rows
 
 
-def open_loop(trial_id: int, facts: OpenLoopFacts) -> tuple:
-    """An open-loop trial's row of trial_open_loop."""
-    return (
-        trial_id, facts.offered_rate, facts.arrival, facts.lag_p99_us, facts.lag_max_us,
-        facts.engine_busy_pct, facts.hdr_unit, facts.hdr,
-    )  # fmt: skip
+def facts(trial_id: int, t: TrialRecord) -> list[tuple[str, dict[str, Any]]]:
+    """The trial's rows of the tables of facts only some trials have (table, columns with
+    their values): trial_open_loop and trial_lifecycle, whose columns are the fields of
+    OpenLoopFacts and LifecycleFacts."""
+    found = (("trial_open_loop", t.open_loop), ("trial_lifecycle", t.lifecycle))
+    return [
+        (table, {"trial_id": trial_id, **dataclasses.asdict(record)})
+        for table, record in found
+        if record is not None
+    ]
