@@ -41,6 +41,10 @@ CPU_PCT = 15.0
 # The share of a real task's time the preset's consumer spends on its work (the rest: its
 # round trips), to run at the real library's tasks/s.
 WORK_SHARE = 0.85
+# Seconds the preset may take to finish the tasks queued when its run ends: at capacity up
+# to max_queued (1,000) wait, which a consumer at RQ's pace (~180 tasks/s, 19 round trips
+# each) takes over the engine's default 5 s to drain.
+DRAIN_S = 30.0
 # Commands under this many per task in both are start-up, shut-down or time's share.
 NOISE_PER_TASK = 0.05
 # Libraries checked at a fixed arrival rate (tasks/s), both sides (see the docstring).
@@ -142,8 +146,9 @@ def preset_traffic(
         cpu_before = lt._cpu_us(srv.client)
         out = subprocess.run(
             ["taskset", "-c", lt.DRIVER_CPU, engine.path, "--lifecycle", str(doc),
-             "--port", str(srv.port), *pace, "--duration", repr(seconds), "--warmup", "0"],
-            capture_output=True, text=True, check=True, timeout=60 + 2 * seconds,
+             "--port", str(srv.port), *pace, "--duration", repr(seconds), "--warmup", "0",
+             "--drain", repr(DRAIN_S)],
+            capture_output=True, text=True, check=True, timeout=60 + 2 * seconds + DRAIN_S,
         )  # fmt: skip
         cpu = lt._cpu_us(srv.client) - cpu_before
         calls = lt._commands(srv.client)
