@@ -2,13 +2,25 @@
 library's driver (tests/library_traffic.py) and through the preset on the open-loop engine,
 each on a fresh redis-server, and the server's counts per task compared command by command.
 
-Both run in one regime: every task enqueued at once and drained (the real driver's), the
-preset at the real library's own pace (its tasks/s). Commands a library sends once per
-task must agree per task; commands that follow the dequeue (a batch's reads and reclaims,
-a poll, the scripts' work per fetch) depend on how many tasks each dequeue finds, which
-follows the consumer's speed, so they are shown with the reason and not held to the bound.
-Server CPU per task is compared at the same pace. Used by tests/test_lifecycle_real.py and
-benchmarks/library_check.py."""
+Both run in one regime, since what a dequeue finds follows it:
+- drained (celery, rq, arq, dramatiq): every task enqueued at once and drained (the real
+  driver's), the preset at capacity with one producer keeping the queue full and one
+  consumer paced by its tasks' work (work_us) to the real library's tasks/s. arq's tasks/s
+  is its poll's cadence (100 jobs per poll_delay, 0.5 s), not its speed: it runs each
+  poll's jobs in a burst, about 1.2 ms apart, and sleeps out the half-second; the preset
+  is paced to the burst (the mean gap between the real run's completions, gaps over 20 ms
+  left out: POLL_BOUND), as the sleep falls once per 100 jobs.
+- paced (taskiq: PACED): the real driver and the preset both enqueue at the same fixed
+  arrival rate, well below the worker's speed (taskiq-redis drains ~1,100 tasks/s here),
+  so every XREADGROUP wakes for the task that arrived and finds it alone (MONITOR: 990 of
+  994 reads returned one entry at 200 tasks/s), and the per-read reclaim (SCRIPT EXISTS,
+  MULTI SET NX XAUTOCLAIM EVALSHA EXEC) is per task on both sides. Drained, the two do not
+  meet: the real driver's producer shares its event loop with the receiver, whose reads
+  find ~4 entries, while the preset's full queue gives every read its COUNT (100).
+Commands a library sends once per task must agree per task. Commands that follow the
+dequeue in a regime both cannot share are listed in REGIME with the measured reason, shown
+and not held to the bound. Server CPU per task is compared in the same regime. Used by
+tests/test_lifecycle_real.py and benchmarks/library_check.py."""
 
 from __future__ import annotations
 
@@ -29,14 +41,28 @@ CPU_PCT = 15.0
 # The share of a real task's time the preset's consumer spends on its work (the rest: its
 # round trips), to run at the real library's tasks/s.
 WORK_SHARE = 0.85
+# Seconds the preset may take to finish the tasks queued when its run ends: at capacity up
+# to max_queued (1,000) wait, which a consumer at RQ's pace (~180 tasks/s, 19 round trips
+# each) takes over the engine's default 5 s to drain.
+DRAIN_S = 30.0
 # Commands under this many per task in both are start-up, shut-down or time's share.
 NOISE_PER_TASK = 0.05
+# Libraries checked at a fixed arrival rate (tasks/s), both sides (see the docstring).
+PACED = {"taskiq": 200.0}
+# Libraries whose tasks/s is their poll's cadence, not their speed: the preset is paced to
+# the real worker's while it works (see the docstring).
+POLL_BOUND = {"arq"}
 # Commands whose count follows the dequeue, per preset (see the module's docstring).
+# dramatiq: a fetch asks for 16 minus its messages in flight and its worker threads share
+# the driver's CPU with its producer, so what a fetch finds is spread over 0 to 16
+# (MONITOR of 1,000 tasks: 193 fetches, 44 empty, 46 of one, 29 of 16; 0.15 HMGET per
+# task), where the preset's one consumer of a full queue finds 16 (0.06). The LPOP that
+# finds the queue empty follows that too (real 1.07-1.10 per task, preset 1.01). EVALSHA
+# and its heartbeat ZADD are held to the bound: the fetch is ~0.15 of their ~2.1 per task,
+# and they measured 2-4% apart in every run.
+# arq: one ZRANGEBYSCORE per poll of up to 100 jobs (0.01 per task on both sides).
 REGIME = {
-    "taskiq": {"cmdstat_xreadgroup", "cmdstat_xautoclaim", "cmdstat_script|exists",
-               "cmdstat_evalsha", "cmdstat_multi", "cmdstat_exec", "cmdstat_set",
-               "cmdstat_get", "cmdstat_del"},
-    "dramatiq": {"cmdstat_evalsha", "cmdstat_zadd", "cmdstat_lpop", "cmdstat_hmget"},
+    "dramatiq": {"cmdstat_lpop", "cmdstat_hmget"},
     "arq": {"cmdstat_zrangebyscore"},
 }  # fmt: skip
 
@@ -68,6 +94,7 @@ class Check:
     real_cpu_us: float
     preset_cpu_us: float
     preset_tasks: int
+    paced: bool = False  # both at a fixed arrival rate (PACED), not drained
 
     @property
     def cpu_off_pct(self) -> float:
@@ -84,8 +111,9 @@ class Check:
 
     def table(self) -> str:
         lines = [
-            f"{self.library}: {self.follows} (installed {self.version}); preset at "
-            f"{self.rate:,.0f} tasks/s, {self.preset_tasks:,} tasks",
+            f"{self.library}: {self.follows} (installed {self.version}); "
+            f"{'both at' if self.paced else 'preset at'} {self.rate:,.0f} tasks/s"
+            f"{' (arrivals)' if self.paced else ''}, {self.preset_tasks:,} preset tasks",
             f"  {'command':<26} {'real/task':>10} {'preset/task':>12} {'off':>8}",
         ]
         for r in self.rows:
@@ -120,8 +148,9 @@ def preset_traffic(
         cpu_before = lt._cpu_us(srv.client)
         out = subprocess.run(
             ["taskset", "-c", lt.DRIVER_CPU, engine.path, "--lifecycle", str(doc),
-             "--port", str(srv.port), *pace, "--duration", repr(seconds), "--warmup", "0"],
-            capture_output=True, text=True, check=True, timeout=60 + 2 * seconds,
+             "--port", str(srv.port), *pace, "--duration", repr(seconds), "--warmup", "0",
+             "--drain", repr(DRAIN_S)],
+            capture_output=True, text=True, check=True, timeout=60 + 2 * seconds + DRAIN_S,
         )  # fmt: skip
         cpu = lt._cpu_us(srv.client) - cpu_before
         calls = lt._commands(srv.client)
@@ -140,22 +169,35 @@ def preset_traffic(
 
 
 def check(library: str, small: int = 100, large: int = 600) -> Check:
-    real = lt.measure(library, small=small, large=large)
+    paced = PACED.get(library)
+    real = lt.measure(library, small=small, large=large, rate=paced)
     a, b = real.runs
-    # the library's pace: its tasks' span (first enqueue to last done), else its run's
-    spans = (a.span_s, b.span_s)
-    if None in spans:
-        spans = (a.seconds, b.seconds)
-    rate = (large - small) / max(1e-3, spans[1] - spans[0])
     workload = load_workload(library)
     assert isinstance(workload, LifecycleWorkload)
-    # The real driver's regime: its tasks wait in the queue for one worker, which finds one
-    # at every dequeue (never the blocked path), at the library's pace. The preset: one
-    # producer keeping the queue full, one consumer whose tasks' work (work_us) paces it
-    # to the real tasks/s, each command then a wake-up of its own as in the real run.
-    work = int(WORK_SHARE * 1e6 / rate)
-    alike = workload.model_copy(update={"producers": 1, "consumers": 1, "work_us": work})
-    preset, cpu_us, tasks = preset_traffic(alike, None, (large - small) / rate)
+    if paced:
+        # Both at the same arrival rate, open loop, one producer and one consumer: every
+        # read wakes for the task that arrived and finds it alone.
+        rate = paced
+        alike = workload.model_copy(update={"producers": 1, "consumers": 1})
+        preset, cpu_us, tasks = preset_traffic(alike, rate, (large - small) / rate)
+    else:
+        # the library's pace: its tasks' span (first enqueue to last done), else its run's
+        spans = (a.span_s, b.span_s)
+        if None in spans:
+            spans = (a.seconds, b.seconds)
+        rate = (large - small) / max(1e-3, spans[1] - spans[0])
+        # The real driver's regime: its tasks wait in the queue for one worker, which finds
+        # one at every dequeue (never the blocked path), at the library's pace. The preset:
+        # one producer keeping the queue full, one consumer whose tasks' work (work_us)
+        # paces it to the real tasks/s, each command then a wake-up of its own as in the
+        # real run.
+        seconds = (large - small) / rate
+        gap = b.working_gap_s()
+        if library in POLL_BOUND and gap:
+            rate = 1.0 / gap  # the pace of its bursts, not of its polls
+        work = int(WORK_SHARE * 1e6 / rate)
+        alike = workload.model_copy(update={"producers": 1, "consumers": 1, "work_us": work})
+        preset, cpu_us, tasks = preset_traffic(alike, None, seconds)
     names = sorted(
         n for n in set(real.commands_per_task) | set(preset)
         if max(real.commands_per_task.get(n, 0.0), preset.get(n, 0.0)) >= NOISE_PER_TASK
@@ -167,5 +209,5 @@ def check(library: str, small: int = 100, large: int = 600) -> Check:
     )  # fmt: skip
     return Check(
         library, real.version, workload.follows, rate, rows, real.server_cpu_us_per_task,
-        cpu_us, tasks,
+        cpu_us, tasks, paced is not None,
     )  # fmt: skip

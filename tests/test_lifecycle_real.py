@@ -29,6 +29,11 @@ def test_the_taskiq_preset_sends_what_taskiq_redis_sends_per_task():
     # the stream's own commands are per task, and the ack carries the entry id it read
     assert per_task["cmdstat_xadd"].preset == pytest.approx(1.0, rel=0.1)
     assert per_task["cmdstat_xack"].preset == pytest.approx(1.0, rel=0.1)
+    # at the check's arrival rate every read finds one task: the read and its reclaim are
+    # held to the bound like the rest, none exempted
+    assert check.paced
+    assert not any(r.regime for r in check.rows)
+    assert per_task["cmdstat_xautoclaim"].real == pytest.approx(1.0, rel=0.1)
 
 
 @pytest.mark.extended
