@@ -250,7 +250,7 @@ fn event_loop(lp: &mut Loop, timer: &mut Timer, o: &Options) -> Result<(), Failu
         if let Some(r) = router.as_mut() {
             while next <= now && next < end {
                 let s = slot.expect("a router gives slots").server;
-                lp.sides[s].dispatch(next, next >= measure_from);
+                lp.sides[s].dispatch(next, next >= measure_from, now);
                 let n = r.next_slot();
                 next = start + n.offset;
                 slot = Some(n);

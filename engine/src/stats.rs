@@ -73,11 +73,23 @@ impl Stats {
 
     /// A request written at `now`.
     pub fn wrote(&mut self, intended: u64, measured: bool, now: u64) {
+        self.started(measured, now);
+        self.lagged(intended, measured, now);
+    }
+
+    /// A request (or a task's enqueue) written at `now`, its lag recorded elsewhere.
+    pub fn started(&mut self, measured: bool, now: u64) {
         if measured {
             self.sent += 1;
             if now < self.window_end {
                 self.sent_in_window += 1;
             }
+        }
+    }
+
+    /// The engine handled what was due at `intended` at `now`: how late its schedule ran.
+    pub fn lagged(&mut self, intended: u64, measured: bool, now: u64) {
+        if measured {
             self.lag
                 .saturating_record(now.saturating_sub(intended).max(1));
         }
