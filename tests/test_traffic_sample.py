@@ -6,6 +6,7 @@ sample stops at its bounds and sends nothing that changes the server's data."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -98,10 +99,11 @@ def test_a_sample_with_a_password_keeps_nothing_secret_and_stops_at_its_bounds(
         assert secret not in everything, secret
     mix = MixWorkload(**tomllib.loads(text))
     commands = [c.args for c in mix.all_commands]
-    assert ["SET", "user:__key__:session", "x" * len(TOKEN)] in commands, commands
+    keyed = [re.sub("0*__key__", "__key__", " ".join(a)).split(" ") for a in commands]
+    assert ["SET", "user:__key__:session", "x" * len(TOKEN)] in keyed, commands
     assert ["MULTI"] in commands and ["EXEC"] in commands
     assert any(a[0] == "BLMOVE" and a[-1] == "1" for a in commands)
-    assert any(a[0] == "HSET" and a[1] == "job:__key__" and len(a[3]) == 300 for a in commands)
+    assert any(a[0] == "HSET" and a[1] == "job:__key__" and len(a[3]) == 300 for a in keyed)
     assert "Redacted: every value" in text and "AUTH/HELLO" in text
     changed = {
         name for name in after if after[name]["calls"] != before.get(name, {}).get("calls", 0)

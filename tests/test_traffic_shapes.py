@@ -5,6 +5,7 @@ shapes (families, sizes, transactions, blocking pops, scripts) come out as seen.
 from __future__ import annotations
 
 import hashlib
+import re
 import tomllib
 
 import pytest
@@ -154,7 +155,12 @@ def _written(lines: list[bytes], scripts: dict[str, str] | None = None) -> str:
 def test_the_written_mix_keeps_transactions_blocking_pops_sizes_and_scripts():
     text = _written(_queue_traffic())
     mix = MixWorkload(**tomllib.loads(text))
-    procs = {p.name: [c.args for c in p.commands] for p in mix.processes}
+    # ids padded to their seen length: "rq:job:" + zeros + memtier's key number
+    procs = {
+        p.name: [[re.sub("0*__key__", "__key__", a) for a in c.args] for c in p.commands]
+        for p in mix.processes
+    }
+    assert len(mix.process[0].commands[1].args[1]) == len("rq:job:") + 36 - len("20") + 7
     assert [a[0] for a in procs["producer"]] == ["MULTI", "HSET", "RPUSH", "EXEC"]
     hset = procs["producer"][1]
     assert hset[1] == "rq:job:__key__" and len(hset) == 8 and len(hset[5]) == 309

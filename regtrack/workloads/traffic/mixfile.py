@@ -27,6 +27,7 @@ from regtrack.workloads.traffic.shapes import Role, Shapes, StepShape, Template,
 
 MIN_SHARE = 0.005  # steps under 0.5% of their role's steps are listed, not replayed
 MAX_RATIO = 50
+MIN_STEPS = 200  # in a sample of this many steps, a step seen once is not replayed
 MAX_REPEATS = 10  # a transaction with a larger ratio is written this many times
 FILLER_MAX = 4096  # larger values are __data__ (data_size: their median)
 # Placeholders in an argument that is not a key: the lockstep number, or a fixed stand-in.
@@ -52,6 +53,8 @@ class _Writer:
     names: dict[str, str] = field(default_factory=dict)  # sha -> setup save_as
     refused: list[str] = field(default_factory=list)
     large: list[int] = field(default_factory=list)
+    steps: int = 0  # every role's steps in the sample
+    key_digits: int = 1  # how many digits memtier's key numbers have (keys)
 
     def arg(self, role: str, shape: str | None, size: int) -> str:
         """One argument as written: a key's family with one ``__key__``, a value's filler
@@ -69,19 +72,28 @@ class _Writer:
             kind = shape.strip("{}")
             if kind in STAND_IN:
                 return (STAND_IN[kind] if kind == "ts" else "1" * size)[:size].ljust(size, "0")
-            return "__key__" if kind in {"uuid", "hex"} else "x" * size  # ids link steps
+            return self._padded("__key__", size) if kind in {"uuid", "hex"} else "x" * size
         keyed = False
 
         def stand_in(m: re.Match[str]) -> str:
             nonlocal keyed
             if m.group(1) in STAND_IN and role != keyspecs.KEY:
-                return STAND_IN[m.group(1)]
+                small = {"int": "1", "num": "0.5"}.get(m.group(1))  # a count, a duration
+                return small if small and size < 10 else STAND_IN[m.group(1)]
             if keyed:  # memtier replaces one __key__ per argument
                 return "0"
             keyed = True
             return "__key__"
 
-        return PLACEHOLDER.sub(stand_in, shape)
+        return self._padded(PLACEHOLDER.sub(stand_in, shape), size)
+
+    def _padded(self, arg: str, size: int) -> str:
+        """``arg`` with zeros before its ``__key__``, so that once memtier puts a number
+        there it is about as long as the names seen (ids are longer than key numbers)."""
+        missing = size - (len(arg) - len("__key__") + self.key_digits)
+        if "__key__" not in arg or missing <= 0:
+            return arg
+        return arg.replace("__key__", "0" * missing + "__key__", 1)
 
     def replayable(self, t: Template) -> str | None:
         """Why ``t`` cannot be replayed, or None."""
@@ -104,7 +116,10 @@ def text(sampled: SampledCapture, name: str, given_scripts: dict[str, str]) -> s
             f"{sampled.counted.url}: the sample saw no commands in "
             f"{sampled.sample.seconds:.1f} s: sample while it is busy"
         )
-    w = _Writer(shapes, {**shapes.scripts, **given_scripts})
+    keys = max([f.cardinality for f in shapes.families if PLACEHOLDER.search(f.pattern)] or [1])
+    keys = min(keys, int(limits.KEYS.high))
+    w = _Writer(shapes, {**shapes.scripts, **given_scripts}, key_digits=len(str(keys)))
+    w.steps = sum(s.count for r in shapes.roles for s in r.steps)
     body: list[str] = []
     for sha in shapes.evalsha:
         if sha in w.scripts:
@@ -125,7 +140,6 @@ def text(sampled: SampledCapture, name: str, given_scripts: dict[str, str]) -> s
         (commands.version_tuple(commands.since([c]) or "2.8") for c in shapes.commands),
         default=(2, 8),
     )
-    keys = max([f.cardinality for f in shapes.families if PLACEHOLDER.search(f.pattern)] or [1])
     out = [
         *_header(sampled, shapes, skipped, w.refused),
         f"name = {capture.toml_str(name)}",
@@ -133,7 +147,7 @@ def text(sampled: SampledCapture, name: str, given_scripts: dict[str, str]) -> s
         f"description = {capture.toml_str('Sampled from ' + sampled.counted.url)}",
         f'min_redis = "{".".join(str(p) for p in floor)}"',
         f"data_size = {sorted(w.large)[len(w.large) // 2] if w.large else 128}",
-        f"keys = {min(keys, int(limits.KEYS.high))}",
+        f"keys = {keys}",
         "pipelines = [1]",
         "",
         *capture.server_table(sampled.counted),
@@ -157,6 +171,8 @@ def _role(w: _Writer, role: Role, skipped: list[str]) -> list[str]:
         why = next((r for t in step.templates if (r := w.replayable(t))), None)
         if why is None and step.count / total < MIN_SHARE:
             why = "under 0.5% of the role's steps"
+        if why is None and step.count == 1 and w.steps >= MIN_STEPS:
+            why = "seen once (start-up, shut-down)"
         if why is None and step.blocking and step.transaction:
             why = "a blocking command inside a transaction"
         if why is not None:
@@ -170,7 +186,8 @@ def _role(w: _Writer, role: Role, skipped: list[str]) -> list[str]:
     for suffix, steps in (("", [s for s in kept if not s.blocking]),
                           ("-blocking", [s for s in kept if s.blocking])):  # fmt: skip
         if steps:
-            out += _process(w, f"{role.name}{suffix}", len(role.connections), steps)
+            clients = min(len(role.connections), max(s.connections for s in steps))
+            out += _process(w, f"{role.name}{suffix}", clients, steps)
     return out
 
 

@@ -32,16 +32,17 @@ _PARTS = [
     ("ts", r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?"),
     ("uuid", r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"),
     ("email", r"[^\s:@/{}]+@[^\s:@/{}]+"),
-    ("hex", r"(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{8,}"),
+    ("hex", r"(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{8,}"),
     ("token", r"(?=[A-Za-z0-9+/=]*\d)(?=[A-Za-z0-9+/=]*[A-Za-z])[A-Za-z0-9+/=]{16,}"),
     ("name", r"[A-Za-z_\-]{25,}"),
-    ("num", r"\d+\.\d+"),
+    ("num", r"\d+\.\d+(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+"),
     ("int", r"\d+"),
 ]
 _EDGE = r"(?<![A-Za-z0-9])(?:{})(?![A-Za-z0-9])"
 _FINDER = re.compile("|".join(f"(?P<{n}>{_EDGE.format(p)})" for n, p in _PARTS))
 _WHOLE = {n: re.compile(p) for n, p in _PARTS}
 _PLAIN = re.compile(r"[\x21-\x7e]+")  # printable ASCII without spaces
+NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?")
 PLACEHOLDER = re.compile(r"\{(" + "|".join(n for n, _ in _PARTS) + r")\}")
 
 
@@ -106,7 +107,7 @@ class Redactor:
             return Arg(role, size, f"{{{kind}}}" if kind else None, (self.pseudonym(raw),))
         if text is None or size > MAX_SHAPED:
             return Arg(role, size, None, (self.pseudonym(raw),))
-        number = re.fullmatch(r"-?\d+(\.\d+)?", text)
+        number = NUMBER.fullmatch(text)
         if role == keyspecs.ARG and number and len(text) <= MAX_KEPT_NUMBER:
             return Arg(role, size, text)
         shape, ids = self._shape(text)

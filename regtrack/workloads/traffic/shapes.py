@@ -13,6 +13,7 @@ consumer) can link them.
 from __future__ import annotations
 
 import hashlib
+import re
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
@@ -27,6 +28,7 @@ FIELD_COMMANDS = {"HSET": 1, "HMSET": 1, "HSETNX": 1, "XADD": None, "MSET": 0}
 PUBSUB = {"SUBSCRIBE", "UNSUBSCRIBE", "PSUBSCRIBE", "PUNSUBSCRIBE", "SSUBSCRIBE",
           "SUNSUBSCRIBE"}  # fmt: skip
 
+_NUMBER = re.compile(r"-?(\d+(\.\d+)?([eE][-+]?\d+)?|\{int\}|\{num\})")
 # One argument of a template: its role and its shape (None: size only, see Sizes)
 Shape = tuple[str, str | None]
 
@@ -62,6 +64,7 @@ class StepShape:
     transaction: bool
     count: int
     sizes: tuple[tuple[Sizes, ...], ...]
+    connections: int = 1  # how many connections sent it
 
     @property
     def blocking(self) -> bool:
@@ -201,17 +204,41 @@ def _roles(
 
 
 def _step_shapes(steps: Iterable[list[Observed]]) -> tuple[StepShape, ...]:
+    """Steps alike (numbers in arguments aside: a HINCRBYFLOAT's amount, a timeout that
+    varies) grouped, in the order first seen, each argument at its most common shape."""
     seen: dict[tuple[Template, ...], list[list[Observed]]] = {}
-    for step in steps:
-        seen.setdefault(tuple(template(r) for r in step), []).append(step)
+    for step in sorted(steps, key=lambda s: s[0].time):
+        seen.setdefault(tuple(_coarse(template(r)) for r in step), []).append(step)
     out = []
     for key, group in seen.items():
+        templates = tuple(
+            Template(
+                t.command,
+                tuple(
+                    Counter(template(s[i]).args[j] for s in group).most_common(1)[0][0]
+                    for j in range(len(t.args))
+                ),
+            )
+            for i, t in enumerate(key)
+        )
         sizes = tuple(
             tuple(Sizes.of([s[i].args[j].size for s in group]) for j in range(len(t.args)))
             for i, t in enumerate(key)
         )
-        out.append(StepShape(key, _multi(group[0]), len(group), sizes))
+        conns = len({s[0].connection for s in group})
+        out.append(StepShape(templates, _multi(group[0]), len(group), sizes, conns))
     return tuple(out)
+
+
+def _coarse(t: Template) -> Template:
+    """``t`` with every number (kept or a placeholder) as one shape: steps that differ
+    only in them are the same step."""
+    return Template(
+        t.command,
+        tuple(
+            (role, "{n}" if shape and _NUMBER.fullmatch(shape) else shape) for role, shape in t.args
+        ),
+    )
 
 
 def _families(records: list[Observed]) -> tuple[Family, ...]:
