@@ -10,7 +10,7 @@ connected (CLIENT LIST, flag O) every 0.25 s, so throughput and server CPU per G
 are split into before, during and after the sample. Run once bounded by time
 (--sample S) and once by count (--sample-commands N). Prints; asserts nothing.
 
-    .venv/bin/python benchmarks/capture_overhead.py [--sample 3] [--count 200000]
+    .venv/bin/python benchmarks/capture_overhead.py [--sample 3] [--count 20000]
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def window(polls: list[Poll]) -> tuple[float, float, float]:
     return gets / dt, 100 * cpu / dt, 1e6 * cpu / max(gets, 1)
 
 
-def one(server: str, memtier: str, bound: list[str], seconds: float, tmp: Path) -> None:
+def one(server: str, memtier: str, bound: list[str], test_time: int, tmp: Path) -> None:
     port = 23000 + os.getpid() % 1000
     proc = subprocess.Popen(["taskset", "-c", SERVER_CPU, server, "--port", str(port), "--bind",
                              "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(tmp)],
@@ -99,13 +99,13 @@ def one(server: str, memtier: str, bound: list[str], seconds: float, tmp: Path) 
         load = subprocess.Popen(
             ["taskset", "-c", CLIENT_CPU, memtier, "-s", "127.0.0.1", "-p", str(port),
              "--ratio", "0:1", "--pipeline", "10", "-c", "50", "-t", "1", "--key-minimum",
-             "0", "--key-maximum", "9999", "--test-time", str(int(seconds + 9)),
+             "1", "--key-maximum", "9999", "--test-time", str(test_time),
              "--hide-histogram"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=(tmp / "memtier.err").open("w"),
         )  # fmt: skip
         poller = threading.Thread(target=poll, args=(client, proc.pid, stop, polls), daemon=True)
         poller.start()
-        time.sleep(4)
+        time.sleep(5)
         started = time.monotonic()
         cap = subprocess.run(
             ["taskset", "-c", CLIENT_CPU, sys.executable, "-m", "regtrack", "mix", "capture",
@@ -116,13 +116,16 @@ def one(server: str, memtier: str, bound: list[str], seconds: float, tmp: Path) 
         time.sleep(3)
         stop.set()
         poller.join(5)
-        load.wait(60)
+        if load.poll() is not None:
+            sys.exit(f"memtier_benchmark ended early: {(tmp / 'memtier.err').read_text()[-2000:]}")
+        load.terminate()
+        load.wait(30)
     finally:
         stop.set()
         client.close()
         proc.terminate()
         proc.wait(10)
-    before = [p for p in polls if p.t < started and p.monitors == 0][2:]  # memtier warmed up
+    before = [p for p in polls if p.t < started and p.monitors == 0][6:]  # memtier warmed up
     during = [p for p in polls if p.monitors > 0]
     after = [p for p in polls if p.t > started + wall and p.monitors == 0]
     print(f"\n$ regtrack mix capture --url redis://127.0.0.1:PORT {' '.join(bound)} --out ...")
@@ -142,7 +145,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--server", help="redis-server (default: regtrack's 7.0.15 build)")
     parser.add_argument("--sample", type=float, default=3.0, help="seconds of the time bound")
-    parser.add_argument("--count", type=int, default=200_000, help="commands of the count bound")
+    parser.add_argument("--count", type=int, default=20_000, help="commands of the count bound")
     args = parser.parse_args()
     server = args.server or build_7015()
     memtier = shutil.which("memtier_benchmark") or str(
@@ -154,9 +157,9 @@ def main() -> None:
         f"50 connections, 1 thread on CPU {CLIENT_CPU}; the capture on CPU {CLIENT_CPU}"
     )
     with tempfile.TemporaryDirectory(prefix="capture-overhead-") as tmp:
-        one(server, memtier, ["--sample", str(args.sample)], args.sample, Path(tmp))
-        one(server, memtier, ["--sample", "60", "--sample-commands", str(args.count)],
-            args.sample, Path(tmp))  # fmt: skip
+        one(server, memtier, ["--sample", str(args.sample)], 60, Path(tmp))
+        one(server, memtier, ["--sample", "60", "--sample-commands", str(args.count)], 60,
+            Path(tmp))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -166,7 +166,7 @@ def test_the_written_mix_keeps_transactions_blocking_pops_sizes_and_scripts():
     assert hset[1] == "rq:job:__key__" and len(hset) == 8 and len(hset[5]) == 309
     assert procs["producer"][2] == ["RPUSH", "rq:queue:default", "__key__"]
     assert procs["consumer-blocking"] == [
-        ["BLMOVE", "rq:queue:default", "rq:wip", "LEFT", "RIGHT", "405"]
+        ["BLMOVE", "rq:queue:default", "rq:wip", "LEFT", "RIGHT", "1"]
     ]
     assert ["EVALSHA", "${script_1}", "1", "rq:wip"] in procs["consumer"]
     assert mix.setup[0].command[:2] == ["SCRIPT", "LOAD"] and mix.min_redis == "6.2"

@@ -27,12 +27,13 @@ from regtrack.workloads.traffic.shapes import Role, Shapes, StepShape, Template,
 
 MIN_SHARE = 0.005  # steps under 0.5% of their role's steps are listed, not replayed
 MAX_RATIO = 50
+MAX_BLOCK_S = 1  # blocking timeouts are written at most this long (_capped)
 MIN_STEPS = 200  # in a sample of this many steps, a step seen once is not replayed
 MAX_REPEATS = 10  # a transaction with a larger ratio is written this many times
 FILLER_MAX = 4096  # larger values are __data__ (data_size: their median)
 # Placeholders in an argument that is not a key: the lockstep number, or a fixed stand-in.
 STAND_IN = {"int": "1700000000", "num": "1700000000.5", "ts": "2026-01-01T00:00:00.000000Z"}
-NOT_REPLAYED = {"SELECT", "QUIT", "RESET", "MONITOR", "CLIENT", "HELLO", "AUTH"}
+NOT_REPLAYED = {"SELECT", "QUIT", "RESET", "MONITOR", "CLIENT", "HELLO", "AUTH", "INFO", "COMMAND"}
 
 CANNOT = [
     "# Not expressible in a mix (memtier), so not replayed as seen:",
@@ -41,8 +42,11 @@ CANNOT = [
     "# - values carried from a reply into a later command (popped ids, stream ids): the",
     "#   lockstep number (key_pattern P) stands in for them;",
     "# - each value's size distribution: every value is written at its median size;",
-    "# - pub/sub (SUBSCRIBE ...), SELECT, CLIENT, commands scripts ran (their script",
-    "#   runs them), and the pipelining depth the clients used (pipelines = [1]).",
+    "# - blocking timeouts longer than 1 s (memtier waits for every reply to end a",
+    "#   trial): written as 1 s; the timeouts seen are listed above;",
+    "# - pub/sub (SUBSCRIBE ...), SELECT, CLIENT, INFO (regtrack reads it around every",
+    "#   trial), commands scripts ran (their script runs them), and the pipelining depth",
+    "#   the clients used (pipelines = [1]).",
 ]
 
 
@@ -206,6 +210,7 @@ def _process(w: _Writer, name: str, clients: int, steps: list[StepShape]) -> lis
                     w.arg(role, shape, size.median)
                     for (role, shape), size in zip(t.args, sizes, strict=True)
                 ]
+                args = _capped(args)
                 keyed = keyed or any("__key__" in a for a in args)
                 note = f"   # x{step.count} in the sample" if first else ""
                 first = False
@@ -216,6 +221,23 @@ def _process(w: _Writer, name: str, clients: int, steps: list[StepShape]) -> lis
                 body.append("")
     pattern = 'key_pattern = "P"'
     return lines + [(pattern if keyed else "") if line == "__PATTERN__" else line for line in body]
+
+
+def _capped(args: list[str]) -> list[str]:
+    """A blocking command's timeout at most MAX_BLOCK_S: memtier waits for every reply
+    before it ends a trial, so a long timeout on an empty queue would stall the run."""
+    if not commands.blocks(args):
+        return args
+    upper = [a.upper() for a in args]
+    if args[0].upper() in commands.SOMETIMES_BLOCKING:
+        at, cap = upper.index("BLOCK") + 1, MAX_BLOCK_S * 1000
+    else:
+        at, cap = (1 if args[0].upper() in {"BLMPOP", "BZMPOP"} else len(args) - 1), MAX_BLOCK_S
+    try:
+        too_long = float(args[at]) > cap or float(args[at]) == 0  # 0: wait for ever
+    except (ValueError, IndexError):
+        return args
+    return [*args[:at], f"{cap:g}", *args[at + 1 :]] if too_long else args
 
 
 def _header(

@@ -21,6 +21,7 @@ _HEAD = re.compile(rb"(\d+(?:\.\d+)?) \[(\d+) ([^\]]*)\] ")
 _ESCAPES = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("a"): 7, ord("b"): 8,
             ord('"'): 34, ord("\\"): 92}  # fmt: skip
 _HEX = b"0123456789abcdefABCDEF"
+_PLAIN_WORDS = re.compile(rb'"([^"]*)"')
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,10 @@ class Observed:
 
 def words(body: bytes) -> list[bytes] | None:
     """The quoted words of a MONITOR line's body, unescaped; None if malformed."""
+    if b"\\" not in body:  # the common line: no escapes, split at once
+        plain = _PLAIN_WORDS.findall(body)
+        if plain and b" ".join(b'"' + w + b'"' for w in plain) == body:
+            return plain
     out: list[bytes] = []
     i, n = 0, len(body)
     while i < n:

@@ -22,6 +22,9 @@ from regtrack.workloads.traffic.redaction import Redactor
 
 MAX_COMMANDS = 1_000_000  # the most one sample keeps in memory
 POLL_S = 0.1
+# MONITOR's output waits in the server's memory until read (a normal client's output
+# buffer has no limit by default): a sample reading this far behind the server stops.
+MAX_LAG_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,7 @@ class Sample:
 
     records: tuple[Observed, ...]
     seconds: float  # how long MONITOR ran
-    stopped_by: str  # "time" or "count"
+    stopped_by: str  # "time", "count", or "lag" (it fell MAX_LAG_S behind the server)
     unparsed: int  # lines that were not a command (none expected)
     secrets_dropped: int  # commands whose arguments were dropped unread
     keep_names: bool
@@ -53,6 +56,7 @@ def take(
     records: list[Observed] = []
     unparsed = 0
     stopped_by = "time"
+    first = (0.0, 0.0)  # when the first record was read, and its server time
     try:
         connection.send_command("MONITOR")
         reply = connection.read_response()
@@ -71,8 +75,13 @@ def take(
             record = parse(line if isinstance(line, bytes) else str(line).encode(), redactor)
             if record is None:
                 unparsed += 1
-            else:
-                records.append(record)
+                continue
+            records.append(record)
+            if len(records) == 1:
+                first = (time.monotonic(), record.time)
+            elif (time.monotonic() - first[0]) - (record.time - first[1]) > MAX_LAG_S:
+                stopped_by = "lag"  # the server is holding our backlog in its memory
+                break
         else:
             stopped_by = "count"
         elapsed = time.monotonic() - started
