@@ -67,16 +67,58 @@ def mix() -> None:
 @click.option("--seconds", type=float, default=10.0, show_default=True, help="How long to watch.")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Workload file.")
 @click.option("--name", help="Workload name (default: the file's stem).")
+@click.option(
+    "--sample",
+    "sample_s",
+    type=click.FloatRange(0.0, 3600.0, min_open=True),
+    help="Also read the server's command stream (MONITOR, on a connection of its own) for "
+    "at most this many seconds, and write the commands' shapes: key families, value sizes, "
+    "transactions, blocking pops, scripts. MONITOR costs a busy server throughput "
+    "(docs/workloads.md): keep it short.",
+)
+@click.option(
+    "--sample-commands",
+    type=click.IntRange(1, 1_000_000),
+    help="Stop the sample after this many commands (whichever bound comes first).",
+)
+@click.option(
+    "--keep-names",
+    is_flag=True,
+    help="Keep key names as seen (default: their variable parts are replaced).",
+)
+@click.option(
+    "--script",
+    "scripts",
+    multiple=True,
+    metavar="SHA=FILE",
+    help="The body of a script the sample sees called by EVALSHA without its SCRIPT LOAD.",
+)
 def mix_capture(
-    url: str, password_file: str | None, seconds: float, out: str, name: str | None
+    url: str,
+    password_file: str | None,
+    seconds: float,
+    out: str,
+    name: str | None,
+    sample_s: float | None,
+    sample_commands: int | None,
+    keep_names: bool,
+    scripts: tuple[str, ...],
 ) -> None:
     """Write a mix workload from a live server's command statistics and its
-    performance-relevant settings (sends only INFO and CONFIG GET of a fixed list)."""
+    performance-relevant settings (sends only INFO and CONFIG GET of a fixed list); with
+    --sample, from a bounded sample of its commands too (COMMAND and MONITOR, read only)."""
     from regtrack.core import writes
     from regtrack.core.text import printable
     from regtrack.workloads import capture
 
     path = Path(out)
+    if sample_s is not None or sample_commands is not None:
+        _sampled_capture(
+            url, password_file, sample_s, sample_commands, keep_names, scripts, path, name
+        )
+        return
+    if keep_names or scripts:
+        raise BadInput("--keep-names and --script need --sample")
     observed = capture.sample(url, seconds, capture.password(password_file))
     writes.replace_text(path, capture.workload_text(observed, name or path.stem), "workload file")
     # the commands as the server names them: text it chose
@@ -86,6 +128,37 @@ def mix_capture(
         f"({observed.per_second:,.0f}/s); "
         f"most: {top}. Check key patterns and payload sizes before replaying: "
         f"regtrack run --workload {path} --versions ..."
+    )
+
+
+def _sampled_capture(
+    url: str,
+    password_file: str | None,
+    seconds: float | None,
+    count: int | None,
+    keep_names: bool,
+    scripts: tuple[str, ...],
+    path: Path,
+    name: str | None,
+) -> None:
+    """mix capture --sample: commandstats around a bounded MONITOR sample, its shapes."""
+    from regtrack.core import writes
+    from regtrack.workloads import capture
+    from regtrack.workloads.traffic import mixfile, sampled, sampler
+
+    given = sampled.scripts(scripts)
+    taken = sampled.take(
+        url, capture.password(password_file), seconds or 60.0,
+        count or sampler.MAX_COMMANDS, keep_names,
+    )  # fmt: skip
+    text = mixfile.text(taken, name or path.stem, given)
+    writes.replace_text(path, text, "workload file")
+    s = taken.sample
+    click.echo(
+        f"{path}: sampled {len(s.records)} commands in {s.seconds:.1f} s (stopped by "
+        f"{s.stopped_by}); {taken.counted.total_calls} counted by commandstats. Redacted: "
+        f"values, the variable parts of key names, {s.secrets_dropped} commands' "
+        "credentials; the file's header lists what a mix could not express."
     )
 
 

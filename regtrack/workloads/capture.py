@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -147,7 +147,7 @@ def password(file: str | None, environ: Mapping[str, str] | None = None) -> str 
     return (os.environ if environ is None else environ).get(PASSWORD_VARIABLE) or None
 
 
-def _connect(url: str, secret: str | None) -> redis.Redis:
+def connect(url: str, secret: str | None, decode: bool = True) -> redis.Redis:
     try:
         options = parse_url(url)
     except ValueError as exc:
@@ -156,19 +156,26 @@ def _connect(url: str, secret: str | None) -> redis.Redis:
     options.pop("connection_class", None)  # rediss:// (TLS) keeps its ssl settings
     if secret is not None:
         options["password"] = secret  # the URL's user name (an ACL user) is kept
-    return redis.Redis(**options, socket_timeout=10, decode_responses=True, **QUIET_CONNECT)
+    return redis.Redis(**options, socket_timeout=10, decode_responses=decode, **QUIET_CONNECT)
 
 
-def sample(url: str, seconds: float, secret: str | None = None) -> Capture:
+def sample(
+    url: str, seconds: float, secret: str | None = None, during: Callable[[], float] | None = None
+) -> Capture:
     """Two INFO readings ``seconds`` apart: the commands the server ran in between.
-    ``secret`` is the password (see ``password``), used instead of the URL's."""
+    ``secret`` is the password (see ``password``), used instead of the URL's. ``during``,
+    if given, runs between the readings instead of the wait and says how long it took
+    (the MONITOR sample, traffic/sampled.py)."""
     if seconds <= 0:
         raise BadInput("--seconds must be positive")
-    client = _connect(url, secret)
+    client = connect(url, secret)
     shown = redact.url(url)
     try:
         first = client.info("commandstats")
-        time.sleep(seconds)
+        if during is None:
+            time.sleep(seconds)
+        else:
+            seconds = during()
         second = client.info("commandstats")
         version = str(client.info("server").get("redis_version", "unknown"))
         settings, problem = _settings(client)
@@ -217,11 +224,11 @@ def _scrub(exc: BaseException, url: str, secret: str | None = None) -> str:
     return text
 
 
-def _toml_list(args: list[str]) -> str:
-    return "[" + ", ".join(_toml_str(a) for a in args) + "]"
+def toml_list(args: list[str]) -> str:
+    return "[" + ", ".join(toml_str(a) for a in args) + "]"
 
 
-def _toml_str(text: str) -> str:
+def toml_str(text: str) -> str:
     """A TOML basic string that parses whatever ``text`` holds: quotes, backslashes and
     control characters escaped, a lone surrogate (undecodable argv) replaced."""
     out = []
@@ -238,7 +245,7 @@ def _toml_str(text: str) -> str:
     return '"' + "".join(out) + '"'
 
 
-def _comment(text: str) -> str:
+def comment(text: str) -> str:
     """Text from the server (its version, command names) made safe for a # comment."""
     return "".join(c if c.isprintable() else "?" for c in text)
 
@@ -269,16 +276,16 @@ def workload_text(capture: Capture, name: str) -> str:
     )
     lines = _header(capture, total, shares, skipped)
     lines += [
-        f"name = {_toml_str(name)}",
+        f"name = {toml_str(name)}",
         'kind = "mix"',
-        f"description = {_toml_str('Captured from ' + capture.url)}",
+        f"description = {toml_str('Captured from ' + capture.url)}",
         f'min_redis = "{".".join(str(p) for p in floor)}"',
         "data_size = 128",
         "keys = 100000",
         "clients = 50",
         "pipelines = [1, 10]",
         "",
-        *_server_table(capture),
+        *server_table(capture),
     ]
     lines += _commands(ratios)
     return "\n".join(lines).rstrip() + "\n"
@@ -289,8 +296,8 @@ def _header(
 ) -> list[str]:
     """Where the mix comes from, what to fill in, and what was left out."""
     lines = [
-        f"# Captured by `regtrack mix capture` from {_comment(capture.url)} "
-        f"(Redis {_comment(capture.version)}) over",
+        f"# Captured by `regtrack mix capture` from {comment(capture.url)} "
+        f"(Redis {comment(capture.version)}) over",
         f"# {capture.seconds:g} s: {total} commands, {total / capture.seconds:,.0f} per second.",
         "# The ratios are what the server ran. FILL IN what INFO cannot show: key names and",
         "# patterns (__key__), payload size (data_size), the setup your queue needs, and",
@@ -299,7 +306,7 @@ def _header(
     if skipped:
         lines.append("# Not replayed (no template, or under 0.5% of the traffic):")
         lines += [
-            f"#   {_comment(c)}: {capture.calls[c]} calls ({100 * shares[c]:.1f}%)" for c in skipped
+            f"#   {comment(c)}: {capture.calls[c]} calls ({100 * shares[c]:.1f}%)" for c in skipped
         ]
     return lines
 
@@ -324,32 +331,32 @@ def _commands(ratios: dict[str, int]) -> list[str]:
     return lines
 
 
-def _server_table(capture: Capture) -> list[str]:
+def server_table(capture: Capture) -> list[str]:
     """The [server] table: the live server's settings, replayed with every version."""
     if capture.settings_problem:
-        return [f"# [server] not captured: {_comment(capture.settings_problem)}", ""]
+        return [f"# [server] not captured: {comment(capture.settings_problem)}", ""]
     if not capture.settings:
         return []
     lines = [
-        f"[server]   # CONFIG GET on {_comment(capture.url)} (Redis {_comment(capture.version)});",
+        f"[server]   # CONFIG GET on {comment(capture.url)} (Redis {comment(capture.version)});",
         "# a name ending in ? is skipped, with a warning, by a version that does not know it",
     ]
     for name, value in capture.settings.items():
-        key = name if name in EVERYWHERE else _toml_str(f"{name}?")
-        lines.append(f"{key} = {_toml_str(value)}")
+        key = name if name in EVERYWHERE else toml_str(f"{name}?")
+        lines.append(f"{key} = {toml_str(value)}")
     return [*lines, ""]
 
 
 def _setup_line(args: list[str]) -> str:
-    return f"command = {_toml_list(args)}"
+    return f"command = {toml_list(args)}"
 
 
 def _command(header: str, cmd: str, ratio: int) -> list[str]:
-    return [header, f"args = {_toml_list(TEMPLATES[cmd])}", f"ratio = {ratio}", ""]
+    return [header, f"args = {toml_list(TEMPLATES[cmd])}", f"ratio = {ratio}", ""]
 
 
 def _process(name: str, cmds: list[str], ratios: dict[str, int]) -> list[str]:
-    out = ["[[process]]", f"name = {_toml_str(name)}", ""]
+    out = ["[[process]]", f"name = {toml_str(name)}", ""]
     for cmd in cmds:
         out += _command("[[process.commands]]", cmd, ratios[cmd])
     return out

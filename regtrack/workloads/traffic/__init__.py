@@ -1,0 +1,1 @@
+"""A live server's traffic, sampled (MONITOR), redacted at parse and read for its shapes."""
