@@ -15,6 +15,9 @@ and as JSON for every run, `compare --run 2 --baseline-run 1 --force`, `explain`
 instruction run, `history` (by commit, and by run as JSON) and `report --out DIR`. Their
 stdout, stderr, exit codes and report files are diffed once the copy's directory is
 written <SIDE>. Prints per release and command `identical` or the differing lines.
+Before measuring it checks that each side imports regtrack from its own checkout, and
+prints how many lines of `compare --help` differ between the two codes (a control: a
+release older than main's options shows its missing ones there).
 
 Default releases, the last three that landed on main (`issues stops`, `git log
 --first-parent`):
@@ -23,6 +26,11 @@ Default releases, the last three that landed on main (`issues stops`, `git log
   first-parent commit before stop 54's work (04f205b...).
 - 4131b8d, stop 54: "`.ci/run` on a fresh clone of the final main, 4131b8d".
 - a89ffaa, stop 55: main's HEAD when this script was written ("a fresh clone of a89ffaa").
+
+Stop 52 ran this check by hand on 1ba44cc, 0cadb8b and 1aac722; any commits can be given
+instead (`benchmarks/old_databases.py 1aac722 f94c305`). Schema changes would show here:
+main's code migrates its copy of the database on first open (results/migrations.py), the
+release's copy stays as written.
 
 The measuring runs hold --lock (the tests' lock) one release at a time, so others can
 interleave; run it without an outer flock:
@@ -112,6 +120,16 @@ class Regtrack:
     def __call__(self, argv: list[str], cwd: Path) -> Output:
         done = sh([self.python, "-m", "regtrack", *argv], cwd=cwd, env=self.env)
         return Output(done.returncode, done.stdout, done.stderr)
+
+    def imported(self, cwd: Path) -> Path:
+        """The regtrack package this environment imports; a RuntimeError unless its own."""
+        done = sh(
+            [self.python, "-c", "import regtrack; print(regtrack.__file__)"], cwd=cwd, env=self.env
+        )
+        where = Path(done.stdout.strip()).parent
+        if where != self.code / "regtrack":
+            raise RuntimeError(f"{self.code}'s code is not what runs: regtrack from {where}")
+        return where
 
 
 def has_lifecycles(code: Path) -> bool:
@@ -208,6 +226,10 @@ def compare_release(commit: str, args: argparse.Namespace, tmp: Path, main_rt: R
         full = sh(["git", "-C", str(code), "log", "-1", "--format=%h %ad %s", "--date=short"])
         print(f"== release {full.stdout.strip()[:110]}", flush=True)
         rt = Regtrack(code, args.python, tmp / "config")
+        rt.imported(work)
+        helps = [r(["compare", "--help"], cwd=work).stdout for r in (rt, main_rt)]
+        moved = sum(line[0] in "+-" for line in differing(*helps, limit=10**6, width=9))
+        print(f"   each code's own (control: `compare --help` differs in {moved} lines)")
         db = work / "regtrack.db"
         with locked(args.lock):
             runs = measure(rt, db, args)
@@ -278,6 +300,7 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="old-databases-"))
     try:
         main_rt = Regtrack(MAIN, args.python, tmp / "config")
+        main_rt.imported(tmp)
         for commit in args.releases:
             try:
                 ok &= compare_release(commit, args, tmp, main_rt)
