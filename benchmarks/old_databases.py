@@ -202,15 +202,18 @@ def report_files(side: Path) -> dict[str, str]:
     }
 
 
-def differing(old: str, new: str, limit: int, width: int) -> list[str]:
-    """The unified diff's changed lines (release's `-`, main's `+`), each cut to ``width``."""
-    lines = [
-        line
-        for line in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=0)
-        if not line.startswith(("---", "+++"))
-    ]
+def differing(old: str, new: str, limit: int, width: int, context: int = 0) -> list[str]:
+    """The unified diff's lines (release's `-`, main's `+`, ``context`` lines around them),
+    each cut to ``width``; a blank or whitespace-only line shown as its repr."""
+    diff = difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=context)
+    lines = [line for line in diff if not line.startswith(("---", "+++"))]
     cut = [
-        f"{line[:width]}... ({len(line)} chars)" if len(line) > width else line for line in lines
+        f"{line[:width]}... ({len(line)} chars)"
+        if len(line) > width
+        else line[0] + repr(line[1:])
+        if line[1:].strip() == "" and not line.startswith("@@")
+        else line
+        for line in lines
     ]
     if len(cut) > limit:
         cut = [*cut[:limit], f"... {len(cut) - limit} more diff lines"]
@@ -248,7 +251,7 @@ def compare_release(commit: str, args: argparse.Namespace, tmp: Path, main_rt: R
             continue
         print(f"   {name}: DIFFERS (exit {was.code} -> {now.code})")
         for what in ("stdout", "stderr"):
-            lines = differing(getattr(was, what), getattr(now, what), args.max_lines, args.width)
+            lines = differing(getattr(was, what), getattr(now, what), args.max_lines, args.width, 2)
             if lines:
                 print(f"     {what}:")
                 print("\n".join(f"       {line}" for line in lines))
@@ -262,7 +265,7 @@ def compare_release(commit: str, args: argparse.Namespace, tmp: Path, main_rt: R
             print(f"     {name}: only under {'main' if name in files_new else 'the release'}")
             continue
         print(f"     {name}:")
-        lines = differing(files_old[name], files_new[name], args.max_lines, args.width)
+        lines = differing(files_old[name], files_new[name], args.max_lines, args.width, 2)
         print("\n".join(f"       {line}" for line in lines))
     if not args.keep:
         shutil.rmtree(work)
