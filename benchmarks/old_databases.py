@@ -30,7 +30,7 @@ Default releases, the last three that landed on main (`issues stops`, `git log
 Stop 52 ran this check by hand on 1ba44cc, 0cadb8b and 1aac722; any commits can be given
 instead (`benchmarks/old_databases.py 1aac722 f94c305`). Schema changes would show here:
 main's code migrates its copy of the database on first open (results/migrations.py), the
-release's copy stays as written.
+release's copy stays as written; each release's section says the schema versions.
 
 The measuring runs hold --lock (the tests' lock) one release at a time, so others can
 interleave; run it without an outer flock:
@@ -49,6 +49,7 @@ import difflib
 import fcntl
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -193,6 +194,11 @@ def on_copy(rt: Regtrack, db: Path, side: Path, todo: list[list[str]]) -> dict[s
     return said
 
 
+def schema(db: Path) -> int:
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        return conn.execute("PRAGMA user_version").fetchone()[0]
+
+
 def report_files(side: Path) -> dict[str, str]:
     root = side / "report"
     files = sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
@@ -239,6 +245,9 @@ def compare_release(commit: str, args: argparse.Namespace, tmp: Path, main_rt: R
         todo = commands(runs, versions)
         old = on_copy(rt, db, work / "release", todo)
         new = on_copy(main_rt, db, work / "main", todo)
+    written, old_v, new_v = (schema(d / db.name) for d in (work, work / "release", work / "main"))
+    print(f"   schema (user_version): {written} as written; after the commands, {old_v} in the")
+    print(f"     release's copy, {new_v} in main's")
     ok = True
     same = 0
     for name, was in old.items():
