@@ -246,8 +246,7 @@ def compare_release(commit: str, args: argparse.Namespace, tmp: Path, main_rt: R
         old = on_copy(rt, db, work / "release", todo)
         new = on_copy(main_rt, db, work / "main", todo)
     written, old_v, new_v = (schema(d / db.name) for d in (work, work / "release", work / "main"))
-    print(f"   schema (user_version): {written} as written; after the commands, {old_v} in the")
-    print(f"     release's copy, {new_v} in main's")
+    print(f"   schema: {written} as written; after the commands {old_v} (release), {new_v} (main)")
     ok = True
     same = 0
     for name, was in old.items():
