@@ -89,6 +89,53 @@ if [ "$TEST" -eq 1 ]; then
 fi
 apt_install "${PACKAGES[@]}"
 
+# regtrack-openloop, the open-loop engine (engine/, Rust): built with the crate versions
+# engine/Cargo.lock pins, in a target folder outside the clone (kept between clones, so a
+# rebuild is incremental). Skipped when the installed binary is this version and newer than
+# every engine source. The Docker image's context has no engine/: nothing to build there.
+# Its build runs in the background while uv and memtier_benchmark install (a cold build is
+# ~40 s of a CI run, mostly on the second CPU while memtier's configure uses one), and
+# engine_finish waits for it.
+ENGINE=regtrack-openloop
+ENGINE_BIN=.venv/bin/$ENGINE
+engine=""
+engine_pid=""
+engine_log=""
+engine_start() {
+    [ "$PROJECT" -eq 1 ] && [ -f engine/Cargo.toml ] || return 0
+    engine_version=$(sed -n 's/^version = "\(.*\)"$/\1/p' engine/Cargo.toml | head -n 1)
+    if [ -x "$ENGINE_BIN" ] \
+        && [ "$("$ENGINE_BIN" --version 2>/dev/null)" = "$ENGINE $engine_version" ] \
+        && [ -z "$(find engine/Cargo.toml engine/Cargo.lock engine/src -newer "$ENGINE_BIN" \
+            -print -quit)" ]; then
+        engine=$ENGINE_BIN
+    elif ! command -v cargo >/dev/null 2>&1; then
+        # Only the open-loop latency measurements need it; the tests need everything.
+        line="cargo is not installed, so $ENGINE (open-loop latency) is not built: install \
+Rust 1.78 or newer (rustup), then run this again"
+        if [ "$TEST" -eq 1 ]; then fail "$line"; fi
+        say "warning: $line"
+    else
+        cache=${REGTRACK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/regtrack}
+        export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$cache/engine-target}
+        say "building $ENGINE $engine_version (cargo build --release --locked, in the background)"
+        engine_log=$(mktemp)
+        cargo build --quiet --release --locked --manifest-path engine/Cargo.toml \
+            >"$engine_log" 2>&1 &
+        engine_pid=$!
+    fi
+}
+engine_finish() {
+    [ -n "$engine_pid" ] || return 0
+    wait "$engine_pid" || fail "building $ENGINE failed ($(cargo --version 2>&1)); the end \
+of its log:
+$(tail -n 15 "$engine_log")"
+    rm -f "$engine_log"
+    install -m 0755 "$CARGO_TARGET_DIR/release/$ENGINE" "$ENGINE_BIN"
+    engine=$ENGINE_BIN
+}
+engine_start
+
 # uv installs exactly what uv.lock says, in seconds; uv itself is pinned by hash.
 UV=.tools/uv/bin/uv
 UV_VERSION=$(sed -n 's/^uv==\([0-9.]*\).*/\1/p' scripts/uv-requirements.txt)
@@ -152,43 +199,7 @@ $(tail -n 15 "$work/build.log")"
     install -m 0755 "$src/$MEMTIER" "$MEMTIER_BIN"
 fi
 
-# regtrack-openloop, the open-loop engine (engine/, Rust): built with the crate versions
-# engine/Cargo.lock pins, in a target folder outside the clone (kept between clones, so a
-# rebuild is incremental). Skipped when the installed binary is this version and newer than
-# every engine source. The Docker image's context has no engine/: nothing to build there.
-ENGINE=regtrack-openloop
-ENGINE_BIN=.venv/bin/$ENGINE
-engine=""
-if [ "$PROJECT" -eq 1 ] && [ -f engine/Cargo.toml ]; then
-    engine_version=$(sed -n 's/^version = "\(.*\)"$/\1/p' engine/Cargo.toml | head -n 1)
-    engine_current() {
-        [ -x "$ENGINE_BIN" ] \
-            && [ "$("$ENGINE_BIN" --version 2>/dev/null)" = "$ENGINE $engine_version" ] \
-            && [ -z "$(find engine/Cargo.toml engine/Cargo.lock engine/src -newer "$ENGINE_BIN" \
-                -print -quit)" ]
-    }
-    if engine_current; then
-        engine=$ENGINE_BIN
-    elif ! command -v cargo >/dev/null 2>&1; then
-        # Only the open-loop latency measurements need it; the tests need everything.
-        line="cargo is not installed, so $ENGINE (open-loop latency) is not built: install \
-Rust 1.78 or newer (rustup), then run this again"
-        if [ "$TEST" -eq 1 ]; then fail "$line"; fi
-        say "warning: $line"
-    else
-        cache=${REGTRACK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/regtrack}
-        export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$cache/engine-target}
-        say "building $ENGINE $engine_version (cargo build --release --locked)"
-        log=$(mktemp)
-        cargo build --quiet --release --locked --manifest-path engine/Cargo.toml >"$log" 2>&1 \
-            || fail "building $ENGINE failed ($(cargo --version 2>&1)); the end of its log:
-$(tail -n 15 "$log")"
-        rm -f "$log"
-        install -m 0755 "$CARGO_TARGET_DIR/release/$ENGINE" "$ENGINE_BIN"
-        engine=$ENGINE_BIN
-    fi
-fi
-
+engine_finish
 if command -v "$MEMTIER" >/dev/null 2>&1; then
     memtier="$(command -v "$MEMTIER") (on PATH)"
     "$MEMTIER" --version 2>/dev/null | grep -q "v=$MEMTIER_TAG" || say "warning: the \
