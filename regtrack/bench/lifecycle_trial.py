@@ -15,7 +15,7 @@ import redis
 
 from regtrack.bench import setup, trial
 from regtrack.bench.job import Job
-from regtrack.bench.loadgen import lifecycle
+from regtrack.bench.loadgen import lifecycle, openloop
 from regtrack.bench.loadgen.base import LoadgenBinary, LoadgenResult
 from regtrack.bench.plan import PlannedTrial
 from regtrack.bench.runtimes.base import RunningServer
@@ -46,7 +46,7 @@ def fresh(server: RunningServer, workload: LifecycleWorkload) -> None:
     client = server.client()
     try:
         client.flushall()
-        setup.prepare_server(client, workload, lifecycle.NAME)
+        setup.prepare_server(client, workload, openloop.NAME)
     finally:
         client.close()
 

@@ -19,7 +19,7 @@ from typing import Any, Literal
 import pydantic
 
 from regtrack.bench.loadgen.base import Aim, LoadgenBinary, LoadgenResult
-from regtrack.bench.loadgen.openloop import NAME, EngineCpu, Lag, Stalls, run_engine
+from regtrack.bench.loadgen.openloop import EngineCpu, Lag, Stalls, run_engine
 from regtrack.bench.runtimes.native import taskset_path
 from regtrack.core.cpus import format_cpu_list
 
@@ -167,17 +167,4 @@ def run(
         aims, document, timeout, LifecycleReport, PairedLifecycleReport,
         lambda path: argv(binary, aims, arrivals, path, seconds, warmup, switch_ms),
     )  # fmt: skip
-    results = []
-    for n in range(len(aims)):
-        result = LifecycleResult(**ran.fields)
-        result.problem = ran.problem
-        if ran.problem is None:
-            report = ran.reports[n]
-            result.report = report
-            result.requests = report.completed
-            result.ops_per_sec = report.tasks_per_sec
-            result.latency_ms = report.latency_ms
-            if report.completed == 0:
-                result.problem = f"{NAME} completed no tasks"
-        results.append(result)
-    return results
+    return ran.per_aim(len(aims), LifecycleResult, lambda r: r.tasks_per_sec, "tasks")

@@ -236,23 +236,11 @@ def run_paired(
         aims, spec_document(spec), timeout, OpenLoopReport, PairedReport,
         lambda path: argv(binary, aims, offered, path, seconds, warmup, spec.pipeline, switch_ms),
     )  # fmt: skip
-    results = []
-    for n in range(len(aims)):
-        result = OpenLoopResult(**ran.fields)
-        result.problem = ran.problem
-        if ran.problem is None:
-            report = ran.reports[n]
-            result.report = report
-            result.requests = report.completed
-            result.ops_per_sec = report.achieved_rate
-            result.latency_ms = report.latency_ms
-            if report.completed == 0:
-                result.problem = f"{NAME} completed no requests"
-        results.append(result)
-    return results
+    return ran.per_aim(len(aims), OpenLoopResult, lambda r: r.achieved_rate, "requests")
 
 
 ReportT = TypeVar("ReportT", bound=pydantic.BaseModel)
+ResultT = TypeVar("ResultT", bound=LoadgenResult)
 
 
 @dataclass(frozen=True)
@@ -263,6 +251,26 @@ class EngineRun(Generic[ReportT]):
     fields: dict[str, Any]
     reports: list[ReportT]
     problem: str | None
+
+    def per_aim(
+        self, aims: int, kind: type[ResultT], rate: Callable[[Any], float | None], unit: str
+    ) -> list[ResultT]:
+        """A ``kind`` result per aim, in order: its own server's report (its completed
+        ``unit`` the requests, ``rate`` of it the ops/s), or the run's one problem."""
+        results = []
+        for n in range(aims):
+            result = kind(**self.fields)
+            result.problem = self.problem
+            if self.problem is None:
+                report: Any = self.reports[n]
+                result.report = report  # type: ignore[attr-defined]
+                result.requests = report.completed
+                result.ops_per_sec = rate(report)
+                result.latency_ms = report.latency_ms
+                if report.completed == 0:
+                    result.problem = f"{NAME} completed no {unit}"
+            results.append(result)
+        return results
 
 
 def run_engine(

@@ -8,6 +8,7 @@ GET of a fixed list, COMMAND, MONITOR.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,8 +61,6 @@ def take(
 
 def scripts(given: tuple[str, ...]) -> dict[str, str]:
     """``--script SHA=FILE`` bodies by SHA, each checked against its SHA."""
-    import hashlib
-
     out = {}
     for item in given:
         sha, sep, file = item.partition("=")
