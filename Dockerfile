@@ -1,12 +1,18 @@
 # regtrack in an image: what scripts/install.sh installs on a Debian machine (the system
-# tools, regtrack with the Python packages uv.lock pins, memtier_benchmark 2.3.0), for
-# hosts that run containers (examples/kubernetes-indexed-job.yaml, docs/scale-out.md).
+# tools, regtrack with the Python packages uv.lock pins, memtier_benchmark 2.3.0, the
+# open-loop engine regtrack-openloop), for hosts that run containers
+# (examples/kubernetes-indexed-job.yaml, docs/scale-out.md).
 #
 #   docker build -t REGISTRY/regtrack .
 #   docker run --rm --security-opt seccomp=unconfined REGISTRY/regtrack doctor
 #
 # Without access to GitHub, put memtier_benchmark's release source archive
 # (memtier_benchmark-2.3.0.tar.gz, checked against its SHA-256) in docker/archives/ first.
+# The open-loop engine (engine/, Rust) is built in RUST_BASE (Docker Hub's Rust image on
+# bookworm, the same C library as BASE) with the crate versions engine/Cargo.lock pins;
+# where a registry cannot be reached, put a regtrack-openloop that a bookworm host's
+# scripts/install.sh built in docker/archives/ and set RUST_BASE to any image with a shell
+# (BASE will do): it is copied, after its version is checked, instead of built.
 # BASE: another Debian bookworm to start from (the tests import one from the host's own
 # packages); packages it already holds are not fetched again (docker/apt-missing.sh).
 #
@@ -18,6 +24,22 @@
 # (Kubernetes: seccompProfile Unconfined); without it regtrack still measures and says
 # the seeds are uncontrolled (`regtrack doctor`: hash seeds).
 ARG BASE=debian:bookworm-slim
+ARG RUST_BASE=rust:1-slim-bookworm
+
+FROM ${RUST_BASE} AS engine
+COPY engine/ /tmp/engine/
+COPY docker/archives/ /tmp/archives/
+RUN set -e; cd /tmp/engine; \
+    want="regtrack-openloop $(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)"; \
+    if [ -f /tmp/archives/regtrack-openloop ]; then \
+        install -m 0755 /tmp/archives/regtrack-openloop /usr/local/bin/regtrack-openloop; \
+    else \
+        cargo build --release --locked --target-dir /tmp/engine-target \
+        && install -m 0755 /tmp/engine-target/release/regtrack-openloop /usr/local/bin/; \
+    fi; \
+    found="$(/usr/local/bin/regtrack-openloop --version)"; \
+    [ "$found" = "$want" ] || { echo "docker/archives/regtrack-openloop is $found, not $want: \
+rebuild it (scripts/install.sh) or remove it"; exit 1; }
 
 FROM ${BASE} AS system
 COPY docker/apt-missing.sh docker/packages-runtime.txt /tmp/regtrack-image/
@@ -47,6 +69,7 @@ RUN scripts/install.sh && rm -rf .tools /tmp/regtrack-image
 
 FROM system
 COPY --from=build /opt/regtrack /opt/regtrack
+COPY --from=engine /usr/local/bin/regtrack-openloop /opt/regtrack/.venv/bin/regtrack-openloop
 # A source repository bind-mounted from the host at /sources (--source-repo /sources)
 # belongs to another uid, which git refuses unless told to trust it: only that path is.
 RUN git config --system --add safe.directory /sources \

@@ -5,7 +5,8 @@ The base is this machine's installed Debian packages (tests/host_image.py) holdi
 docker/packages-*.txt name, so the Dockerfile's apt step finds everything installed and
 fetches nothing. The build context is what .dockerignore lets through, plus
 memtier_benchmark's release archive ($REGTRACK_MEMTIER_ARCHIVE, as scripts/install.sh
-reads it) in docker/archives/: never a file in the working tree. Layers are the engine's
+reads it) and the open-loop engine scripts/install.sh built (no Rust image to build it in)
+in docker/archives/: never a file in the working tree. Layers are the engine's
 cache, so a second build of unchanged sources takes seconds.
 """
 
@@ -22,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BASE = "regtrack-test/image-base:host"
 IMAGE = "regtrack-test/regtrack:test"
 MEMTIER_ARCHIVE = "memtier_benchmark-2.3.0.tar.gz"
+ENGINE = "regtrack-openloop"
 BUILD_TIMEOUT = 1800  # a cold build: uv.lock's packages from PyPI, memtier_benchmark
 
 
@@ -40,17 +42,19 @@ def base_image(client: Any) -> str:
     return BASE
 
 
-def context(memtier_archive: str | None) -> IO[bytes]:
-    """The build context as the docker CLI would send it, with the archive if given."""
+def context(memtier_archive: str | None, engine: str | None) -> IO[bytes]:
+    """The build context as the docker CLI would send it, with the archives if given."""
     from docker.utils import build
 
     lines = (ROOT / ".dockerignore").read_text().splitlines()
     patterns = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
     tar = build.tar(str(ROOT), exclude=patterns)
-    if memtier_archive:
-        with tarfile.open(fileobj=tar, mode="a") as archive:
+    with tarfile.open(fileobj=tar, mode="a") as archive:
+        if memtier_archive:
             archive.add(memtier_archive, arcname=f"docker/archives/{MEMTIER_ARCHIVE}")
-        tar.seek(0)
+        if engine:
+            archive.add(engine, arcname=f"docker/archives/{ENGINE}")
+    tar.seek(0)
     return tar
 
 
@@ -58,14 +62,15 @@ def build(base: str) -> tuple[str, list[str]]:
     """Build the image as IMAGE from ``base``: (its id, the build's output lines). Raises
     RuntimeError with the output's tail when the build fails."""
     import docker
+    from regtrack.bench.loadgen import openloop
 
     api = docker.from_env(timeout=BUILD_TIMEOUT).api  # a layer may print nothing for minutes
     out: list[str] = []
     stream = api.build(
-        fileobj=context(os.environ.get("REGTRACK_MEMTIER_ARCHIVE")),
+        fileobj=context(os.environ.get("REGTRACK_MEMTIER_ARCHIVE"), openloop.installed()),
         custom_context=True,
         tag=IMAGE,
-        buildargs={"BASE": base},
+        buildargs={"BASE": base, "RUST_BASE": base},
         rm=True,
         forcerm=True,
         pull=False,

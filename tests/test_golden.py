@@ -37,6 +37,7 @@ VOLATILE = [
     (re.compile(r"\b[0-9a-f]{12,40}\b"), "<hash>"),
     (re.compile(r"\bsetup [0-9a-f]{8}\b"), "setup <hash>"),  # the environment's digest
     (re.compile(r"\bkernel \S+"), "kernel <kernel>"),
+    (re.compile(r"\bEnvironment: .*?, (\d+ CPUs)"), r"Environment: <cpu model>, \1"),
 ]
 VERDICTS = re.compile(r"no change|regression|improvement|inconclusive|undecided|decided")
 NUMBER = re.compile(r"[+-]?\d[\d,]*(?:\.\d+)?%?")

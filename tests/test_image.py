@@ -9,6 +9,7 @@ import json
 import os
 import re
 import sqlite3
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,10 @@ def test_doctor_runs_in_the_image_as_a_user_with_seeds_controlled(engine, image)
     assert report["exit_code"] == code and len(checks) > 10
     assert checks["hash seeds"]["status"] == "ok", checks["hash seeds"]
     assert "v=2.3.0" in checks["load generator"]["found"], "the pinned memtier_benchmark"
+    cargo = tomllib.loads((image_build.ROOT / "engine" / "Cargo.toml").read_text())
+    engine_check = checks["open-loop engine"]
+    assert engine_check["status"] == "ok", engine_check
+    assert f"regtrack-openloop {cargo['package']['version']}" in engine_check["found"]
     assert checks["pinning (taskset, setpriv)"]["status"] == "ok"
     assert checks["valgrind (callgrind)"]["status"] == "ok"
     assert checks["build tools"]["status"] == "ok"

