@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import redis
 
-from regtrack.bench import serverstats, trial, windows
+from regtrack.bench import kernel_calls, serverstats, trial, windows
 from regtrack.bench.job import Job
 from regtrack.bench.loadgen.base import LoadgenResult
 from regtrack.bench.loadgen.held import HeldLoad
@@ -201,11 +201,13 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
     with contextlib.ExitStack() as stack:
         try:
             lanes = _lanes(stack, job, order, specs_of)
+            counters = _counters(stack, order)
             window = settings.window
             warm = windows.groups_for(settings.warmup, window)
             run_windows(lanes, warm, window, interrupts.check, first_group=-warm)
             before = {lane.label: serverstats.snapshot(lane.client) for lane in lanes}
             io_before = {s.target.label: trial.syscalls(s.server.pid) for s in order}
+            calls_before = {label: c.read() for label, c in counters.items()}
             load_cpu = sum(lane.load.cpu_seconds() for lane in lanes)
             server_cpus = CpuTimes.read(ctx.cpus.server)
             client_cpus = CpuTimes.read(ctx.cpus.client)
@@ -213,6 +215,8 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
             server_cpus_after = CpuTimes.read(ctx.cpus.server)
             client_cpus_after = CpuTimes.read(ctx.cpus.client)
             load_cpu = sum(lane.load.cpu_seconds() for lane in lanes) - load_cpu
+            calls = {label: kernel_calls.since(calls_before[label], c.read())
+                     for label, c in counters.items()}  # fmt: skip
             after = {lane.label: serverstats.snapshot(lane.client) for lane in lanes}
             io_after = {s.target.label: trial.syscalls(s.server.pid) for s in order}
         except (windows.LoadLost, redis.RedisError, OSError, CannotMeasure) as exc:
@@ -238,6 +242,7 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
         _from_windows(record, total, settings.warmup)
         record.steal_pct, record.contention_pct = steal, contended
         counters(ctx, record, deltas[label], io_before[label], io_after[label])
+        record.syscalls_by_name = calls.get(label)
         trial.judge_load(
             settings,
             record,
@@ -290,6 +295,18 @@ def _cut_short(
             "point again",
         )
         out.append(record)
+    return out
+
+
+def _counters(stack: contextlib.ExitStack, order: list[Side]) -> dict[str, kernel_calls.Counter]:
+    """Each side's syscall counter (none where they cannot be counted), closed with the
+    point; opened before the warm-up, so the measured windows start at once."""
+    out = {}
+    for side in order:
+        counter = kernel_calls.start(side.server.pid)
+        if counter is not None:
+            stack.callback(counter.close)
+            out[side.target.label] = counter
     return out
 
 

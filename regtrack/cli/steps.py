@@ -86,6 +86,14 @@ def prepare(specs: list[versions.VersionSpec], options: Options) -> Job:
             f"regtrack: warning: hash seeds are not controlled ({job.seed_problem}); "
             "instructions per op then vary ~2-4% between server processes"
         )
+    from regtrack.bench import kernel_calls
+
+    why = kernel_calls.unavailable()
+    if why:
+        err.print(
+            f"regtrack: note: syscalls are counted by /proc/PID/io (read and write calls "
+            f"only), not by name: {why}"
+        )
     return job
 
 
