@@ -57,6 +57,10 @@ class SyscallBreakdown(JsonRecord):
     points: tuple[str, ...]
     calls: tuple[SyscallChange, ...]
 
+    def moved(self) -> list[SyscallChange]:
+        """The calls whose count per op moved visibly, either way."""
+        return [c for c in self.calls if abs(c.delta_per_op) >= SHOWN_PER_OP]
+
     def rose(self, at_least: float = SHOWN_PER_OP) -> list[SyscallChange]:
         """The calls made more often per op (by at least ``at_least``)."""
         return [c for c in self.calls if c.delta_per_op >= at_least]

@@ -208,3 +208,21 @@ def start(pid: int | None) -> Counter | None:
         counter.close()
         counter.problem = f"cannot count syscalls of process {pid} ({exc.strerror})"
     return counter
+
+
+def counters(stack: contextlib.ExitStack, pids: dict[str, int | None]) -> dict[str, Counter]:
+    """A counter per label's process (none where they cannot be counted), each closed when
+    ``stack`` closes."""
+    out = {}
+    for label, pid in pids.items():
+        counter = start(pid)
+        if counter is not None:
+            stack.callback(counter.close)
+            out[label] = counter
+    return out
+
+
+def reading(kernel: dict[str, Counter], label: str) -> dict[str, int] | None:
+    """``label``'s calls so far (None: not counted by name)."""
+    counter = kernel.get(label)
+    return counter.read() if counter is not None else None

@@ -201,13 +201,13 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
     with contextlib.ExitStack() as stack:
         try:
             lanes = _lanes(stack, job, order, specs_of)
-            counters = _counters(stack, order)
+            # opened before the warm-up: the measured windows start at once
+            kernel = kernel_calls.counters(stack, {s.target.label: s.server.pid for s in order})
             window = settings.window
             warm = windows.groups_for(settings.warmup, window)
             run_windows(lanes, warm, window, interrupts.check, first_group=-warm)
             before = {lane.label: serverstats.snapshot(lane.client) for lane in lanes}
-            io_before = {s.target.label: trial.syscalls(s.server.pid) for s in order}
-            calls_before = {label: c.read() for label, c in counters.items()}
+            io_before = _io(order, kernel)
             load_cpu = sum(lane.load.cpu_seconds() for lane in lanes)
             server_cpus = CpuTimes.read(ctx.cpus.server)
             client_cpus = CpuTimes.read(ctx.cpus.client)
@@ -215,10 +215,8 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
             server_cpus_after = CpuTimes.read(ctx.cpus.server)
             client_cpus_after = CpuTimes.read(ctx.cpus.client)
             load_cpu = sum(lane.load.cpu_seconds() for lane in lanes) - load_cpu
-            calls = {label: kernel_calls.since(calls_before[label], c.read())
-                     for label, c in counters.items()}  # fmt: skip
+            io_after = _io(order, kernel)
             after = {lane.label: serverstats.snapshot(lane.client) for lane in lanes}
-            io_after = {s.target.label: trial.syscalls(s.server.pid) for s in order}
         except (windows.LoadLost, redis.RedisError, OSError, CannotMeasure) as exc:
             return failed(records, order, exc)
         except KeyboardInterrupt as exc:
@@ -241,8 +239,9 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
         record.raw_output = f"[{method}: windows of every server at this point]\n{table}"
         _from_windows(record, total, settings.warmup)
         record.steal_pct, record.contention_pct = steal, contended
-        counters(ctx, record, deltas[label], io_before[label], io_after[label])
-        record.syscalls_by_name = calls.get(label)
+        (io0, named0), (io1, named1) = io_before[label], io_after[label]
+        counters(ctx, record, deltas[label], io0, io1)
+        record.syscalls_by_name = kernel_calls.since(named0, named1)
         trial.judge_load(
             settings,
             record,
@@ -298,16 +297,15 @@ def _cut_short(
     return out
 
 
-def _counters(stack: contextlib.ExitStack, order: list[Side]) -> dict[str, kernel_calls.Counter]:
-    """Each side's syscall counter (none where they cannot be counted), closed with the
-    point; opened before the warm-up, so the measured windows start at once."""
-    out = {}
-    for side in order:
-        counter = kernel_calls.start(side.server.pid)
-        if counter is not None:
-            stack.callback(counter.close)
-            out[side.target.label] = counter
-    return out
+def _io(
+    order: list[Side], kernel: dict[str, kernel_calls.Counter]
+) -> dict[str, tuple[tuple[int, int] | None, dict[str, int] | None]]:
+    """Each side's syscalls so far: /proc/PID/io's (read, write), and by name where the
+    kernel counts them."""
+    return {
+        s.target.label: (trial.syscalls(s.server.pid), kernel_calls.reading(kernel, s.target.label))
+        for s in order
+    }
 
 
 def cpu_times(ctx: trial.Context) -> tuple[CpuTimes, CpuTimes]:

@@ -135,6 +135,15 @@ def ci_json(
     }
 
 
+def _by_call(decision: GateDecision, r: PooledComparison) -> list[str]:
+    """The summary's line under a syscalls answer: the calls that moved most per op."""
+    behind = decision.syscalls_behind(r)
+    if behind is None or not behind.moved():
+        return []
+    moved = ", ".join(markdown.inline(syscall_breakdown.text(c)) for c in behind.moved()[:5])
+    return [f"  - by call: {moved}"]
+
+
 def ci_summary(result: ComparisonResult, decision: GateDecision, context: GateContext) -> str:
     """The Markdown a CI job shows: the verdict first, then why, then the tables; cut to
     GitHub's limit for a step summary, whatever the names in it."""
@@ -164,10 +173,7 @@ def ci_summary(result: ComparisonResult, decision: GateDecision, context: GateCo
         )
         for point, why in r.excluded.items():
             lines.append(f"  - {md(point)} does not gate: {md(why)}")
-        behind = decision.syscalls_behind(r)
-        if behind is not None and behind.calls:
-            moved = ", ".join(md(syscall_breakdown.text(c)) for c in behind.calls[:5])
-            lines.append(f"  - by call: {moved}")
+        lines += _by_call(decision, r)
     lines += ["", *render(result, "markdown").split("\n")]
     lines.append(
         f"Method: one pooled change per metric over the gating points (the mean of each "

@@ -201,8 +201,8 @@ def _syscall_lines(verdict: CiVerdict) -> list[str]:
     """Which syscalls moved per op, where the gate counted them by name."""
     lines = []
     for b in verdict.syscalls:
-        if b.calls:
-            moved = ", ".join(markdown.inline(syscall_breakdown.text(c)) for c in b.calls[:5])
+        if b.moved():
+            moved = ", ".join(markdown.inline(syscall_breakdown.text(c)) for c in b.moved()[:5])
             lines.append(f"Syscalls per op by call ({markdown.code(b.candidate)}): {moved}")
     return ["", *lines] if lines else []
 

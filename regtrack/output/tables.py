@@ -166,8 +166,8 @@ def syscall_lines(result: ComparisonResult, quote: Callable[[object], str]) -> l
     """Per candidate, the syscalls that moved per op, largest first (counted by name)."""
     lines = []
     for b in result.syscalls:
-        if b.calls:
-            moved = ", ".join(quote(syscall_breakdown.text(c)) for c in b.calls[:5])
+        if b.moved():
+            moved = ", ".join(quote(syscall_breakdown.text(c)) for c in b.moved()[:5])
             lines.append(
                 f"syscalls per op by call, {quote(b.candidate)} vs {quote(b.baseline)}: {moved}"
             )
