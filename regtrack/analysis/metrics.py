@@ -37,17 +37,20 @@ METRICS = (
     Metric(
         "instructions_per_op", "instructions_per_op", "Ir/op", False, ("instructions",), True, 8
     ),
-    # Counted by name by the kernel (bench/kernel_calls.py) over a fixed request count under
-    # callgrind, where they repeat (benchmarks/results/syscall_spread.txt); native trials'
-    # counts follow how requests batched, so they are read only without instruction trials.
+    # Counted by name by the kernel (bench/kernel_calls.py) over the native server's windows:
+    # A/A blocks 0.007% apart, the total's spread 0.1% at pipeline 10 (epoll_wait's 6%
+    # is 2% of it; benchmarks/results/syscall_spread.txt). Under callgrind valgrind adds
+    # its own calls (gettid, rt_sigprocmask, its lock's read and write around each
+    # blocking call) and turns vDSO clock reads into syscalls: read only without
+    # throughput trials.
     Metric(
         "syscalls_per_op",
         "syscalls_per_op",
         "syscalls/op",
         False,
-        ("instructions", "throughput"),
+        ("throughput", "instructions"),
         True,
-    ),
+    ),  # fmt: skip
     # Open-loop trials (--rate, --load): latency from the intended send time at a stated
     # rate, what a queue's producers and workers feel (bench/latency_trial.py).
     Metric("lat_p50_ms", "open_loop_p50", "ms", False, ("latency",)),
