@@ -50,7 +50,7 @@ METRICS = (
         False,
         ("throughput", "instructions"),
         True,
-    ),  # fmt: skip
+    ),
     # Open-loop trials (--rate, --load): latency from the intended send time at a stated
     # rate, what a queue's producers and workers feel (bench/latency_trial.py).
     Metric("lat_p50_ms", "open_loop_p50", "ms", False, ("latency",)),
