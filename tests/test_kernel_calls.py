@@ -114,3 +114,11 @@ def test_a_real_server_s_calls_are_counted_by_name(redis_server, tmp_path):
     assert calls is not None
     assert calls.get("write", 0) >= 200 and calls.get("read", 0) >= 200
     assert "getppid" not in calls
+
+
+def test_without_tracepoints_there_is_one_reason_and_no_counter(monkeypatch):
+    monkeypatch.setattr(kernel_calls, "_state", {})
+    monkeypatch.setattr(kernel_calls, "tracepoints", lambda root=None: {})
+    why = kernel_calls.unavailable()
+    assert why is not None and "tracepoints are not readable" in why and "\n" not in why
+    assert kernel_calls.start(1) is None
