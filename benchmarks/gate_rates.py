@@ -17,6 +17,8 @@ Runs real gates, one after another, each a fresh `regtrack ci` at its default se
   pop    a list queue's consumer command made slower: BRPOP spins --pop-spins loop
          iterations when it finds a task; with `-- --workload celery` the lifecycle's
          capacity or server CPU per task must report a regression
+  syscall one cheap system call more per GET (syscall(SYS_getppid) in getCommand,
+         --syscalls of them): syscalls per op must report a regression and name getppid
   stall3 the same with --stall3-lines (and --stall-mib, --stall-every: only every Nth
          GET), chosen to cost about 3% of throughput on the host; or, with
          --stall3-delay TICKS, a timed delay (a spin on the time-stamp counter: time, not
@@ -57,6 +59,7 @@ from tests.slowdown import (  # noqa: E402
     make_pop_branch,
     make_slow_branch,
     make_stall_branch,
+    make_syscall_branch,
 )
 
 REGTRACK = str(ROOT / ".venv" / "bin" / "regtrack")
@@ -70,6 +73,7 @@ EXPECTED = {
     "stall3": "regression",
     "pause": "regression",
     "pop": "regression",
+    "syscall": "regression",
 }
 
 
@@ -104,6 +108,7 @@ def gate(kind: str, base: str, candidate: str, source: str, extra: list[str]) ->
         repetitions=data["repetitions"],
         stopped=data["stopped"],
         headline=data["headline"],
+        syscalls=data.get("syscalls", []),
         gate={
             g["metric"]: {
                 k: g[k] for k in ("change_pct", "ci_low_pct", "ci_high_pct", "mde_pct", "verdict")
@@ -136,7 +141,7 @@ def show(rows: list[dict]) -> None:
             print(f"{r['kind']:<6} error: {r['error']}")
             continue
         parts = []
-        for metric in ("instructions_per_op", "throughput", "open_loop_p99"):
+        for metric in ("instructions_per_op", "throughput", "open_loop_p99", "syscalls_per_op"):
             g = r["gate"].get(metric)
             if g and g["change_pct"] is not None:
                 lo = "-inf" if g["ci_low_pct"] is None else f"{g['ci_low_pct']:+.2f}"
@@ -182,6 +187,7 @@ def main() -> None:
     parser.add_argument("--stall3-delay", type=int, help="stall3: a delay of TICKS instead")
     parser.add_argument("--pause-us", type=int, default=2000, help="pause: serverCron's wait")
     parser.add_argument("--pop-spins", type=int, default=3000, help="pop: spins per BRPOP")
+    parser.add_argument("--syscalls", type=int, default=1, help="syscall: getppid per GET")
     parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
     parser.add_argument("--summary-only", action="store_true")
     parser.add_argument("extra", nargs="*", help="more regtrack ci options, after --")
@@ -194,6 +200,8 @@ def main() -> None:
         candidate = args.base
         if args.kind == "pause":
             candidate = make_pause_branch(Path(args.source_repo), slow, args.base, args.pause_us)
+        elif args.kind == "syscall":
+            candidate = make_syscall_branch(Path(args.source_repo), slow, args.base, args.syscalls)
         elif args.kind == "pop":
             candidate = make_pop_branch(Path(args.source_repo), slow, args.base, args.pop_spins)
         elif args.kind == "stall3" and args.stall3_delay:

@@ -154,6 +154,21 @@ def make_pop_branch(source: Path, dest: Path, base: str, spins: int) -> str:
     )  # fmt: skip
 
 
+def make_syscall_branch(source: Path, dest: Path, base: str, calls: int = 1) -> str:
+    """A clone of ``source`` with branch ``syscall-<calls>`` = ``base`` + ``calls`` cheap
+    system calls at the start of getCommand: ``syscall(SYS_getppid)`` (the raw call, so no
+    libc cache can answer it). Kernel work only: a few instructions per GET in user space,
+    no read or write, so /proc/PID/io and callgrind barely see it; syscalls per op by name
+    (bench/kernel_calls.py) must, and name getppid."""
+    before = "#include <unistd.h>\n#include <sys/syscall.h>\n"
+    body = "".join("    syscall(SYS_getppid);\n" for _ in range(calls))
+    return _patched_branch(
+        source, dest, base, f"syscall-{calls}", before, body,
+        f"GET: {calls} getppid system call(s) (regtrack test)",
+        function=r"void getCommand\(client \*c\) \{\n",
+    )  # fmt: skip
+
+
 def _patched_branch(
     source: Path, dest: Path, base: str, branch: str, before: str, body: str, subject: str,
     file: str = "t_string.c", function: str = r"int getGenericCommand\(client \*c\) \{\n",

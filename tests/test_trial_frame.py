@@ -48,7 +48,8 @@ def _declared(columns: dict[str, str]) -> dict[str, str]:
 def test_a_trial_record_holds_every_column_the_trials_table_has():
     table = list(schema_objects.columns("trials"))
     lifecycle = ["enqueue_per_sec", "round_trips_per_task"]  # from trial_lifecycle
-    assert list(StoredTrial._fields) == [*table, "target", "reasons", *lifecycle]
+    named = ["syscalls_by_name"]  # from trial_syscalls
+    assert list(StoredTrial._fields) == [*table, "target", "reasons", *lifecycle, *named]
     derived = ["point_order", "syscalls_per_op", "server_cpu_us_per_op", "commands_per_op"]
     assert list(trial_frame.TRIALS) == [*StoredTrial._fields, *derived]
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import pandas as pd
 
-from regtrack.analysis import pooling, run_shift, sequential, stats
+from regtrack.analysis import pooling, run_shift, sequential, stats, syscall_breakdown
 from regtrack.analysis.cells import by_mode, cells, rows_for
 from regtrack.analysis.gate import disagreements
 from regtrack.analysis.interval import Change
-from regtrack.analysis.metrics import ALPHA, GATING, METRICS, Metric
+from regtrack.analysis.metrics import ALPHA, GATING, METRIC_BY_NAME, METRICS, Metric
 from regtrack.analysis.records import (
     ComparisonResult,
     PointComparison,
@@ -193,6 +193,7 @@ def _compare(
                 records += at_points
     cell_frame = pd.concat(tables.values(), ignore_index=True)
     return ComparisonResult(
+        syscalls=_syscalls(modes, candidates, baseline) if "syscalls_per_op" in tables else (),
         baseline=baseline,
         targets=tuple(targets),
         metrics=tuple(tables),
@@ -204,6 +205,22 @@ def _compare(
         alpha=ALPHA,
         thresholds=thresholds,
     )
+
+
+def _syscalls(
+    modes: dict[str, pd.DataFrame], candidates: list[str], baseline: str
+) -> tuple[syscall_breakdown.SyscallBreakdown, ...]:
+    """Each candidate's syscalls by name against the baseline's, per workload, from the
+    trials syscalls per op were read from."""
+    rows = rows_for(modes, METRIC_BY_NAME["syscalls_per_op"])
+    if rows.empty:
+        return ()
+    found = (
+        syscall_breakdown.breakdown(rows, str(workload), baseline, candidate)
+        for workload in rows["workload"].unique()
+        for candidate in candidates
+    )
+    return tuple(b for b in found if b is not None)
 
 
 def _judging(

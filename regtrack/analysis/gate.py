@@ -63,7 +63,7 @@ def gate(result: ComparisonResult) -> GateDecision:
         outcome = "inconclusive"
     else:
         outcome = "no regression"
-    return GateDecision(outcome=outcome, gating=gating)
+    return GateDecision(outcome=outcome, gating=gating, syscalls=result.syscalls)
 
 
 def undecided_modes(result: ComparisonResult) -> tuple[str, ...]:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # pandas and pydantic only where a comparison is made, not fo
     import pandas as pd
 
     from regtrack.analysis.run_shift import RunShift
+    from regtrack.analysis.syscall_breakdown import SyscallBreakdown
     from regtrack.core.settings import Thresholds
 
 # The version of the JSON documents for results (compare --format json, ci --json,
@@ -213,6 +214,14 @@ class ComparisonResult:
     run_shifts: dict[str, RunShift] | None = None  # across runs: each metric's run shift
     forced: tuple[str, ...] = ()  # compared with --force: how the runs differ
     disagreements: tuple[Disagreement, ...] = ()  # analysis/gate.py
+    # which syscalls moved, per candidate and workload (analysis/syscall_breakdown.py)
+    syscalls: tuple[SyscallBreakdown, ...] = ()
+
+    def syscalls_of(self, candidate: str, workload: str) -> SyscallBreakdown | None:
+        return next(
+            (b for b in self.syscalls if b.candidate == candidate and b.workload == workload),
+            None,
+        )
 
     def points_of(self, metric: str) -> list[PointComparison]:
         return [r for r in self.comparisons if r.metric == metric]
@@ -238,6 +247,7 @@ class ComparisonResult:
                 {**r.to_json(), **settings, **forced} for r in self.comparisons if r.metric in shown
             ],
             "pooled": [r.to_json() for r in self.pooled if r.metric in shown],
+            "syscalls": [b.to_json() for b in self.syscalls] if "syscalls_per_op" in shown else [],
         }
 
 
@@ -274,6 +284,17 @@ class GateDecision:
 
     outcome: str  # regression | no regression | inconclusive | not measured
     gating: tuple[PooledComparison, ...]
+    syscalls: tuple[SyscallBreakdown, ...] = ()  # which calls moved (ComparisonResult's)
+
+    def syscalls_behind(self, r: PooledComparison) -> SyscallBreakdown | None:
+        """The calls behind a syscalls-per-op answer (None: another metric, or no
+        breakdown)."""
+        if r.metric != "syscalls_per_op":
+            return None
+        return next(
+            (b for b in self.syscalls if b.candidate == r.candidate and b.workload == r.workload),
+            None,
+        )
 
     @property
     def decided(self) -> bool:

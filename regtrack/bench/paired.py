@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import redis
 
-from regtrack.bench import serverstats, trial, windows
+from regtrack.bench import kernel_calls, serverstats, trial, windows
 from regtrack.bench.job import Job
 from regtrack.bench.loadgen.base import LoadgenResult
 from regtrack.bench.loadgen.held import HeldLoad
@@ -201,11 +201,13 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
     with contextlib.ExitStack() as stack:
         try:
             lanes = _lanes(stack, job, order, specs_of)
+            # opened before the warm-up: the measured windows start at once
+            kernel = kernel_calls.counters(stack, {s.target.label: s.server.pid for s in order})
             window = settings.window
             warm = windows.groups_for(settings.warmup, window)
             run_windows(lanes, warm, window, interrupts.check, first_group=-warm)
             before = {lane.label: serverstats.snapshot(lane.client) for lane in lanes}
-            io_before = {s.target.label: trial.syscalls(s.server.pid) for s in order}
+            io_before = _io(order, kernel)
             load_cpu = sum(lane.load.cpu_seconds() for lane in lanes)
             server_cpus = CpuTimes.read(ctx.cpus.server)
             client_cpus = CpuTimes.read(ctx.cpus.client)
@@ -213,8 +215,8 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
             server_cpus_after = CpuTimes.read(ctx.cpus.server)
             client_cpus_after = CpuTimes.read(ctx.cpus.client)
             load_cpu = sum(lane.load.cpu_seconds() for lane in lanes) - load_cpu
+            io_after = _io(order, kernel)
             after = {lane.label: serverstats.snapshot(lane.client) for lane in lanes}
-            io_after = {s.target.label: trial.syscalls(s.server.pid) for s in order}
         except (windows.LoadLost, redis.RedisError, OSError, CannotMeasure) as exc:
             return failed(records, order, exc)
         except KeyboardInterrupt as exc:
@@ -237,7 +239,9 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
         record.raw_output = f"[{method}: windows of every server at this point]\n{table}"
         _from_windows(record, total, settings.warmup)
         record.steal_pct, record.contention_pct = steal, contended
-        counters(ctx, record, deltas[label], io_before[label], io_after[label])
+        (io0, named0), (io1, named1) = io_before[label], io_after[label]
+        counters(ctx, record, deltas[label], io0, io1)
+        record.syscalls_by_name = kernel_calls.since(named0, named1)
         trial.judge_load(
             settings,
             record,
@@ -291,6 +295,17 @@ def _cut_short(
         )
         out.append(record)
     return out
+
+
+def _io(
+    order: list[Side], kernel: dict[str, kernel_calls.Counter]
+) -> dict[str, tuple[tuple[int, int] | None, dict[str, int] | None]]:
+    """Each side's syscalls so far: /proc/PID/io's (read, write), and by name where the
+    kernel counts them."""
+    return {
+        s.target.label: (trial.syscalls(s.server.pid), kernel_calls.reading(kernel, s.target.label))
+        for s in order
+    }
 
 
 def cpu_times(ctx: trial.Context) -> tuple[CpuTimes, CpuTimes]:

@@ -16,7 +16,7 @@ from typing import Any
 
 import redis
 
-from regtrack.bench import loadgen, serverstats
+from regtrack.bench import kernel_calls, loadgen, serverstats
 from regtrack.bench.loadgen import builtin, redis_benchmark
 from regtrack.bench.loadgen.base import Aim, LoadgenBinary, LoadgenResult
 from regtrack.bench.plan import PlannedTrial
@@ -150,22 +150,30 @@ def measured_window(
     server: RunningServer,
     record: TrialRecord,
     run: Callable[[], LoadgenResult],
+    count_calls: bool = True,
 ) -> LoadgenResult | None:
     """Run the load once with the server's evidence taken around it.
 
     Fills every figure of ``record`` both trial kinds share; returns the load generator's
-    result, or None if the server was lost.
+    result, or None if the server was lost. ``count_calls``: the server's syscalls by name
+    around the load (an instruction trial counts its windows itself, without its dumps).
     """
     client = server.client()
+    counter = kernel_calls.start(server.pid) if count_calls else None
     try:
+        calls_before = counter.read() if counter else None
         before = _Evidence.before(ctx, server, client)
         result = run()
         after = _Evidence.after(ctx, server, client)
+        if counter:
+            record.syscalls_by_name = kernel_calls.since(calls_before, counter.read())
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         record.mark_invalid(InvalidReason.SERVER_LOST, str(exc))
         return None
     finally:
         client.close()
+        if counter:
+            counter.close()
     _from_loadgen(record, result, before, after)
     if after.stats is None:
         record.mark_invalid(InvalidReason.SERVER_DIED, "redis-server exited during the trial")

@@ -230,6 +230,9 @@ class TrialRecord:
     server_calls: int | None = None
     syscalls_read: int | None = None
     syscalls_write: int | None = None
+    # Every syscall by name over the measured window (bench/kernel_calls.py); None where
+    # the kernel's tracepoints could not be counted (then syscalls_read/_write alone).
+    syscalls_by_name: dict[str, int] | None = None
     instructions: int | None = None
     instructions_per_op: float | None = None
     instructions_repeat_pct: float | None = None  # how far apart one server's two windows are

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from regtrack.analysis import syscall_breakdown
 from regtrack.analysis.records import (
     SCHEMA_VERSION,
     ComparisonResult,
@@ -42,6 +43,7 @@ METRIC_TITLE = {
     "tasks_per_sec": "tasks/s (capacity)",
     "server_cpu_per_task": "server CPU per task",
     "task_p99": "task latency p99",
+    "syscalls_per_op": "syscalls per op",
 }
 # GitHub takes 1 MiB (1,048,576 bytes) of summary per step; the rest is cut with a note.
 MAX_SUMMARY_BYTES = 1_000_000
@@ -50,7 +52,16 @@ HEADLINE = 2_000
 ENVIRONMENT = ("cpu_model", "cpu_count", "kernel", "loadgen_version", "server_cpus", "client_cpus")
 
 
-def _answer(r: PooledComparison) -> str:
+def _rose(decision: GateDecision, r: PooledComparison) -> str:
+    """ "getppid +1.000/op (0 -> 1)": the calls behind a syscalls answer that is worse
+    (empty otherwise: the JSON holds every breakdown)."""
+    behind = decision.syscalls_behind(r)
+    if behind is None or r.verdict not in ("regression", "inconclusive") or not behind.rose():
+        return ""
+    return ", ".join(printable(syscall_breakdown.text(c)) for c in behind.rose()[:3])
+
+
+def _answer(r: PooledComparison, decision: GateDecision | None = None) -> str:
     """ "instructions per op +0.01% [-0.03, +0.05] no change (detectable ±0.1%)" """
     title = METRIC_TITLE.get(r.metric) or printable(r.metric)
     if r.change_pct is None and r.n_blocks >= 2:
@@ -62,13 +73,16 @@ def _answer(r: PooledComparison) -> str:
         return text
     if r.verdict != "inconclusive" and r.mde_pct is not None:
         text += f" (detectable: {mde_text(r.mde_pct)})"
+    rose = _rose(decision, r) if decision is not None else ""
+    if rose:
+        text += f"; calls that rose: {rose}"
     return text
 
 
 def ci_headline(decision: GateDecision, context: GateContext) -> str:
     """The first line: the outcome, each gating answer, and for an undecided gate the
     smallest change this budget could have detected."""
-    answers = "; ".join(_answer(r) for r in decision.gating)
+    answers = "; ".join(_answer(r, decision) for r in decision.gating)
     head = OUTCOME_HEADLINE[decision.outcome]
     if context.forced:
         head = f"{head} (FORCED: not like with like)"
@@ -88,7 +102,7 @@ def ci_annotations(decision: GateDecision, forced: tuple[str, ...] = ()) -> list
     """GitHub Actions workflow commands, so an undecided or forced gate is never silently
     green."""
     outcome = decision.outcome
-    answers = "; ".join(_answer(r) for r in decision.gating)
+    answers = "; ".join(_answer(r, decision) for r in decision.gating)
     lines = [f"::warning title=regtrack: forced::{forced_line(forced)}"] if forced else []
     if outcome == "regression":
         lines.append(f"::error title=regtrack: regression::{answers}")
@@ -114,9 +128,20 @@ def ci_json(
         **server_fields(result.server),
         "run_shifts": shifts_json(result.run_shifts),  # across runs: each run's shift
         "gate": [r.to_json() for r in decision.gating],
+        # which syscalls moved per op, each candidate and workload (largest moves first)
+        "syscalls": [b.to_json() for b in result.syscalls],
         "pooled": [r.to_json() for r in result.pooled],
         "records": [r.to_json() for r in result.comparisons],
     }
+
+
+def _by_call(decision: GateDecision, r: PooledComparison) -> list[str]:
+    """The summary's line under a syscalls answer: the calls that moved most per op."""
+    behind = decision.syscalls_behind(r)
+    if behind is None or not behind.moved():
+        return []
+    moved = ", ".join(markdown.inline(syscall_breakdown.text(c)) for c in behind.moved()[:5])
+    return [f"  - by call: {moved}"]
 
 
 def ci_summary(result: ComparisonResult, decision: GateDecision, context: GateContext) -> str:
@@ -148,6 +173,7 @@ def ci_summary(result: ComparisonResult, decision: GateDecision, context: GateCo
         )
         for point, why in r.excluded.items():
             lines.append(f"  - {md(point)} does not gate: {md(why)}")
+        lines += _by_call(decision, r)
     lines += ["", *render(result, "markdown").split("\n")]
     lines.append(
         f"Method: one pooled change per metric over the gating points (the mean of each "

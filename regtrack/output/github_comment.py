@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from regtrack.analysis import syscall_breakdown
 from regtrack.analysis.records import PointComparison, PooledComparison
+from regtrack.analysis.syscall_breakdown import SyscallBreakdown, SyscallChange
 from regtrack.core.errors import BadInput
 from regtrack.core.text import FIELD
 from regtrack.output import markdown
@@ -77,6 +79,7 @@ class CiVerdict:
     gate: tuple[PooledComparison, ...]
     records: tuple[PointComparison, ...]
     forced: tuple[str, ...]
+    syscalls: tuple[SyscallBreakdown, ...] = ()  # which calls moved (older JSON: none)
 
     @classmethod
     def read(cls, path: Path) -> CiVerdict:
@@ -108,9 +111,29 @@ class CiVerdict:
                 gate=tuple(gate),
                 records=tuple(records),
                 forced=tuple(str(f) for f in data.get("forced") or []),
+                syscalls=tuple(_breakdown(b) for b in data.get("syscalls") or []),
             )
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise BadInput(f"{where}: not regtrack ci JSON (missing or bad {exc})") from None
+
+
+def _breakdown(data: Any) -> SyscallBreakdown:
+    """One candidate's syscalls by name from the ci JSON, each number checked."""
+    calls = tuple(
+        SyscallChange(
+            name=str(c["name"]),
+            baseline_per_op=float(c["baseline_per_op"]),
+            candidate_per_op=float(c["candidate_per_op"]),
+        )
+        for c in data["calls"]
+    )
+    return SyscallBreakdown(
+        workload=str(data["workload"]),
+        baseline=str(data["baseline"]),
+        candidate=str(data["candidate"]),
+        points=tuple(str(p) for p in data["points"]),
+        calls=calls,
+    )
 
 
 @dataclass(frozen=True)
@@ -149,6 +172,7 @@ def comment_body(verdict: CiVerdict | None, context: CommentContext) -> str:
         forced = markdown.items(verdict.forced, "; ")
         head += [f"**FORCED comparison, not like with like: {forced}**", ""]
     head += _gate_table(verdict)
+    head += _syscall_lines(verdict)
     tail = ["", _footer(context)]
     lines = [*head, *_details(verdict, MAX_BODY - markdown.length(head + tail)), *tail]
     if markdown.length(lines) > MAX_BODY:  # the rest alone is too long: its last lines give way
@@ -171,6 +195,16 @@ def _gate_table(verdict: CiVerdict) -> list[str]:
             f"{a.n_blocks} | {change_text(a)} | {threshold} |"
         )
     return lines
+
+
+def _syscall_lines(verdict: CiVerdict) -> list[str]:
+    """Which syscalls moved per op, where the gate counted them by name."""
+    lines = []
+    for b in verdict.syscalls:
+        if b.moved():
+            moved = ", ".join(markdown.inline(syscall_breakdown.text(c)) for c in b.moved()[:5])
+            lines.append(f"Syscalls per op by call ({markdown.code(b.candidate)}): {moved}")
+    return ["", *lines] if lines else []
 
 
 def _details(verdict: CiVerdict, room: int) -> list[str]:

@@ -13,6 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from regtrack.analysis import syscall_breakdown
 from regtrack.analysis.bisect_records import Attribution
 from regtrack.analysis.metrics import METRIC_BY_NAME
 from regtrack.analysis.records import (
@@ -161,6 +162,18 @@ def _disagreement_lines(result: ComparisonResult, quote: Callable[[object], str]
     return lines
 
 
+def syscall_lines(result: ComparisonResult, quote: Callable[[object], str]) -> list[str]:
+    """Per candidate, the syscalls that moved per op, largest first (counted by name)."""
+    lines = []
+    for b in result.syscalls:
+        if b.moved():
+            moved = ", ".join(quote(syscall_breakdown.text(c)) for c in b.moved()[:5])
+            lines.append(
+                f"syscalls per op by call, {quote(b.candidate)} vs {quote(b.baseline)}: {moved}"
+            )
+    return lines
+
+
 def _footer(notes: list[str]) -> list[str]:
     if not notes:
         return []
@@ -186,6 +199,8 @@ def render(result: ComparisonResult, fmt: str, metrics: list[str] | None = None)
             parts.append(f"**{_caption(result, metric, MARKDOWN.prose)}**\n")
             parts.extend(_markdown_table(header, rows))
             parts.extend(["", *[f"- {line.strip()}" for line in _footer(notes)], ""])
+            if metric == "syscalls_per_op":
+                parts.extend([*[f"- {line}" for line in syscall_lines(result, MARKDOWN.prose)], ""])
         parts.extend(f"> {line}" for line in _disagreement_lines(result, MARKDOWN.prose))
         return "\n".join(parts)
     forced = forced_line(list(result.forced))
@@ -198,6 +213,9 @@ def render(result: ComparisonResult, fmt: str, metrics: list[str] | None = None)
         console.print(_numbers_table(header, rows))
         for line in _footer(notes):
             _prose(console, line)
+        if metric == "syscalls_per_op":
+            for line in syscall_lines(result, TERMINAL.prose):
+                _prose(console, line)
         console.print()
     for line in _disagreement_lines(result, TERMINAL.prose):
         _prose(console, f"note: {line}")

@@ -239,6 +239,19 @@ MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
         foreign_tasks INTEGER NOT NULL
     );
     """,
+    # v12: RESERVED for the simulated-cycles branch (w50-cycles), merged alongside; the
+    # lead renumbers at merge. An empty step: nothing to create.
+    "",
+    # v13: every syscall by name over a trial's measured window (bench/kernel_calls.py);
+    # a trial without rows has its read and write counts alone (/proc/PID/io), as before.
+    """
+    CREATE TABLE trial_syscalls (
+        trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        calls INTEGER NOT NULL,
+        PRIMARY KEY (trial_id, name)
+    );
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

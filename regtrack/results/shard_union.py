@@ -182,6 +182,7 @@ CHILD_TABLES = {
         "offered_rate", "arrival", "lag_p99_us", "lag_max_us", "engine_busy_pct", "hdr_unit",
         "hdr",
     ),
+    "trial_syscalls": ("name", "calls"),
     "trial_lifecycle": (
         "enqueued", "completed", "not_done", "enqueue_per_sec", "commands_per_task",
         "round_trips_per_task", "empty_dequeues", "foreign_tasks",

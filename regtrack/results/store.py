@@ -260,6 +260,10 @@ class Store:
                 " failed_calls, ops_per_sec, p50_ms, p99_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 trial_rows.commands(trial_id, t),
             )
+            conn.executemany(
+                "INSERT INTO trial_syscalls (trial_id, name, calls) VALUES (?, ?, ?)",
+                trial_rows.syscalls(trial_id, t),
+            )
             for table, fact in trial_rows.facts(trial_id, t):
                 names, holes = ", ".join(fact), ", ".join("?" * len(fact))
                 conn.execute(f"INSERT INTO {table} ({names}) VALUES ({holes})", [*fact.values()])

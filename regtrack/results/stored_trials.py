@@ -69,6 +69,8 @@ class StoredTrial(NamedTuple):
     reasons: tuple[TrialReason, ...]
     enqueue_per_sec: float | None  # tasks its producers enqueued per second
     round_trips_per_task: float | None  # the engine's steps written per task completed
+    # every syscall by name over the window (trial_syscalls); None: counted by /proc/io
+    syscalls_by_name: Mapping[str, int] | None = None
 
     @property
     def point_order(self) -> int:
@@ -123,6 +125,7 @@ def trials(conn: sqlite3.Connection, db: Path, run_id: int) -> list[StoredTrial]
     """Every trial of a run, in the order it was planned."""
     reasons = trial_reasons(conn, run_id)
     tasks = lifecycle(conn, db, run_id)
+    calls = syscalls(conn, run_id)
     rows = conn.execute(
         "SELECT t.*, g.label AS target, g.run_id AS target_run FROM trials t"
         " JOIN targets g ON g.id = t.target_id WHERE t.run_id = ? ORDER BY t.seq",
@@ -141,6 +144,7 @@ def trials(conn: sqlite3.Connection, db: Path, run_id: int) -> list[StoredTrial]
         facts = tasks.get(item["id"])
         item["enqueue_per_sec"] = facts.enqueue_per_sec if facts else None
         item["round_trips_per_task"] = facts.round_trips_per_task if facts else None
+        item["syscalls_by_name"] = calls.get(item["id"])
         out.append(record(db, "trials", StoredTrial, item))
     return out
 
@@ -157,6 +161,20 @@ def lifecycle(conn: sqlite3.Connection, db: Path, run_id: int) -> dict[int, Life
         item = stored_values.row(db, "trial_lifecycle", row)
         trial_id = item.pop("trial_id")
         out[trial_id] = LifecycleFacts(**item)
+    return out
+
+
+def syscalls(conn: sqlite3.Connection, run_id: int) -> dict[int, dict[str, int]]:
+    """Each trial's syscalls by name (trial_syscalls); a row that is not a name and a
+    count is left out, never passed on."""
+    out: dict[int, dict[str, int]] = {}
+    for trial_id, name, calls in conn.execute(
+        "SELECT s.trial_id, s.name, s.calls FROM trial_syscalls s"
+        " JOIN trials t ON t.id = s.trial_id WHERE t.run_id = ? ORDER BY s.trial_id, s.name",
+        (run_id,),
+    ):
+        if isinstance(name, str) and type(calls) is int and calls >= 0:
+            out.setdefault(trial_id, {})[name] = calls
     return out
 
 

@@ -72,6 +72,9 @@ def trials(rows: Sequence[StoredTrial]) -> pd.DataFrame:
     frame["point_order"] = np.array([point_order(p) for p in frame["params"]], dtype=np.int64)
     calls = frame["server_calls"].astype("float64")
     syscalls = frame["syscalls_read"].astype("float64") + frame["syscalls_write"].astype("float64")
+    # every syscall where the kernel counted them by name; read and write alone otherwise
+    named = [float(sum(c.values())) if c is not None else np.nan for c in frame["syscalls_by_name"]]
+    syscalls = pd.Series(named, index=frame.index, dtype="float64").fillna(syscalls)
     frame["syscalls_per_op"] = syscalls / calls.where(calls > 0)
     requests = frame["requests"].astype("float64")
     per = requests.where(requests > 0)

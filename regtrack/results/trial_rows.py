@@ -67,6 +67,11 @@ def commands(trial_id: int, t: TrialRecord) -> list[tuple]:
     return rows
 
 
+def syscalls(trial_id: int, t: TrialRecord) -> list[tuple[int, str, int]]:
+    """The trial's rows of trial_syscalls: each syscall the server made, by name."""
+    return [(trial_id, name, calls) for name, calls in (t.syscalls_by_name or {}).items()]
+
+
 def facts(trial_id: int, t: TrialRecord) -> list[tuple[str, dict[str, Any]]]:
     """The trial's rows of the tables of facts only some trials have (table, columns with
     their values): trial_open_loop and trial_lifecycle, whose columns are the fields of

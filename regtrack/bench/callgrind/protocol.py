@@ -13,7 +13,7 @@ from pathlib import Path
 
 import redis
 
-from regtrack.bench import lifecycle_trial, loadgen, serverstats
+from regtrack.bench import kernel_calls, lifecycle_trial, loadgen, serverstats
 from regtrack.bench.callgrind import control
 from regtrack.bench.callgrind.profile import Profile, parse
 from regtrack.bench.loadgen import driver, lifecycle
@@ -106,6 +106,7 @@ def _instruction_trial(
     """
     half = ctx.settings.instruction_requests // 2
     windows = _Windows(ctx, session, server, specs, server.client(timeout=120), half)
+    windows.counter = kernel_calls.start(server.pid)
     try:
         warm = windows.warm_up(max(20_000, half // 2))
         if warm.problem:
@@ -117,9 +118,13 @@ def _instruction_trial(
             record.mark_invalid(InvalidReason.WARMUP_FAILED, warm.problem)
             return record, None
         record.warmup_s = warm.wall_s
-        window = measured_window(ctx, server, record, windows.both)
+        window = measured_window(ctx, server, record, windows.both, count_calls=False)
+        if windows.counter is not None and len(windows.calls) == 2:
+            record.syscalls_by_name = _summed(windows.calls)
     finally:
         windows.control.close()
+        if windows.counter is not None:
+            windows.counter.close()
     measured = windows.measured
     if window is None or len(windows.dumps) != 2 or any(ops <= 0 for _, _, ops in measured):
         return record, None
@@ -141,6 +146,10 @@ class _Windows:
     half: int  # requests per window
     measured: list[Window] = field(default_factory=list)
     dumps: list[Path] = field(default_factory=list)
+    # The server's syscalls by name in each window, from zero to dump (not the dump's
+    # own writes, nor callgrind_control's exchange): kernel_calls.py.
+    counter: kernel_calls.Counter | None = None
+    calls: list[dict[str, int]] = field(default_factory=list)
 
     @property
     def pid(self) -> int:
@@ -205,6 +214,7 @@ class _Windows:
         gets_before = self._gets()
         control.zero(self.session.control, self.session.outdir, self.pid, self.server.alive)
         sockets = socket_count(self.pid)
+        calls_before = self.counter.read() if self.counter else None
         cpu_start = process_cpu_seconds(self.pid)
         result = self._load(self.half)
         cpu_end = process_cpu_seconds(self.pid)
@@ -212,6 +222,10 @@ class _Windows:
             return result
         if not serverstats.wait_sockets(self.pid, sockets, self.control):
             result.problem = result.problem or "load generator connections never closed"
+        if self.counter is not None:
+            calls = kernel_calls.since(calls_before, self.counter.read())
+            if calls is not None:
+                self.calls.append(calls)
         self.dumps.append(
             control.dump(self.session.control, self.session.outdir, self.pid, self.server.alive)
         )
@@ -266,6 +280,15 @@ def _counted(
             "(--instruction-requests) or a client that keeps the server busy",
         )
     return profile
+
+
+def _summed(windows: list[dict[str, int]]) -> dict[str, int]:
+    """Both windows' syscalls by name, added (their operations are added too)."""
+    total: dict[str, int] = {}
+    for calls in windows:
+        for name, n in calls.items():
+            total[name] = total.get(name, 0) + n
+    return dict(sorted(total.items()))
 
 
 def _merged(profiles: list[Profile]) -> Profile:
