@@ -137,7 +137,7 @@ def test_the_simulated_caches_and_weights_are_part_of_the_comparability_key():
     simulated_plan = stored_plan(metric="cycles", cache_geometry=cycles.geometry_text())
     key = comparability.key(simulated_plan, env, {})
     assert key["cache simulation"] == cycles.geometry_text()
-    assert key["cycle weights"] == "L1 miss 10, LL miss 100, mispredicted branch 10"
+    assert key["cycle weights"] == "L1 miss 10, LL miss 200, mispredicted branch 10"
     # instructions alone against cycles: comparable (Ir does not depend on the simulation)
     assert comparability.differences(comparability.key(plain, env, {}), key) == []
     other_caches = dataclasses.replace(simulated_plan, cache_geometry="LL cache: 8 MiB")

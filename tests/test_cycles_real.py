@@ -10,6 +10,7 @@ import sqlite3
 import pytest
 
 from regtrack.core import cycles
+from regtrack.core.settings import RunSettings
 from tests.conftest import cli_in_process, run_cli
 
 pytestmark = pytest.mark.usefixtures("redis_benchmark_bin")
@@ -36,7 +37,7 @@ def test_a_real_server_is_simulated_and_its_cycles_stored_shown_and_explained(
         " FROM trials t JOIN trial_cache_sim c ON c.trial_id = t.id WHERE t.valid = 1"
     ).fetchall()
     assert len(rows) == 2, conn.execute("SELECT * FROM trial_reasons").fetchall()
-    weights = cycles.Weights(10, 100, 10)  # the defaults
+    weights = RunSettings().cycle_weights  # the defaults
     for trial_id, instructions, calls, ir, cyc, l1, ll, branch, geometry in rows:
         assert ir == instructions and calls >= 10000
         assert geometry == cycles.geometry_text()

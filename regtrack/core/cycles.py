@@ -7,8 +7,9 @@ a fixed geometry (pinned here, so a count does not depend on the host's caches),
     cycles = Ir + w_l1 * L1 misses + w_ll * LL misses + w_branch * mispredicted branches
 
 turns them into one figure with a cost per miss measured on this machine
-(benchmarks/cycle_weights.py, docs/methodology.md "Simulated cycles"). A last-level miss
-is also an L1 miss: ``w_ll`` is what it costs beyond one.
+(benchmarks/cycle_weights.py, docs/methodology.md "Simulated cycles": 10, 200, 10 by
+default, settings cycle_weight_*). A last-level miss is also an L1 miss: ``w_ll`` is what
+it costs beyond one.
 """
 
 from __future__ import annotations
@@ -30,10 +31,6 @@ EVENTS = (
 L1_MISSES = ("I1mr", "D1mr", "D1mw")
 LL_MISSES = ("ILmr", "DLmr", "DLmw")
 BRANCH_MISSES = ("Bcm", "Bim")
-
-# kcachegrind's "cycle estimation" (CEst = Ir + 10 Bm + 10 L1m + 100 LLm), the fallback
-# while this machine's data cannot separate a weight from its noise.
-CEST = (10.0, 100.0, 10.0)
 
 
 def geometry_flags() -> list[str]:

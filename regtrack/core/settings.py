@@ -94,7 +94,7 @@ class RunSettings(_Strict):
     # measured on this machine by benchmarks/cycle_weights.py, docs/methodology.md). Part
     # of the comparability key: runs weighed otherwise are not compared.
     cycle_weight_l1: limits.CYCLE_WEIGHT.of(float) = 10.0
-    cycle_weight_ll: limits.CYCLE_WEIGHT.of(float) = 100.0
+    cycle_weight_ll: limits.CYCLE_WEIGHT.of(float) = 200.0
     cycle_weight_branch: limits.CYCLE_WEIGHT.of(float) = 10.0
     database: str = str(DEFAULT_DB)
 
