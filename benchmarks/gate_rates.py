@@ -11,6 +11,8 @@ Runs real gates, one after another, each a fresh `regtrack ci` at its default se
          of a 256 MiB buffer (instructions per GET up ~0.5% a line, throughput down),
          chained with --stall-chained (each miss waits for the one before); a throughput
          regression must be reported
+         With `-- --metric cycles` (simulated cycles, no throughput) simulated cycles per
+         op must report the regression while instructions per op stay under threshold.
   pause  an event loop that stalls: serverCron busy-waits --pause-us (2 ms) each of its
          10 runs a second; with `-- --latency-load 0.5` the p99 gate must report a
          regression while throughput and instructions say no change
@@ -43,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -102,6 +105,7 @@ def gate(kind: str, base: str, candidate: str, source: str, extra: list[str]) ->
             row["error"] = proc.stderr.strip().splitlines()[-1:] or ["no output"]
             return row
         data = json.loads(out.read_text())
+        row["pair_spread_pct"] = pair_spreads(Path(tmp) / "gate.db")
     row.update(
         outcome=data["outcome"],
         decided=data["decided"],
@@ -117,6 +121,35 @@ def gate(kind: str, base: str, candidate: str, source: str, extra: list[str]) ->
         },
     )
     return row
+
+
+def pair_spreads(db: Path) -> dict[str, float]:
+    """The largest difference between the two sides of one seed-matched block (the same
+    repetition, point and seed), in percent of their mean, per counted metric: in an A/A
+    gate, how far two processes with one seed count apart."""
+    conn = sqlite3.connect(db)
+    rows = conn.execute(
+        "SELECT t.repetition, t.point, g.label, t.instructions_per_op,"
+        " CAST(c.cycles AS REAL) / t.server_calls FROM trials t"
+        " JOIN targets g ON g.id = t.target_id"
+        " LEFT JOIN trial_cache_sim c ON c.trial_id = t.id"
+        " WHERE t.valid = 1 AND t.mode = 'instructions'"
+    ).fetchall()
+    conn.close()
+    sides: dict[tuple, dict[str, tuple]] = {}
+    for rep, point, label, instr, cyc in rows:
+        sides.setdefault((rep, point), {})[label] = (instr, cyc)
+    out: dict[str, float] = {}
+    for pair in sides.values():
+        if len(pair) != 2:
+            continue
+        a, b = pair.values()
+        for i, metric in enumerate(("instructions_per_op", "cycles_per_op")):
+            if a[i] is None or b[i] is None:
+                continue
+            pct = 200.0 * abs(a[i] - b[i]) / (a[i] + b[i])
+            out[metric] = max(out.get(metric, 0.0), round(pct, 4))
+    return out
 
 
 def host() -> str:
@@ -135,13 +168,22 @@ def _group(row: dict) -> tuple[str, str]:
 
 
 def show(rows: list[dict]) -> None:
-    print(f"{'kind':<6} {'outcome':<14} {'reps':>4} {'min':>5}  instructions / throughput / p99")
+    print(
+        f"{'kind':<6} {'outcome':<14} {'reps':>4} {'min':>5}  "
+        "instructions / cycles / throughput / p99"
+    )
     for r in rows:
         if "error" in r:
             print(f"{r['kind']:<6} error: {r['error']}")
             continue
         parts = []
-        for metric in ("instructions_per_op", "throughput", "open_loop_p99", "syscalls_per_op"):
+        for metric in (
+            "instructions_per_op",
+            "cycles_per_op",
+            "throughput",
+            "open_loop_p99",
+            "syscalls_per_op",
+        ):
             g = r["gate"].get(metric)
             if g and g["change_pct"] is not None:
                 lo = "-inf" if g["ci_low_pct"] is None else f"{g['ci_low_pct']:+.2f}"
@@ -168,6 +210,18 @@ def show(rows: list[dict]) -> None:
             f"regression {regress}, decided {decided}, improvement calls {improved}, "
             f"median wall {median / 60:.1f} min, max {walls[-1] / 60:.1f} min"
         )
+        for metric in ("instructions_per_op", "cycles_per_op"):
+            regressed = sum(r["gate"].get(metric, {}).get("verdict") == "regression" for r in sel)
+            spreads = [r["pair_spread_pct"][metric] for r in sel if metric in r.get(
+                "pair_spread_pct", {})]  # fmt: skip
+            if any(metric in r["gate"] for r in sel):
+                spread = (
+                    f"; seed-matched pairs at most {max(spreads):.3f}% apart "
+                    f"(median of gates {statistics.median(spreads):.3f}%)"
+                    if spreads and kind == "aa"
+                    else ""
+                )
+                print(f"         {metric}: regression in {regressed}/{len(sel)}{spread}")
 
 
 def main() -> None:

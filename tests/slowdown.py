@@ -98,6 +98,33 @@ def make_stall_branch(
     )  # fmt: skip
 
 
+def make_branchy_branch(source: Path, dest: Path, base: str, branches: int) -> str:
+    """A clone of ``source`` with branch ``branchy-<branches>`` = ``base`` + unpredictable
+    branches: every GET draws a pseudo-random word (xorshift) and tests ``branches`` of
+    its bits (at most 64), each test its own conditional branch around a volatile
+    increment (a volatile access cannot become a conditional move). Each is taken half the
+    time at random, so about half of them are mispredicted, by a core and by callgrind's
+    branch simulation alike: a known count of mispredictions for few instructions (about
+    four a branch), which is how benchmarks/cycle_weights.py measures what one costs."""
+    if not 1 <= branches <= 64:
+        raise ValueError("branches: 1 to 64 (the bits of one word)")
+    globals_ = (
+        "static unsigned long regtrack_b = 88172645463325252UL;\n"
+        "static volatile unsigned long regtrack_taken;\n"
+    )
+    body = (
+        "    regtrack_b ^= regtrack_b << 13; regtrack_b ^= regtrack_b >> 7; "
+        "regtrack_b ^= regtrack_b << 17;\n"
+        + "".join(
+            f"    if (regtrack_b & (1UL << {bit})) regtrack_taken++;\n" for bit in range(branches)
+        )
+    )
+    return _patched_branch(
+        source, dest, base, f"branchy-{branches}", globals_, body,
+        f"GET: {branches} unpredictable branches (regtrack test)",
+    )  # fmt: skip
+
+
 def make_delay_branch(source: Path, dest: Path, base: str, cycles: int) -> str:
     """A clone of ``source`` with branch ``delay-<cycles>`` = ``base`` + a timed delay:
     every GET spins on the time-stamp counter until ``cycles`` ticks have passed (x86-64).

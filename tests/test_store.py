@@ -12,6 +12,7 @@ from regtrack.results.migrations import SCHEMA_VERSION
 from regtrack.results.store import Store
 from regtrack.targets.versions import Target
 from tests.conftest import cli_in_process, stored_plan
+from tests.test_cycles import before_cache_sim
 
 
 def _trial(seq: int, valid: bool = True) -> TrialRecord:
@@ -196,6 +197,7 @@ def test_a_database_from_before_lifecycle_facts_upgrades_and_reads_none(tmp_path
     store.close()
     with sqlite3.connect(path) as conn:
         conn.execute("DROP TABLE trial_lifecycle")
+        before_cache_sim(conn)
         conn.execute("PRAGMA user_version = 10")
     conn.close()
     store = Store.open(path, create=False)

@@ -1,7 +1,10 @@
-"""Where a change in instructions per operation went: per-function attribution.
+"""Where a change in instructions (or simulated cycles) per operation went, per function.
 
 The table Redis developers build by hand with perf when a release regresses: which
 functions' cost per command grew, by how much, and what share of the total change that is.
+With ``metric="cycles"`` (runs measured with --metric cycles) the cost is each function's
+exclusive simulated cycles, and each row says how its misses per op moved: which function
+now misses the cache, and how often.
 """
 
 from __future__ import annotations
@@ -12,6 +15,11 @@ from regtrack.analysis.bisect_records import Attribution, FunctionShare
 from regtrack.core.errors import BadInput
 from regtrack.results.records import RunCosts
 
+# The cost column each explain metric reads (results/stored_trials.StoredCost), and the
+# misses shown beside simulated cycles.
+COLUMN = {"instructions": "exclusive", "cycles": "cycles"}
+MISSES = ("l1_misses", "ll_misses", "branch_misses")
+
 
 def attribute(
     run: RunCosts,
@@ -20,6 +28,7 @@ def attribute(
     point: str | None = None,
     top: int = 15,
     baseline_run: RunCosts | None = None,
+    metric: str = "instructions",
 ) -> list[Attribution]:
     """Which functions' instructions per operation changed, per point, reconciled to the total.
 
@@ -29,6 +38,7 @@ def attribute(
     may come from another run (``baseline_run``, e.g. a bisection's steps): instruction
     counts do not drift between runs on one machine the way throughput does.
     """
+    column = COLUMN[metric]
     run_id = run.run_id
     parts = []
     for label, side in ((baseline, baseline_run or run), (candidate, run)):
@@ -41,7 +51,13 @@ def attribute(
             raise BadInput(
                 f"run {side.run_id} has no instruction profiles: measure with --metric instructions"
             )
-        parts.append(side.costs[side.costs["target"] == label])
+        mine = side.costs[side.costs["target"] == label]
+        if column != "exclusive" and not mine.empty and mine[column].isna().all():
+            raise BadInput(
+                f"run {side.run_id} has no simulated cycles for {label!r}: measure with "
+                "--metric cycles"
+            )
+        parts.append(mine)
     costs = pd.concat(parts, ignore_index=True)
     points = list(dict.fromkeys(costs.sort_values("point_order")["point"]))
     if point is not None:
@@ -53,7 +69,7 @@ def attribute(
     tables: list[Attribution] = []
     for p in points:
         here = costs[costs["point"] == p]
-        per_op: dict[str, pd.Series] = {}
+        per_op: dict[str, pd.DataFrame] = {}
         trials: dict[str, pd.DataFrame] = {}
         for label in (baseline, candidate):
             mine = here[here["target"] == label]
@@ -61,12 +77,16 @@ def attribute(
             n = trials[label]["trial_id"].nunique()
             if n == 0:
                 raise BadInput(f"{label!r} has no valid instruction trial at {p} in run {run_id}")
-            per_op[label] = (mine["exclusive"] / mine["server_calls"]).groupby(
-                mine["function"]
-            ).sum() / n
-        table = pd.DataFrame({"baseline": per_op[baseline], "candidate": per_op[candidate]})
+            wanted = [column, *(MISSES if column == "cycles" else ())]
+            values = mine[wanted].astype("float64").fillna(0.0)
+            per_op[label] = (
+                values.div(mine["server_calls"], axis=0).groupby(mine["function"]).sum() / n
+            )
+        base, cand = per_op[baseline], per_op[candidate]
+        table = pd.DataFrame({"baseline": base[column], "candidate": cand[column]})
         table = table.fillna(0.0)
         table["diff"] = table["candidate"] - table["baseline"]
+        moved = cand.sub(base, fill_value=0.0).reindex(table.index).fillna(0.0)
         total_base, total_cand = table["baseline"].sum(), table["candidate"].sum()
         total_diff = total_cand - total_base
         ranked = table.reindex(table["diff"].abs().sort_values(ascending=False).index)
@@ -81,6 +101,10 @@ def attribute(
             }
             for name, r in shown.to_dict("index").items()
         ]
+        if column == "cycles":
+            for row in rows:
+                found = moved.loc[row["function"]]
+                row["misses_diff_per_op"] = {m: float(found[m]) for m in MISSES}
         rest = ranked.iloc[len(shown) :]
         rows.append(
             {
@@ -104,6 +128,7 @@ def attribute(
                 "diff_total": float(total_diff),
                 "change_pct": 100.0 * total_diff / total_base if total_base else None,
                 "functions": rows,
+                "metric": metric,
             }
         )
     return tables

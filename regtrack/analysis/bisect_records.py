@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass, field
-from typing import Any, Self, TypeVar
+from typing import Any, NotRequired, Self, TypeVar
 
 from typing_extensions import TypedDict  # pydantic checks it (typing's: Python 3.12+)
 
@@ -86,6 +86,9 @@ class FunctionShare(TypedDict):
     candidate_per_op: float
     diff_per_op: float
     share_pct: float | None  # None: the totals did not change
+    # explain --metric cycles: how its misses per op moved (l1_misses, ll_misses,
+    # branch_misses: candidate minus baseline)
+    misses_diff_per_op: NotRequired[dict[str, float]]
 
 
 class Attribution(TypedDict):
@@ -102,6 +105,7 @@ class Attribution(TypedDict):
     diff_total: float
     change_pct: float | None
     functions: list[FunctionShare]
+    metric: NotRequired[str]  # instructions (absent: a table stored before) | cycles
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -37,6 +37,19 @@ METRICS = (
     Metric(
         "instructions_per_op", "instructions_per_op", "Ir/op", False, ("instructions",), True, 8
     ),
+    # --metric cycles: the instruction trials under callgrind's cache and branch simulation
+    # (core/cycles.py). Estimated cycles gate; the misses say why they moved.
+    Metric("cycles_per_op", "cycles_per_op", "cycles/op", False, ("instructions",), True, 8),
+    Metric("l1_misses_per_op", "l1_misses_per_op", "L1 misses/op", False, ("instructions",), True),
+    Metric("ll_misses_per_op", "ll_misses_per_op", "LL misses/op", False, ("instructions",), True),
+    Metric(
+        "branch_misses_per_op",
+        "branch_misses_per_op",
+        "mispredicts/op",
+        False,
+        ("instructions",),
+        True,
+    ),
     # Counted by name by the kernel (bench/kernel_calls.py) over the native server's windows:
     # A/A blocks 0.007% apart, the total's spread 0.1% at pipeline 10 (epoll_wait's 6%
     # is 2% of it; benchmarks/results/syscall_spread.txt). Under callgrind valgrind adds
@@ -98,9 +111,12 @@ METRIC_BY_NAME = {m.name: m for m in METRICS}
 # Metrics whose regressions fail `regtrack ci`; the others are reported with verdicts.
 # Open-loop p99 gates wherever it was measured (ci --latency-load declares the load).
 GATING = (
-    "throughput", "instructions_per_op", "syscalls_per_op", "open_loop_p99", "tasks_per_sec",
+    "throughput", "instructions_per_op", "cycles_per_op", "syscalls_per_op", "open_loop_p99",
+    "tasks_per_sec",
     "server_cpu_per_task", "task_p99",
 )  # fmt: skip
+# The simulation's misses per op: shown beside cycles per op, so a reader sees why it moved.
+MISSES = ("l1_misses_per_op", "ll_misses_per_op", "branch_misses_per_op")
 # The family-wise error rate of one comparison's gate (split over gating metrics).
 ALPHA = 0.05
 # Metrics the history pages and `regtrack history` follow over runs and commits.

@@ -33,6 +33,7 @@ from regtrack.results.records import AlikeRuns
 DEFAULT_PCT = {
     "throughput": 5.0,
     "instructions_per_op": 0.25,
+    "cycles_per_op": 0.25,
     "syscalls_per_op": 1.0,
 }
 LATENCY_DEFAULT_PCT = 10.0

@@ -20,7 +20,7 @@ from regtrack.bench.plan import (
     latency_points,
     trial_count,
 )
-from regtrack.core import filesystems
+from regtrack.core import cycles, filesystems
 from regtrack.core.cpus import CpuPlan, split_sides
 from regtrack.core.errors import BadInput
 from regtrack.core.settings import RunSettings, settings_source
@@ -49,7 +49,7 @@ class Job:
     settings: RunSettings
     cpus: CpuPlan
     loadgen: LoadgenBinary
-    metric: str = "throughput"  # throughput | instructions | both
+    metric: str = "throughput"  # throughput | instructions | both | cycles
     runtime: str = "native"  # native | docker
     memory: str | None = None  # container memory limit
     docker: Any = None  # the Docker engine client, for --runtime docker
@@ -154,10 +154,15 @@ class Job:
         return len(next(iter(self.side_cpus().values()), self.cpus).client)
 
     @property
+    def cycle_weights(self) -> cycles.Weights | None:
+        """--metric cycles: the weights its simulated events are turned into cycles with."""
+        return self.settings.cycle_weights if self.metric == "cycles" else None
+
+    @property
     def throughput_method(self) -> str | None:
         """How throughput was measured (part of the comparability key): "paired in time",
         "duet", "separate trials", or None for a run that counts instructions only."""
-        if self.metric == "instructions":
+        if self.metric in cycles.COUNTING_ONLY:
             return None
         if self.duet:
             return "duet"
@@ -242,6 +247,7 @@ class Job:
             narrowed=dict(self.narrowed),
             planned_trials=trial_count(self.planned()),
             callgrind_hz=control.CALLGRIND_HZ if self.metric != "throughput" else None,
+            cache_geometry=cycles.geometry_text() if self.metric == "cycles" else None,
             seeds=f"not controlled: {self.seed_problem}" if self.seed_problem else "fixed",
             loadgen_choice=self.loadgen_choice,
             throughput_method=self.throughput_method,

@@ -32,7 +32,7 @@ import redis
 from regtrack.bench import loadgen, servers, setup, trial
 from regtrack.bench.loadgen import memtier, redis_benchmark
 from regtrack.bench.plan import PlannedTrial
-from regtrack.core import environment
+from regtrack.core import cycles, environment
 from regtrack.core.errors import CannotMeasure
 from regtrack.core.records import InvalidReason
 from regtrack.core.settings import RunSettings
@@ -62,7 +62,7 @@ def pending(requested: str | None, binary: str | None, workload: Any, metric: st
         requested is None
         and binary is None
         and isinstance(workload, GetPipelineWorkload)
-        and metric != "instructions"
+        and metric not in cycles.COUNTING_ONLY
         and memtier.installed() is not None
     )
 

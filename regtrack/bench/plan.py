@@ -24,6 +24,7 @@ MODES_BY_METRIC = {
     "throughput": ("throughput",),
     "instructions": ("instructions",),
     "both": ("throughput", "instructions"),
+    "cycles": ("instructions",),  # under callgrind's cache and branch simulation
 }
 
 

@@ -20,7 +20,7 @@ from regtrack.bench.job import Job, Skipped
 from regtrack.bench.loadgen import memtier, openloop
 from regtrack.bench.loadgen.base import LoadgenBinary
 from regtrack.bench.runtimes import docker
-from regtrack.core import docker_engine
+from regtrack.core import cycles, docker_engine
 from regtrack.core.cpus import CpuPlan, Topology, plan_cpus, plan_duet, split_sides
 from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.core.options import Options
@@ -53,7 +53,7 @@ def with_server_settings(
         [server_config.parse_option(text) for text in options],
     )
     threads = server_config.io_threads(settings)
-    if threads > len(cpus.server) and metric != "instructions":
+    if threads > len(cpus.server) and metric not in cycles.COUNTING_ONLY:
         usable = len(Topology.detect().usable)
         if threads < usable:
             instead = (
@@ -153,7 +153,7 @@ def _cpus(
     """(duet, the run's CPUs, one side's CPUs). A duet plans CPUs for every version it
     compares (a range: two at least, checked again once it is resolved)."""
     sides = max(2, len(specs)) if len(specs) > 1 or ".." in specs[0].value else 1
-    duet = settings.pairing == "duet" and options.metric != "instructions" and sides > 1
+    duet = settings.pairing == "duet" and options.metric not in cycles.COUNTING_ONLY and sides > 1
     if duet:
         cpus = plan_duet(sides, options.server_cpus, options.client_cpus)
         return True, cpus, split_sides(cpus, sides)[0]
@@ -250,7 +250,7 @@ def with_task_latency(options: Options) -> Options:
     no rate is given, so every run that times tasks shows what a task feels at a stated
     load (`ci` gates task latency where --latency-load asks, as for every workload)."""
     asked = options.rate is not None or options.load or options.latency_load or options.slo
-    if asked or options.driver is not None or options.metric == "instructions":
+    if asked or options.driver is not None or options.metric in cycles.COUNTING_ONLY:
         return options
     try:
         lifecycle = load_workload(options.workload).kind == "lifecycle"

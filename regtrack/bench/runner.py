@@ -215,7 +215,7 @@ def _trial(
         if session is None:
             return trial.throughput_trial(job.context, server, planned, specs), None
         record, profile = protocol.instruction_trial(job.context, server, planned, specs, session)
-        return record, list(profile.by_key().values()) if profile else None
+        return record, protocol.function_costs(profile, session.weights) if profile else None
     except (redis.RedisError, CannotMeasure, OSError) as exc:
         alive = server.alive()
         if alive and not isinstance(exc, redis.RedisError):

@@ -78,6 +78,7 @@ def serve(
             yield server, None
         return
     valgrind, callgrind_control = control.require()
+    weights = job.cycle_weights
     with tempfile.TemporaryDirectory(prefix="regtrack-callgrind-") as tmp:
         outdir = Path(tmp)
         try:
@@ -85,13 +86,13 @@ def serve(
                 _binary(target),
                 job.cpus.server,
                 timeout=CALLGRIND_START_TIMEOUT_S,
-                wrapper=control.wrapper(valgrind, outdir),
+                wrapper=control.wrapper(valgrind, outdir, simulate=weights is not None),
                 seed=seed,
                 settings=job.server_argv(target),
                 data_dir=job.data_dir,
             ) as server:
                 _slow_cron(server, target)
-                yield server, protocol.Callgrind(control=callgrind_control, outdir=outdir)
+                yield server, protocol.Callgrind(callgrind_control, outdir, weights)
         except ServerDied:
             raise  # already names the version and the mode; the run goes on
         except CannotMeasure as exc:

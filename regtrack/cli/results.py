@@ -163,6 +163,14 @@ def _list_runs(runs: list[RunLine], fmt: str) -> None:
 @click.option("--candidate", required=True, help="Version label the change is measured to.")
 @click.option("--point", help="One workload point, e.g. pipeline=10 (default: every point).")
 @click.option("--top", type=click.IntRange(1, 500), default=15, show_default=True)
+@click.option(
+    "--metric",
+    type=click.Choice(["instructions", "cycles"]),
+    default="instructions",
+    show_default=True,
+    help="The cost per function: instructions, or simulated cycles with each function's "
+    "L1, last-level and branch misses per op (a run measured with --metric cycles).",
+)
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table")
 @db_option
 def explain(
@@ -171,17 +179,18 @@ def explain(
     candidate: str,
     point: str | None,
     top: int,
+    metric: str,
     fmt: str,
     db: str | None,
 ) -> None:
     """Which functions' instructions per op changed between two versions (measured with
-    --metric instructions)."""
+    --metric instructions); with --metric cycles, their simulated cycles and misses."""
     from regtrack.core.settings import load_settings
     from regtrack.flows import readout
     from regtrack.results.store import Store
 
     store = Store.open(db or load_settings().database, create=False)
-    attributions = readout.functions(store, run_id, baseline, candidate, point, top)
+    attributions = readout.functions(store, run_id, baseline, candidate, point, top, metric)
     click.echo(tables.attribution(attributions, fmt))
 
 

@@ -125,7 +125,8 @@ def _present(
     from regtrack.flows import readout
     from regtrack.output import latency_text, story, tables
 
-    shown = ["throughput", "instructions_per_op", "syscalls_per_op", "open_loop_p50",
+    shown = ["throughput", "instructions_per_op", "cycles_per_op", "l1_misses_per_op",
+             "ll_misses_per_op", "branch_misses_per_op", "syscalls_per_op", "open_loop_p50",
              "open_loop_p99", "open_loop_p999"]  # fmt: skip
     click.echo(tables.render(result, "table", shown))
     slo = readout.slo_capacities(store, run_id, baseline, thresholds)

@@ -18,7 +18,7 @@ from regtrack.bench.measuring import Measuring
 from regtrack.bench.prepare import prepare_job
 from regtrack.bench.real import RealBench
 from regtrack.bench.runner import BlockRule
-from regtrack.core import writes
+from regtrack.core import cycles, writes
 from regtrack.core.errors import BadInput, RegtrackError
 from regtrack.core.options import Options
 from regtrack.core.settings import load_settings
@@ -60,7 +60,7 @@ def prepare(specs: list[versions.VersionSpec], options: Options) -> Job:
     for skipped in job.skipped:
         what = f"{skipped.label} ({skipped.subject})"
         err.print(f"regtrack: skipped {what}: {skipped.reason}")
-    if job.loadgen.name == "builtin" and job.metric != "instructions":
+    if job.loadgen.name == "builtin" and job.metric not in cycles.COUNTING_ONLY:
         err.print(f"regtrack: note: {THROUGHPUT_CAVEAT}")
     if job.workload.kind == "driver":
         err.print(

@@ -89,6 +89,9 @@ SERVER_START_S = Bound(0, 600, above=True)
 WINDOW_S = Bound(0.05, 10)
 # Seed offsets a run draws lie below 2^31 (bench/seeds.py); a chosen one fits there too.
 SEED_OFFSET = Bound(0, 2**31)
+# Cycles one cache miss or mispredicted branch costs (core/cycles.py): a miss to memory
+# is some hundreds; 100,000 is beyond any and keeps a cycle count finite.
+CYCLE_WEIGHT = Bound(0, 100_000)
 
 # --- workloads -----------------------------------------------------------------------
 # Populate, a per-key setup step and the rehash that settles them each take one request

@@ -119,9 +119,11 @@ class Options:
     metric: str = option(
         "throughput",
         "What is measured: throughput (ops/s, latency), instructions (server instructions "
-        "per op under callgrind, repeatable on a noisy machine), or both.",
+        "per op under callgrind, repeatable on a noisy machine), both, or cycles "
+        "(instructions and simulated cycles per op: callgrind's cache and branch "
+        "simulation, which sees cache misses and mispredictions; no throughput).",
         "measuring",
-        choices=("throughput", "instructions", "both"),
+        choices=("throughput", "instructions", "both", "cycles"),
         defaults={"ci": "both", "bisect": "instructions"},
         command_choices={"bisect": ("instructions", "throughput")},
         helps={

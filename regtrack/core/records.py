@@ -203,6 +203,30 @@ class LifecycleFacts:
     foreign_tasks: int
 
 
+@dataclass(frozen=True)
+class CacheSimFacts:
+    """What callgrind's cache and branch simulation counted in an instruction trial's two
+    windows (--metric cycles): every event's total, the estimated cycles of them at the
+    run's weights (core/cycles.py) and the simulated caches as the dumps described them.
+    Stored in trial_cache_sim, its columns these fields."""
+
+    ir: int
+    dr: int
+    dw: int
+    i1mr: int
+    d1mr: int
+    d1mw: int
+    ilmr: int
+    dlmr: int
+    dlmw: int
+    bc: int
+    bcm: int
+    bi: int
+    bim: int
+    cycles: int
+    geometry: str
+
+
 @dataclass
 class TrialRecord:
     """Every figure of one trial, its validity and the evidence behind it."""
@@ -246,6 +270,7 @@ class TrialRecord:
     per_command: dict[str, dict[str, float]] = field(default_factory=dict)  # load generator rows
     open_loop: OpenLoopFacts | None = None  # a latency trial's offered load and histogram
     lifecycle: LifecycleFacts | None = None  # a lifecycle trial's engine counts
+    cache_sim: CacheSimFacts | None = None  # --metric cycles: the simulated events
 
     def mark_invalid(self, code: InvalidReason, detail: str = "") -> None:
         """Add a reason: the code for whoever decides, the detail for whoever reads."""
@@ -301,6 +326,11 @@ class FunctionCost:
     object: str
     exclusive: int = 0
     inclusive: int = 0
+    # Every event's counts by name, under callgrind's cache and branch simulation
+    # (--metric cycles; empty: instructions alone were counted).
+    exclusive_events: dict[str, int] = field(default_factory=dict)
+    inclusive_events: dict[str, int] = field(default_factory=dict)
+    cycles: int | None = None  # exclusive, at the run's weights (core/cycles.py)
 
     @property
     def key(self) -> str:

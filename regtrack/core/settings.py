@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from regtrack.core import limits
+from regtrack.core import cycles, limits
 from regtrack.core.errors import BadInput
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # regtrack/
@@ -90,7 +90,17 @@ class RunSettings(_Strict):
     # run draws its own (stored in the run's settings); 0 gives the seeds every run read
     # before offsets existed, e.g. to keep a history free of seed effects.
     seed_offset: limits.SEED_OFFSET.of(int) | None = None
+    # --metric cycles: what one event costs, in cycles beyond its instruction (core/cycles.py;
+    # measured on this machine by benchmarks/cycle_weights.py, docs/methodology.md). Part
+    # of the comparability key: runs weighed otherwise are not compared.
+    cycle_weight_l1: limits.CYCLE_WEIGHT.of(float) = 10.0
+    cycle_weight_ll: limits.CYCLE_WEIGHT.of(float) = 200.0
+    cycle_weight_branch: limits.CYCLE_WEIGHT.of(float) = 10.0
     database: str = str(DEFAULT_DB)
+
+    @property
+    def cycle_weights(self) -> cycles.Weights:
+        return cycles.Weights(self.cycle_weight_l1, self.cycle_weight_ll, self.cycle_weight_branch)
 
 
 class Thresholds(_Strict):
@@ -106,6 +116,10 @@ class Thresholds(_Strict):
     latency: limits.PERCENT.of(float) = 10.0
     instructions: limits.PERCENT.of(float) = 1.0
     syscalls: limits.PERCENT.of(float) = 2.0
+    # Simulated cycles per op (--metric cycles) and the misses shown beside them (never
+    # gating): docs/methodology.md "Simulated cycles", A/A spreads.
+    cycles: limits.PERCENT.of(float) = 1.0
+    misses: limits.PERCENT.of(float) = 5.0
     # Open-loop latency percentiles at a declared load (bench/latency_trial.py). PLACEHOLDERS,
     # to be set by A/A gates on this VM: the simulation in docs/methodology.md ("Latency
     # percentiles") only says the tail needs wider bands than the median.
@@ -133,6 +147,10 @@ class Thresholds(_Strict):
             return self.latency
         if name == "instructions_per_op":
             return self.instructions
+        if name == "cycles_per_op":
+            return self.cycles
+        if name in ("l1_misses_per_op", "ll_misses_per_op", "branch_misses_per_op"):
+            return self.misses
         return self.syscalls
 
 

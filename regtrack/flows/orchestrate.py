@@ -19,7 +19,7 @@ from regtrack.bench.job import Job, RunPurpose, parse_duration
 from regtrack.bench.measuring import Measuring
 from regtrack.bench.runner import BlockRule, execute
 from regtrack.bench.runtimes import docker
-from regtrack.core import cpulock, environment, redact
+from regtrack.core import cpulock, cycles, environment, redact
 from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.core.records import Progress
 from regtrack.flows import resume
@@ -159,7 +159,7 @@ def _say_method(job: Job, say: Say) -> None:
             f"open-loop latency: paired in time, one arrival stream moving between the "
             f"{len(job.targets)} servers every {job.settings.window:g} s"
         )
-    if job.metric == "instructions":
+    if job.metric in cycles.COUNTING_ONLY:
         return
     if job.pairs_in_time and job.lifecycle_pairs:
         say(

@@ -83,11 +83,18 @@ def across_runs(
 
 
 def functions(
-    store: Store, run_id: int | None, baseline: str, candidate: str, point: str | None, top: int
+    store: Store,
+    run_id: int | None,
+    baseline: str,
+    candidate: str,
+    point: str | None,
+    top: int,
+    metric: str = "instructions",
 ) -> list[dict[str, Any]]:
-    """`explain`: the functions whose instructions per operation moved, per point."""
+    """`explain`: the functions whose instructions (or simulated cycles) per operation
+    moved, per point."""
     costs = loaded.costs(store, run_id or store.latest_run_id())
-    return attribution.attribute(costs, baseline, candidate, point, top)
+    return attribution.attribute(costs, baseline, candidate, point, top, metric=metric)
 
 
 def latency(store: Store, run_id: int | None) -> list[Distribution]:

@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from regtrack.analysis.records import Answer, ServerFacts
+from regtrack.analysis.records import Answer, PointComparison, PooledComparison, ServerFacts
 from regtrack.core.text import printable
 from regtrack.workloads import server_config
 
@@ -26,7 +26,7 @@ def format_value(value: float | None, unit: str, server_busy_pct: float | None =
     if unit == "ops/s":
         busy = "" if server_busy_pct is None else f" (server {server_busy_pct:.0f}%)"
         return f"{value:,.0f}{busy}"
-    if unit == "Ir/op":
+    if unit in ("Ir/op", "cycles/op"):
         return f"{value:,.1f}"
     return f"{value:.3f}"
 
@@ -102,3 +102,29 @@ def forced_line(
     if not differences:
         return None
     return f"FORCED comparison, not like with like: {'; '.join(map(quote, differences))}"
+
+
+# What moved beneath simulated cycles: the misses per op, in the words a reader knows.
+MISS_TITLE = {
+    "l1_misses_per_op": "L1 misses",
+    "ll_misses_per_op": "LL misses",
+    "branch_misses_per_op": "mispredicted branches",
+}
+
+
+def misses_moved(records: Sequence[PointComparison], answer: PooledComparison) -> str:
+    """Why a cycles-per-op answer moved: per op, the candidate's misses minus the
+    baseline's, averaged over the answer's points ("" without the simulation's records):
+    "per op: LL misses +1.00, L1 misses +1.02, mispredicted branches +0.01"."""
+    parts = []
+    for metric, title in MISS_TITLE.items():
+        diffs = [
+            r.candidate_value - r.baseline_value
+            for r in records
+            if r.metric == metric and r.candidate == answer.candidate
+            and r.workload == answer.workload and r.point in answer.points
+            and r.candidate_value is not None and r.baseline_value is not None
+        ]  # fmt: skip
+        if diffs:
+            parts.append(f"{title} {sum(diffs) / len(diffs):+,.2f}")
+    return f"per op: {', '.join(parts)}" if parts else ""

@@ -25,6 +25,7 @@ from regtrack.output.answer_text import (
     change_text,
     forced_line,
     mde_text,
+    misses_moved,
     server_caption,
     shift_text,
 )
@@ -38,6 +39,7 @@ OUTCOME_HEADLINE = {
 }
 METRIC_TITLE = {
     "instructions_per_op": "instructions per op",
+    "cycles_per_op": "simulated cycles per op",
     "throughput": "throughput",
     "open_loop_p99": "p99 latency (open loop)",
     "tasks_per_sec": "tasks/s (capacity)",
@@ -167,9 +169,10 @@ def ci_summary(result: ComparisonResult, decision: GateDecision, context: GateCo
         lines.append("- no gating metric was measured")
     for r in decision.gating:
         points = markdown.items(r.points) or "no point"
+        why = misses_moved(result.comparisons, r) if r.metric == "cycles_per_op" else ""
         lines.append(
             f"- **{METRIC_TITLE.get(r.metric) or md(r.metric)}** over {points} "
-            f"({r.n_blocks} blocks): {change_text(r)}"
+            f"({r.n_blocks} blocks): {change_text(r)}{f' ({why})' if why else ''}"
         )
         for point, why in r.excluded.items():
             lines.append(f"  - {md(point)} does not gate: {md(why)}")

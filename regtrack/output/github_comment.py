@@ -23,7 +23,7 @@ from regtrack.analysis.syscall_breakdown import SyscallBreakdown, SyscallChange
 from regtrack.core.errors import BadInput
 from regtrack.core.text import FIELD
 from regtrack.output import markdown
-from regtrack.output.answer_text import UNTRUSTED, change_text, format_value
+from regtrack.output.answer_text import UNTRUSTED, change_text, format_value, misses_moved
 from regtrack.output.ci_summary import HEADLINE, METRIC_TITLE
 
 MARKER_PREFIX = "<!-- regtrack:ci"
@@ -190,9 +190,10 @@ def _gate_table(verdict: CiVerdict) -> list[str]:
     for a in verdict.gate:
         threshold = "-" if a.threshold_pct is None else f"±{a.threshold_pct:g}%"
         points = markdown.items(a.points, quote=markdown.cell) or "-"
+        why = misses_moved(verdict.records, a) if a.metric == "cycles_per_op" else ""
         lines.append(
             f"| {VERDICT_ICON.get(a.verdict, '')} | {_metric(a.metric)} | {points} | "
-            f"{a.n_blocks} | {change_text(a)} | {threshold} |"
+            f"{a.n_blocks} | {change_text(a)}{f' ({why})' if why else ''} | {threshold} |"
         )
     return lines
 

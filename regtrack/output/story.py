@@ -15,13 +15,14 @@ from regtrack.core.text import printable
 from regtrack.output.answer_text import change_text
 
 TOLD = (
-    "throughput", "open_loop_p99", "instructions_per_op", "tasks_per_sec", "task_p50",
-    "task_p99", "server_cpu_per_task",
+    "throughput", "open_loop_p99", "instructions_per_op", "cycles_per_op", "tasks_per_sec",
+    "task_p50", "task_p99", "server_cpu_per_task",
 )  # fmt: skip
 TITLE = {
     "throughput": "throughput",
     "open_loop_p99": "p99 latency (open loop)",
     "instructions_per_op": "instructions per op",
+    "cycles_per_op": "simulated cycles per op",
     "tasks_per_sec": "tasks/s (capacity)",
     "task_p50": "task latency p50",
     "task_p99": "task latency p99",

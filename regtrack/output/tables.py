@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from regtrack.analysis import syscall_breakdown
-from regtrack.analysis.bisect_records import Attribution
+from regtrack.analysis.bisect_records import Attribution, FunctionShare
 from regtrack.analysis.metrics import METRIC_BY_NAME
 from regtrack.analysis.records import (
     ComparisonResult,
@@ -229,12 +229,15 @@ def attribution(tables: Sequence[Attribution], fmt: str) -> str:
     out: list[str] = []
     q = MARKDOWN if fmt == "markdown" else TERMINAL
     for t in tables:
+        cycles = t.get("metric") == "cycles"
+        unit = "cycles/op" if cycles else "Ir/op"
         header = [
             "function",
-            f"{q.cell(t['baseline'])} Ir/op",
-            f"{q.cell(t['candidate'])} Ir/op",
+            f"{q.cell(t['baseline'])} {unit}",
+            f"{q.cell(t['candidate'])} {unit}",
             "difference",
             "share of difference",
+            *(MISS_HEADERS if cycles else ()),
         ]
         rows = [
             [
@@ -243,6 +246,7 @@ def attribution(tables: Sequence[Attribution], fmt: str) -> str:
                 f"{f['candidate_per_op']:,.1f}",
                 f"{f['diff_per_op']:+,.1f}",
                 "-" if f["share_pct"] is None else f"{f['share_pct']:+.1f}%",
+                *(_misses(f) if cycles else ()),
             ]
             for f in t["functions"]
         ]
@@ -254,10 +258,12 @@ def attribution(tables: Sequence[Attribution], fmt: str) -> str:
                 f"{t['candidate_total']:,.1f}",
                 f"{t['diff_total']:+,.1f}",
                 "100.0%" if t["diff_total"] else "-",
+                *(["" for _ in MISS_HEADERS] if cycles else ()),
             ]
         )
+        what = "simulated cycles per op" if cycles else "instructions per op"
         caption = (
-            f"{q.prose(t['workload'])} {q.prose(t['point'])}: instructions per op (exclusive), "
+            f"{q.prose(t['workload'])} {q.prose(t['point'])}: {what} (exclusive), "
             f"{q.prose(t['candidate'])} vs {q.prose(t['baseline'])}: {change} "
             f"(mean of {t['n_baseline']} and {t['n_candidate']} valid trials)"
         )
@@ -271,6 +277,17 @@ def attribution(tables: Sequence[Attribution], fmt: str) -> str:
         console.print(_numbers_table(header, rows))
         out.append(console.file.getvalue())  # type: ignore[attr-defined]
     return "\n".join(out)
+
+
+# explain --metric cycles: how each function's misses per op moved.
+MISS_HEADERS = ("L1 misses/op", "LL misses/op", "mispredicts/op")
+
+
+def _misses(f: FunctionShare) -> list[str]:
+    moved = f.get("misses_diff_per_op")
+    if moved is None:
+        return ["" for _ in MISS_HEADERS]
+    return [f"{moved.get(m, 0.0):+,.3f}" for m in ("l1_misses", "ll_misses", "branch_misses")]
 
 
 def versions_table(rows: list[dict[str, str]]) -> str:

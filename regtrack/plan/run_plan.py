@@ -48,7 +48,7 @@ class RunPlan:
     workload: Workload
     settings: RunSettings
     cpus: CpuPlan | None  # None: a crafted or damaged plan that recorded none
-    metric: str = "throughput"  # throughput | instructions | both
+    metric: str = "throughput"  # throughput | instructions | both | cycles
     runtime: str = "native"  # native | docker
     memory: str | None = None  # a container's memory limit
     server_data: ServerData | None = None  # None: stored before it was recorded
@@ -70,6 +70,9 @@ class RunPlan:
     purpose: RunPurpose = field(default_factory=RunPurpose)
     merged: Merged | None = None  # a run merged from shards
     latency: LatencyPlan | None = None  # open-loop latency trials (--rate, --load)
+    # --metric cycles: the caches callgrind simulated (core/cycles.geometry_text); None: no
+    # simulation, or stored before it existed
+    cache_geometry: str | None = None
 
     @property
     def seed_offset(self) -> int:
@@ -79,9 +82,10 @@ class RunPlan:
     @property
     def modes(self) -> tuple[str, ...]:
         """The trial kinds each repetition measures, in order (bench/plan.interleave)."""
-        modes = {"throughput": ("throughput",), "instructions": ("instructions",)}.get(
-            self.metric, ("throughput", "instructions")
-        )
+        modes = {
+            "throughput": ("throughput",), "instructions": ("instructions",),
+            "cycles": ("instructions",),
+        }.get(self.metric, ("throughput", "instructions"))  # fmt: skip
         return (*modes, LATENCY_MODE) if self.latency else modes
 
     @property
@@ -89,12 +93,20 @@ class RunPlan:
         """Whether the run counted instructions."""
         return self.metric != "throughput"
 
+    @property
+    def simulated(self) -> bool:
+        """Whether its instructions were counted under the cache and branch simulation."""
+        return self.metric == "cycles"
+
     def identity(self) -> str:
         """The identity of a resolved plan: what is measured, not where (shards of one
         plan share it: bench/shards.py). Versions, points, workload, metric, runtime and
         settings; host facts (CPU numbers, paths of cached builds) are left out."""
         settings = self.settings.model_dump()
         settings.pop("database", None)
+        if not self.simulated:  # weights weigh nothing: ids of other runs stay theirs
+            for name in ("cycle_weight_l1", "cycle_weight_ll", "cycle_weight_branch"):
+                settings.pop(name, None)
         facts = {
             "metric": self.metric,
             "runtime": self.runtime,
@@ -153,6 +165,8 @@ class RunPlan:
             data.update(self.merged.to_json())
         if self.latency is not None:
             data["latency"] = self.latency.to_json()
+        if self.cache_geometry is not None:
+            data["cache_geometry"] = self.cache_geometry
         return data
 
     @classmethod
@@ -204,4 +218,11 @@ class RunPlan:
             purpose=RunPurpose.from_json(data),
             merged=Merged.from_json(data),
             latency=LatencyPlan.from_json(data.get("latency")),
+            cache_geometry=_text_or_none(data.get("cache_geometry")),
         )
+
+
+def _text_or_none(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise UnreadablePlan(f"cache_geometry: {str(value)[:40]!r} is not text")
+    return value

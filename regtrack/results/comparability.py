@@ -25,6 +25,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from regtrack.core import cycles
 from regtrack.core.errors import BadInput
 from regtrack.plan.run_plan import RunPlan
 from regtrack.results.run_row import Key, RunRow
@@ -35,10 +36,19 @@ MACHINE = ("cpu_model", "cpu_count", "physical_cores", "kernel")
 # Workload fields that document it, sweep it or judge its trials: not its traffic.
 NOT_TRAFFIC = ("description", "models", "approximations", "min_redis", "pipelines", "tolerance_pct")
 # Facts the key gained after runs were stored with it: derived from such a run's config.
-ADDED = ("throughput method", "valgrind", "compiler", "build flags")
+ADDED = (
+    "throughput method", "valgrind", "compiler", "build flags", "cache simulation",
+    "cycle weights",
+)  # fmt: skip
 # How instruction trials ran and what counted them: compared only when both runs counted
 # instructions (a run that did not has None).
-INSTRUCTION_FACTS = ("instruction requests", "callgrind hz", "valgrind", "compiler", "build flags")
+# The simulated caches and the cycle weights matter only when both runs simulated them (a
+# run that counted instructions alone has no cycles to compare; its instructions are the
+# same under the simulation).
+INSTRUCTION_FACTS = (
+    "instruction requests", "callgrind hz", "valgrind", "compiler", "build flags",
+    "cache simulation", "cycle weights",
+)  # fmt: skip
 # A fact a run that counted instructions did not record: never equal, not even to itself.
 UNKNOWN = "unknown"
 # The compiler and build flags of a run whose versions regtrack did not build (bin:).
@@ -53,6 +63,7 @@ def key(plan: RunPlan, environment: Mapping[str, Any], loadgen: Mapping[str, Any
         workload.pop("server", None)
     counted = plan.counted
     data = plan.server_data
+    counts_only = plan.metric in cycles.COUNTING_ONLY
     facts: dict[str, Any] = {f"machine.{k}": environment.get(k) for k in MACHINE}
     facts.update(
         {
@@ -64,12 +75,14 @@ def key(plan: RunPlan, environment: Mapping[str, Any], loadgen: Mapping[str, Any
             "server cpus": plan.cpus.server_list if plan.cpus else None,
             "client cpus": plan.cpus.client_list if plan.cpus else None,
             # Windows paired in time and separate trials measure throughput differently.
-            "throughput method": plan.throughput_method if plan.metric != "instructions" else None,
+            "throughput method": None if counts_only else plan.throughput_method,
             "load generator": loadgen.get("name"),
             "load generator binary": loadgen.get("sha256") or loadgen.get("image_id"),
             "instruction requests": plan.settings.instruction_requests if counted else None,
             "callgrind hz": plan.callgrind_hz if counted else None,
             "valgrind": (environment.get("valgrind") or UNKNOWN) if counted else None,
+            "cache simulation": (plan.cache_geometry or UNKNOWN) if plan.simulated else None,
+            "cycle weights": plan.settings.cycle_weights.text() if plan.simulated else None,
             **_builds(plan, counted),
         }
     )

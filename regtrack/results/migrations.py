@@ -239,9 +239,34 @@ MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
         foreign_tasks INTEGER NOT NULL
     );
     """,
-    # v12: RESERVED for the simulated-cycles branch (w50-cycles), merged alongside; the
-    # lead renumbers at merge. An empty step: nothing to create.
-    "",
+    # v12: --metric cycles: what callgrind's cache and branch simulation counted in each
+    # instruction trial (every event's total, its estimated cycles, the simulated caches),
+    # and per function its exclusive cycles and misses; a trial or function cost stored
+    # before has none, read as not simulated.
+    """
+    CREATE TABLE trial_cache_sim (
+        trial_id INTEGER PRIMARY KEY REFERENCES trials(id) ON DELETE CASCADE,
+        ir INTEGER NOT NULL,
+        dr INTEGER NOT NULL,
+        dw INTEGER NOT NULL,
+        i1mr INTEGER NOT NULL,
+        d1mr INTEGER NOT NULL,
+        d1mw INTEGER NOT NULL,
+        ilmr INTEGER NOT NULL,
+        dlmr INTEGER NOT NULL,
+        dlmw INTEGER NOT NULL,
+        bc INTEGER NOT NULL,
+        bcm INTEGER NOT NULL,
+        bi INTEGER NOT NULL,
+        bim INTEGER NOT NULL,
+        cycles INTEGER NOT NULL,
+        geometry TEXT NOT NULL
+    );
+    ALTER TABLE function_costs ADD COLUMN cycles INTEGER;
+    ALTER TABLE function_costs ADD COLUMN l1_misses INTEGER;
+    ALTER TABLE function_costs ADD COLUMN ll_misses INTEGER;
+    ALTER TABLE function_costs ADD COLUMN branch_misses INTEGER;
+    """,
     # v13: every syscall by name over a trial's measured window (bench/kernel_calls.py);
     # a trial without rows has its read and write counts alone (/proc/PID/io), as before.
     """

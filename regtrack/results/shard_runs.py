@@ -21,7 +21,7 @@ MAX_TARGETS = 500
 MAX_PIPELINES = 1_000
 MAX_TRIALS = 100_000_000  # a plan's trials, as a run stores their count
 WORKLOAD_KINDS = ("get-pipeline", "mix", "lifecycle")
-METRICS = ("throughput", "instructions", "both")
+METRICS = ("throughput", "instructions", "both", "cycles")
 
 
 @dataclass(frozen=True)

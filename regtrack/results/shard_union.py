@@ -173,7 +173,10 @@ def _positions(seqs: list[int]) -> str:
 
 
 CHILD_TABLES = {
-    "function_costs": ("function", "file", "object", "exclusive", "inclusive"),
+    "function_costs": (
+        "function", "file", "object", "exclusive", "inclusive", "cycles", "l1_misses",
+        "ll_misses", "branch_misses",
+    ),
     "trial_reasons": ("position", "code", "detail"),
     "command_stats": (
         "source", "command", "calls", "usec", "failed_calls", "ops_per_sec", "p50_ms", "p99_ms",
@@ -186,6 +189,10 @@ CHILD_TABLES = {
     "trial_lifecycle": (
         "enqueued", "completed", "not_done", "enqueue_per_sec", "commands_per_task",
         "round_trips_per_task", "empty_dequeues", "foreign_tasks",
+    ),
+    "trial_cache_sim": (
+        "ir", "dr", "dw", "i1mr", "d1mr", "d1mw", "ilmr", "dlmr", "dlmw", "bc", "bcm", "bi",
+        "bim", "cycles", "geometry",
     ),
 }  # fmt: skip
 

@@ -269,13 +269,15 @@ class Store:
                 conn.execute(f"INSERT INTO {table} ({names}) VALUES ({holes})", [*fact.values()])
             conn.executemany(
                 "INSERT INTO function_costs (trial_id, function, file, object, exclusive,"
-                " inclusive) VALUES (?, ?, ?, ?, ?, ?)",
+                " inclusive, cycles, l1_misses, ll_misses, branch_misses)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
-                    (trial_id, f.key, f.file, f.object, f.exclusive, f.inclusive)
+                    (trial_id, f.key, f.file, f.object, f.exclusive, f.inclusive,
+                     *trial_rows.simulated(f))
                     for f in functions or []
                     if f.exclusive or f.inclusive
                 ],
-            )
+            )  # fmt: skip
             return trial_id
 
     def finish_run(self, run_id: int, status: str, detail: str | None = None) -> None:

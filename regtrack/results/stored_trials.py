@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
-from regtrack.core.records import LifecycleFacts, TrialReason
+from regtrack.core import cycles
+from regtrack.core.records import CacheSimFacts, LifecycleFacts, TrialReason
 from regtrack.results import stored_values
 
 
@@ -22,7 +23,8 @@ class StoredTrial(NamedTuple):
     """One stored trial: its row of the trials table, in the table's column order, then its
     version's label (``target``), its invalid reasons, in the order they were found, and
     the two lifecycle engine counts metrics read (None: not a lifecycle trial, or one
-    stored before they were; all of the counts: lifecycle() below)."""
+    stored before they were; all of the counts: lifecycle() below), and what the cache
+    and branch simulation counted (grouped: cache_sim() below has every event)."""
 
     id: int
     run_id: int
@@ -69,6 +71,12 @@ class StoredTrial(NamedTuple):
     reasons: tuple[TrialReason, ...]
     enqueue_per_sec: float | None  # tasks its producers enqueued per second
     round_trips_per_task: float | None  # the engine's steps written per task completed
+    # --metric cycles (trial_cache_sim): estimated cycles, L1 misses (instruction and data),
+    # last-level misses and mispredicted branches of its windows; None: not simulated
+    cycles: int | None
+    l1_misses: int | None
+    ll_misses: int | None
+    branch_misses: int | None
     # every syscall by name over the window (trial_syscalls); None: counted by /proc/io
     syscalls_by_name: Mapping[str, int] | None = None
 
@@ -80,12 +88,17 @@ class StoredTrial(NamedTuple):
 
 class StoredCost(NamedTuple):
     """One function's instruction cost in one valid instruction trial, with the trial's
-    point, workload, server calls (never 0) and version."""
+    point, workload, server calls (never 0) and version; under the simulation its
+    exclusive cycles and misses too (None: not simulated)."""
 
     trial_id: int
     function: str
     exclusive: int
     inclusive: int
+    cycles: int | None
+    l1_misses: int | None
+    ll_misses: int | None
+    branch_misses: int | None
     point: str
     workload: str
     server_calls: int
@@ -126,6 +139,7 @@ def trials(conn: sqlite3.Connection, db: Path, run_id: int) -> list[StoredTrial]
     reasons = trial_reasons(conn, run_id)
     tasks = lifecycle(conn, db, run_id)
     calls = syscalls(conn, run_id)
+    simulated = cache_sim(conn, db, run_id)
     rows = conn.execute(
         "SELECT t.*, g.label AS target, g.run_id AS target_run FROM trials t"
         " JOIN targets g ON g.id = t.target_id WHERE t.run_id = ? ORDER BY t.seq",
@@ -145,6 +159,12 @@ def trials(conn: sqlite3.Connection, db: Path, run_id: int) -> list[StoredTrial]
         item["enqueue_per_sec"] = facts.enqueue_per_sec if facts else None
         item["round_trips_per_task"] = facts.round_trips_per_task if facts else None
         item["syscalls_by_name"] = calls.get(item["id"])
+        events = simulated.get(item["id"])
+        grouped = cycles.grouped(_named(events)) if events else None
+        item["cycles"] = events.cycles if events else None
+        item["l1_misses"] = grouped.l1_misses if grouped else None
+        item["ll_misses"] = grouped.ll_misses if grouped else None
+        item["branch_misses"] = grouped.branch_misses if grouped else None
         out.append(record(db, "trials", StoredTrial, item))
     return out
 
@@ -178,6 +198,26 @@ def syscalls(conn: sqlite3.Connection, run_id: int) -> dict[int, dict[str, int]]
     return out
 
 
+def cache_sim(conn: sqlite3.Connection, db: Path, run_id: int) -> dict[int, CacheSimFacts]:
+    """What the cache and branch simulation counted, by trial id (trial_cache_sim), each
+    value checked as it is read; a trial without a row was not simulated."""
+    rows = conn.execute(
+        "SELECT c.* FROM trial_cache_sim c JOIN trials t ON t.id = c.trial_id WHERE t.run_id = ?",
+        (run_id,),
+    ).fetchall()
+    out = {}
+    for row in rows:
+        item = stored_values.row(db, "trial_cache_sim", row)
+        trial_id = item.pop("trial_id")
+        out[trial_id] = CacheSimFacts(**item)
+    return out
+
+
+def _named(facts: CacheSimFacts) -> dict[str, int]:
+    """A trial's simulated events under callgrind's names (Ir, I1mr, ...)."""
+    return {name: getattr(facts, name.lower()) for name in cycles.EVENTS}
+
+
 def trial_reasons(conn: sqlite3.Connection, run_id: int) -> dict[int, tuple[TrialReason, ...]]:
     """Invalid reasons by trial id, in the order they were found."""
     out: dict[int, tuple[TrialReason, ...]] = {}
@@ -194,7 +234,8 @@ def trial_reasons(conn: sqlite3.Connection, run_id: int) -> dict[int, tuple[Tria
 def function_costs(conn: sqlite3.Connection, db: Path, run_id: int) -> list[StoredCost]:
     """Per-function costs of the valid instruction trials of a run, with their context."""
     rows = conn.execute(
-        "SELECT f.trial_id, f.function, f.exclusive, f.inclusive, t.point, t.workload,"
+        "SELECT f.trial_id, f.function, f.exclusive, f.inclusive, f.cycles, f.l1_misses,"
+        " f.ll_misses, f.branch_misses, t.point, t.workload,"
         " t.server_calls, t.params, g.label AS target"
         " FROM function_costs f JOIN trials t ON t.id = f.trial_id"
         " JOIN targets g ON g.id = t.target_id"

@@ -124,7 +124,13 @@ MEASURES = frozenset(
     + [f"command_stats.{c}" for c in (
         "calls", "usec", "failed_calls", "ops_per_sec", "p50_ms", "p99_ms",
     )]
-    + ["function_costs.exclusive", "function_costs.inclusive"]
+    + [f"function_costs.{c}" for c in (
+        "exclusive", "inclusive", "cycles", "l1_misses", "ll_misses", "branch_misses",
+    )]
+    + [f"trial_cache_sim.{c}" for c in (
+        "ir", "dr", "dw", "i1mr", "d1mr", "d1mw", "ilmr", "dlmr", "dlmw", "bc", "bcm", "bi",
+        "bim", "cycles",
+    )]
     + [f"trial_open_loop.{c}" for c in (
         "offered_rate", "lag_p99_us", "lag_max_us", "engine_busy_pct",
     )]

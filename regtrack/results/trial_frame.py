@@ -47,12 +47,15 @@ def _declared(record: type, derived: Mapping[str, str] | None = None) -> dict[st
 
 # A run's trials (LoadedRun.trials): each StoredTrial field, then the point's sort key,
 # syscalls per server call (NaN where the server counted no calls), and per operation the
-# server's CPU time and its calls (a lifecycle's operations are tasks; NaN without any).
+# server's CPU time and its calls (a lifecycle's operations are tasks; NaN without any),
+# and per server call the simulated cycles and misses (NaN where not simulated).
+SIMULATED = ("cycles", "l1_misses", "ll_misses", "branch_misses")
 TRIALS = _declared(
     StoredTrial,
     {
         "point_order": "int64", "syscalls_per_op": "float64",
         "server_cpu_us_per_op": "float64", "commands_per_op": "float64",
+        **{f"{name}_per_op": "float64" for name in SIMULATED},
     },
 )  # fmt: skip
 # A run's function costs (RunCosts.costs): each StoredCost field.
@@ -80,6 +83,8 @@ def trials(rows: Sequence[StoredTrial]) -> pd.DataFrame:
     per = requests.where(requests > 0)
     frame["server_cpu_us_per_op"] = np.array([_cpu_s(s) for s in frame["server_stats"]]) * 1e6 / per
     frame["commands_per_op"] = calls / per
+    for name in SIMULATED:
+        frame[f"{name}_per_op"] = frame[name].astype("float64") / calls.where(calls > 0)
     return checked(frame, TRIALS, "trials")
 
 

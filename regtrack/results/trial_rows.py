@@ -9,7 +9,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from regtrack.core.records import LATENCY_KEYS, TrialRecord
+from regtrack.core import cycles
+from regtrack.core.records import LATENCY_KEYS, FunctionCost, TrialRecord
 
 JSON_COLUMNS = ("params", "argv", "server_stats")
 
@@ -53,6 +54,15 @@ def trial(run_id: int, target_id: int, t: TrialRecord) -> dict[str, Any]:
     }
 
 
+def simulated(f: FunctionCost) -> tuple[int | None, ...]:
+    """A function's exclusive cycles and misses (L1, LL, mispredicted branches) under the
+    cache and branch simulation; four NULLs without it."""
+    if f.cycles is None:
+        return (None, None, None, None)
+    events = cycles.grouped(f.exclusive_events)
+    return (f.cycles, events.l1_misses, events.ll_misses, events.branch_misses)
+
+
 def commands(trial_id: int, t: TrialRecord) -> list[tuple]:
     rows = [
         (trial_id, "server", name, c.get("calls"), c.get("usec"), c.get("failed_calls"),
@@ -74,9 +84,12 @@ def syscalls(trial_id: int, t: TrialRecord) -> list[tuple[int, str, int]]:
 
 def facts(trial_id: int, t: TrialRecord) -> list[tuple[str, dict[str, Any]]]:
     """The trial's rows of the tables of facts only some trials have (table, columns with
-    their values): trial_open_loop and trial_lifecycle, whose columns are the fields of
-    OpenLoopFacts and LifecycleFacts."""
-    found = (("trial_open_loop", t.open_loop), ("trial_lifecycle", t.lifecycle))
+    their values): trial_open_loop, trial_lifecycle and trial_cache_sim, whose columns are
+    the fields of OpenLoopFacts, LifecycleFacts and CacheSimFacts."""
+    found = (
+        ("trial_open_loop", t.open_loop), ("trial_lifecycle", t.lifecycle),
+        ("trial_cache_sim", t.cache_sim),
+    )  # fmt: skip
     return [
         (table, {"trial_id": trial_id, **dataclasses.asdict(record)})
         for table, record in found

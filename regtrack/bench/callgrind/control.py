@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from regtrack.core import child_env, procs
+from regtrack.core import child_env, cycles, procs
 from regtrack.core.errors import CannotMeasure
 
 CONTROL_TIMEOUT_S = 120.0
@@ -35,14 +35,19 @@ def require() -> tuple[str, str]:
     control = shutil.which("callgrind_control")
     if not valgrind or not control:
         raise CannotMeasure(
-            "--metric instructions needs valgrind (callgrind): install it with "
+            "--metric instructions (and cycles) needs valgrind (callgrind): install it with "
             "apt-get install valgrind, or use --metric throughput"
         )
     return valgrind, control
 
 
-def wrapper(valgrind: str, outdir: Path) -> list[str]:
-    """The argv prefix that runs a server under callgrind, isolated in ``outdir``."""
+def wrapper(valgrind: str, outdir: Path, simulate: bool = False) -> list[str]:
+    """The argv prefix that runs a server under callgrind, isolated in ``outdir``; with
+    ``simulate`` (--metric cycles) its cache and branch simulation on, on the pinned caches
+    of core/cycles.py rather than the host's (a count must not depend on the host)."""
+    simulation = (
+        ["--cache-sim=yes", "--branch-sim=yes", *cycles.geometry_flags()] if simulate else []
+    )
     return [
         valgrind,
         "--tool=callgrind",
@@ -58,6 +63,7 @@ def wrapper(valgrind: str, outdir: Path) -> list[str]:
         # (--toggle-collect alone would start with collection off: say "yes" explicitly.)
         f"--toggle-collect={CRON_FUNCTION}",
         "--collect-atstart=yes",
+        *simulation,
         "--quiet",
     ]
 

@@ -15,15 +15,22 @@ import redis
 
 from regtrack.bench import kernel_calls, lifecycle_trial, loadgen, serverstats
 from regtrack.bench.callgrind import control
-from regtrack.bench.callgrind.profile import Profile, parse
+from regtrack.bench.callgrind.profile import Profile, add_events, parse
 from regtrack.bench.loadgen import driver, lifecycle
 from regtrack.bench.loadgen.base import LoadgenResult
 from regtrack.bench.plan import PlannedTrial
 from regtrack.bench.runtimes.base import RunningServer
 from regtrack.bench.trial import Context, measured_window, new_record
+from regtrack.core import cycles
 from regtrack.core.errors import CannotMeasure
 from regtrack.core.procs import process_cpu_seconds, socket_count
-from regtrack.core.records import FunctionCost, InvalidReason, LoadSpec, TrialRecord
+from regtrack.core.records import (
+    CacheSimFacts,
+    FunctionCost,
+    InvalidReason,
+    LoadSpec,
+    TrialRecord,
+)
 from regtrack.workloads.driver import DriverWorkload
 from regtrack.workloads.lifecycle import LifecycleWorkload
 
@@ -48,6 +55,8 @@ class Callgrind:
 
     control: str
     outdir: Path
+    # --metric cycles: the cache and branch simulation is on, its events weighed by these
+    weights: cycles.Weights | None = None
 
 
 def instruction_trial(
@@ -131,7 +140,10 @@ def _instruction_trial(
     profiles = [parse(path) for path in windows.dumps]
     for path in windows.dumps:
         path.unlink(missing_ok=True)  # the costs go to the store; the dumps are large
-    return record, _counted(ctx, record, profiles, measured)
+    profile = _counted(ctx, record, profiles, measured)
+    if session.weights is not None:
+        record.cache_sim = simulated(profile, session.weights)
+    return record, profile
 
 
 @dataclass
@@ -291,9 +303,41 @@ def _summed(windows: list[dict[str, int]]) -> dict[str, int]:
     return dict(sorted(total.items()))
 
 
+def function_costs(profile: Profile, weights: cycles.Weights | None) -> list[FunctionCost]:
+    """The costs stored per function: by symbol, each with its exclusive cycles at
+    ``weights`` under the simulation."""
+    costs = list(profile.by_key().values())
+    if weights is not None:
+        for cost in costs:
+            cost.cycles = cycles.grouped(cost.exclusive_events).cycles(weights)
+    return costs
+
+
+def simulated(profile: Profile, weights: cycles.Weights) -> CacheSimFacts:
+    """The simulation's events of a trial's merged profile, and its cycles at ``weights``;
+    a dump without them (valgrind ignored the simulation) cannot measure cycles, nor one
+    whose caches are not the pinned ones (the count would not be comparable)."""
+    missing = [e for e in cycles.EVENTS if e not in profile.events]
+    if missing:
+        raise CannotMeasure(
+            f"callgrind's dump has no {missing[0]} event: the cache and branch simulation "
+            "did not run (--metric cycles needs valgrind's --cache-sim and --branch-sim)"
+        )
+    if profile.geometry != cycles.geometry_text():
+        raise CannotMeasure(
+            f"callgrind simulated other caches than asked ({profile.geometry or 'none'}; "
+            f"asked {cycles.geometry_text()})"
+        )
+    totals = profile.totals
+    counts = {e.lower(): int(totals.get(e, 0)) for e in cycles.EVENTS}
+    return CacheSimFacts(
+        **counts, cycles=cycles.grouped(totals).cycles(weights), geometry=profile.geometry
+    )
+
+
 def _merged(profiles: list[Profile]) -> Profile:
     """One profile whose totals and function costs are the sums of several."""
-    merged = Profile(events=list(profiles[0].events), totals={})
+    merged = Profile(events=list(profiles[0].events), totals={}, caches=profiles[0].caches)
     for profile in profiles:
         for event, value in profile.totals.items():
             merged.totals[event] = merged.totals.get(event, 0) + value
@@ -303,4 +347,5 @@ def _merged(profiles: list[Profile]) -> Profile:
             )
             into.exclusive += cost.exclusive
             into.inclusive += cost.inclusive
+            add_events(into, cost)
     return merged

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 CHART_METRICS = (
-    "throughput", "instructions_per_op", "syscalls_per_op", "tasks_per_sec",
+    "throughput", "instructions_per_op", "cycles_per_op", "syscalls_per_op", "tasks_per_sec",
     "enqueue_per_sec", "server_cpu_per_task", "commands_per_task", "round_trips_per_task",
 )  # fmt: skip
 SLUG_RE = re.compile(r"[^A-Za-z0-9_.-]+")
