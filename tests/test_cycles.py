@@ -226,7 +226,9 @@ def test_a_database_from_before_the_simulation_upgrades_and_reads_none(tmp_path)
 
 
 def before_cache_sim(conn: sqlite3.Connection) -> None:
-    """A schema 12 database made one of schema 11 (regtrack before --metric cycles)."""
+    """A schema 13 database made one of schema 11 (regtrack before --metric cycles and
+    before syscalls were counted by name)."""
+    conn.execute("DROP TABLE trial_syscalls")
     conn.execute("DROP TABLE trial_cache_sim")
     for column in ("cycles", "l1_misses", "ll_misses", "branch_misses"):
         conn.execute(f"ALTER TABLE function_costs DROP COLUMN {column}")

@@ -122,3 +122,23 @@ def test_without_tracepoints_there_is_one_reason_and_no_counter(monkeypatch):
     why = kernel_calls.unavailable()
     assert why is not None and "tracepoints are not readable" in why and "\n" not in why
     assert kernel_calls.start(1) is None
+
+
+def test_a_baseline_counted_by_proc_io_is_compared_with_read_and_write_calls_alone():
+    """A stored baseline from before (or from a host without tracepoints) holds read and
+    write calls alone: the candidate's count of every call must not read as +50%."""
+    from regtrack.analysis.comparison import syscalls_alike
+
+    def trials(by_name):
+        return pd.DataFrame({
+            "server_calls": [1000, 1000], "syscalls_read": [1000, 1000],
+            "syscalls_write": [1000, 1000], "syscalls_per_op": [3.0 if by_name else 2.0] * 2,
+            "syscalls_by_name": [{"read": 1000, "write": 1000, "epoll_wait": 1000}] * 2
+            if by_name else [None, None],
+        })  # fmt: skip
+
+    base, cand = syscalls_alike(trials(False), trials(True))
+    assert list(base["syscalls_per_op"]) == list(cand["syscalls_per_op"]) == [2.0, 2.0]
+    assert cand["syscalls_by_name"].isna().all(), "no breakdown of calls one side never named"
+    both = syscalls_alike(trials(True), trials(True))
+    assert list(both[1]["syscalls_per_op"]) == [3.0, 3.0], "both by name: kept"

@@ -48,9 +48,13 @@ def _declared(columns: dict[str, str]) -> dict[str, str]:
 def test_a_trial_record_holds_every_column_the_trials_table_has():
     table = list(schema_objects.columns("trials"))
     lifecycle = ["enqueue_per_sec", "round_trips_per_task"]  # from trial_lifecycle
+    simulated = list(trial_frame.SIMULATED)  # from trial_cache_sim
     named = ["syscalls_by_name"]  # from trial_syscalls
-    assert list(StoredTrial._fields) == [*table, "target", "reasons", *lifecycle, *named]
+    assert list(StoredTrial._fields) == [
+        *table, "target", "reasons", *lifecycle, *simulated, *named
+    ]  # fmt: skip
     derived = ["point_order", "syscalls_per_op", "server_cpu_us_per_op", "commands_per_op"]
+    derived += [f"{name}_per_op" for name in simulated]
     assert list(trial_frame.TRIALS) == [*StoredTrial._fields, *derived]
 
 
@@ -109,7 +113,9 @@ def test_per_op_server_cpu_and_commands_divide_the_trials_server_figures_by_its_
 
 
 def test_the_cost_and_command_frames_have_their_declared_columns_even_empty():
-    cost = StoredCost(1, "main", 10, 20, "pipeline=1", "get-pipeline", 5, "a", 1)
+    cost = StoredCost(
+        1, "main", 10, 20, None, None, None, None, "pipeline=1", "get-pipeline", 5, "a", 1
+    )
     command = StoredCommand(
         1, "loadgen", "get", 5.0, 7.0, 0.0, 100.0, 0.5, 0.9, "get-pipeline", "pipeline=1",
         True, "throughput", 0, "a", 1,
