@@ -273,3 +273,28 @@ def test_explain_by_cycles_names_the_function_that_misses_and_how_often():
                                                                    None, None)])  # fmt: skip
     with pytest.raises(BadInput, match="measure with --metric cycles"):
         attribution.attribute(plain, "base", "cand", metric="cycles")
+
+
+def test_a_cycles_answer_in_the_comment_says_how_the_misses_per_op_moved():
+    """The pull-request comment's gate row for simulated cycles names the misses behind
+    it, per op (candidate minus baseline, averaged over the answer's points)."""
+    from regtrack.output.github_comment import CiVerdict, CommentContext, comment_body
+    from tests import answers
+
+    cycles_answer = answers.pooled(
+        metric="cycles_per_op", unit="cycles/op", higher_is_better=False, change_pct=4.8,
+        ci_low_pct=4.5, ci_high_pct=5.1, threshold_pct=1.0,
+    )  # fmt: skip
+    moved = [
+        answers.point(metric=m, unit="", higher_is_better=False, baseline_value=b,
+                      candidate_value=c, gating=False, verdict="regression")
+        for m, b, c in (("l1_misses_per_op", 49.9, 51.3), ("ll_misses_per_op", 13.9, 15.6),
+                        ("branch_misses_per_op", 22.4, 22.4))
+    ]  # fmt: skip
+    verdict = CiVerdict(
+        outcome="regression", headline="x", repetitions=4, baseline="a", candidate="b",
+        workload="get-pipeline", gate=(cycles_answer,), records=tuple(moved), forced=(),
+    )  # fmt: skip
+    body = comment_body(verdict, CommentContext())
+    row = next(line for line in body.splitlines() if "simulated cycles per op" in line)
+    assert "per op: L1 misses +1.40, LL misses +1.70, mispredicted branches +0.00" in row

@@ -280,7 +280,7 @@ def attribution(tables: Sequence[Attribution], fmt: str) -> str:
 
 
 # explain --metric cycles: how each function's misses per op moved.
-MISS_HEADERS = ("L1 misses/op", "LL misses/op", "mispredicts/op")
+MISS_HEADERS = ("Δ L1 misses/op", "Δ LL misses/op", "Δ mispredicts/op")
 
 
 def _misses(f: FunctionShare) -> list[str]:
