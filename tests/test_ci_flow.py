@@ -42,8 +42,10 @@ def test_an_a_a_comparison_is_decided_no_change(tmp_path, monkeypatch, pair):
     assert "undecided after 4 repetitions" in proc.stderr, proc.stderr
     data = _records(out)
     assert data["outcome"] == "no regression" and data["decided"]
-    (gate,) = data["gate"]
-    assert gate["verdict"] == "no change"
+    gates = {g["metric"]: g for g in data["gate"]}
+    assert set(gates) == {"instructions_per_op", "syscalls_per_op"}  # both counted, both gate
+    gate = gates["instructions_per_op"]
+    assert gate["verdict"] == gates["syscalls_per_op"]["verdict"] == "no change"
     assert gate["ci_high_pct"] - gate["ci_low_pct"] < 0.5
     assert [r["candidate"] for r in data["records"]][:1] == ["b"]
 
@@ -83,7 +85,10 @@ def test_blocks_are_added_until_decided_and_a_decided_metric_stops(tmp_path, mon
     assert proc.returncode == 0, proc.stderr
     data = _records(out)
     verdicts = {g["metric"]: g["verdict"] for g in data["gate"]}
-    assert verdicts == {"instructions_per_op": "no change", "throughput": "inconclusive"}
+    assert verdicts == {
+        "instructions_per_op": "no change", "syscalls_per_op": "no change",
+        "throughput": "inconclusive",
+    }  # fmt: skip
     assert "undecided after 8 repetitions: measuring 2 more (throughput)" in proc.stderr
     reps = {
         mode: sorted({r for _, r, m in model.visits if m == mode}) for _, _, mode in model.visits

@@ -127,7 +127,6 @@ def test_without_tracepoints_there_is_one_reason_and_no_counter(monkeypatch):
 def test_a_baseline_counted_by_proc_io_is_compared_with_read_and_write_calls_alone():
     """A stored baseline from before (or from a host without tracepoints) holds read and
     write calls alone: the candidate's count of every call must not read as +50%."""
-    from regtrack.analysis.comparison import syscalls_alike
 
     def trials(by_name):
         return pd.DataFrame({
@@ -137,8 +136,8 @@ def test_a_baseline_counted_by_proc_io_is_compared_with_read_and_write_calls_alo
             if by_name else [None, None],
         })  # fmt: skip
 
-    base, cand = syscalls_alike(trials(False), trials(True))
+    base, cand = syscall_breakdown.alike(trials(False), trials(True))
     assert list(base["syscalls_per_op"]) == list(cand["syscalls_per_op"]) == [2.0, 2.0]
     assert cand["syscalls_by_name"].isna().all(), "no breakdown of calls one side never named"
-    both = syscalls_alike(trials(True), trials(True))
+    both = syscall_breakdown.alike(trials(True), trials(True))
     assert list(both[1]["syscalls_per_op"]) == [3.0, 3.0], "both by name: kept"
