@@ -310,7 +310,8 @@ def test_the_body_says_what_the_step_summary_says(ci_outputs):
     assert lines[0] == "<!-- regtrack:ci -->"
     text = summary.read_text()
     assert lines[1] == text.splitlines()[0], "the summary's first line, word for word"
-    (answer,) = verdict.gate
+    answer = next(g for g in verdict.gate if g.metric == "throughput")
+    assert {g.metric for g in verdict.gate} == {"throughput", "syscalls_per_op"}
     assert f"- **throughput** over pipeline=10 (4 blocks): {change_text(answer)}" in text
     assert f"| ❌ | throughput | pipeline=10 | 4 | {change_text(answer)} | ±5% |" in body
     assert "<details><summary>Every metric and point (4 records)</summary>" in body

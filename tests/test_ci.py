@@ -49,7 +49,9 @@ def test_a_known_regression_fails_the_job_and_names_the_function(tmp_path, slow_
     assert step.read_text() == text, "the GitHub step summary gets the same text"
     data = json.loads(records.read_text())
     assert data["outcome"] == "regression" and data["decided"] and data["seeds"] == "fixed"
-    (gated,) = data["gate"]
+    gates = {g["metric"]: g for g in data["gate"]}
+    assert set(gates) == {"instructions_per_op", "syscalls_per_op"}, "both counted, both gate"
+    gated = gates["instructions_per_op"]
     # A pair whose trial was not trusted (its two windows 0.5% apart: libc's string
     # routines cost more or less with where malloc put their argument) leaves 3 blocks;
     # the first look decides either way.
