@@ -62,9 +62,10 @@ def test_a_lifecycle_run_measures_capacity_then_task_latency_at_a_share_of_it(
     assert enqueued > 0 and 0.5 * capacity < enqueue_rate < 2 * capacity, (enqueue_rate, capacity)
     _, point, timed_valid, achieved, _, _, p99, offered = modes["task_latency"]
     why = sqlite3.connect(db).execute("SELECT code, detail FROM trial_reasons").fetchall()
-    # Valid, or refused for the one reason a host can force: a VM whose hypervisor stole
-    # the engine's CPU (2026-12-06: "the engine stalled 1387 times (1134.2 ms)" in 3 s).
-    assert timed_valid == 1 or [code for code, _ in why] == ["behind-schedule"], why
+    # Valid, or refused for what a host can force: a VM whose hypervisor stole the
+    # engine's CPU (2026-12-06: "the engine stalled 1387 times (1134.2 ms)" in 3 s), or
+    # other work on the pinned CPUs.
+    assert timed_valid == 1 or {code for code, _ in why} <= {"behind-schedule", "contended"}, why
     (config,) = sqlite3.connect(db).execute("SELECT config FROM runs").fetchone()
     measured_first = json.loads(config)["latency"]["capacity"]  # tasks/s, before the trials
     assert point == "load=0.33" and offered == pytest.approx(measured_first * 0.33)
@@ -81,7 +82,8 @@ def test_a_lifecycle_run_measures_capacity_then_task_latency_at_a_share_of_it(
     ):
         assert title in shown
     page = (tmp_path / "run-1.html").read_text()
-    assert "Task latency (enqueue to done) against arrival rate" in page
+    if timed_valid:  # (a refused point is not drawn as measured)
+        assert "Task latency (enqueue to done) against arrival rate" in page
     assert "tasks per sec" in page  # the capacity chart
 
 

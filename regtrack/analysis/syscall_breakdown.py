@@ -139,7 +139,10 @@ def alike(base: pd.DataFrame, cand: pd.DataFrame) -> tuple[pd.DataFrame, pd.Data
     A baseline stored before, or measured where the tracepoints could not be opened,
     holds read and write calls alone (/proc/PID/io): against a count of every call it
     would read as a regression of every other call."""
-    if base["syscalls_by_name"].isna().all() == cand["syscalls_by_name"].isna().all():
+    named = [
+        "syscalls_by_name" in t and not t["syscalls_by_name"].isna().all() for t in (base, cand)
+    ]
+    if named[0] == named[1]:
         return base, cand
     return _io_syscalls(base), _io_syscalls(cand)
 
