@@ -10,7 +10,7 @@ does. Their fields declare the frames analysis reads them in (results/trial_fram
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
@@ -170,18 +170,9 @@ def trials(conn: sqlite3.Connection, db: Path, run_id: int) -> list[StoredTrial]
 
 
 def lifecycle(conn: sqlite3.Connection, db: Path, run_id: int) -> dict[int, LifecycleFacts]:
-    """The lifecycle engine's counts by trial id (trial_lifecycle), each value checked as
-    it is read; a trial without a row has none."""
-    rows = conn.execute(
-        "SELECT l.* FROM trial_lifecycle l JOIN trials t ON t.id = l.trial_id WHERE t.run_id = ?",
-        (run_id,),
-    ).fetchall()
-    out = {}
-    for row in rows:
-        item = stored_values.row(db, "trial_lifecycle", row)
-        trial_id = item.pop("trial_id")
-        out[trial_id] = LifecycleFacts(**item)
-    return out
+    """The lifecycle engine's counts by trial id (trial_lifecycle); a trial without a row
+    has none."""
+    return _by_trial(conn, db, run_id, "trial_lifecycle", LifecycleFacts)
 
 
 def syscalls(conn: sqlite3.Connection, run_id: int) -> dict[int, dict[str, int]]:
@@ -199,17 +190,25 @@ def syscalls(conn: sqlite3.Connection, run_id: int) -> dict[int, dict[str, int]]
 
 
 def cache_sim(conn: sqlite3.Connection, db: Path, run_id: int) -> dict[int, CacheSimFacts]:
-    """What the cache and branch simulation counted, by trial id (trial_cache_sim), each
-    value checked as it is read; a trial without a row was not simulated."""
+    """What the cache and branch simulation counted, by trial id (trial_cache_sim); a trial
+    without a row was not simulated."""
+    return _by_trial(conn, db, run_id, "trial_cache_sim", CacheSimFacts)
+
+
+def _by_trial(
+    conn: sqlite3.Connection, db: Path, run_id: int, table: str, kind: Callable[..., Fact]
+) -> dict[int, Fact]:
+    """One record per trial of a run from a table keyed by trial_id (a constant name of
+    ours), each value checked as it is read."""
     rows = conn.execute(
-        "SELECT c.* FROM trial_cache_sim c JOIN trials t ON t.id = c.trial_id WHERE t.run_id = ?",
+        f"SELECT x.* FROM {table} x JOIN trials t ON t.id = x.trial_id WHERE t.run_id = ?",
         (run_id,),
     ).fetchall()
     out = {}
     for row in rows:
-        item = stored_values.row(db, "trial_cache_sim", row)
+        item = stored_values.row(db, table, row)
         trial_id = item.pop("trial_id")
-        out[trial_id] = CacheSimFacts(**item)
+        out[trial_id] = kind(**item)
     return out
 
 
@@ -264,6 +263,7 @@ def command_stats(conn: sqlite3.Connection, db: Path, run_id: int) -> list[Store
     return out
 
 
+Fact = TypeVar("Fact")  # a per-trial record of a table keyed by trial_id
 Row = TypeVar("Row", bound=tuple)  # a NamedTuple record of a table's rows
 
 
