@@ -49,6 +49,14 @@ DRAIN_S = 30.0
 NOISE_PER_TASK = 0.05
 # Libraries checked at a fixed arrival rate (tasks/s), both sides (see the docstring).
 PACED = {"taskiq": 200.0}
+# A paced check's premise, checked on the real side: its read finds one task (at least
+# PREMISE_READS reads per task) and the server's CPU grew with the tasks. A host that
+# stalls the real driver for more than an arrival gap breaks it (CI once saw 0.72 reads
+# per task and a negative CPU per task): that real run is measured again, up to
+# PREMISE_TRIES times, as it is no measure of the library in the regime compared.
+PACED_READ = {"taskiq": "cmdstat_xreadgroup"}
+PREMISE_READS = 0.9
+PREMISE_TRIES = 3
 # Libraries whose tasks/s is their poll's cadence, not their speed: the preset is paced to
 # the real worker's while it works (see the docstring).
 POLL_BOUND = {"arq"}
@@ -168,9 +176,18 @@ def preset_traffic(
     return per_task, cpu / tasks, tasks
 
 
+def _premise_held(library: str, real: lt.LibraryTraffic) -> bool:
+    reads = real.commands_per_task.get(PACED_READ[library], 0.0)
+    return reads >= PREMISE_READS and real.server_cpu_us_per_task > 0
+
+
 def check(library: str, small: int = 100, large: int = 600) -> Check:
     paced = PACED.get(library)
     real = lt.measure(library, small=small, large=large, rate=paced)
+    for _ in range(PREMISE_TRIES - 1):
+        if not paced or _premise_held(library, real):
+            break
+        real = lt.measure(library, small=small, large=large, rate=paced)
     a, b = real.runs
     workload = load_workload(library)
     assert isinstance(workload, LifecycleWorkload)

@@ -11,7 +11,7 @@ import pytest
 
 from regtrack.core import cycles
 from regtrack.core.settings import RunSettings
-from tests.conftest import cli_in_process, run_cli
+from tests.conftest import cli_in_process, run_cli, settings_dir
 
 pytestmark = pytest.mark.usefixtures("redis_benchmark_bin")
 
@@ -22,8 +22,13 @@ def test_a_real_server_is_simulated_and_its_cycles_stored_shown_and_explained(
     if not shutil.which("valgrind"):
         pytest.skip("valgrind is not installed (apt-get install valgrind)")
     db = tmp_path / "r.db"
+    # 10,000 requests, not the default 200,000: the server's timer events are 20x their
+    # default share of a window, and under the (slower) cache simulation more of them fall
+    # in one window than in the other (0.50% apart was seen). This test is about what is
+    # stored and shown, so it allows 2%; repeatability has its own tests.
+    config = settings_dir(tmp_path, "[run]\nrepeatability_pct = 2\n")
     proc = run_cli(
-        "run", "--versions", f"a=bin:{redis_server},b=bin:{redis_server}", "--metric", "cycles",
+        "--config", str(config), "run", "--versions", f"a=bin:{redis_server},b=bin:{redis_server}", "--metric", "cycles",
         "--pipelines", "10", "--warmup", "0.2", "--keys", "2000", "--repetitions", "1",
         "--instruction-requests", "10000", "--no-report", "--db", str(db),
     )  # fmt: skip

@@ -221,7 +221,8 @@ def test_a_server_pause_shows_in_every_request_it_delayed(engine, tmp_path, redi
     is of the order of the pause (a closed loop would show 4 slow requests of 4000). The
     pause is no stall of the engine: it taints none of them. (--stall-us 5000: a true
     stall of this VM's engine CPU over the pause, 0.5 ms about once a second, would taint
-    the ~400 requests then in flight, rightly; one of 5 ms seldom comes in 0.2 s.)"""
+    the requests then in flight, rightly; one of 5 ms seldom comes in 0.2 s, and the
+    bounds below allow for what it taints when it does.)"""
     with redis_on_loopback(redis_server, tmp_path) as (port, client, server):
         proc = subprocess.Popen(
             [str(engine), "--spec", spec_file(tmp_path, GET_SPEC), "--port", str(port),
@@ -238,9 +239,12 @@ def test_a_server_pause_shows_in_every_request_it_delayed(engine, tmp_path, redi
         out, err = proc.communicate(timeout=15)
     assert proc.returncode == 0, err
     report = json.loads(out)
-    latency = report["latency_us"]
-    assert latency["max"] >= 150_000, latency
-    assert latency["p99"] >= 50_000, latency
+    latency, tainted = report["latency_us"], report["tainted"]
+    # A host stall of the engine t ms into the pause taints every request then in flight
+    # (the 2 per ms sent since the pause began), rightly; those after it still wait
+    # 200 - t ms. So the longest wait plus the tainted share holds ~190 ms either way.
+    assert latency["max"] / 1000 + tainted / 2 >= 150, (latency, tainted, report["stalls"])
+    assert latency["p99"] >= 50_000 or tainted >= 200, (latency, tainted, report["stalls"])
     assert latency["p50"] < 10_000, latency  # the other 90% were not delayed
     assert report["completed"] == report["intended"] == 4000  # constant arrivals: exact
     # the server was behind, not the engine
@@ -250,22 +254,27 @@ def test_a_server_pause_shows_in_every_request_it_delayed(engine, tmp_path, redi
     # still taint a few, never one of 200 ms)
     stalls = report["stalls"]
     assert stalls["max_ms"] < 100, stalls
-    # a stall of the host taints what was due during it (2000/s) and what was in flight
+    # a stall of the host taints what was due during it (2000/s) and what was in flight:
+    # a few, or, if it fell in the pause, up to the 400 sent since the pause began
     due = 2000 * stalls["total_ms"] / 1000
-    assert report["tainted"] <= due + 10 * stalls["count"], (report["tainted"], stalls)
+    in_flight = 10 * stalls["count"] + (400 if stalls["count"] else 0)
+    assert report["tainted"] <= due + in_flight, (report["tainted"], stalls)
     assert latency["count"] + report["tainted"] == 4000
     from hdrh.histogram import HdrHistogram
 
     recorded = HdrHistogram.decode(report["hdr"]).get_recorded_iterator()
     slow = sum(i.count_at_value_iterated_to for i in recorded if i.value_iterated_to >= 10**7)
-    assert slow >= 370, (slow, report["tainted"], stalls)
+    # each of the ~400 due during the pause is timed slow, or tainted by a host stall that
+    # fell in it (one was seen: 5 stalls, 37 ms, 36 tainted)
+    assert slow + report["tainted"] >= 370, (slow, report["tainted"], stalls)
 
 
 def test_a_stall_of_the_engine_taints_the_requests_it_touched(engine, tmp_path, redis_server):
-    """The engine stopped for 50 ms (SIGSTOP, SIGCONT) mid-run: a stall of its own, not the
-    server's. The requests due or in flight meanwhile (about 100 at 2000/s) are counted as
-    tainted and left out of the latency, whose max stays far below the stall; the schedule
-    lag still shows it."""
+    """The engine stopped for 150 ms (SIGSTOP, SIGCONT) mid-run: a stall of its own, not
+    the server's. The requests due or in flight meanwhile (about 300 at 2000/s) are counted
+    as tainted and left out of the latency, whose max stays far below the stall; the
+    schedule lag still shows it. (150 ms, not 50: a noisy host delays the server by 20 ms
+    and more now and then, which is latency; it does not by 75 ms.)"""
     with redis_on_loopback(redis_server, tmp_path) as (port, _, server):
         proc = subprocess.Popen(
             [str(engine), "--spec", spec_file(tmp_path, GET_SPEC), "--port", str(port),
@@ -275,7 +284,7 @@ def test_a_stall_of_the_engine_taints_the_requests_it_touched(engine, tmp_path, 
         )  # fmt: skip
         time.sleep(0.8)  # about 0.6 s into the measured window
         os.kill(proc.pid, signal.SIGSTOP)
-        time.sleep(0.05)
+        time.sleep(0.15)
         os.kill(proc.pid, signal.SIGCONT)
         out, err = proc.communicate(timeout=15)
     assert proc.returncode == 0, err
@@ -283,12 +292,12 @@ def test_a_stall_of_the_engine_taints_the_requests_it_touched(engine, tmp_path, 
     stalls, latency, lag = report["stalls"], report["latency_us"], report["lag_us"]
     info = (stalls, report["tainted"], latency, lag)
     assert report["completed"] == report["intended"] == 3000, info
-    assert stalls["count"] >= 1 and stalls["max_ms"] >= 40, info
+    assert stalls["count"] >= 1 and stalls["max_ms"] >= 140, info
     assert stalls["total_ms"] >= stalls["max_ms"], info
-    assert report["tainted"] >= 90, info  # the ~100 due during the stall, and more
+    assert report["tainted"] >= 280, info  # the ~300 due during the stall, and more
     assert latency["count"] + report["tainted"] == 3000, info
-    assert latency["max"] < 20_000, info  # far below the 50 ms the engine was stopped
-    assert lag["max"] >= 40_000, info  # the engine's own delay still shows
+    assert latency["max"] < 75_000, info  # far below the 150 ms the engine was stopped
+    assert lag["max"] >= 140_000, info  # the engine's own delay still shows
 
 
 def test_two_ports_take_turns_of_the_one_stream(engine, tmp_path, redis_server):

@@ -95,8 +95,12 @@ def test_a_duet_loads_every_server_at_once_and_reads_each_window_of_both(redis_s
         (0, 0, "a"), (0, 1, "b"), (0, 2, "a"), (0, 3, "b"),
     ]  # fmt: skip
     assert len(measured) == 12 and all(w.ops > 0 for w in measured), measured
-    assert all(0.09 < w.seconds < 0.2 for w in measured), [w.seconds for w in measured]
+    # Bounds a noisy host keeps: a window ends near its time (a late reading stretches it),
+    # and both servers' windows overlap, so the wall time is about half their sum.
+    seconds = [w.seconds for w in measured]
+    assert all(0.09 < s < 0.5 for s in seconds), seconds
     for label in ("a", "b"):
-        assert windows.totals(measured, label).seconds == pytest.approx(0.6, abs=0.15)
-    assert elapsed < 1.1, "six windows of 0.1 s each for both at once, not twelve in turn"
+        assert 0.55 < windows.totals(measured, label).seconds < 1.5, seconds
+    in_turn = sum(seconds)
+    assert elapsed - windows.SETTLE_S < 0.75 * in_turn, (elapsed, seconds)
     assert all(after - before < 200 for before, after in zip(paused, later, strict=True))
