@@ -28,7 +28,8 @@ def test_a_real_server_is_simulated_and_its_cycles_stored_shown_and_explained(
     # stored and shown, so it allows 2%; repeatability has its own tests.
     config = settings_dir(tmp_path, "[run]\nrepeatability_pct = 2\n")
     proc = run_cli(
-        "--config", str(config), "run", "--versions", f"a=bin:{redis_server},b=bin:{redis_server}", "--metric", "cycles",
+        "--config", str(config), "run", "--versions",
+        f"a=bin:{redis_server},b=bin:{redis_server}", "--metric", "cycles",
         "--pipelines", "10", "--warmup", "0.2", "--keys", "2000", "--repetitions", "1",
         "--instruction-requests", "10000", "--no-report", "--db", str(db),
     )  # fmt: skip
