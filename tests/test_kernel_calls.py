@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -23,6 +26,19 @@ def test_tracepoints_are_read_by_name_from_tracefs(tmp_path):
     (tmp_path / "events" / "syscalls" / "sys_exit_read").mkdir()
     assert kernel_calls.tracepoints(tmp_path) == {"getppid": 7, "read": 3}
     assert kernel_calls.tracepoints(tmp_path / "nowhere") == {}
+
+
+def test_a_host_that_does_not_mount_tracefs_lends_its_ids_to_a_mount_of_our_own():
+    """As root, tracefs is mounted on a directory regtrack made, read, and unmounted at
+    once: the host's mounts and its temporary directory are left as they were."""
+    mounts = Path("/proc/self/mounts").read_text()
+    ids = kernel_calls._from_own_mount()
+    assert Path("/proc/self/mounts").read_text() == mounts
+    assert not list(Path(tempfile.gettempdir()).glob("regtrack-tracefs-*"))
+    if os.geteuid() == 0:  # CI runs as root
+        assert ids["getppid"] > 0 and ids["read"] > 0 and len(ids) > 100
+    else:
+        assert ids == {}
 
 
 def test_a_window_is_the_difference_of_two_readings():

@@ -12,7 +12,8 @@ event of a tracepoint closes (about 34 ms here, x ~360 tracepoints: `perf stat` 
 12-13 s to exit, and prints its counts only then). A process-wide holder event per
 tracepoint (on this process) keeps a server's own events cheap to close; the holders
 close when regtrack exits. Where the tracepoints cannot be opened (perf_event_paranoid
-above 1 without privilege, no tracefs, a container without CAP_PERFMON), ``unavailable()``
+above 1 without privilege, no tracefs (regtrack mounts its own for a moment where it
+can), a container without CAP_PERFMON), ``unavailable()``
 says why in one line and trials keep /proc/PID/io's read and write counts, as before.
 """
 
@@ -26,6 +27,7 @@ import os
 import platform
 import resource
 import struct
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,12 +38,13 @@ _TYPE_TRACEPOINT = 2
 _ATTR_SIZE = 64  # PERF_ATTR_SIZE_VER0: every kernel with perf events takes it
 _INHERIT = 1 << 1  # threads a counted thread starts later are counted with it
 _FD_CLOEXEC = 8
+_MNT_DETACH = 2
 _state: dict[str, object] = {}
 
 
 def tracepoints(root: Path | None = None) -> dict[str, int]:
-    """{syscall name: tracepoint id} from tracefs (empty where it is not mounted or
-    readable)."""
+    """{syscall name: tracepoint id} from tracefs (empty where it cannot be read). Without
+    ``root``: where the system mounts it, else from a mount of regtrack's own."""
     for base in (root,) if root else TRACEFS:
         events = base / "events" / "syscalls"
         try:
@@ -54,7 +57,28 @@ def tracepoints(root: Path | None = None) -> dict[str, int]:
             continue
         if found:
             return found
-    return {}
+    return {} if root else _from_own_mount()
+
+
+def _from_own_mount() -> dict[str, int]:
+    """The ids from a tracefs regtrack mounts on a directory it made, and unmounts at once:
+    a root whose host has tracefs but does not mount it (seen on a CI machine) counts by
+    name too, and the host's mounts are left as they were (perf mounts it and leaves it).
+    A container without CAP_SYS_ADMIN cannot mount: empty, and the reason is said."""
+    if os.geteuid() != 0:
+        return {}
+    libc = ctypes.CDLL(None, use_errno=True)
+    where = tempfile.mkdtemp(prefix="regtrack-tracefs-")
+    try:
+        if libc.mount(b"nodev", where.encode(), b"tracefs", 0, None) != 0:
+            return {}
+        try:
+            return tracepoints(Path(where))
+        finally:
+            libc.umount2(where.encode(), _MNT_DETACH)
+    finally:
+        with contextlib.suppress(OSError):
+            os.rmdir(where)
 
 
 def _attr(tracepoint: int) -> ctypes.Array[ctypes.c_char]:
@@ -90,7 +114,10 @@ def unavailable() -> str | None:
 def _hold() -> str | None:
     points = tracepoints()
     if not points:
-        return "the syscalls tracepoints are not readable (tracefs not mounted, or not root)"
+        return (
+            "the syscalls tracepoints are not readable (tracefs is not mounted and cannot be "
+            "mounted here, or not root)"
+        )
     held: list[int] = []
     try:
         for tracepoint in points.values():

@@ -86,19 +86,7 @@ def prepare(specs: list[versions.VersionSpec], options: Options) -> Job:
             f"regtrack: warning: hash seeds are not controlled ({job.seed_problem}); "
             "instructions per op then vary ~2-4% between server processes"
         )
-    _syscalls_note()
     return job
-
-
-def _syscalls_note() -> None:
-    """One line where the kernel cannot count syscalls by name: the fallback, and why."""
-    from regtrack.bench import kernel_calls
-
-    if why := kernel_calls.unavailable():
-        err.print(
-            "regtrack: note: syscalls are counted by /proc/PID/io (read and write calls "
-            f"only), not by name: {why}"
-        )
 
 
 def measuring() -> Measuring:

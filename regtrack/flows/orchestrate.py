@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager
 
 from regtrack.analysis import gate
 from regtrack.analysis.records import ComparisonResult
-from regtrack.bench import capacity, loadgen_choice, server_settings
+from regtrack.bench import capacity, kernel_calls, loadgen_choice, server_settings
 from regtrack.bench.job import Job, RunPurpose, parse_duration
 from regtrack.bench.measuring import Measuring
 from regtrack.bench.runner import BlockRule, execute
@@ -53,6 +53,7 @@ def measure(
     if job.shard is not None:  # the .db file alone travels to `merge`: keep it whole
         store.keep_whole()
     with _holding(job, say, wait):
+        _say_syscalls(say)
         if resume_store:
             run_id = resume_store[1]
             resume.check_resumable(store, run_id)
@@ -147,6 +148,16 @@ def _with_capacity(job: Job, measuring: Measuring, say: Say) -> Job:
     unit = "tasks/s" if job.workload.kind == "lifecycle" else "ops/s"
     say(f"capacity of {label}: {ops:,.0f} {unit} ({source}); open-loop rates {rates}")
     return dataclasses.replace(job, latency=latency)
+
+
+def _say_syscalls(say: Say) -> None:
+    """One line where the kernel cannot count syscalls by name: the fallback, and why
+    (once the database is open: an error there is the first line)."""
+    if why := kernel_calls.unavailable():
+        say(
+            "note: syscalls are counted by /proc/PID/io (read and write calls only), not by "
+            f"name: {why}"
+        )
 
 
 def _say_method(job: Job, say: Say) -> None:
