@@ -80,8 +80,8 @@ class Row:
 
 @dataclass(frozen=True)
 class SizeRow:
-    """One value argument: the median size the capture's sample saw, the size the file
-    sends (None: no command of the file sends that argument)."""
+    """One value argument: the median size the capture's sample saw and the one a MONITOR
+    sample of the replay saw (None: the replay never sent that argument)."""
 
     command: str  # as MONITOR names it (upper case)
     position: int
@@ -166,7 +166,7 @@ def compare(
     task: str | None = None,
     replay_errors: dict[str, int] | None = None,
 ) -> Check:
-    """``sizes``: (command, position, real median, replayed size) per recorded argument;
+    """``sizes``: (command, position, real median, replay median) per recorded argument;
     ``task``: the commandstats name one task calls once (None: per command)."""
     names = sorted(set(real.calls) | set(replay.calls), key=lambda c: (-real.share(c), c))
     rows = tuple(

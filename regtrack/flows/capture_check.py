@@ -16,6 +16,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,18 +26,21 @@ from regtrack.analysis.capture_check import Reading, Replayed, compare
 from regtrack.bench import loadgen, serverstats, setup
 from regtrack.bench.loadgen import builtin, memtier
 from regtrack.bench.loadgen.base import Aim, LoadgenBinary
-from regtrack.bench.runtimes.base import ServerStartError
+from regtrack.bench.runtimes.base import RunningServer, ServerStartError
 from regtrack.bench.runtimes.native import native_server
 from regtrack.core import cpulock, procs, redact
 from regtrack.core.cpus import CpuPlan, plan_cpus
 from regtrack.core.errors import BadInput, CannotMeasure
-from regtrack.core.records import ServerDelta
+from regtrack.core.records import LoadSpec, ServerDelta
+from regtrack.core.redis_options import QUIET_CONNECT
 from regtrack.workloads import capture, commands, points, server_config
 from regtrack.workloads.files import load_workload
 from regtrack.workloads.model import MixWorkload
-from regtrack.workloads.traffic import value_sizes
+from regtrack.workloads.traffic import sampler, shapes, value_sizes
 
 SETUP_TIMEOUT_S = 60.0  # beyond --seconds, for the load generator to end
+SIZES_S = 1.0  # the replay's value sizes: a MONITOR sample this long (memtier: whole s)
+SIZES_COMMANDS = 20_000  # or this many commands
 
 
 @dataclass(frozen=True)
@@ -70,11 +74,12 @@ def run(request: Request, say: Callable[[str], None] = lambda text: None) -> Rep
         f"for {request.seconds:g} s on a fresh server"
     )
     depth = int(points.points(workload)[0].params["pipeline"])
-    replay, errors = _replay(workload, binary, tool, cpus, request.seconds, say)
-    sizes = [
-        (r.command, r.position, r.median, value_sizes.replayed(workload, r.command, r.position))
-        for r in value_sizes.recorded(text)
-    ]
+    recorded = value_sizes.recorded(text)
+    replay, errors, seen = _replay(
+        workload, binary, tool, cpus, request.seconds, say, sizes=bool(recorded)
+    )
+    sizes = [(r.command, r.position, r.median, seen.get((r.command, r.position)))
+             for r in recorded]  # fmt: skip
     check = compare(real, replay, sizes, task, errors)
     return Replayed(
         check, redact.url(request.url), tool.name, cpus.server_list, cpus.client_list, depth
@@ -172,8 +177,10 @@ def _replay(
     cpus: CpuPlan,
     seconds: float,
     say: Callable[[str], None],
-) -> tuple[Reading, dict[str, int]]:
-    """The file run for ``seconds`` on a fresh server: its counters, its error replies."""
+    sizes: bool,
+) -> tuple[Reading, dict[str, int], dict[tuple[str, int], int]]:
+    """The file run for ``seconds`` on a fresh server: its counters, its error replies;
+    with ``sizes``, then the value sizes a MONITOR sample of a further short run saw."""
     with cpulock.hold(cpus.server + cpus.client, on_wait=say):
         try:
             argv = _settings(binary, cpus, workload)
@@ -186,14 +193,16 @@ def _replay(
                     specs = points.load_specs(workload, point, tool.name, saved)
                     aim = Aim(tool, server.host, server.port, cpus.client,
                               server.is_alive, server.pid)  # fmt: skip
+                    before = serverstats.snapshot(control)  # connects: counted below
                     sockets = procs.socket_count(server.pid) if server.pid else None
-                    before = serverstats.snapshot(control)
                     result = loadgen.run(
                         tool, aim, specs, seconds=seconds, timeout=seconds + SETUP_TIMEOUT_S
                     )
                     if server.pid:
-                        serverstats.wait_sockets(server.pid, sockets, control)
+                        # the load generator's last requests run before they are counted
+                        serverstats.wait_sockets(server.pid, sockets, control, timeout=10.0)
                     after = serverstats.snapshot(control)
+                    seen = _sizes_seen(server, tool, aim, specs) if sizes else {}
                 finally:
                     control.close()
         except ServerStartError as exc:
@@ -207,4 +216,32 @@ def _replay(
     errors = {name: int(n) for name, n in delta.errors.items()}
     if not errors and delta.error_replies:
         errors = {"error replies": int(delta.error_replies)}
-    return _reading(delta, server.version), errors
+    return _reading(delta, server.version), errors, seen
+
+
+def _sizes_seen(
+    server: RunningServer, tool: LoadgenBinary, aim: Aim, specs: list[LoadSpec]
+) -> dict[tuple[str, int], int]:
+    """Median value sizes per (command, argument position) as a MONITOR sample of the
+    replay sees them: parsed and aggregated by the capture's own code, so both sides are
+    measured alike. A run of its own after the counted window, which MONITOR would slow."""
+    monitor = redis.Redis(
+        host=server.host, port=server.port, username=server.access.username,
+        password=server.access.password, socket_timeout=30, decode_responses=False,
+        **QUIET_CONNECT,
+    )  # fmt: skip
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        running = pool.submit(
+            loadgen.run, tool, aim, specs, seconds=SIZES_S, timeout=SIZES_S + SETUP_TIMEOUT_S
+        )
+        try:
+            time.sleep(0.1)  # its connections open
+            taken = sampler.take(monitor, SIZES_S - 0.2, SIZES_COMMANDS)
+        finally:
+            monitor.close()
+            running.result()
+    return {
+        (a.command, a.position): a.sizes.median
+        for a in shapes.infer(taken.records).arguments
+        if a.sizes is not None
+    }

@@ -14,6 +14,7 @@ from regtrack.analysis.capture_check import (
     SIZE_BOUND,
     Check,
     Replayed,
+    SizeRow,
 )
 from regtrack.core.errors import EXIT_CHECK_OFF
 from regtrack.core.text import printable
@@ -86,17 +87,24 @@ def _shares(c: Check) -> list[str]:
 def _sizes(c: Check) -> list[str]:
     if not c.sizes:
         return ["value sizes: none recorded in the file (a capture without --sample)"]
-    lines = ["value sizes (median bytes: real as the capture's sample saw them, replay as "
-             "the file's arguments send them):"]  # fmt: skip
+    lines = ["value sizes (median bytes per argument, real / replay: the capture's MONITOR "
+             "sample, the replay's):"]  # fmt: skip
     for s in c.sizes:
         sent = "-" if s.replay is None else str(s.replay)
         lines.append(
             f"  {printable(s.command)} argument {s.position}: {s.real_median} / {sent}  "
-            f"{_pct(s.off)}  {_mark(s.gated, s.within)}".rstrip()
+            f"{_size_off(s)}  {_mark(s.gated, s.within)}".rstrip()
         )
     lines.append(f"(judged for commands with at least {100 * GATED_SHARE:g}% of the real "
                  f"calls, bound {100 * SIZE_BOUND:g}%)")  # fmt: skip
     return lines
+
+
+def _size_off(s: SizeRow) -> str:
+    """Relative, or in bytes where the real median is 0 (no ratio to show)."""
+    if s.real_median == 0 and s.replay is not None:
+        return f"{s.replay:+d} B"
+    return _pct(s.off)
 
 
 def _cpu(c: Check) -> str:
@@ -118,6 +126,6 @@ def verdict(c: Check) -> str:
             + (f", value sizes within {100 * SIZE_BOUND:g}%" if c.sizes else "")
         )
     off = [f"{printable(r.command)} {_pct(r.off)}" for r in c.off_rows]
-    off += [f"{printable(s.command)} argument {s.position} size {_pct(s.off)}"
+    off += [f"{printable(s.command)} argument {s.position} size {_size_off(s)}"
             for s in c.off_sizes]  # fmt: skip
     return f"OFF (exit {EXIT_CHECK_OFF}): " + ", ".join(off)

@@ -1,24 +1,19 @@
-"""Value sizes a sampled file records and the ones it replays, per command argument.
+"""The value sizes a sampled file records in its header, per command argument.
 
 ``mix capture --sample`` writes the sizes it saw in the file's header (``header_lines``);
-``mix capture --check`` reads them back (``recorded``) to compare with what the file's
-arguments send (``replayed``). Writer and reader are here together so the header's format
-is one thing: a line that does not match it exactly is not a record, never a guess.
+``mix capture --check`` reads them back (``recorded``) to compare with what a MONITOR
+sample of the replay sees. Writer and reader are here together so the header's format is
+one thing: a line that does not match it exactly is not a record, never a guess.
 """
 
 from __future__ import annotations
 
 import re
-import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from regtrack.workloads.model import MixWorkload
-
 TITLE = "# Value sizes (bytes, min/median/max):"
 _LINE = re.compile(r"^#   ([A-Z][A-Z0-9_|.-]*) argument (\d+): (\d+)/(\d+)/(\d+) over (\d+)$")
-DATA = "__data__"
-KEY = "__key__"
 
 
 @dataclass(frozen=True)
@@ -62,18 +57,3 @@ def recorded(text: str) -> list[SizeRecord]:
         position, low, median, high, n = map(int, numbers)
         out.append(SizeRecord(cmd, position, low, median, high, n))
     return out
-
-
-def replayed(workload: MixWorkload, command: str, position: int) -> int | None:
-    """The size the file sends at ``position`` of ``command``: the median over the file's
-    commands of that name, weighted by their ratios (``__data__`` is data_size, a
-    ``__key__`` a number as long as the largest key's); None where none has it."""
-    digits = len(str(workload.keys))
-    sizes: list[int] = []
-    for c in workload.all_commands:
-        if c.args[0].upper() != command or len(c.args) <= position:
-            continue
-        arg = c.args[position]
-        size = workload.data_size if arg == DATA else len(arg.replace(KEY, "0" * digits))
-        sizes += [size] * c.ratio
-    return int(statistics.median_low(sizes)) if sizes else None
