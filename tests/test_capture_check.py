@@ -63,7 +63,7 @@ def test_shares_within_ten_percent_are_faithful_and_rare_commands_are_not_judged
     real = _reading(lpush=1000, rpop=1000, set=1000, get=3000, ping=20)
     # ping: 0.3% of the real calls, gone from the replay: shown, not judged
     replay = _reading(cpu_s=0.1, lpush=10_500, rpop=9_600, set=10_000, get=30_000)
-    check = compare(real, replay, [("LPUSH", 2, 100, 100)], task="lpush")
+    check = compare(real, replay, [("LPUSH", 2, (90, 100, 110), 100)], task="lpush")
     by = {r.command: r for r in check.rows}
     assert [r.command for r in check.rows][:1] == ["get"]
     assert by["ping"].off == -1.0 and not by["ping"].gated and by["ping"].within
@@ -78,18 +78,25 @@ def test_shares_within_ten_percent_are_faithful_and_rare_commands_are_not_judged
 def test_swapped_ratios_a_new_command_and_a_wrong_size_are_off():
     real = _reading(set=1000, get=3000)
     replay = _reading(set=3000, get=1000, del_=500)
-    check = compare(real, replay, [("SET", 2, 300, 128), ("GET", 2, 5, None)])
+    sizes = [("SET", 2, (300, 300, 300), 128), ("GET", 2, (5, 5, 5), None),
+             ("SET", 4, (0, 8, 27), 27)]  # fmt: skip
+    check = compare(real, replay, sizes)
     off = {r.command: r.off for r in check.off_rows}
     assert set(off) == {"set", "get", "del_"} and off["del_"] == math.inf
     assert math.isclose(off["set"] or 0, (3000 / 4500) / 0.25 - 1)
-    assert [(s.command, s.within) for s in check.sizes] == [("SET", False), ("GET", False)]
+    # A position whose real sizes span 0-27 (several fields): its median is shown only.
+    assert [(s.position, s.gated, s.within) for s in check.sizes] == [
+        (2, True, False),
+        (2, True, False),
+        (4, False, True),
+    ]
     assert not check.faithful and check.cpu.task is None
 
 
 def test_the_table_names_each_side_every_command_and_the_verdict():
     real = _reading(set=1000, get=3000, **{"weird\x1b[31m": 10})
     replay = _reading(set=3000, get=1000)
-    sizes = [("SET", 2, 300, 300), ("HSET", 7, 0, 17)]
+    sizes = [("SET", 2, (290, 300, 310), 300), ("HSET", 7, (0, 0, 13), 17)]
     done = Replayed(
         compare(real, replay, sizes, replay_errors={"WRONGTYPE": 3}),
         "redis://***@10.0.0.5:6379", "memtier_benchmark", "0", "1", 1,
@@ -102,7 +109,7 @@ def test_the_table_names_each_side_every_command_and_the_verdict():
     assert "\x1b" not in text and "weird" in text
     assert "SET argument 2: 300 / 300  +0.0%  ok" in text
     assert "the replay got error replies: WRONGTYPE x3" in text
-    assert "HSET argument 7: 0 / 17  +17 B" in text  # no ratio to 0 bytes
+    assert "HSET argument 7: 0 / 17  +17 B  (real 0-13: mixed)" in text  # no ratio to 0
     assert text.splitlines()[-1] == "OFF (exit 1): get -66.6%, set +200.7%"
     faithful = compare(real, real)
     assert capture_check_text.verdict(faithful).startswith("faithful: every command")

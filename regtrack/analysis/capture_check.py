@@ -5,7 +5,8 @@ commandstats and INFO cpu deltas): the live server's traffic (real) and a fresh 
 replaying the file (replay). A command's share is its calls over all calls; the replay is
 faithful where every command with at least GATED_SHARE of either side's calls is within
 SHARE_BOUND of its real share (relative), and every recorded value size of such a
-command within SIZE_BOUND. Server CPU per task is shown against CPU_BOUND but does not
+command within SIZE_BOUND where the sample's sizes are about one value (SizeRow.narrow).
+Server CPU per task is shown against CPU_BOUND but does not
 decide: the replay runs flat out, the real server at its own load, and a server's CPU per
 command falls as its load rises (more commands per event-loop turn).
 """
@@ -20,6 +21,7 @@ GATED_SHARE = 0.01  # commands under 1% of both sides' calls are shown, not judg
 SHARE_BOUND = 0.10  # the issue's bound: within 10% of the real share
 SIZE_BOUND = 0.10
 CPU_BOUND = 0.15
+NARROW = 1.5  # sizes are judged where the sample's largest is at most this x its smallest
 
 
 @dataclass(frozen=True)
@@ -80,14 +82,28 @@ class Row:
 
 @dataclass(frozen=True)
 class SizeRow:
-    """One value argument: the median size the capture's sample saw and the one a MONITOR
-    sample of the replay saw (None: the replay never sent that argument)."""
+    """One value argument: the median size the capture's sample saw (with its range) and
+    the one a MONITOR sample of the replay saw (None: the replay never sent it)."""
 
     command: str  # as MONITOR names it (upper case)
     position: int
+    real_low: int
     real_median: int
+    real_high: int
     replay: int | None
-    gated: bool  # its command has at least GATED_SHARE of the real calls
+    frequent: bool  # its command has at least GATED_SHARE of the real calls
+
+    @property
+    def narrow(self) -> bool:
+        """The real sizes are about one value, so their median stands for them. A wide
+        range (one position of a command holding different fields in different calls, an
+        HSET of 15 fields and one of 3) makes the median of the mixture flip between
+        its modes from sample to sample: shown, not judged."""
+        return self.real_high <= NARROW * self.real_low
+
+    @property
+    def gated(self) -> bool:
+        return self.frequent and self.narrow
 
     @property
     def off(self) -> float | None:
@@ -162,11 +178,12 @@ def _per_task(reading: Reading, task: str | None) -> float | None:
 def compare(
     real: Reading,
     replay: Reading,
-    sizes: Sequence[tuple[str, int, int, int | None]] = (),
+    sizes: Sequence[tuple[str, int, tuple[int, int, int], int | None]] = (),
     task: str | None = None,
     replay_errors: dict[str, int] | None = None,
 ) -> Check:
-    """``sizes``: (command, position, real median, replay median) per recorded argument;
+    """``sizes``: (command, position, real (min, median, max), replay median) per recorded
+    argument;
     ``task``: the commandstats name one task calls once (None: per command)."""
     names = sorted(set(real.calls) | set(replay.calls), key=lambda c: (-real.share(c), c))
     rows = tuple(
@@ -174,8 +191,8 @@ def compare(
         for c in names
     )
     size_rows = tuple(
-        SizeRow(cmd, pos, median, sent, real.share(cmd.lower()) >= GATED_SHARE)
-        for cmd, pos, median, sent in sizes
+        SizeRow(cmd, pos, *seen, sent, real.share(cmd.lower()) >= GATED_SHARE)
+        for cmd, pos, seen, sent in sizes
     )
     cpu = CpuPerTask(task, _per_task(real, task), _per_task(replay, task))
     return Check(real, replay, rows, size_rows, cpu, dict(replay_errors or {}))

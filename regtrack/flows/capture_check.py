@@ -78,8 +78,8 @@ def run(request: Request, say: Callable[[str], None] = lambda text: None) -> Rep
     replay, errors, seen = _replay(
         workload, binary, tool, cpus, request.seconds, say, sizes=bool(recorded)
     )
-    sizes = [(r.command, r.position, r.median, seen.get((r.command, r.position)))
-             for r in recorded]  # fmt: skip
+    sizes = [(r.command, r.position, (r.low, r.median, r.high),
+              seen.get((r.command, r.position))) for r in recorded]  # fmt: skip
     check = compare(real, replay, sizes, task, errors)
     return Replayed(
         check, redact.url(request.url), tool.name, cpus.server_list, cpus.client_list, depth

@@ -10,6 +10,7 @@ import math
 from regtrack.analysis.capture_check import (
     CPU_BOUND,
     GATED_SHARE,
+    NARROW,
     SHARE_BOUND,
     SIZE_BOUND,
     Check,
@@ -91,12 +92,16 @@ def _sizes(c: Check) -> list[str]:
              "sample, the replay's):"]  # fmt: skip
     for s in c.sizes:
         sent = "-" if s.replay is None else str(s.replay)
+        mark = _mark(s.gated, s.within)
         lines.append(
             f"  {printable(s.command)} argument {s.position}: {s.real_median} / {sent}  "
-            f"{_size_off(s)}  {_mark(s.gated, s.within)}".rstrip()
+            f"{_size_off(s)}"
+            + (f"  {mark}" if mark else "")
+            + ("" if s.narrow else f"  (real {s.real_low}-{s.real_high}: mixed)")
         )
     lines.append(f"(judged for commands with at least {100 * GATED_SHARE:g}% of the real "
-                 f"calls, bound {100 * SIZE_BOUND:g}%)")  # fmt: skip
+                 f"calls whose real sizes are about one value (max <= {NARROW:g} x min), "
+                 f"bound {100 * SIZE_BOUND:g}%)")  # fmt: skip
     return lines
 
 
