@@ -111,8 +111,13 @@ class SizeRow:
 
     @property
     def within(self) -> bool:
-        off = self.off
-        return not self.gated or (off is not None and abs(off) <= SIZE_BOUND)
+        """Within SIZE_BOUND, or one byte where that is less (sizes are whole bytes: a
+        7-byte value is never within 10% of 8)."""
+        if not self.gated:
+            return True
+        if self.replay is None:
+            return False
+        return abs(self.replay - self.real_median) <= max(SIZE_BOUND * self.real_median, 1)
 
 
 @dataclass(frozen=True)

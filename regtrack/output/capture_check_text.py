@@ -101,7 +101,7 @@ def _sizes(c: Check) -> list[str]:
         )
     lines.append(f"(judged for commands with at least {100 * GATED_SHARE:g}% of the real "
                  f"calls whose real sizes are about one value (max <= {NARROW:g} x min), "
-                 f"bound {100 * SIZE_BOUND:g}%)")  # fmt: skip
+                 f"bound {100 * SIZE_BOUND:g}% or 1 byte)")  # fmt: skip
     return lines
 
 
