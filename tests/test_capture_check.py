@@ -79,7 +79,7 @@ def test_swapped_ratios_a_new_command_and_a_wrong_size_are_off():
     real = _reading(set=1000, get=3000)
     replay = _reading(set=3000, get=1000, del_=500)
     sizes = [("SET", 2, (300, 300, 300), 128), ("GET", 2, (5, 5, 5), None),
-             ("SET", 4, (0, 8, 27), 27)]  # fmt: skip
+             ("SET", 4, (0, 8, 27), 27), ("SET", 6, (6, 7, 8), 8)]  # fmt: skip
     check = compare(real, replay, sizes)
     off = {r.command: r.off for r in check.off_rows}
     assert set(off) == {"set", "get", "del_"} and off["del_"] == math.inf
@@ -89,6 +89,7 @@ def test_swapped_ratios_a_new_command_and_a_wrong_size_are_off():
         (2, True, False),
         (2, True, False),
         (4, False, True),
+        (6, True, True),  # 7 -> 8 bytes: within one byte, where 10% is less
     ]
     assert not check.faithful and check.cpu.task is None
 
