@@ -87,7 +87,7 @@ def _shares(c: Check) -> list[str]:
 
 def _sizes(c: Check) -> list[str]:
     if not c.sizes:
-        return ["value sizes: none recorded in the file (a capture without --sample)"]
+        return ["value sizes: none recorded in the file (a capture without --sample, or by hand)"]
     lines = ["value sizes (median bytes per argument, real / replay: the capture's MONITOR "
              "sample, the replay's):"]  # fmt: skip
     for s in c.sizes:
