@@ -64,8 +64,14 @@ def mix() -> None:
     "variable REGTRACK_REDIS_PASSWORD, if set; either one is used instead of a password "
     "in --url.",
 )
-@click.option("--seconds", type=float, default=10.0, show_default=True, help="How long to watch.")
-@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Workload file.")
+@click.option(
+    "--seconds",
+    type=float,
+    default=10.0,
+    show_default=True,
+    help="How long to watch (--check: the live server, then the replay, each this long).",
+)
+@click.option("--out", type=click.Path(dir_okay=False), help="Workload file to write.")
 @click.option("--name", help="Workload name (default: the file's stem).")
 @click.option(
     "--sample",
@@ -93,24 +99,70 @@ def mix() -> None:
     metavar="SHA=FILE",
     help="The body of a script the sample sees called by EVALSHA without its SCRIPT LOAD.",
 )
+@click.option(
+    "--check",
+    "check_file",
+    type=click.Path(dir_okay=False),
+    help="Check a captured FILE instead of writing one: the live server's commands over "
+    "--seconds (INFO only) against the file replayed for --seconds on a fresh "
+    "redis-server; exit 1 if a command with 1% or more of the calls is over 10% off its "
+    "real share, or a recorded value size over 10% off.",
+)
+@click.option(
+    "--task",
+    metavar="COMMAND",
+    help="--check: server CPU per call of COMMAND (one per task, e.g. the enqueue's lpush); "
+    "default per command.",
+)
+@click.option(
+    "--loadgen",
+    type=click.Choice(["memtier", "builtin"]),
+    help="--check: what replays the file (default memtier, the built-in driver where "
+    "memtier is not installed).",
+)
+@click.option(
+    "--replay-server",
+    type=click.Path(dir_okay=False),
+    help="--check: the redis-server binary to replay against (default: on PATH).",
+)
+@model_option("server_cpus")
+@model_option("client_cpus")
 def mix_capture(
     url: str,
     password_file: str | None,
     seconds: float,
-    out: str,
+    out: str | None,
     name: str | None,
     sample_s: float | None,
     sample_commands: int | None,
     keep_names: bool,
     scripts: tuple[str, ...],
+    check_file: str | None,
+    task: str | None,
+    loadgen: str | None,
+    replay_server: str | None,
+    server_cpus: str | None,
+    client_cpus: str | None,
 ) -> None:
     """Write a mix workload from a live server's command statistics and its
     performance-relevant settings (sends only INFO and CONFIG GET of a fixed list); with
-    --sample, from a bounded sample of its commands too (COMMAND and MONITOR, read only)."""
+    --sample, from a bounded sample of its commands too (COMMAND and MONITOR, read only).
+    With --check FILE, replay a captured file and compare it with the live traffic."""
     from regtrack.core import writes
     from regtrack.core.text import printable
     from regtrack.workloads import capture
 
+    if check_file is not None:
+        if out or name or sample_s or sample_commands or keep_names or scripts:
+            raise BadInput("--check reads a file: --out, --name and the --sample options "
+                           "are for writing one")  # fmt: skip
+        _check(check_file, url, password_file, seconds, task, loadgen, replay_server,
+               server_cpus, client_cpus)  # fmt: skip
+        return
+    if task or loadgen or replay_server or server_cpus or client_cpus:
+        raise BadInput("--task, --loadgen, --replay-server and the CPU options need --check")
+    if out is None:
+        raise BadInput("give --out FILE to write a capture (or --check FILE to check one)")
     path = Path(out)
     if sample_s is not None or sample_commands is not None:
         _sampled_capture(
@@ -160,6 +212,32 @@ def _sampled_capture(
         f"values, the variable parts of key names, {s.secrets_dropped} commands' "
         "credentials; the file's header lists what a mix could not express."
     )
+
+
+def _check(
+    file: str,
+    url: str,
+    password_file: str | None,
+    seconds: float,
+    task: str | None,
+    loadgen: str | None,
+    replay_server: str | None,
+    server_cpus: str | None,
+    client_cpus: str | None,
+) -> None:
+    """mix capture --check: the live traffic against the file's replay, table, exit code."""
+    from regtrack.core.errors import EXIT_CHECK_OFF
+    from regtrack.flows import capture_check
+    from regtrack.output import capture_check_text
+    from regtrack.workloads import capture
+
+    request = capture_check.Request(
+        file, url, capture.password(password_file), seconds, loadgen, replay_server,
+        server_cpus, client_cpus, task,
+    )  # fmt: skip
+    done = capture_check.run(request, say=lambda text: click.echo(text, err=True))
+    click.echo(capture_check_text.render(done))
+    sys.exit(0 if done.check.faithful else EXIT_CHECK_OFF)
 
 
 @cli.group()

@@ -2,7 +2,8 @@
 
 Exit codes (also in docs/usage.md, "Exit codes"):
   0  success / no regression
-  1  regression found (``regtrack ci``)
+  1  regression found (``regtrack ci``); a capture's replay off its real traffic
+     (``regtrack mix capture --check``)
   2  bad usage or input: the user can fix the command line, a spec or a file
   3  could not measure: the environment, a tool or a server failed
   4  internal error: a bug in regtrack (never "could not measure")
@@ -11,6 +12,7 @@ Exit codes (also in docs/usage.md, "Exit codes"):
 """
 
 EXIT_REGRESSION = 1
+EXIT_CHECK_OFF = 1  # mix capture --check: a command off its real share, or a value size
 EXIT_BAD_INPUT = 2
 EXIT_CANNOT_MEASURE = 3
 EXIT_INTERNAL = 4

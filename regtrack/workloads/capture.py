@@ -9,9 +9,10 @@ payload sizes cannot be seen in INFO).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -168,9 +169,7 @@ def sample(
     (the MONITOR sample, traffic/sampled.py)."""
     if seconds <= 0:
         raise BadInput("--seconds must be positive")
-    client = connect(url, secret)
-    shown = redact.url(url)
-    try:
+    with reading(url, secret) as client:
         first = client.info("commandstats")
         if during is None:
             time.sleep(seconds)
@@ -179,15 +178,6 @@ def sample(
         second = client.info("commandstats")
         version = str(client.info("server").get("redis_version", "unknown"))
         settings, problem = _settings(client)
-    except redis.AuthenticationError as exc:
-        raise BadInput(
-            f"{shown}: {_scrub(exc, url, secret)}; give the password in a file "
-            f"(--password-file) or in ${PASSWORD_VARIABLE}"
-        ) from None
-    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-        raise CannotMeasure(f"cannot read INFO from {shown}: {_scrub(exc, url, secret)}") from None
-    finally:
-        client.close()
     calls: dict[str, int] = {}
     for key, stats in second.items():
         if not key.startswith("cmdstat_") or not isinstance(stats, dict):
@@ -197,7 +187,26 @@ def sample(
         name = key[len("cmdstat_") :]
         if delta > 0 and name != "info":  # our own INFO calls
             calls[name] = delta
-    return Capture(shown, seconds, version, calls, settings, problem)
+    return Capture(redact.url(url), seconds, version, calls, settings, problem)
+
+
+@contextlib.contextmanager
+def reading(url: str, secret: str | None) -> Iterator[redis.Redis]:
+    """A connection to the live server for the block; a wrong password or an unreachable
+    server ends it with one line (exit 2, exit 3), the credentials never in it."""
+    client = connect(url, secret)
+    shown = redact.url(url)
+    try:
+        yield client
+    except redis.AuthenticationError as exc:
+        raise BadInput(
+            f"{shown}: {_scrub(exc, url, secret)}; give the password in a file "
+            f"(--password-file) or in ${PASSWORD_VARIABLE}"
+        ) from None
+    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+        raise CannotMeasure(f"cannot read INFO from {shown}: {_scrub(exc, url, secret)}") from None
+    finally:
+        client.close()
 
 
 def _settings(client: redis.Redis) -> tuple[dict[str, str], str | None]:

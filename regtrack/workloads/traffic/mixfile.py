@@ -20,7 +20,7 @@ from regtrack.core import limits
 from regtrack.core.errors import CannotMeasure
 from regtrack.workloads import capture, commands
 from regtrack.workloads.model import MixWorkload
-from regtrack.workloads.traffic import keyspecs
+from regtrack.workloads.traffic import keyspecs, value_sizes
 from regtrack.workloads.traffic.redaction import PLACEHOLDER
 from regtrack.workloads.traffic.sampled import SampledCapture
 from regtrack.workloads.traffic.shapes import Role, Shapes, StepShape, Template, infer
@@ -273,10 +273,11 @@ def _header(
         ]
         lines.append("# Fields per call: " + ", ".join(fields))
     sized = [a for a in shapes.arguments if a.sizes is not None][:20]
-    if sized:
-        lines.append("# Value sizes (bytes, min/median/max):")
-        lines += [f"#   {a.command} argument {a.position}: {a.sizes.low}/{a.sizes.median}/"
-                  f"{a.sizes.high} over {a.sizes.n}" for a in sized if a.sizes]  # fmt: skip
+    lines += value_sizes.header_lines(
+        value_sizes.SizeRecord(capture.comment(a.command), a.position, a.sizes.low,
+                               a.sizes.median, a.sizes.high, a.sizes.n)
+        for a in sized if a.sizes
+    )  # fmt: skip
     lines += [f"# Refused: {capture.comment(r)}" for r in refused]
     if skipped:
         lines.append("# Not replayed:")
