@@ -42,5 +42,12 @@ def test_every_preset_runs_clean_on_a_real_server(tmp_path, name):
     assert report["errors"] == {} and errors == {}, (report["error_commands"], errors)
     assert report["left"] == 0 and report["completed"] == report["enqueued"] > 100
     assert report["foreign"] == 0
-    # the dequeue ran, and each task's commands per task are what the file sends
-    assert sum(calls.values()) / report["completed"] >= report["commands_per_task"] * 0.9
+    # every task's enqueue and process commands reached the server (a script's own calls
+    # and a transaction's MULTI/EXEC are counted by the server as the file writes them)
+    per_task = sum(len(s.commands) for s in (*workload.enqueue, *workload.process))
+    assert sum(calls.values()) >= per_task * report["completed"], (per_task, calls)
+    # ... and the engine's windowed count agrees, where its window is a steady state: a
+    # poller works through each poll's tasks in a burst, and a window that ends mid-burst
+    # counts that burst's commands over fewer tasks (arq: 26.4 against the server's 23.0)
+    if workload.dequeue.empty_wait_ms < 200:
+        assert sum(calls.values()) / report["completed"] >= report["commands_per_task"] * 0.9
