@@ -93,6 +93,8 @@ class Model:
     probe_cpu: tuple[float, float, float] = (83.0, 99.0, 0.0)
     probe_error: BaseException | None = None
     probes: int = 0  # probes measured
+    capacity_contended: int = 0  # capacity trials, from the first, that other work spoils
+    capacity_trials: int = 0  # capacity trials measured
     loadgen_answers: Path | None = None  # where load generator answers are kept (None: not)
 
     def visit(
@@ -147,6 +149,9 @@ class Model:
         record = TrialRecord(0, 0, target.label, job.workload.name, "pipeline=1",
                              {"pipeline": 1}, "modelled")  # fmt: skip
         self.fill(record, target, 0)
+        self.capacity_trials += 1
+        if self.capacity_trials <= self.capacity_contended:
+            record.contention_pct = 2 * job.settings.contention_limit_pct
         judge_load(job.settings, record, threads=1, client_cpus=1, saturates=True)
         return record
 

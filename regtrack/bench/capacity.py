@@ -19,6 +19,9 @@ from regtrack.workloads.points import Point
 
 # Reasons that leave the figure a usable reference (a lower bound of the server's).
 LOWER_BOUND = frozenset({InvalidReason.CLIENT_BOUND, InvalidReason.NOT_SERVER_BOUND})
+# Tries of a capacity trial that other work on the pinned CPUs spoilt: contention comes and
+# goes on a shared host, and one spoilt figure should not end a run that measured nothing.
+TRIES = 3
 
 
 def point_of(job: Job) -> Point:
@@ -49,3 +52,10 @@ def capacity_trial(job: Job) -> TrialRecord:
 def usable(record: TrialRecord) -> bool:
     """Whether the trial's throughput can serve as the reference."""
     return bool(record.ops_per_sec) and all(r.code in LOWER_BOUND for r in record.reasons)
+
+
+def worth_again(record: TrialRecord) -> bool:
+    """Whether a trial that is not usable was spoilt by other work on the pinned CPUs
+    alone (and so may be usable when measured again)."""
+    codes = {r.code for r in record.reasons}
+    return InvalidReason.CONTENDED in codes and codes <= LOWER_BOUND | {InvalidReason.CONTENDED}
