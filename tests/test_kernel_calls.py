@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -157,3 +161,30 @@ def test_a_baseline_counted_by_proc_io_is_compared_with_read_and_write_calls_alo
     assert cand["syscalls_by_name"].isna().all(), "no breakdown of calls one side never named"
     both = syscall_breakdown.alike(trials(True), trials(True))
     assert list(both[1]["syscalls_per_op"]) == [3.0, 3.0], "both by name: kept"
+
+
+def test_the_holders_are_released_without_holding_regtracks_output_or_locks(tmp_path):
+    """At exit a forked child closes the holders (the kernel takes ~12 s): it keeps no
+    other descriptor, so a caller reading regtrack's output to its end (a CI step) and a
+    lock regtrack held are free the moment regtrack exits."""
+    lock = tmp_path / "lock"
+    code = (
+        "import fcntl, sys; from regtrack.bench import kernel_calls; "
+        f"f = open({str(lock)!r}, 'w'); fcntl.flock(f, fcntl.LOCK_EX); "
+        "print(kernel_calls.unavailable())"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    pipe = f"pipe:[{os.fstat(proc.stdout.fileno()).st_ino}]"
+    assert proc.wait(timeout=60) == 0
+    if proc.stdout.readline().strip() != "None":
+        pytest.skip("no syscall tracepoints here: nothing is held")
+    holders = []
+    for fd in Path("/proc").glob("[0-9]*/fd/*"):
+        if fd.parent.parent.name == str(os.getpid()):  # the pipe's reading end: ours
+            continue
+        with contextlib.suppress(OSError):
+            if os.readlink(fd) in (pipe, str(lock)):
+                holders.append(str(fd))
+    assert holders == [], "the releasing child holds regtrack's output or its lock"
+    with open(lock, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free: raises if still held

@@ -140,12 +140,17 @@ def _hold() -> str | None:
 def _release(held: list[int]) -> None:
     """Close the holders without making regtrack's exit wait ~12 s for the kernel: a
     forked child holds the last references and closes them, then exits by itself (it
-    runs nothing else); this process's copies then close at once."""
+    runs nothing else); this process's copies then close at once.
+
+    The child first lets go of everything else it inherited: a caller reading regtrack's
+    output to its end (a CI step, a pipe) would otherwise wait for the child, and a lock
+    (the CPUs', the database's) would outlive the run."""
     try:
         pid = os.fork()
     except OSError:
         return  # the exit closes them, slowly
     if pid == 0:
+        _keep_only(held)
         for fd in held:
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -153,6 +158,18 @@ def _release(held: list[int]) -> None:
     for fd in held:
         with contextlib.suppress(OSError):
             os.close(fd)
+
+
+def _keep_only(fds: list[int]) -> None:
+    """Close every descriptor but ``fds`` (standard streams included) in a new session of
+    its own, so that no terminal signal or reader of the parent's output waits on it."""
+    with contextlib.suppress(OSError):
+        os.setsid()
+    start = 0
+    for fd in sorted(fds):
+        os.closerange(start, fd)
+        start = fd + 1
+    os.closerange(start, os.sysconf("SC_OPEN_MAX"))
 
 
 def _paranoid() -> str:
