@@ -53,7 +53,13 @@ from regtrack.bench.runtimes import access
 from regtrack.bench.runtimes.base import RunningServer
 from regtrack.bench.trial import judge_load, new_record
 from regtrack.core import interrupts
-from regtrack.core.records import FunctionCost, OpenLoopFacts, Progress, TrialRecord
+from regtrack.core.records import (
+    FunctionCost,
+    InvalidReason,
+    OpenLoopFacts,
+    Progress,
+    TrialRecord,
+)
 from regtrack.results.store import Store
 from regtrack.targets.versions import Target
 
@@ -93,6 +99,8 @@ class Model:
     probe_cpu: tuple[float, float, float] = (83.0, 99.0, 0.0)
     probe_error: BaseException | None = None
     probes: int = 0  # probes measured
+    # label -> what its load generator says as it fails every trial (the trial invalid)
+    loadgen_failure: dict[str, str] = field(default_factory=dict)
     capacity_contended: int = 0  # capacity trials, from the first, that other work spoils
     capacity_trials: int = 0  # capacity trials measured
     loadgen_answers: Path | None = None  # where load generator answers are kept (None: not)
@@ -257,6 +265,8 @@ class Model:
             record.client_cpu_pct = 60.0
             record.latency_ms = {"avg": 1.0, "p50": 1.0, "p99": 2.0, "p999": 3.0}
         record.valid = True
+        if (failure := self.loadgen_failure.get(target.label)) is not None:
+            record.mark_invalid(InvalidReason.LOADGEN_FAILED, failure)
 
     def functions(self, record: TrialRecord) -> list[FunctionCost] | None:
         """The profile of an instruction trial, as callgrind's would be stored."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import redis
 
-from regtrack.bench import driver_trial, latency_trial, lifecycle_trial, trial
+from regtrack.bench import driver_trial, failing_loadgen, latency_trial, lifecycle_trial, trial
 from regtrack.bench.callgrind import protocol
 from regtrack.bench.callgrind.protocol import Callgrind
 from regtrack.bench.job import Job
@@ -103,8 +103,8 @@ def execute(
     visits = job.visits()
     if resume:
         visits = remaining(visits, store.trial_seqs(run_id))
-    by_label = {t.label: t for t in job.targets}
     lost: list[str] = []
+    failing = failing_loadgen.SameFailure(frozenset(t.label for t in job.targets))
     try:
         if resume:
             target_ids = {t["label"]: t["id"] for t in store.targets(run_id)}
@@ -116,17 +116,9 @@ def execute(
         while True:
             for visit in visits:
                 interrupts.check()
-                try:
-                    if visit.together:
-                        measuring.paired_visit(
-                            job, store, run_id, visit, by_label, target_ids, progress
-                        )
-                    else:
-                        target = by_label[visit.target]
-                        measuring.visit(job, store, run_id, visit, target, target_ids, progress)
-                except ServerDied as exc:
-                    lost.append(str(exc))
-                    progress.note(f"{exc}; the rest of that visit is skipped, the run goes on")
+                died = _one_visit(job, measuring, store, run_id, visit, target_ids, progress)
+                lost.extend([died] if died else [])
+                failing_loadgen.check(failing, store, run_id, visit)
             if sequential is None or not _another_block(
                 job, store, run_id, sequential, started, progress
             ):
@@ -147,6 +139,30 @@ def execute(
         _finish(store, run_id, "failed", f"{type(exc).__name__}: {exc}")
         raise
     return _finished(job, store, run_id, lost)
+
+
+def _one_visit(
+    job: Job,
+    measuring: Measuring,
+    store: Store,
+    run_id: int,
+    visit: Visit,
+    target_ids: dict[str, int],
+    progress: Progress,
+) -> str | None:
+    """Measure one visit; the server death that cut it short, if one did (the run goes on
+    without the rest of that visit)."""
+    by_label = {t.label: t for t in job.targets}
+    try:
+        if visit.together:
+            measuring.paired_visit(job, store, run_id, visit, by_label, target_ids, progress)
+        else:
+            target = by_label[visit.target]
+            measuring.visit(job, store, run_id, visit, target, target_ids, progress)
+    except ServerDied as exc:
+        progress.note(f"{exc}; the rest of that visit is skipped, the run goes on")
+        return str(exc)
+    return None
 
 
 def _finished(job: Job, store: Store, run_id: int, lost: list[str]) -> str:
