@@ -12,8 +12,9 @@ import tomllib
 
 import redis
 
-from regtrack.analysis.capture_check import Reading, Replayed, compare
+from regtrack.analysis.capture_check import Replayed, compare
 from regtrack.bench.runtimes.native import native_server
+from regtrack.core.records import CommandReading
 from regtrack.output import capture_check_text
 from regtrack.workloads import capture
 from regtrack.workloads.model import MixWorkload
@@ -55,8 +56,8 @@ def test_value_sizes_recorded_in_a_sampled_file_read_back_strictly():
     assert value_sizes.recorded('name = "hand"\n') == []
 
 
-def _reading(cpu_s: float = 0.01, **calls: int) -> Reading:
-    return Reading(1.0, dict(calls), {c: 2.0 * n for c, n in calls.items()}, cpu_s, "7.0.15")
+def _reading(cpu_s: float = 0.01, **calls: int) -> CommandReading:
+    return CommandReading(1.0, dict(calls), {c: 2.0 * n for c, n in calls.items()}, cpu_s, "7.0.15")
 
 
 def test_shares_within_ten_percent_are_faithful_and_rare_commands_are_not_judged():

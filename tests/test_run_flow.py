@@ -152,7 +152,7 @@ REAL_STARTS = {
     ("bench/loadgen_choice.py", "probe"), ("bench/real.py", "plain_server"),
     ("bench/capacity.py", "capacity_trial"),
     # mix capture --check replays a file on a server of its own: no run, no Model
-    ("flows/capture_check.py", "_settings"), ("flows/capture_check.py", "_replay"),
+    ("bench/capture_replay.py", "settings"), ("bench/capture_replay.py", "replay"),
 }  # fmt: skip
 STARTERS = {"plain_server", "serve", "native_server", "docker_server"}
 # The real seam's visits and probe, called by bench/real.py alone.

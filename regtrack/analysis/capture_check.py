@@ -17,34 +17,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from regtrack.core.records import CommandReading
+
 GATED_SHARE = 0.01  # commands under 1% of both sides' calls are shown, not judged
 SHARE_BOUND = 0.10  # the issue's bound: within 10% of the real share
 SIZE_BOUND = 0.10
 CPU_BOUND = 0.15
 NARROW = 1.5  # sizes are judged where the sample's largest is at most this x its smallest
-
-
-@dataclass(frozen=True)
-class Reading:
-    """What one server ran over a window: calls and their microseconds per command
-    (commandstats names: ``get``, ``xgroup|create``), and its CPU (user + system)."""
-
-    seconds: float
-    calls: dict[str, int]
-    usec: dict[str, float]
-    cpu_s: float
-    version: str = "unknown"
-
-    @property
-    def total(self) -> int:
-        return sum(self.calls.values())
-
-    def share(self, command: str) -> float:
-        return self.calls.get(command, 0) / self.total if self.total else 0.0
-
-    def us_per_call(self, command: str) -> float | None:
-        calls = self.calls.get(command, 0)
-        return self.usec.get(command, 0.0) / calls if calls else None
 
 
 def relative(replay: float | None, real: float | None) -> float | None:
@@ -143,8 +122,8 @@ class CpuPerTask:
 class Check:
     """The whole comparison: rows by real share (largest first), sizes, CPU per task."""
 
-    real: Reading
-    replay: Reading
+    real: CommandReading
+    replay: CommandReading
     rows: tuple[Row, ...]
     sizes: tuple[SizeRow, ...]
     cpu: CpuPerTask
@@ -175,14 +154,14 @@ class Replayed:
     pipeline: int
 
 
-def _per_task(reading: Reading, task: str | None) -> float | None:
+def _per_task(reading: CommandReading, task: str | None) -> float | None:
     count = reading.calls.get(task, 0) if task else reading.total
     return 1e6 * reading.cpu_s / count if count else None
 
 
 def compare(
-    real: Reading,
-    replay: Reading,
+    real: CommandReading,
+    replay: CommandReading,
     sizes: Sequence[tuple[str, int, tuple[int, int, int], int | None]] = (),
     task: str | None = None,
     replay_errors: dict[str, int] | None = None,

@@ -348,3 +348,27 @@ class Progress:
     phase: Callable[[str], None] = lambda text: None
     trial_done: Callable[[TrialRecord], None] = lambda record: None
     note: Callable[[str], None] = lambda text: None
+
+
+@dataclass(frozen=True)
+class CommandReading:
+    """What one server ran over a window: calls and their microseconds per command
+    (commandstats names: ``get``, ``xgroup|create``), and its CPU (user + system); a live
+    server's and a replay's, compared by analysis/capture_check.py."""
+
+    seconds: float
+    calls: dict[str, int]
+    usec: dict[str, float]
+    cpu_s: float
+    version: str = "unknown"
+
+    @property
+    def total(self) -> int:
+        return sum(self.calls.values())
+
+    def share(self, command: str) -> float:
+        return self.calls.get(command, 0) / self.total if self.total else 0.0
+
+    def us_per_call(self, command: str) -> float | None:
+        calls = self.calls.get(command, 0)
+        return self.usec.get(command, 0.0) / calls if calls else None
