@@ -93,6 +93,8 @@ def test_paired_latency_gives_each_server_its_own_windows(tmp_path, redis_server
         # each had the stream half the measured time; its GETs (warm-up too) are its own
         assert 0.8 * 0.5 * 1.5 * RATE < record.requests < 1.2 * 0.5 * 1.5 * RATE
         assert record.requests <= (record.server_calls or 0) < 1.5 * record.requests
+        # its own server's syscalls by name (the kernel counts them on this machine kind)
+        assert (record.syscalls_by_name or {}).get("epoll_wait", 0) > 0, record.syscalls_by_name
         # (an invalid trial keeps only the percentiles its untainted requests resolve)
         if record.valid:
             assert 0 < record.latency_ms["p50"] <= record.latency_ms["p99"]

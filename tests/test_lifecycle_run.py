@@ -137,6 +137,14 @@ def test_two_versions_of_a_lifecycle_take_turns_in_one_engine_run(tmp_path, redi
         .fetchall()
     )
     assert latency and all(json.loads(a).count("--port") == 1 for (a,) in latency)
+    # each server's syscalls by name over the paired point, as a trial of its own counts
+    named = dict(
+        sqlite3.connect(db).execute(
+            "SELECT t.seq, group_concat(s.name) FROM trials t JOIN trial_syscalls s"
+            " ON s.trial_id = t.id WHERE t.mode = 'tasks' GROUP BY t.id"
+        )
+    )
+    assert len(named) == 4 and all("epoll_wait" in names for names in named.values()), named
 
 
 def test_a_lifecycle_counts_the_servers_instructions_per_task(tmp_path, redis_server):

@@ -28,7 +28,6 @@ import redis
 
 from regtrack.bench import kernel_calls, serverstats, trial, windows
 from regtrack.bench.job import Job
-from regtrack.bench.loadgen.base import LoadgenResult
 from regtrack.bench.loadgen.held import HeldLoad
 from regtrack.bench.plan import PlannedTrial, Visit
 from regtrack.bench.runtimes.base import RunningServer
@@ -306,53 +305,6 @@ def _io(
         s.target.label: (trial.syscalls(s.server.pid), kernel_calls.reading(kernel, s.target.label))
         for s in order
     }
-
-
-def cpu_times(ctx: trial.Context) -> tuple[CpuTimes, CpuTimes]:
-    """The server CPUs' and the client CPUs' times now (around a point's run)."""
-    return CpuTimes.read(ctx.cpus.server), CpuTimes.read(ctx.cpus.client)
-
-
-@dataclass(frozen=True)
-class Around:
-    """What one engine run over every side's server left on them: each server's counters
-    (INFO deltas, syscalls before and after), the wall time, and whether other work shared
-    the pinned CPUs (contention, steal)."""
-
-    deltas: dict[str, ServerDelta]
-    io: dict[str, tuple[tuple[int, int] | None, tuple[int, int] | None]]
-    wall: float
-    contended: float
-    steal: float
-
-
-def engine_point(
-    ctx: trial.Context, order: list[Side], run: Callable[[], list[LoadgenResult]]
-) -> tuple[list[LoadgenResult], Around]:
-    """``run`` (one engine run over ``order``'s servers: bench/paired_latency.py,
-    paired_lifecycle.py) with every server's counters and the CPUs read around it; a
-    RedisError, OSError or CannotMeasure is the caller's (a failed point)."""
-    with contextlib.ExitStack() as stack:
-        clients = {}
-        for side in order:
-            clients[side.target.label] = client = side.server.client(timeout=60)
-            stack.callback(client.close)
-        before = {label: serverstats.snapshot(c) for label, c in clients.items()}
-        io_before = {s.target.label: trial.syscalls(s.server.pid) for s in order}
-        server_cpus, client_cpus = cpu_times(ctx)
-        results = run()
-        server_after, client_after = cpu_times(ctx)
-        after = {label: serverstats.snapshot(c) for label, c in clients.items()}
-        io_after = {s.target.label: trial.syscalls(s.server.pid) for s in order}
-    first = order[0].target.label
-    wall = after[first].at - before[first].at
-    deltas = {label: serverstats.delta(before[label], after[label]) for label in before}
-    contended, steal = shared_cpus(
-        ctx.cpus, (server_cpus, server_after), (client_cpus, client_after),
-        (sum(d.server_cpu_s for d in deltas.values()), results[0].client_cpu_s), wall,
-    )  # fmt: skip
-    io = {label: (io_before[label], io_after[label]) for label in io_before}
-    return results, Around(deltas, io, wall, contended, steal)
 
 
 def counters(

@@ -16,9 +16,10 @@ from __future__ import annotations
 import redis
 
 from regtrack.bench import latency_trial, trial
+from regtrack.bench.engine_point import engine_point
 from regtrack.bench.job import Job
 from regtrack.bench.loadgen import openloop
-from regtrack.bench.paired import Side, counters, engine_point, failed
+from regtrack.bench.paired import Side, counters, failed
 from regtrack.bench.plan import PlannedTrial
 from regtrack.core.errors import CannotMeasure
 from regtrack.core.records import InvalidReason, TrialRecord
@@ -64,6 +65,7 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
         if result.problem:
             record.mark_invalid(InvalidReason.LOADGEN_FAILED, result.problem)
         counters(ctx, record, deltas[label], *around.io[label])
+        record.syscalls_by_name = around.named[label]
         if isinstance(result, openloop.OpenLoopResult) and result.report is not None:
             latency_trial.from_report(settings.contention_limit_pct, record, result.report, offered)
     return [records[p.target] for p in planned]

@@ -15,9 +15,10 @@ from __future__ import annotations
 import redis
 
 from regtrack.bench import lifecycle_trial, trial
+from regtrack.bench.engine_point import engine_point
 from regtrack.bench.job import Job
 from regtrack.bench.loadgen import lifecycle
-from regtrack.bench.paired import Side, counters, engine_point, failed
+from regtrack.bench.paired import Side, counters, failed
 from regtrack.bench.plan import PlannedTrial
 from regtrack.core.errors import CannotMeasure
 from regtrack.core.records import InvalidReason, ServerDelta, TrialRecord
@@ -56,6 +57,7 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
         label = side.target.label
         assert isinstance(result, lifecycle.LifecycleResult)
         _fill(ctx, records[label], result, around.deltas[label], around.io[label])
+        records[label].syscalls_by_name = around.named[label]
         records[label].steal_pct, records[label].contention_pct = around.steal, around.contended
     return [records[p.target] for p in planned]
 
