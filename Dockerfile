@@ -32,10 +32,11 @@ COPY docker/archives/ /tmp/archives/
 RUN set -e; cd /tmp/engine; \
     want="regtrack-openloop $(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)"; \
     if [ -f /tmp/archives/regtrack-openloop ]; then \
-        install -m 0755 /tmp/archives/regtrack-openloop /usr/local/bin/regtrack-openloop; \
+        install -D -m 0755 /tmp/archives/regtrack-openloop /usr/local/bin/regtrack-openloop; \
     else \
         cargo build --release --locked --target-dir /tmp/engine-target \
-        && install -m 0755 /tmp/engine-target/release/regtrack-openloop /usr/local/bin/; \
+        && install -D -m 0755 /tmp/engine-target/release/regtrack-openloop \
+            /usr/local/bin/regtrack-openloop; \
     fi; \
     found="$(/usr/local/bin/regtrack-openloop --version)"; \
     [ "$found" = "$want" ] || { echo "docker/archives/regtrack-openloop is $found, not $want: \
