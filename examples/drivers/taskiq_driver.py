@@ -49,7 +49,7 @@ async def main() -> None:
     for _ in range(args.tasks):
         await finished.get()
     receiver.cancel()
-    # taskiq 0.13's receiver ignores its cancellation now and then (about one run in six
+    # taskiq 0.13's receiver ignores its cancellation now and then (about one run in four
     # here; every later cancel too) and reads on, one XREADGROUP per 2-s block, until the
     # program is killed: a stopped program would add those reads to its tasks' count.
     # Every task is done, so it is left behind.

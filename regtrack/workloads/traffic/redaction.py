@@ -26,6 +26,10 @@ from dataclasses import dataclass, field
 from regtrack.workloads.traffic import keyspecs
 
 MAX_SHAPED = 200  # longer arguments are data: size only
+# kombu's priority queues: the queue's name, this separator and the priority (0-9, kombu's
+# PRIORITY_STEPS 0, 3, 6, 9 by default), every one of them in each of Celery's BRPOPs. The
+# priority is a constant of the transport, not an id: kept, so each stays a key of its own.
+KOMBU_PRIORITY = "\x06\x16"
 MAX_KEPT_NUMBER = 7  # a number argument longer than this (a timestamp, an id) is {int}
 # Recognised variable parts, tried in this order; each becomes {name} with a pseudonym.
 _PARTS = [
@@ -110,9 +114,11 @@ class Redactor:
         number = NUMBER.fullmatch(text)
         if role == keyspecs.ARG and number and len(text) <= MAX_KEPT_NUMBER:
             return Arg(role, size, text)
-        shape, ids = self._shape(text)
+        head, sep, priority = text.partition(KOMBU_PRIORITY)
+        kept = sep + priority if role == keyspecs.KEY and sep and priority.isdigit() else ""
+        shape, ids = self._shape(head if kept else text)
         name = text if role == keyspecs.KEY and self.keep_names else None
-        return Arg(role, size, shape, ids, name)
+        return Arg(role, size, shape + kept, ids, name)
 
     def _shape(self, text: str) -> tuple[str, tuple[str, ...]]:
         ids: list[str] = []
