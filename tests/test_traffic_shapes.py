@@ -204,12 +204,14 @@ def test_kombu_priority_queues_stay_keys_of_their_own():
     lines = [line(1.0 + i, "127.0.0.1:5000", b"BRPOP", *queues, b"1") for i in range(5)]
     uuid = b"0f8e2a1c-3b4d-4e5f-8a9b-0c1d2e3f4a5b"
     lines.append(line(9.0, "127.0.0.1:5001", b"LPUSH", b"q\x06\x16" + uuid, b"v"))
+    lines.append(line(9.5, "127.0.0.1:5001", b"LPUSH", b"q\x06\x16" + b"4155550123", b"v"))
     shapes = infer(records(lines))
     families = {f.pattern: f.cardinality for f in shapes.families}
     assert {q.decode("latin-1") for q in queues} <= set(families), families
     assert all(families[q.decode("latin-1")] == 1 for q in queues)
     assert not any("{int}" in p for p in families if p.startswith("celery")), families
     assert families["q\x06\x16{uuid}"] == 1, "not a priority: its id is redacted"
+    assert families["q\x06\x16{int}"] == 1, "a long number is an id, not a priority"
     mix = MixWorkload(**tomllib.loads(_written(lines)))
     brpop = [c.args for p in mix.processes for c in p.commands if c.args[0] == "BRPOP"]
     assert brpop and brpop[0][1:5] == [q.decode("latin-1") for q in queues], brpop

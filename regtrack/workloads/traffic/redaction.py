@@ -30,6 +30,7 @@ MAX_SHAPED = 200  # longer arguments are data: size only
 # PRIORITY_STEPS 0, 3, 6, 9 by default), every one of them in each of Celery's BRPOPs. The
 # priority is a constant of the transport, not an id: kept, so each stays a key of its own.
 KOMBU_PRIORITY = "\x06\x16"
+_PRIORITY = re.compile(r"[0-9]{1,2}")  # longer (or any other text): an id, redacted
 MAX_KEPT_NUMBER = 7  # a number argument longer than this (a timestamp, an id) is {int}
 # Recognised variable parts, tried in this order; each becomes {name} with a pseudonym.
 _PARTS = [
@@ -115,7 +116,8 @@ class Redactor:
         if role == keyspecs.ARG and number and len(text) <= MAX_KEPT_NUMBER:
             return Arg(role, size, text)
         head, sep, priority = text.partition(KOMBU_PRIORITY)
-        kept = sep + priority if role == keyspecs.KEY and sep and priority.isdigit() else ""
+        kombu = role == keyspecs.KEY and bool(sep) and _PRIORITY.fullmatch(priority) is not None
+        kept = sep + priority if kombu else ""
         shape, ids = self._shape(head if kept else text)
         name = text if role == keyspecs.KEY and self.keep_names else None
         return Arg(role, size, shape + kept, ids, name)
