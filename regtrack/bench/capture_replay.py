@@ -36,10 +36,11 @@ def live(url: str, secret: str | None, seconds: float) -> CommandReading:
         time.sleep(seconds)
         after = serverstats.snapshot(client)
         version = str(client.info("server").get("redis_version", "unknown"))
-    return reading_of(serverstats.delta(before, after), version)
+    return _reading(serverstats.delta(before, after), version)
 
 
-def reading_of(delta: ServerDelta, version: str) -> CommandReading:
+def _reading(delta: ServerDelta, version: str) -> CommandReading:
+    """One side's window as both sides are compared: calls, time and CPU per command."""
     return CommandReading(
         seconds=delta.wall_s,
         calls={name: int(c.calls) for name, c in delta.commands.items()},
@@ -116,7 +117,7 @@ def replay(
     errors = {name: int(n) for name, n in delta.errors.items()}
     if not errors and delta.error_replies:
         errors = {"error replies": int(delta.error_replies)}
-    return reading_of(delta, server.version), errors, seen
+    return _reading(delta, server.version), errors, seen
 
 
 def sizes_seen(
