@@ -30,7 +30,7 @@ PORT = 7791
 
 def counted(binary: str, seconds: float, clients: int, gets_per_s: float) -> float:
     """Instructions per second of an idle (or nearly idle) server under callgrind."""
-    valgrind, callgrind_control = control.require()
+    valgrind, vgdb = control.require()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         argv = [*control.wrapper(valgrind, out), binary, "--port", str(PORT), "--hz",
@@ -50,8 +50,8 @@ def counted(binary: str, seconds: float, clients: int, gets_per_s: float) -> flo
             for c in conns:
                 c.ping()
             alive = lambda: proc.poll() is None  # noqa: E731
-            control.instrument(callgrind_control, out, proc.pid, True, alive)
-            control.zero(callgrind_control, out, proc.pid, alive)
+            control.instrument(vgdb, out, proc.pid, True, alive)
+            control.zero(vgdb, out, proc.pid, alive)
             start = time.monotonic()
             while time.monotonic() - start < seconds:
                 if gets_per_s:
@@ -60,7 +60,7 @@ def counted(binary: str, seconds: float, clients: int, gets_per_s: float) -> flo
                 else:
                     time.sleep(0.1)
             wall = time.monotonic() - start
-            total = parse(control.dump(callgrind_control, out, proc.pid, alive)).instructions
+            total = parse(control.dump(vgdb, out, proc.pid, alive)).instructions
             return total / wall
         finally:
             proc.terminate()

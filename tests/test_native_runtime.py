@@ -186,7 +186,7 @@ def test_a_server_that_took_the_port_is_never_measured_nor_stopped(
 
 
 # A tracer that attaches (PTRACE_SEIZE) and then never waits for its tracee, as vgdb does
-# while it delivers a callgrind_control command to valgrind.
+# while it delivers a callgrind command to valgrind.
 HOLDING_TRACER = """
 import ctypes, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
@@ -198,7 +198,7 @@ time.sleep(60)
 
 
 def test_a_server_killed_while_traced_is_seen_dead_at_once():
-    """The server killed during a callgrind_control command: its parent is not told while
+    """The server killed during a callgrind command (vgdb): its parent is not told while
     the tracer holds it, so liveness must not rest on poll() alone (it once took 120 s)."""
     server = procs.spawn(["sleep", "60"])
     tracer = subprocess.Popen(

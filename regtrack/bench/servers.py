@@ -77,7 +77,7 @@ def serve(
         with plain_server(job, target, run_id, seed) as server:
             yield server, None
         return
-    valgrind, callgrind_control = control.require()
+    valgrind, vgdb = control.require()
     weights = job.cycle_weights
     with tempfile.TemporaryDirectory(prefix="regtrack-callgrind-") as tmp:
         outdir = Path(tmp)
@@ -92,7 +92,7 @@ def serve(
                 data_dir=job.data_dir,
             ) as server:
                 _slow_cron(server, target)
-                yield server, protocol.Callgrind(callgrind_control, outdir, weights)
+                yield server, protocol.Callgrind(vgdb, outdir, weights)
         except ServerDied:
             raise  # already names the version and the mode; the run goes on
         except CannotMeasure as exc:

@@ -80,7 +80,7 @@ def basic(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def server(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """A Redis server, natively or under valgrind, and callgrind_control beside it."""
+    """A Redis server, natively or under valgrind, and vgdb (callgrind's commands) beside it."""
     return allowed((*BASIC, *SERVER), BASIC_PREFIXES, environ)
 
 

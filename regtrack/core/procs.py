@@ -86,7 +86,7 @@ def running(proc: subprocess.Popen) -> bool:
     """Whether a child still runs.
 
     ``poll()`` alone is not enough: a child killed while another process traces it stays
-    unreported to its parent until the tracer lets go. callgrind_control's vgdb attaches
+    unreported to its parent until the tracer lets go. vgdb (callgrind's commands) attaches
     to valgrind with ptrace to deliver each command, so a server killed during one looked
     alive until the command's own timeout (120 s). /proc shows it as a zombie at once.
     """

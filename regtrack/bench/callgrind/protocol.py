@@ -159,7 +159,7 @@ class _Windows:
     measured: list[Window] = field(default_factory=list)
     dumps: list[Path] = field(default_factory=list)
     # The server's syscalls by name in each window, from zero to dump (not the dump's
-    # own writes, nor callgrind_control's exchange): kernel_calls.py.
+    # own writes, nor vgdb's exchange): kernel_calls.py.
     counter: kernel_calls.Counter | None = None
     calls: list[dict[str, int]] = field(default_factory=list)
 
