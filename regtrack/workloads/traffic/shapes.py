@@ -133,7 +133,7 @@ def infer(records: Iterable[Observed]) -> Shapes:
     by_conn: dict[str, list[Observed]] = defaultdict(list)
     for r in client:
         by_conn[r.connection].append(r)
-    steps = {conn: _steps(rs) for conn, rs in by_conn.items()}
+    steps = {conn: round_trips(rs) for conn, rs in by_conn.items()}
     return Shapes(
         commands=dict(Counter(r.command for r in client)),
         lua_commands=dict(Counter(r.command for r in records if r.lua)),
@@ -162,7 +162,7 @@ def _multi(step: list[Observed]) -> bool:
     return bool(step) and step[0].command == "MULTI"
 
 
-def _steps(records: list[Observed]) -> list[list[Observed]]:
+def round_trips(records: list[Observed]) -> list[list[Observed]]:
     """A connection's commands as round trips: MULTI ... EXEC (or DISCARD) together;
     a transaction the sample cut (begun before it, or open at its end) is left out."""
     out: list[list[Observed]] = []
