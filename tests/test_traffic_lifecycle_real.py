@@ -19,7 +19,7 @@ from tests import library_check
 from tests import library_traffic as lt
 from tests.conftest import run_cli
 
-pytestmark = [pytest.mark.slow, pytest.mark.extended]
+pytestmark = [pytest.mark.slow]
 
 TASKS, RATE = 600, 150.0  # 4 s of jobs, the sample taken inside them
 

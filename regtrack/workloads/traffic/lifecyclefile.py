@@ -30,7 +30,7 @@ FILLER_MAX = mixfile.FILLER_MAX  # larger values are ${payload} (data_size: thei
 STAND_IN = {
     "uuid": "a3f1c2d4-e5b6-4788-99aa-bbccddeeff00", "hex": "a3f1c2d4e5b64788",
     "ts": "2026-01-01T00:00:00.000000Z", "email": "user@example.invalid",
-    "token": "Tk0aaaaaaaaaaaaa", "name": "n", "int": "1", "num": "1700000000.5",
+    "token": "Tk0aaaaaaaaaaaaa", "name": "n",
 }  # fmt: skip
 _FIXED = {"uuid": 36}  # placeholders of one length; the others share what is left
 MAX_CONNECTIONS = 1000  # producers, and consumers, written at most (limits.CONNECTIONS)
@@ -72,22 +72,33 @@ class _Render:
             return slot.shape
         lengths = _lengths(slot.shape, kinds, slot.size)
         parts = iter(zip(kinds, slot.parts or (li.CONSTANT,) * len(kinds), lengths, strict=True))
-        return PLACEHOLDER.sub(lambda _: self._part(*next(parts)), slot.shape)
+        value = slot.role == keyspecs.VALUE
+        return PLACEHOLDER.sub(lambda _: self._part(*next(parts), value), slot.shape)
 
-    def _part(self, kind: str, part: str, length: int) -> str:
+    def _part(self, kind: str, part: str, length: int, value: bool) -> str:
+        """One placeholder as written; ``value``: the whole of a value (no key to link)."""
         if part == li.TASK:
             return "${task}"
-        stand_in = (STAND_IN[kind] * length)[:length] or STAND_IN[kind]
+        stand_in = _stand_in(kind, length)
         if part == li.CONSUMER and kind in _IDS:
             return stand_in[: max(1, length - 2)] + "${consumer}"
-        if part == li.VARYING and kind in _IDS:
+        if part == li.VARYING and kind in _IDS and not value:
             self.approximated.add("ids that varied per task other than the task's (an "
                                   "execution id) are the task's id")  # fmt: skip
             return "${task}"
-        if part == li.VARYING and kind in {"int", "num"} and length >= 10:
-            self.approximated.add("numbers that varied like times are ${now} (unix seconds)")
+        if kind in {"int", "num"} and length >= 10:
+            self.approximated.add("numbers of 10 digits or more (times, scores) are ${now}")
             return "${now}"
         return stand_in
+
+
+def _stand_in(kind: str, length: int) -> str:
+    """A stand-in of ``kind`` about ``length`` long (numbers still numbers)."""
+    if kind == "num":
+        return "0." + "5" * max(1, length - 2)
+    if kind == "int":
+        return "1" * max(1, length)
+    return (STAND_IN[kind] * max(1, length))[: max(1, length)]
 
 
 class _NoScript(Exception):

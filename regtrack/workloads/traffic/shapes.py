@@ -300,13 +300,14 @@ def _blocking(records: list[Observed]) -> tuple[Blocking, ...]:
         words = _words(template(r))
         if not commands.blocks(words):
             continue
+        at = len(words) - 1  # a command cut short (BLOCK without its time): "?"
         if r.command in commands.SOMETIMES_BLOCKING:
-            upper = [w.upper() for w in words]
-            timeout = f"{words[upper.index('BLOCK') + 1]} ms"
+            at = [w.upper() for w in words].index("BLOCK") + 1
         elif r.command in {"BLMPOP", "BZMPOP"}:
-            timeout = words[1]
-        else:
-            timeout = words[-1]
+            at = 1
+        timeout = words[at] if 0 < at < len(words) else "?"
+        if r.command in commands.SOMETIMES_BLOCKING:
+            timeout += " ms"
         seen[(r.command, timeout)] += 1
     return tuple(Blocking(c, t, n) for (c, t), n in seen.most_common())
 
