@@ -62,6 +62,7 @@ def _rq(tasks: int = 12) -> list[bytes]:
         out += _rq_enqueue(1.0 + i, _job(i))
     for i in range(tasks):
         out += _rq_cycle(100.0 + i, _job(i))
+        out.append(line(100.5 + i, CALLER, "HGET", f"rq:job:{_job(i)}", "status"))
     return [*out, line(200.0, WORKER, "BLMOVE", "rq:queue:default", "x", "LEFT", "RIGHT", "405")]
 
 
@@ -95,6 +96,7 @@ def test_an_rq_like_queue_is_linked_by_its_job_id():
     assert (found.producers, found.consumers) == (1, 1)
     assert found.cycles == (12, 12) and found.enqueues[0] >= 10
     assert "CLIENT x1" in found.left_out
+    assert (found.callers, found.others) == (1, 0)  # the caller polling each job's status
     heartbeat = found.process[1].commands[0].slots[0]
     assert heartbeat.shape == "rq:worker:{hex}" and heartbeat.parts == (li.CONSUMER,)
 

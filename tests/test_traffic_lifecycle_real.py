@@ -39,9 +39,14 @@ def test_a_real_rq_sample_is_written_as_its_lifecycle_and_runs(tmp_path):
                            "--out", str(out), timeout=60)  # fmt: skip
         finally:
             _, err = driver.communicate(timeout=120)
+        # the ids RQ drew (its jobs', its worker's): none may reach the file
+        names = [k.decode() for k in srv.client.keys("rq:*")]
+    ids = {part for name in names for part in name.split(":") if len(part) >= 16}
     assert driver.returncode == 0, err[-2000:]
     assert proc.returncode == 0, proc.stderr
     assert 'Written as a task lifecycle (kind = "lifecycle"' in proc.stdout, proc.stdout
+    text = out.read_text()
+    assert len(ids) > 100 and not [i for i in ids if i in text]
     workload = load_workload(str(out))
     assert isinstance(workload, LifecycleWorkload)
     enqueue = [c for step in workload.enqueue for c in step.commands]
