@@ -195,22 +195,28 @@ def _sampled_capture(
 ) -> None:
     """mix capture --sample: commandstats around a bounded MONITOR sample, its shapes."""
     from regtrack.core import writes
+    from regtrack.core.text import printable
     from regtrack.workloads import capture
-    from regtrack.workloads.traffic import mixfile, sampled, sampler
+    from regtrack.workloads.traffic import lifecyclefile, sampled, sampler
 
     given = sampled.scripts(scripts)
     taken = sampled.take(
         url, capture.password(password_file), seconds or 60.0,
         count or sampler.MAX_COMMANDS, keep_names,
     )  # fmt: skip
-    text = mixfile.text(taken, name or path.stem, given)
-    writes.replace_text(path, text, "workload file")
+    written = lifecyclefile.text(taken, name or path.stem, given)
+    writes.replace_text(path, written.text, "workload file")
     s = taken.sample
+    kind = (
+        'a task lifecycle (kind = "lifecycle"; its approximations are in the file)'
+        if written.why_not is None
+        else f"a mix, not a lifecycle: {printable(written.why_not)}"
+    )
     click.echo(
         f"{path}: sampled {len(s.records)} commands in {s.seconds:.1f} s (stopped by "
         f"{s.stopped_by}); {taken.counted.total_calls} counted by commandstats. Redacted: "
         f"values, the variable parts of key names, {s.secrets_dropped} commands' "
-        "credentials; the file's header lists what a mix could not express."
+        f"credentials. Written as {kind}."
     )
 
 

@@ -86,7 +86,7 @@ def _mix(file: str) -> tuple[MixWorkload, str]:
     if not isinstance(workload, MixWorkload):
         raise BadInput(
             f"--check {file}: a {getattr(workload, 'kind', 'driver')} workload; --check "
-            "replays a mix (what mix capture writes)"
+            "replays a mix (what mix capture writes where its sample shows no task lifecycle)"
         )
     return workload, text
 

@@ -133,7 +133,7 @@ def infer(records: Iterable[Observed]) -> Shapes:
     by_conn: dict[str, list[Observed]] = defaultdict(list)
     for r in client:
         by_conn[r.connection].append(r)
-    steps = {conn: _steps(rs) for conn, rs in by_conn.items()}
+    steps = {conn: round_trips(rs) for conn, rs in by_conn.items()}
     return Shapes(
         commands=dict(Counter(r.command for r in client)),
         lua_commands=dict(Counter(r.command for r in records if r.lua)),
@@ -162,7 +162,7 @@ def _multi(step: list[Observed]) -> bool:
     return bool(step) and step[0].command == "MULTI"
 
 
-def _steps(records: list[Observed]) -> list[list[Observed]]:
+def round_trips(records: list[Observed]) -> list[list[Observed]]:
     """A connection's commands as round trips: MULTI ... EXEC (or DISCARD) together;
     a transaction the sample cut (begun before it, or open at its end) is left out."""
     out: list[list[Observed]] = []
@@ -300,13 +300,14 @@ def _blocking(records: list[Observed]) -> tuple[Blocking, ...]:
         words = _words(template(r))
         if not commands.blocks(words):
             continue
+        at = len(words) - 1  # a command cut short (BLOCK without its time): "?"
         if r.command in commands.SOMETIMES_BLOCKING:
-            upper = [w.upper() for w in words]
-            timeout = f"{words[upper.index('BLOCK') + 1]} ms"
+            at = [w.upper() for w in words].index("BLOCK") + 1
         elif r.command in {"BLMPOP", "BZMPOP"}:
-            timeout = words[1]
-        else:
-            timeout = words[-1]
+            at = 1
+        timeout = words[at] if 0 < at < len(words) else "?"
+        if r.command in commands.SOMETIMES_BLOCKING:
+            timeout += " ms"
         seen[(r.command, timeout)] += 1
     return tuple(Blocking(c, t, n) for (c, t), n in seen.most_common())
 

@@ -1,0 +1,238 @@
+"""A sampled capture written as a ``kind = "lifecycle"`` file where its lifecycle was
+inferred (lifecycle_infer.py), else as the mix (mixfile.py) with the reason in its first
+header line.
+
+Arguments are written from their redacted shapes only: the task's id as ``${task}``, an
+id each consumer connection kept as its own as a stand-in ending in ``${consumer}``, other
+ids and times as stand-ins of their length (an id that varied per task as the task's,
+times that varied as ``${now}``), values as filler of their median size (over 4 KiB:
+``${payload}``), constants as seen. The file is checked as a lifecycle before it is
+returned; one that does not validate falls back to the mix, saying why.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from pydantic import ValidationError
+
+from regtrack.workloads import capture, commands
+from regtrack.workloads.lifecycle import MIN_PAYLOAD, LifecycleWorkload
+from regtrack.workloads.traffic import keyspecs, mixfile, shapes
+from regtrack.workloads.traffic import lifecycle_infer as li
+from regtrack.workloads.traffic.redaction import PLACEHOLDER
+from regtrack.workloads.traffic.sampled import SampledCapture
+
+FILLER_MAX = mixfile.FILLER_MAX  # larger values are ${payload} (data_size: their median)
+# Stand-ins for a placeholder of each kind, repeated or cut to the length seen.
+STAND_IN = {
+    "uuid": "a3f1c2d4-e5b6-4788-99aa-bbccddeeff00", "hex": "a3f1c2d4e5b64788",
+    "ts": "2026-01-01T00:00:00.000000Z", "email": "user@example.invalid",
+    "token": "Tk0aaaaaaaaaaaaa", "name": "n",
+}  # fmt: skip
+_FIXED = {"uuid": 36}  # placeholders of one length; the others share what is left
+MAX_CONNECTIONS = 1000  # producers, and consumers, written at most (limits.CONNECTIONS)
+_IDS = {"uuid", "hex", "token", "name", "email"}
+
+
+@dataclass(frozen=True)
+class Written:
+    """The file's text, its kind, and why it is not a lifecycle (None: it is)."""
+
+    text: str
+    kind: str  # "lifecycle" or "mix"
+    why_not: str | None = None
+
+
+@dataclass
+class _Render:
+    scripts: dict[str, str]  # sha -> body, every one known
+    names: dict[str, str] = field(default_factory=dict)  # sha -> [scripts] name
+    large: list[int] = field(default_factory=list)
+    approximated: set[str] = field(default_factory=set)
+
+    def arg(self, slot: li.Slot) -> str:
+        if slot.role == keyspecs.SCRIPT:
+            return slot.shape or ""
+        if slot.role == keyspecs.SHA:
+            sha = str(slot.shape)
+            if sha not in self.scripts:
+                raise _NoScript(sha)
+            name = self.names.setdefault(sha, f"script_{len(self.names) + 1}")
+            return "${sha:" + name + "}"
+        if slot.shape is None:
+            if slot.size > FILLER_MAX:
+                self.large.append(slot.size)
+                return "${payload}"
+            return "x" * slot.size
+        kinds = PLACEHOLDER.findall(slot.shape)
+        if not kinds:
+            return slot.shape
+        lengths = _lengths(slot.shape, kinds, slot.size)
+        parts = iter(zip(kinds, slot.parts or (li.CONSTANT,) * len(kinds), lengths, strict=True))
+        value = slot.role == keyspecs.VALUE
+        return PLACEHOLDER.sub(lambda _: self._part(*next(parts), value), slot.shape)
+
+    def _part(self, kind: str, part: str, length: int, value: bool) -> str:
+        """One placeholder as written; ``value``: the whole of a value (no key to link)."""
+        if part == li.TASK:
+            return "${task}"
+        stand_in = _stand_in(kind, length)
+        if part == li.CONSUMER and kind in _IDS:
+            return stand_in[: max(1, length - 2)] + "${consumer}"
+        if part == li.VARYING and kind in _IDS and not value:
+            self.approximated.add("ids that varied per task other than the task's (an "
+                                  "execution id) are the task's id")  # fmt: skip
+            return "${task}"
+        if kind in {"int", "num"} and length >= 10:
+            self.approximated.add("numbers of 10 digits or more (times, scores) are ${now}")
+            return "${now}"
+        return stand_in
+
+
+def _stand_in(kind: str, length: int) -> str:
+    """A stand-in of ``kind`` about ``length`` long (numbers still numbers)."""
+    if kind == "num":
+        return "0." + "5" * max(1, length - 2)
+    if kind == "int":
+        return "1" * max(1, length)
+    return (STAND_IN[kind] * max(1, length))[: max(1, length)]
+
+
+class _NoScript(Exception):
+    def __init__(self, sha: str) -> None:
+        super().__init__(sha)
+        self.sha = sha
+
+
+def _lengths(shape: str, kinds: list[str], size: int) -> list[int]:
+    """How long each placeholder of ``shape`` was, from the argument's size."""
+    left = max(0, size - len(PLACEHOLDER.sub("", shape)) - sum(_FIXED.get(k, 0) for k in kinds))
+    free = [k for k in kinds if k not in _FIXED]
+    each = left // len(free) if free else 0
+    return [_FIXED.get(k, each) for k in kinds]
+
+
+def text(sampled: SampledCapture, name: str, given_scripts: dict[str, str]) -> Written:
+    """The workload file for ``sampled``: its lifecycle where one was inferred and it
+    validates, else the mix (checked as one) with the reason first in its header."""
+    found = li.infer(sampled.sample.records)
+    if isinstance(found, li.Inferred):
+        scripts = {**_seen_scripts(sampled), **given_scripts}
+        try:
+            written = _lifecycle(sampled, found, name, scripts)
+        except _NoScript as missing:
+            found = li.NotInferred(
+                f"EVALSHA {missing.sha} in a task's steps: its body was not in the sample "
+                "(give --script SHA=FILE)"
+            )
+        else:
+            try:
+                LifecycleWorkload(**tomllib.loads(written))
+                return Written(written, "lifecycle")
+            except (ValidationError, tomllib.TOMLDecodeError) as exc:
+                first = str(exc).splitlines()
+                found = li.NotInferred(
+                    "the inferred lifecycle did not validate: "
+                    + " ".join(first[:3] if isinstance(exc, ValidationError) else first[:1])
+                )
+    mix = mixfile.text(sampled, name, given_scripts)
+    line = f"# Written as a mix, not a lifecycle: {capture.comment(found.reason)}\n"
+    return Written(line + mix, "mix", found.reason)
+
+
+def _seen_scripts(sampled: SampledCapture) -> dict[str, str]:
+    return shapes.infer(sampled.sample.records).scripts
+
+
+def _steps(r: _Render, part: str, steps: Iterable[li.Step]) -> list[str]:
+    out = []
+    for step in steps:
+        rows = [capture.toml_list([c.name, *(r.arg(s) for s in c.slots)]) for c in step.commands]
+        out += [f"[[{part}]]", "commands = [", *(f"  {row}," for row in rows), "]", ""]
+    return out
+
+
+def _lifecycle(
+    sampled: SampledCapture, found: li.Inferred, name: str, scripts: dict[str, str]
+) -> str:
+    r = _Render(scripts)
+    body = [
+        *_steps(r, "enqueue", found.enqueue),
+        "[dequeue]",
+        f"command = {capture.toml_list([found.dequeue.name, *map(r.arg, found.dequeue.slots)])}",
+        "",
+        *_steps(r, "process", found.process),
+    ]
+    every = [c for s in (*found.enqueue, *found.process) for c in s.commands]
+    floor = max(
+        (commands.version_tuple(commands.since([c.name]) or "2.8") for c in
+         [*every, found.dequeue]),
+        default=(2, 8),
+    )  # fmt: skip
+    producers = min(found.producers, MAX_CONNECTIONS)
+    consumers = min(found.consumers, MAX_CONNECTIONS)
+    loaded = ["[scripts]", *(f"{n} = {capture.toml_str(scripts[sha])}"
+                             for sha, n in r.names.items()), ""]  # fmt: skip
+    out = [
+        *_header(sampled, found),
+        f"name = {capture.toml_str(name)}",
+        'kind = "lifecycle"',
+        f"description = {capture.toml_str('Inferred from a sample of ' + sampled.counted.url)}",
+        "follows = "
+        + capture.toml_str(
+            f"the traffic sampled from {sampled.counted.url} (Redis {sampled.counted.version})"
+        ),
+        f"approximations = {capture.toml_str(_approximations(found, r))}",
+        f'min_redis = "{".".join(str(p) for p in floor)}"',
+        f"data_size = {max(MIN_PAYLOAD, sorted(r.large)[len(r.large) // 2] if r.large else 0)}",
+        f"producers = {producers}",
+        f"consumers = {consumers}",
+        "max_queued = 1000",
+        "",
+        *capture.server_table(sampled.counted),
+        *(loaded if r.names else []),
+        *body,
+    ]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _approximations(found: li.Inferred, r: _Render) -> str:
+    notes = [
+        f"The most common task path: {found.cycles[0]} of {found.cycles[1]} consumer cycles "
+        f"and {found.enqueues[0]} of {found.enqueues[1]} enqueues in the sample had it.",
+        "Values are filler of their median size, constant ids and times stand-ins of their "
+        "length; an id a consumer's connection kept is one per consumer (${consumer}).",
+        *(note[:1].upper() + note[1:] + "." for note in sorted(r.approximated)),
+        "The task's own work is 0 (work_us); producers and consumers as many connections as "
+        "sent the pushes and the pops; blocking timeouts as sent.",
+    ]
+    if found.left_out:
+        notes.append("Not sent (no lifecycle does): " + ", ".join(found.left_out[:12]) + ".")
+    if found.callers or found.others:
+        notes.append(
+            f"Left out: {found.callers} connections that named a task's id without pushing or "
+            f"popping it (a caller polling its result) and {found.others} others."
+        )
+    return " ".join(notes)
+
+
+def _header(sampled: SampledCapture, found: li.Inferred) -> list[str]:
+    s, c = sampled.sample, sampled.counted
+    pushes = {cmd.name for step in found.enqueue for cmd in step.commands} & li.PUSHES
+    return [
+        f"# Sampled by `regtrack mix capture --sample` from {capture.comment(c.url)} "
+        f"(Redis {capture.comment(c.version)}): MONITOR for {s.seconds:.1f} s (stopped by "
+        f"{s.stopped_by}), {len(s.records)} commands; commandstats counted {c.total_calls}.",
+        "# Written as a lifecycle: the task's id pushed by "
+        f"{capture.comment('/'.join(sorted(pushes)))} on {found.producers} producer "
+        f"connection(s), popped by {capture.comment(found.dequeue.name)} on {found.consumers} "
+        f"consumer connection(s), read in {capture.comment(', '.join(found.link) or '-')}.",
+        "# Redacted: every value (filler of its median size), the variable parts of key names "
+        f"(stand-ins), the arguments of {s.secrets_dropped} AUTH/HELLO/ACL/CONFIG/MIGRATE "
+        "commands (dropped unread).",
+        "# Still approximated: see `approximations` below.",
+        "",
+    ]

@@ -1,0 +1,220 @@
+"""A sampled capture's task lifecycle (traffic/lifecycle_infer.py, lifecyclefile.py) on
+constructed MONITOR lines (no server): an RQ-like queue is linked by its job id and written
+as a lifecycle that validates; a Celery-like queue whose id lives only in its payload falls
+back to the mix with its reason; interleaved connections, a sample that starts mid-task and
+hostile streams never break it."""
+
+from __future__ import annotations
+
+import tomllib
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from regtrack.workloads import capture
+from regtrack.workloads.lifecycle import LifecycleWorkload
+from regtrack.workloads.model import MixWorkload
+from regtrack.workloads.traffic import lifecycle_infer as li
+from regtrack.workloads.traffic import lifecyclefile, sampled, sampler
+from regtrack.workloads.traffic.monitor_line import parse, quote
+from regtrack.workloads.traffic.redaction import Redactor
+from tests import tiers
+from tests.test_traffic_shapes import line, records
+
+PRODUCER, WORKER, CALLER = "10.0.0.1:100", "10.0.0.2:200", "10.0.0.3:300"
+WORKER_ID = "5f0c3e1a9b7d4c2e8f6a1b3c5d7e9f01"  # a worker's name: its own on its connection
+SECRET = "pay-Secret-Value-4242"
+
+
+def _job(i: int) -> str:
+    return f"{i:08x}-2d15-4039-bd6b-3055ef3a0726"
+
+
+def _rq_enqueue(t: float, job: str, addr: str = PRODUCER) -> list[bytes]:
+    return [
+        line(t, addr, "MULTI"),
+        line(t, addr, "SADD", "rq:queues", "rq:queue:default"),
+        line(t, addr, "EXEC"),
+        line(t, addr, "MULTI"),
+        line(t, addr, "HSET", f"rq:job:{job}", "status", "queued", "data", SECRET + "x" * 40),
+        line(t, addr, "RPUSH", "rq:queue:default", job),
+        line(t, addr, "EXEC"),
+    ]
+
+
+def _rq_cycle(t: float, job: str, addr: str = WORKER) -> list[bytes]:
+    worker = f"rq:worker:{WORKER_ID}"
+    return [
+        line(t, addr, "BLMOVE", "rq:queue:default", "rq:queue:default:im", "LEFT", "RIGHT", "405"),
+        line(t + 0.1, addr, "HGETALL", f"rq:job:{job}"),
+        line(t + 0.1, addr, "HSET", worker, "last_heartbeat", "2026-12-06T17:00:00.123456Z"),
+        line(t + 0.2, addr, "MULTI"),
+        line(t + 0.2, addr, "HSET", f"rq:job:{job}", "status", "finished"),
+        line(t + 0.2, addr, "ZADD", "rq:finished:default", f"{1765000000 + t:.4f}", job),
+        line(t + 0.2, addr, "LREM", "rq:queue:default:im", "1", job),
+        line(t + 0.2, addr, "EXEC"),
+    ]
+
+
+def _rq(tasks: int = 12) -> list[bytes]:
+    out = [line(0.1, WORKER, "CLIENT", "SETNAME", f"rq:worker:{WORKER_ID}")]
+    for i in range(tasks):
+        out += _rq_enqueue(1.0 + i, _job(i))
+    for i in range(tasks):
+        out += _rq_cycle(100.0 + i, _job(i))
+        out.append(line(100.5 + i, CALLER, "HGET", f"rq:job:{_job(i)}", "status"))
+    return [*out, line(200.0, WORKER, "BLMOVE", "rq:queue:default", "x", "LEFT", "RIGHT", "405")]
+
+
+def _sampled(lines: list[bytes]) -> sampled.SampledCapture:
+    redactor = Redactor()
+    recs = tuple(records(lines, redactor))
+    sample = sampler.Sample(recs, 2.0, "count", 0, redactor.secrets_dropped, False, "built-in")
+    counted = capture.Capture("redis://h:6379", 2.0, "7.0.15", {"get": 1})
+    return sampled.SampledCapture(counted, sample)
+
+
+def _args(step: li.Step) -> list[str]:
+    return [c.name for c in step.commands]
+
+
+def test_an_rq_like_queue_is_linked_by_its_job_id():
+    found = li.infer(records(_rq()))
+    assert isinstance(found, li.Inferred), found
+    assert [_args(s) for s in found.enqueue] == [
+        ["MULTI", "SADD", "EXEC"],
+        ["MULTI", "HSET", "RPUSH", "EXEC"],
+    ]
+    assert found.dequeue.name == "BLMOVE"
+    assert [s.shape for s in found.dequeue.slots] == [
+        "rq:queue:default", "rq:queue:default:im", "LEFT", "RIGHT", "405",
+    ]  # fmt: skip
+    assert [_args(s) for s in found.process] == [
+        ["HGETALL"], ["HSET"], ["MULTI", "HSET", "ZADD", "LREM", "EXEC"],
+    ]  # fmt: skip
+    assert found.link == ("rq:job:{uuid}",)
+    assert (found.producers, found.consumers) == (1, 1)
+    assert found.cycles == (12, 12) and found.enqueues[0] >= 10
+    assert "CLIENT x1" in found.left_out
+    assert (found.callers, found.others) == (1, 0)  # the caller polling each job's status
+    heartbeat = found.process[1].commands[0].slots[0]
+    assert heartbeat.shape == "rq:worker:{hex}" and heartbeat.parts == (li.CONSUMER,)
+
+
+def test_the_rq_like_lifecycle_is_written_and_validates():
+    written = lifecyclefile.text(_sampled(_rq()), "rq-sampled", {})
+    assert written.kind == "lifecycle" and written.why_not is None
+    wl = LifecycleWorkload(**tomllib.loads(written.text))
+    assert wl.dequeue.command == [
+        "BLMOVE", "rq:queue:default", "rq:queue:default:im", "LEFT", "RIGHT", "405",
+    ]  # fmt: skip
+    push = wl.enqueue[1].commands
+    assert push[0] == ["MULTI"] and push[-1] == ["EXEC"]
+    assert push[1][:2] == ["HSET", "rq:job:${task}"] and len(push[1][-1]) == len(SECRET) + 40
+    assert push[2] == ["RPUSH", "rq:queue:default", "${task}"]
+    assert wl.process[0].commands == [["HGETALL", "rq:job:${task}"]]
+    assert wl.process[1].commands[0][1].endswith("${consumer}")
+    lrem = wl.process[2].commands[3]
+    assert lrem == ["LREM", "rq:queue:default:im", "1", "${task}"]
+    assert wl.process[2].commands[2][2] == "${now}"  # the score, a time that varied
+    assert wl.engine_document()["lifecycle"]["consumers"] == 1
+    for secret in (SECRET, WORKER_ID, "0000000b-2d15", "3055ef3a0726"):
+        assert secret not in written.text
+    assert "Written as a lifecycle" in written.text and "approximations" in written.text
+
+
+def test_a_celery_like_queue_with_ids_only_in_its_payload_falls_back_to_the_mix():
+    lines = []
+    for i in range(10):
+        t, job = 1.0 + i, _job(i)
+        payload = '{"id": "' + job + '", "args": ["' + SECRET + '"]}'
+        lines += [
+            line(t, PRODUCER, "LPUSH", "celery", payload),
+            line(t + 0.5, WORKER, "BRPOP", "celery", "1"),
+            line(t + 0.5, WORKER, "MULTI"),
+            line(t + 0.5, WORKER, "SETEX", f"celery-task-meta-{job}", "86400", "x" * 90),
+            line(t + 0.5, WORKER, "PUBLISH", f"celery-task-meta-{job}", "x" * 90),
+            line(t + 0.5, WORKER, "EXEC"),
+            line(t + 0.6, CALLER, "GET", f"celery-task-meta-{job}"),
+        ]
+    found = li.infer(records(lines))
+    assert isinstance(found, li.NotInferred)
+    assert "not ids" in found.reason and "inside" in found.reason
+    written = lifecyclefile.text(_sampled(lines), "celery-sampled", {})
+    assert written.kind == "mix" and written.why_not == found.reason
+    first = written.text.splitlines()[0]
+    assert first.startswith("# Written as a mix, not a lifecycle: the elements pushed to celery")
+    MixWorkload(**tomllib.loads(written.text))
+    assert SECRET not in written.text
+
+
+def test_no_blocking_pop_and_no_push_are_each_their_own_reason():
+    polls = [line(1.0 + i, WORKER, "LPOP", "q") for i in range(5)]
+    assert "no blocking pop" in li.infer(records(polls)).reason  # type: ignore[union-attr]
+    idle = [line(1.0 + i, WORKER, "BRPOP", "q", "1") for i in range(5)]
+    idle += [line(1.0 + i, PRODUCER, "RPUSH", "other", _job(i)) for i in range(5)]
+    assert "no connection pushed to q" in li.infer(records(idle)).reason  # type: ignore[union-attr]
+
+
+def test_interleaved_connections_and_a_sample_that_starts_mid_task():
+    """Two producers and two workers, their commands interleaved in time; the sample
+    begins inside a worker's task (no pop before its first commands) and inside an
+    enqueue's transaction (its MULTI not seen), and ends inside a cycle."""
+    per: dict[str, list[bytes]] = {}
+    producers, workers = ["10.0.0.1:1", "10.0.0.1:2"], ["10.0.0.2:1", "10.0.0.2:2"]
+    for i in range(16):
+        per.setdefault(producers[i % 2], []).extend(_rq_enqueue(1.0 + i, _job(i), producers[i % 2]))
+        per.setdefault(workers[i % 2], []).extend(_rq_cycle(1.5 + i, _job(i), workers[i % 2]))
+    per[producers[0]] = per[producers[0]][5:]  # mid-transaction: HSET RPUSH EXEC of job 0
+    per[workers[0]] = per[workers[0]][1:]  # mid-task: job 0's steps without its pop
+    per[workers[1]] = per[workers[1]][:-3]  # the sample ends inside job 15's transaction
+    merged = sorted(
+        (x for lines in per.values() for x in lines), key=lambda b: float(b.split(b" ", 1)[0])
+    )
+    found = li.infer(records(merged))
+    assert isinstance(found, li.Inferred), found
+    assert (found.producers, found.consumers) == (2, 2)
+    assert [_args(s) for s in found.process] == [
+        ["HGETALL"], ["HSET"], ["MULTI", "HSET", "ZADD", "LREM", "EXEC"],
+    ]  # fmt: skip
+    assert [_args(s) for s in found.enqueue][-1] == ["MULTI", "HSET", "RPUSH", "EXEC"]
+    heartbeat = found.process[1].commands[0].slots[0]
+    assert heartbeat.parts == (li.CONSTANT,)  # both workers shared WORKER_ID here
+    assert lifecyclefile.text(_sampled(merged), "q", {}).kind == "lifecycle"
+
+
+_WORDS = st.sampled_from(
+    ["BLMOVE", "BRPOP", "RPUSH", "LPUSH", "MULTI", "EXEC", "HSET", "HGETALL", "GET",
+     "XREADGROUP", "BLOCK", "q", "rq:job:" + _job(1), _job(1), _job(2), "405", "0", "${x}",
+     "CLIENT", "AUTH", "EVALSHA", "a" * 40, "\x00\x06\x16"]
+)  # fmt: skip
+
+
+@settings(max_examples=tiers.examples(500), deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["a:1", "b:2", "lua"]), st.lists(_WORDS, min_size=1, max_size=6)),
+        max_size=40,
+    )
+)
+def test_odd_streams_give_a_lifecycle_that_validates_or_a_reason(stream):
+    lines = [
+        f"{1.0 + i:.6f} [0 {addr}] ".encode() + b" ".join(quote(w.encode()) for w in words)
+        for i, (addr, words) in enumerate(stream)
+    ]
+    redactor = Redactor()
+    recs = [r for r in (parse(x, redactor) for x in lines) if r is not None]
+    found = li.infer(recs)
+    assert isinstance(found, li.Inferred | li.NotInferred)
+    if recs and any(not r.lua for r in recs):
+        sample = sampler.Sample(tuple(recs), 1.0, "count", 0, 0, False, "built-in")
+        got = sampled.SampledCapture(capture.Capture("redis://h:1", 1.0, "7.0.15", {}), sample)
+        try:
+            written = lifecyclefile.text(got, "q", {})
+        except Exception as exc:  # the mix's own refusals (nothing replayable) are CannotMeasure
+            assert type(exc).__name__ == "CannotMeasure", exc
+            return
+        if written.kind == "lifecycle":
+            LifecycleWorkload(**tomllib.loads(written.text))
+        else:
+            MixWorkload(**tomllib.loads(written.text))

@@ -1,0 +1,65 @@
+"""The one real lifecycle capture: RQ (the pinned test dependency) enqueues and its
+SimpleWorker runs jobs (examples/drivers/rq_driver.py) against a real redis-server while
+`regtrack mix capture --sample` watches; the file written is a lifecycle with RQ's MULTI
+... EXEC enqueue, its BLMOVE and the job hash linked by the job's id, it loads as a
+workload, and the open-loop engine runs it clean on a fresh server."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from regtrack.workloads.files import load_workload
+from regtrack.workloads.lifecycle import LifecycleWorkload
+from tests import library_check
+from tests import library_traffic as lt
+from tests.conftest import run_cli
+
+pytestmark = [pytest.mark.slow]
+
+TASKS, RATE = 600, 150.0  # 4 s of jobs, the sample taken inside them
+
+
+def test_a_real_rq_sample_is_written_as_its_lifecycle_and_runs(tmp_path):
+    out = tmp_path / "rq-sampled.toml"
+    with lt.server() as srv:
+        argv = ["taskset", "-c", lt.DRIVER_CPU, sys.executable, str(lt.driver_path("rq")),
+                "--tasks", str(TASKS), "--rate", str(RATE)]  # fmt: skip
+        driver = subprocess.Popen(
+            argv, env={**os.environ, "REDIS_URL": srv.url}, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            time.sleep(1.0)  # the worker started and working
+            proc = run_cli("mix", "capture", "--url", srv.url, "--sample", "1.5",
+                           "--out", str(out), timeout=60)  # fmt: skip
+        finally:
+            _, err = driver.communicate(timeout=120)
+        # the ids RQ drew (its jobs', its worker's): none may reach the file
+        names = [k.decode() for k in srv.client.keys("rq:*")]
+    ids = {part for name in names for part in name.split(":") if len(part) >= 16}
+    assert driver.returncode == 0, err[-2000:]
+    assert proc.returncode == 0, proc.stderr
+    assert 'Written as a task lifecycle (kind = "lifecycle"' in proc.stdout, proc.stdout
+    text = out.read_text()
+    assert len(ids) > 100 and not [i for i in ids if i in text]
+    workload = load_workload(str(out))
+    assert isinstance(workload, LifecycleWorkload)
+    enqueue = [c for step in workload.enqueue for c in step.commands]
+    assert ["RPUSH", "rq:queue:default", "${task}"] in enqueue, enqueue
+    last = workload.enqueue[-1].commands
+    assert last[0] == ["MULTI"] and last[-1] == ["EXEC"], last
+    assert any(c[0] == "HSET" and c[1] == "rq:job:${task}" for c in last), last
+    assert workload.dequeue.command[:2] == ["BLMOVE", "rq:queue:default"]
+    process = [c for step in workload.process for c in step.commands]
+    assert ["HGETALL", "rq:job:${task}"] in process, process
+    assert any(step.commands[0] == ["MULTI"] for step in workload.process)
+    assert workload.engine_document()["lifecycle"]["dequeue"]["command"][0] == "BLMOVE"
+    # the engine runs it: every task enqueued is done, no error replies
+    per_task, cpu_us, tasks = library_check.preset_traffic(workload, None, 1.0)
+    assert tasks > 0 and per_task.get("cmdstat_blmove", 0) > 0 and cpu_us > 0
+    assert per_task["cmdstat_hgetall"] == pytest.approx(1.0, rel=0.2)
