@@ -34,7 +34,8 @@ def regtrack(*args: str) -> subprocess.CompletedProcess:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rate", type=float, default=80.0, help="RQ tasks per second")
+    parser.add_argument("--library", default="rq", help="whose driver (examples/drivers/)")
+    parser.add_argument("--rate", type=float, default=80.0, help="tasks per second")
     parser.add_argument("--sample", type=float, default=3.0, help="mix capture --sample")
     parser.add_argument("--seconds", type=float, default=5.0, help="mix capture --check")
     parser.add_argument("--task", default="rpush", help="the command one task sends once")
@@ -42,8 +43,8 @@ def main() -> None:
     # Enough tasks to last the capture, the live reading and the replay, with margin.
     tasks = int(args.rate * (args.sample + 2 * args.seconds + 15))
     with tempfile.TemporaryDirectory() as tmp, lt.server() as srv:
-        out = Path(tmp) / "rq.toml"
-        argv = ["taskset", "-c", lt.DRIVER_CPU, sys.executable, str(lt.driver_path("rq")),
+        out = Path(tmp) / f"{args.library}.toml"
+        argv = ["taskset", "-c", lt.DRIVER_CPU, sys.executable, str(lt.driver_path(args.library)),
                 "--tasks", str(tasks), "--rate", str(args.rate)]  # fmt: skip
         env = {**os.environ, "REDIS_URL": srv.url}
         driver = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

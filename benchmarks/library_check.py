@@ -5,6 +5,7 @@ says how both are run alike). Repeats each check and prints every repetition's C
 and their medians: the real library's own CPU per task moves 10-50% between runs.
 
     benchmarks/library_check.py [--repeat 3] [--small 100] [--large 1100] [LIBRARY ...]
+    benchmarks/library_check.py --workload FILE LIBRARY   (a captured lifecycle, not the preset)
 
 Asserts nothing; tests/test_lifecycle_real.py holds the presets to the command counts."""
 
@@ -27,9 +28,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--small", type=int, default=100)
     parser.add_argument("--large", type=int, default=1100)
+    parser.add_argument("--workload", help="a lifecycle file to check instead of the preset")
     args = parser.parse_args()
     for library in args.libraries:
-        checks = [library_check.check(library, args.small, args.large) for _ in range(args.repeat)]
+        checks = [
+            library_check.check(library, args.small, args.large, args.workload)
+            for _ in range(args.repeat)
+        ]
         print(checks[0].table())
         real = [c.real_cpu_us for c in checks]
         preset = [c.preset_cpu_us for c in checks]

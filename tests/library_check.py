@@ -196,7 +196,11 @@ def run_real(library: str, small: int, large: int, rate: float | None) -> lt.Lib
     return real
 
 
-def check(library: str, small: int = 100, large: int = 600) -> Check:
+def check(
+    library: str, small: int = 100, large: int = 600, workload_file: str | None = None
+) -> Check:
+    """The library's preset (or ``workload_file``: a lifecycle `mix capture --sample` wrote
+    of the library's traffic) against the real library, run alike."""
     paced = PACED.get(library)
     real = run_real(library, small, large, paced)
     for _ in range(PREMISE_TRIES - 1):
@@ -204,8 +208,8 @@ def check(library: str, small: int = 100, large: int = 600) -> Check:
             break
         real = run_real(library, small, large, paced)
     a, b = real.runs
-    workload = load_workload(library)
-    assert isinstance(workload, LifecycleWorkload)
+    workload = load_workload(workload_file or library)
+    assert isinstance(workload, LifecycleWorkload), f"{workload_file or library}: not a lifecycle"
     if paced:
         # Both at the same arrival rate, open loop, one producer and one consumer: every
         # read wakes for the task that arrived and finds it alone.
