@@ -8,7 +8,8 @@ while it runs, the regtrack command line as a user runs it: `mix capture --sampl
 CPUs with the live traffic (this VM has no others). Prints both commands and their
 output; asserts nothing.
 
-    .venv/bin/python benchmarks/capture_check_rq.py [--rate 80] [--seconds 5] [--task rpush]
+    .venv/bin/python benchmarks/capture_check_rq.py [--library rq] [--rate 80] [--seconds 5]
+        [--task rpush]
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=80.0, help="tasks per second")
     parser.add_argument("--sample", type=float, default=3.0, help="mix capture --sample")
     parser.add_argument("--seconds", type=float, default=5.0, help="mix capture --check")
-    parser.add_argument("--task", default="rpush", help="the command one task sends once")
+    parser.add_argument("--task", help="the command one task sends once (a mix: rpush for RQ)")
     args = parser.parse_args()
     # Enough tasks to last the capture, the live reading and the replay, with margin.
     tasks = int(args.rate * (args.sample + 2 * args.seconds + 15))
@@ -53,9 +54,10 @@ def main() -> None:
             url = f"redis://127.0.0.1:{srv.port}"
             regtrack("mix", "capture", "--url", url, "--sample", f"{args.sample:g}",
                      "--out", str(out))  # fmt: skip
+            task = ["--task", args.task] if args.task else []
             regtrack("mix", "capture", "--check", str(out), "--url", url,
-                     "--seconds", f"{args.seconds:g}", "--task", args.task)  # fmt: skip
-            print(f"RQ driver still running after the check: {driver.poll() is None}")
+                     "--seconds", f"{args.seconds:g}", *task)  # fmt: skip
+            print(f"driver still running after the check: {driver.poll() is None}")
         finally:
             driver.kill()
             driver.wait()

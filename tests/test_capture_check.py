@@ -9,6 +9,7 @@ import math
 import re
 import threading
 import tomllib
+from pathlib import Path
 
 import redis
 
@@ -121,6 +122,9 @@ GET_FILE = 'name = "g"\nkind = "get-pipeline"\n'
 MIX_FILE = 'name = "m"\nkind = "mix"\n[[commands]]\nargs = ["SET", "k:__key__", "__data__"]\n'
 
 
+LIFECYCLE = str(Path(__file__).parent.parent / "configs" / "workloads" / "rq.toml")
+
+
 def test_bad_input_is_one_line_and_starts_nothing(tmp_path):
     """Refused before the live server is read or a server started (no lock needed)."""
     (tmp_path / "g.toml").write_text(GET_FILE)
@@ -134,6 +138,10 @@ def test_bad_input_is_one_line_and_starts_nothing(tmp_path):
         (("--out", str(tmp_path / "o.toml"), "--task", "set"), 2, "need --check"),
         ((), 2, "give --out FILE to write a capture (or --check FILE to check one)"),
         (("--check", str(tmp_path / "m.toml"), "--seconds", "0.1"), 3, "cannot read INFO"),
+        # a lifecycle: replayed by the engine, its --task one the file sends
+        (("--check", LIFECYCLE, "--loadgen", "memtier"), 2, "a lifecycle is replayed by "),
+        (("--check", LIFECYCLE, "--task", "lpush"), 2, "sends no lpush; give"),
+        (("--check", LIFECYCLE, "--seconds", "0.1"), 3, "cannot read INFO"),
     ]
     for args, code, message in cases:
         proc = cli_in_process("mix", "capture", *url, *args)

@@ -2,7 +2,8 @@
 SimpleWorker runs jobs (examples/drivers/rq_driver.py) against a real redis-server while
 `regtrack mix capture --sample` watches; the file written is a lifecycle with RQ's MULTI
 ... EXEC enqueue, its BLMOVE and the job hash linked by the job's id, it loads as a
-workload, and the open-loop engine runs it clean on a fresh server."""
+workload, the open-loop engine runs it clean on a fresh server, and `mix capture --check`
+replays it at the live task rate with every command's share within 10% of the live one."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from tests.conftest import run_cli
 
 pytestmark = [pytest.mark.slow]
 
-TASKS, RATE = 600, 150.0  # 4 s of jobs, the sample taken inside them
+TASKS, RATE = 1050, 150.0  # 7 s of jobs, the sample and the check's live read inside them
 
 
 def test_a_real_rq_sample_is_written_as_its_lifecycle_and_runs(tmp_path):
@@ -37,6 +38,8 @@ def test_a_real_rq_sample_is_written_as_its_lifecycle_and_runs(tmp_path):
             time.sleep(1.0)  # the worker started and working
             proc = run_cli("mix", "capture", "--url", srv.url, "--sample", "1.5",
                            "--out", str(out), timeout=60)  # fmt: skip
+            checked = run_cli("mix", "capture", "--check", str(out), "--url", srv.url,
+                              "--seconds", "1", timeout=60)  # fmt: skip
         finally:
             _, err = driver.communicate(timeout=120)
         # the ids RQ drew (its jobs', its worker's): none may reach the file
@@ -63,3 +66,8 @@ def test_a_real_rq_sample_is_written_as_its_lifecycle_and_runs(tmp_path):
     per_task, cpu_us, tasks = library_check.preset_traffic(workload, None, 1.0)
     assert tasks > 0 and per_task.get("cmdstat_blmove", 0) > 0 and cpu_us > 0
     assert per_task["cmdstat_hgetall"] == pytest.approx(1.0, rel=0.2)
+    # checked against the live traffic: replayed at its rate of BLMOVE, shares alike
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "regtrack-openloop at " in checked.stdout and "blmove" in checked.stdout
+    assert "server CPU per task (one blmove call)" in checked.stdout, checked.stdout
+    assert checked.stdout.splitlines()[-1].startswith("faithful: every command"), checked.stdout

@@ -152,6 +152,7 @@ class Replayed:
     server_cpus: str
     client_cpus: str
     pipeline: int
+    paced: bool = False  # replayed at the live task rate (a lifecycle), not flat out
 
 
 def _per_task(reading: CommandReading, task: str | None) -> float | None:

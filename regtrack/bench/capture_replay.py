@@ -1,7 +1,7 @@
-"""A captured mix replayed on a fresh server, and a live server read over a window, for
-``mix capture --check`` (flows/capture_check.py): each side's commands and CPU counted
-by the server itself (INFO deltas), and the value sizes a MONITOR sample of the replay
-sees, parsed by the capture's own code."""
+"""A captured mix or lifecycle replayed on a fresh server, and a live server read over a
+window, for ``mix capture --check`` (flows/capture_check.py): each side's commands and
+CPU counted by the server itself (INFO deltas), and the value sizes a MONITOR sample of a
+mix's replay sees, parsed by the capture's own code."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import redis
 
-from regtrack.bench import loadgen, serverstats, setup
+from regtrack.bench import lifecycle_trial, loadgen, serverstats, setup
+from regtrack.bench.loadgen import lifecycle
 from regtrack.bench.loadgen.base import Aim, LoadgenBinary
 from regtrack.bench.runtimes.base import RunningServer, ServerStartError
 from regtrack.bench.runtimes.native import native_server
@@ -21,6 +22,7 @@ from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.core.records import CommandReading, LoadSpec, ServerDelta
 from regtrack.core.redis_options import QUIET_CONNECT
 from regtrack.workloads import capture, points, server_config
+from regtrack.workloads.lifecycle import LifecycleWorkload
 from regtrack.workloads.model import MixWorkload
 from regtrack.workloads.traffic import sampler, shapes
 
@@ -50,7 +52,7 @@ def _reading(delta: ServerDelta, version: str) -> CommandReading:
     )
 
 
-def settings(binary: str, cpus: CpuPlan, workload: MixWorkload) -> list[str]:
+def settings(binary: str, cpus: CpuPlan, workload: MixWorkload | LifecycleWorkload) -> list[str]:
     """The file's [server] settings this binary knows (optional ones it does not are left
     out, as a run leaves them out), as redis-server arguments."""
     wanted = server_config.from_table(workload.server, f"workload {workload.name}")
@@ -118,6 +120,52 @@ def replay(
     if not errors and delta.error_replies:
         errors = {"error replies": int(delta.error_replies)}
     return _reading(delta, server.version), errors, seen
+
+
+def replay_lifecycle(
+    workload: LifecycleWorkload,
+    binary: str,
+    engine: LoadgenBinary,
+    cpus: CpuPlan,
+    seconds: float,
+    rate: float,
+    say: Callable[[str], None],
+) -> tuple[CommandReading, dict[str, int]]:
+    """The lifecycle run for ``seconds`` on a fresh server by the open-loop engine, its
+    tasks arriving at ``rate`` a second (the live server's): its counters and its error
+    replies. At the live rate, not flat out, so its commands per event-loop turn, and so
+    its CPU per task, are the live traffic's, not a saturated server's."""
+    with cpulock.hold(cpus.server + cpus.client, on_wait=say):
+        try:
+            argv = settings(binary, cpus, workload)
+            with native_server(binary, cpus.server, settings=argv) as server:
+                points.check_version(workload, "--replay-server", server.version)
+                lifecycle_trial.fresh(server, workload)
+                control = server.client()
+                try:
+                    aim = Aim(engine, server.host, server.port, cpus.client,
+                              server.is_alive, server.pid)  # fmt: skip
+                    before = serverstats.snapshot(control)
+                    (result,) = lifecycle.run(
+                        engine, [aim], workload.engine_document(),
+                        lifecycle.Arrivals(rate, "poisson"), seconds=seconds, warmup=0.0,
+                        timeout=seconds + SETUP_TIMEOUT_S,
+                    )  # fmt: skip
+                    after = serverstats.snapshot(control)
+                finally:
+                    control.close()
+        except ServerStartError as exc:
+            raise CannotMeasure(f"the replay's server did not start: {exc}") from None
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise CannotMeasure(f"the replay's server stopped answering: {exc}") from None
+    if result.problem or result.exit_code:
+        why = result.problem or f"exit code {result.exit_code}"
+        raise CannotMeasure(f"the replay's engine ({engine.name}) failed: {why}")
+    delta = serverstats.delta(before, after)
+    errors = {name: int(n) for name, n in delta.errors.items()}
+    if not errors and delta.error_replies:
+        errors = {"error replies": int(delta.error_replies)}
+    return _reading(delta, server.version), errors
 
 
 def sizes_seen(

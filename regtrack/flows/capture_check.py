@@ -1,5 +1,5 @@
-"""`regtrack mix capture --check`: a captured mix replayed against a fresh server and
-compared with the live traffic it came from.
+"""`regtrack mix capture --check`: a captured mix or lifecycle replayed against a fresh
+server and compared with the live traffic it came from.
 
 The real side is the live server at --url now: its commandstats and CPU over --seconds,
 read with INFO alone (as the capture reads it: nothing is sent that changes its data).
@@ -8,7 +8,10 @@ out, so the live counters, not the file, are the reference; the value sizes the 
 saw come from the file's header (traffic/value_sizes.py), the live server cannot show
 them without MONITOR. The replay side: the file run for the same --seconds by memtier
 (or the built-in driver) against a fresh redis-server pinned to the server CPUs, with
-the file's [server] settings, counted by the same INFO deltas.
+the file's [server] settings, counted by the same INFO deltas. A lifecycle (what the
+capture writes where its sample links a task's push to its pop) is replayed by the
+open-loop engine at the live server's task rate (its calls of the --task command, by
+default the lifecycle's blocking pop, per second over the live window), not flat out.
 """
 
 from __future__ import annotations
@@ -20,13 +23,14 @@ from pathlib import Path
 
 from regtrack.analysis.capture_check import Replayed, compare
 from regtrack.bench import capture_replay
-from regtrack.bench.loadgen import builtin, memtier
+from regtrack.bench.loadgen import builtin, memtier, openloop
 from regtrack.bench.loadgen.base import LoadgenBinary
 from regtrack.core import redact
 from regtrack.core.cpus import plan_cpus
 from regtrack.core.errors import BadInput, CannotMeasure
 from regtrack.workloads import commands, points
 from regtrack.workloads.files import load_workload
+from regtrack.workloads.lifecycle import LifecycleWorkload
 from regtrack.workloads.model import MixWorkload
 from regtrack.workloads.traffic import value_sizes
 
@@ -51,7 +55,9 @@ def run(request: Request, say: Callable[[str], None] = lambda text: None) -> Rep
     (the file, the task, the tools, the CPUs) is refused before the live server is read."""
     if request.seconds <= 0:
         raise BadInput("--seconds must be positive")
-    workload, text = _mix(request.file)
+    workload, text = _workload(request.file)
+    if isinstance(workload, LifecycleWorkload):
+        return _lifecycle(request, workload, say)
     task = _task(workload, request.task)
     binary = _server_binary(request.server_bin)
     tool = _loadgen(request.loadgen)
@@ -74,7 +80,44 @@ def run(request: Request, say: Callable[[str], None] = lambda text: None) -> Rep
     )
 
 
-def _mix(file: str) -> tuple[MixWorkload, str]:
+def _lifecycle(
+    request: Request, workload: LifecycleWorkload, say: Callable[[str], None]
+) -> Replayed:
+    """A lifecycle replayed by the engine at the live task rate (see the module's doc)."""
+    if request.loadgen not in (None, openloop.NAME):
+        raise BadInput(
+            f"--check {request.file}: a lifecycle is replayed by {openloop.NAME}, not "
+            f"{request.loadgen}: leave out --loadgen"
+        )
+    pop = commands.stat_names(workload.dequeue.command)[0]
+    task = _task(workload, request.task) or pop
+    binary = _server_binary(request.server_bin)
+    engine = openloop.locate()
+    cpus = plan_cpus(request.server_cpus, request.client_cpus)
+    real = capture_replay.live(request.url, request.secret, request.seconds)
+    tasks = real.calls.get(task, 0)
+    if not tasks:
+        raise CannotMeasure(
+            f"{redact.url(request.url)} ran no {task} in {request.seconds:g} s, so its task "
+            "rate is unknown: check while the queue runs (or name the per-task command "
+            "with --task)"
+        )
+    rate = tasks / real.seconds
+    say(
+        f"read {redact.url(request.url)} for {request.seconds:g} s ({rate:,.0f} {task}/s); "
+        f"replaying {request.file} at that rate for {request.seconds:g} s on a fresh server"
+    )
+    replay, errors = capture_replay.replay_lifecycle(
+        workload, binary, engine, cpus, request.seconds, rate, say
+    )
+    check = compare(real, replay, (), task, errors)
+    return Replayed(
+        check, redact.url(request.url), f"{engine.name} at {rate:,.0f} tasks/s",
+        cpus.server_list, cpus.client_list, 1, paced=True,
+    )  # fmt: skip
+
+
+def _workload(file: str) -> tuple[MixWorkload | LifecycleWorkload, str]:
     path = Path(file)
     if not path.is_file():
         raise BadInput(f"--check {file}: no such file")
@@ -83,23 +126,29 @@ def _mix(file: str) -> tuple[MixWorkload, str]:
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput(f"--check {file}: {getattr(exc, 'strerror', None) or 'not text'}") from None
     workload = load_workload(file if "/" in file else f"./{file}")  # a path, never a name
-    if not isinstance(workload, MixWorkload):
+    if not isinstance(workload, MixWorkload | LifecycleWorkload):
         raise BadInput(
             f"--check {file}: a {getattr(workload, 'kind', 'driver')} workload; --check "
-            "replays a mix (what mix capture writes where its sample shows no task lifecycle)"
+            "replays what mix capture writes: a mix or a lifecycle"
         )
     return workload, text
 
 
-def _task(workload: MixWorkload, task: str | None) -> str | None:
+def _task(workload: MixWorkload | LifecycleWorkload, task: str | None) -> str | None:
     """``--task`` as commandstats names it, checked against the file's commands."""
     if task is None:
         return None
     name = task.strip().lower()
-    sent = sorted({n for c in workload.all_commands for n in commands.stat_names(c.args)})
+    sent = sorted({n for args in _sent(workload) for n in commands.stat_names(args)})
     if name not in sent:
         raise BadInput(f"--task {task}: the file sends no {task}; give one of {', '.join(sent)}")
     return name
+
+
+def _sent(workload: MixWorkload | LifecycleWorkload) -> list[list[str]]:
+    if isinstance(workload, LifecycleWorkload):
+        return [args for _, args in workload.located_args()]
+    return [c.args for c in workload.all_commands]
 
 
 def _server_binary(given: str | None) -> str:

@@ -55,8 +55,8 @@ def render(done: Replayed) -> str:
         "",
         *_shares(c),
         "",
-        *_sizes(c),
-        _cpu(c),
+        *_sizes(c, done.paced),
+        _cpu(c, done.paced),
     ]
     if c.replay_errors:
         named = ", ".join(f"{printable(k)} x{n}" for k, n in sorted(c.replay_errors.items()))
@@ -85,7 +85,10 @@ def _shares(c: Check) -> list[str]:
     return lines
 
 
-def _sizes(c: Check) -> list[str]:
+def _sizes(c: Check, paced: bool) -> list[str]:
+    if not c.sizes and paced:
+        return ["value sizes: not compared (a lifecycle file writes each argument at the "
+                "median size its sample saw, and records none apart)"]  # fmt: skip
     if not c.sizes:
         return ["value sizes: none recorded in the file (a capture without --sample, or by hand)"]
     lines = ["value sizes (median bytes per argument, real / replay: the capture's MONITOR "
@@ -112,13 +115,17 @@ def _size_off(s: SizeRow) -> str:
     return _pct(s.off)
 
 
-def _cpu(c: Check) -> str:
+def _cpu(c: Check, paced: bool) -> str:
     unit = f"task (one {printable(c.cpu.task)} call)" if c.cpu.task else "command (no --task)"
     mark = "within" if c.cpu.within else "outside"
+    why = (
+        "the replay at the live task rate, on another server process"
+        if paced
+        else "the replay runs flat out, the real server at its own load"
+    )
     return (
         f"server CPU per {unit}: real {_us(c.cpu.real_us)} µs, replay {_us(c.cpu.replay_us)} "
-        f"µs, {_pct(c.cpu.off)}: {mark} {100 * CPU_BOUND:g}% (shown, not judged: the "
-        "replay runs flat out, the real server at its own load)"
+        f"µs, {_pct(c.cpu.off)}: {mark} {100 * CPU_BOUND:g}% (shown, not judged: {why})"
     )
 
 
