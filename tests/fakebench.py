@@ -20,10 +20,12 @@ and locks, seeds, the machine's environment (valgrind's part asked once a proces
 SQLite store, every analysis and every output stay real.
 
 A ``Model`` says what a trial measures: instructions per op and throughput per version
-(looked up by commit, then label, then "*"), times an effect of the server's seed (the
-repetition's, in its run's seed offset) that every version shares (as fixed seeds give),
-with a little noise of the trial's own; all of it reproducible. Its ``faults`` end one
-visit after its first trial (a server that died: ``ServerDied``; Ctrl-C: ``Interrupted``).
+(looked up by commit, then label, then "*"; under --metric cycles also last-level misses
+per op, all getGenericCommand's, that the simulated cycles weigh), times an effect of the
+server's seed (the repetition's, in its run's seed offset) that every version shares (as
+fixed seeds give), with a little noise of the trial's own; all of it reproducible. Its
+``faults`` end one visit after its first trial (a server that died: ``ServerDied``;
+Ctrl-C: ``Interrupted``).
 
 The real-run tests (test_bisect, test_ci, test_faults, test_instructions_real, ...) prove
 what this leaves out: that servers, load generators and callgrind measure what the model
@@ -52,8 +54,9 @@ from regtrack.bench.plan import Visit
 from regtrack.bench.runtimes import access
 from regtrack.bench.runtimes.base import RunningServer
 from regtrack.bench.trial import judge_load, new_record
-from regtrack.core import interrupts
+from regtrack.core import cycles, interrupts
 from regtrack.core.records import (
+    CacheSimFacts,
     FunctionCost,
     InvalidReason,
     OpenLoopFacts,
@@ -82,6 +85,7 @@ class Model:
     (regtrack/bench/measuring.py) whose visits, probe and servers are modelled."""
 
     instructions: dict[str, float] = field(default_factory=lambda: {"*": 3500.0})
+    ll_misses: dict[str, float] = field(default_factory=lambda: {"*": 2.0})  # per op (cycles)
     throughput: dict[str, float] = field(default_factory=lambda: {"*": 400_000.0})
     # p99 (ms) of an open-loop trial at a low rate (p50 0.4 of it, p99.9 twice); at a share
     # rho of the version's throughput it grows as a queue's, 1 / (1 - rho) (rho at most 0.95)
@@ -138,6 +142,8 @@ class Model:
             record = new_record(planned, visit.mode)
             record.seed = seed
             self.fill(record, target, visit.repetition)
+            if job.cycle_weights is not None and record.mode == "instructions":
+                self.simulate(record, target, job.cycle_weights)
             store.add_trial(run_id, target_ids[target.label], record, self.functions(record))
             progress.trial_done(record)
             if n == 0 and (fault := self.fault(labels, visit.repetition)) is not None:
@@ -268,16 +274,37 @@ class Model:
         if (failure := self.loadgen_failure.get(target.label)) is not None:
             record.mark_invalid(InvalidReason.LOADGEN_FAILED, failure)
 
+    def simulate(self, record: TrialRecord, target: Target, weights: cycles.Weights) -> None:
+        """The cache simulation's events of an instruction trial: its last-level misses
+        (data reads, each an L1 miss too), no other miss; cycles at ``weights``."""
+        assert record.instructions is not None
+        misses = round(self._of(self.ll_misses, target) * OPS)
+        events = {e: 0 for e in cycles.EVENTS} | {"Ir": record.instructions}
+        events |= {"D1mr": misses, "DLmr": misses}
+        record.cache_sim = CacheSimFacts(
+            **{e.lower(): n for e, n in events.items()},
+            cycles=cycles.grouped(events).cycles(weights),
+            geometry=cycles.geometry_text(),
+        )
+
     def functions(self, record: TrialRecord) -> list[FunctionCost] | None:
-        """The profile of an instruction trial, as callgrind's would be stored."""
+        """The profile of an instruction trial, as callgrind's would be stored (with its
+        simulated events and cycles, all the misses getGenericCommand's, where simulated)."""
         if record.mode != "instructions" or record.instructions is None:
             return None
         fixed = FIXED_IR_PER_OP * OPS
-        return [
+        rest = record.instructions - fixed
+        costs = [
             FunctionCost("processCommand", "server.c", "redis-server", fixed, record.instructions),
-            FunctionCost("getGenericCommand", "t_string.c", "redis-server",
-                         record.instructions - fixed, record.instructions - fixed),
-        ]  # fmt: skip
+            FunctionCost("getGenericCommand", "t_string.c", "redis-server", rest, rest),
+        ]
+        if (sim := record.cache_sim) is not None:
+            misses = {"D1mr": sim.d1mr, "DLmr": sim.dlmr}
+            for cost, own in zip(costs, ({}, misses), strict=True):
+                cost.exclusive_events = {"Ir": cost.exclusive, **own}
+                cost.inclusive_events = {"Ir": cost.inclusive, **misses}
+                cost.cycles = cost.exclusive + (sim.cycles - sim.ir if own else 0)
+        return costs
 
 
 def modelled_histogram(p99_ms: float) -> str:

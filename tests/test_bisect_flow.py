@@ -74,6 +74,42 @@ def test_ends_that_do_not_differ_are_refused_with_what_was_measured(tmp_path, ca
     assert {label for label, _, _ in model.visits} == {commits[0][:7], commits[3][:7]}, "ends"
 
 
+def test_cycles_find_a_step_that_instructions_cannot_see_and_name_its_misses(
+    tmp_path, cache, monkeypatch
+):
+    """A commit that adds last-level misses and no instruction (a memory stall): bisect
+    --metric cycles names it, measuring each step alone against the ends' seeds, and its
+    explain table names the function whose misses rose; by instructions the ends are
+    alike and there is nothing to bisect."""
+    commits = make_history(tmp_path / "repo", ["ok"] * 8)
+    misses = {c: (2.0 if i < 5 else 4.0) for i, c in enumerate(commits)}
+    model = fakebench.Model(ll_misses=misses)  # cycles +11% at commit 5, instructions flat
+    ends = ["--good", commits[0], "--bad", commits[-1], "--source-repo", str(tmp_path / "repo")]
+    cycle_args = [*ARGS[:1], "cycles", *ARGS[2:]]
+    out, db = tmp_path / "b.json", tmp_path / "r.db"
+    found = cli_in_process("bisect", *ends, *cycle_args, "--json", str(out), "--db", str(db),
+                           measuring=model)  # fmt: skip
+    assert found.returncode == 0, found.stderr
+    answer = json.loads(out.read_text())
+    (step,) = answer["result"]["steps"]
+    assert (step["last_good"], step["first_bad"]) == (commits[4], commits[5])
+    assert step["change"]["verdict"] == "regression"
+    assert 8 < step["change"]["change_pct"] < 14, step["change"]
+    (table,) = step["explain"]
+    assert table["metric"] == "cycles", table
+    top = table["functions"][0]
+    assert top["function"] == "getGenericCommand" and top["diff_per_op"] > 300, top
+    assert "First bad commit: " + commits[5] in found.stdout
+    assert "Δ LL misses/op" in found.stdout, found.stdout
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT COUNT(*) FROM targets GROUP BY run_id ORDER BY run_id")
+        together = [n for (n,) in rows]
+    assert together[0] == 2 and set(together[1:]) == {1}, "the ends, then each step alone"
+    blind = cli_in_process("bisect", *ends, *ARGS, "--db", str(tmp_path / "i.db"),
+                           measuring=model)  # fmt: skip
+    assert blind.returncode == 2 and "nothing to bisect" in blind.stderr, blind.stderr
+
+
 def test_a_ref_that_does_not_exist_is_bad_input(tmp_path, cache):
     commits = make_history(tmp_path / "repo", ["ok"] * 2)
     proc = cli_in_process("bisect", "--good", "no-such-ref", "--bad", commits[-1],

@@ -160,12 +160,11 @@ def _started(
     pipeline = _point(point)
     if pipeline:
         options = dataclasses.replace(options, pipelines=[pipeline])
-    column = "instructions" if options.metric == "instructions" else "throughput"
     request = bisect_request.Request(
         good=good,
         bad=bad,
         metric=options.metric,
-        threshold=threshold or getattr(load_thresholds(None), column),
+        threshold=threshold or getattr(load_thresholds(None), options.metric),
         all_steps=all_steps,
         budget=options.budget,
         max_repetitions=options.max_repetitions,

@@ -125,10 +125,12 @@ class Options:
         "measuring",
         choices=("throughput", "instructions", "both", "cycles"),
         defaults={"ci": "both", "bisect": "instructions"},
-        command_choices={"bisect": ("instructions", "throughput")},
+        command_choices={"bisect": ("instructions", "cycles", "throughput")},
         helps={
             "bisect": "The one metric followed: instructions (server instructions per op "
-            "under callgrind, repeatable on a noisy machine) or throughput (ops/s)."
+            "under callgrind, repeatable on a noisy machine), cycles (simulated cycles per "
+            "op: callgrind's cache and branch simulation, as repeatable, and it sees cache "
+            "misses) or throughput (ops/s)."
         },
     )
     instruction_requests: int | None = option(

@@ -5,9 +5,9 @@ bad is worse than good by the threshold (or that it is not: nothing to bisect). 
 then builds one first-parent commit (cached) and measures it until its position against a
 cut (half of the change of the interval searched) is decided, or, once its budget is spent,
 its point estimate places it (analysis/bisection.py: never skipped for want of a verdict,
-so steps smaller than the threshold still halve the range). With instructions per op and
-fixed seeds a step is the commit measured alone, with the ends' run's seeds, and compared
-with it seed by seed (the ends' run measures more seeds with a step that needs more than
+so steps smaller than the threshold still halve the range). With instructions per op (or
+simulated cycles per op: as deterministic) and fixed seeds a step is the commit measured
+alone, with the ends' run's seeds, and compared with it seed by seed (the ends' run measures more seeds with a step that needs more than
 it has); throughput drifts between runs, so a throughput step measures good, the commit
 and bad side by side. A commit that does not build is skipped like `git bisect skip`.
 Each step found is measured once more as parent and child side by side: its change with
@@ -46,7 +46,13 @@ from regtrack.targets.build import MakeFailed
 from regtrack.targets.sources import is_commit
 from regtrack.targets.versions import SHORT_SHA, VersionSpec
 
-METRIC_COLUMN = {"instructions": "instructions_per_op", "throughput": "throughput"}
+METRIC_COLUMN = {
+    "instructions": "instructions_per_op",
+    "cycles": "cycles_per_op",
+    "throughput": "throughput",
+}
+# Counted, not timed: repeatable between runs, so a step is measured alone (see above).
+COUNTED = frozenset({"instructions", "cycles"})
 
 
 @dataclass
@@ -142,7 +148,7 @@ class Bisector:
             self.hooks.say(f"bisect: run {reused} measured {', '.join(map(short, commits))} alike")
             return reused
         cap = self.request.max_repetitions
-        if role == "step" and self.request.metric == "instructions":
+        if role == "step" and self.request.metric in COUNTED:
             # Seed pairs only for the ends' repetitions (_grow_with_ends adds more).
             cap = min(cap, self._repetitions(self.run_of[self.bad]))
         modes = job.modes
@@ -312,15 +318,15 @@ class Bisector:
         return placed
 
     def _measure_step(self, commit: str, cut: float) -> int:
-        """The commit alone (instructions), or between good and bad again (throughput),
-        until its position against ``cut`` is decided."""
+        """The commit alone (instructions, cycles), or between good and bad again
+        (throughput), until its position against ``cut`` is decided."""
         started = time.monotonic()
-        together = [commit] if self.request.metric == "instructions" else [self.good, commit]
-        together += [] if self.request.metric == "instructions" else [self.bad]
+        counted = self.request.metric in COUNTED
+        together = [commit] if counted else [self.good, commit, self.bad]
         run_id = self.measure(
             together, lambda rid: not self._placement(commit, rid, cut).decided, "step"
         )
-        if self.request.metric == "instructions":
+        if counted:
             self._grow_with_ends(commit, run_id, cut, started)
         return run_id
 

@@ -10,7 +10,7 @@ from regtrack.analysis import attribution, bisection, comparison
 from regtrack.analysis.bisect_records import Attribution, BisectAnswer, BisectStep
 from regtrack.analysis.records import ChangeSummary
 from regtrack.core.errors import Interrupted
-from regtrack.flows.bisect import Bisector, NothingToBisect, short, summary
+from regtrack.flows.bisect import COUNTED, Bisector, NothingToBisect, short, summary
 from regtrack.results import bisections, loaded
 
 
@@ -79,10 +79,10 @@ class Confirmation:
 def confirm(bisector: Bisector, parent: str, child: str) -> Confirmation:
     """A step's change against its parent, with the functions that moved (explain).
 
-    Instructions per op: from the search's own runs of the two commits, seed by seed
-    (counts do not drift between runs). Throughput: the two measured again side by
+    Instructions (or simulated cycles) per op: from the search's own runs of the two
+    commits, seed by seed (counts do not drift between runs). Throughput: the two measured again side by
     side, since throughput measured in different runs is not comparable."""
-    if bisector.request.metric == "instructions":
+    if bisector.request.metric in COUNTED:
         parent_run, run_id = bisector.run_of[parent], bisector.run_of[child]
     else:
         run_id = bisector.confirmed.get((parent, child))
@@ -95,7 +95,7 @@ def confirm(bisector: Bisector, parent: str, child: str) -> Confirmation:
             )
         parent_run = run_id
     explain: list[Attribution] = []
-    if bisector.request.metric == "instructions":
+    if bisector.request.metric in COUNTED:
         point = bisector.request.options.pipelines
         costs = loaded.costs(bisector.store, run_id)
         explain = attribution.attribute(
@@ -107,6 +107,7 @@ def confirm(bisector: Bisector, parent: str, child: str) -> Confirmation:
             baseline_run=costs
             if parent_run == run_id
             else loaded.costs(bisector.store, parent_run),
+            metric=bisector.request.metric,
         )
     record = bisector.change(parent, child, run_id if parent_run == run_id else None)
     if (parent, child) not in bisector.confirmed:
