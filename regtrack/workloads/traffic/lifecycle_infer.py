@@ -5,10 +5,13 @@ trips from one pop to the next. A producer pushes onto a key the consumers pop; 
 enqueue per task is its round trips since its previous push, up to this one. The link is
 the pushed element: an id (a pseudonym, redaction.py: the same id is the same pseudonym on
 every connection) that the consumer's cycle names again (``rq:job:{uuid}``) is the task's
-``${task}``. The most common shape of cycle, and of enqueue, is the template; each of its
-arguments keeps its constant text, its median size, and what each variable part stood
-for over the tasks seen (the task's id, the consumer's own, one constant, or varying).
-With no such link (no blocking pop, no push onto the popped key, ids only inside values)
+``${task}``; or a message with ids inside it (kombu's), each of which is the task's where
+a step names it again (lifecycle_links.py, which also follows a consumer whose pop and
+work are on different connections). The most common shape of cycle, and of enqueue, is
+the template; each of its arguments keeps its constant text, its median size, and what
+each variable part stood for over the tasks seen (the task's id, the consumer's own, one
+constant, or varying).
+With no such link (no blocking pop, no push onto the popped key, no id pushed or inside)
 ``NotInferred`` says why in one line, and the caller writes the mix form (mixfile.py).
 """
 

@@ -138,10 +138,12 @@ def split_cycles(
 
 
 def subscribed(enqueues: list[Seen], subs: list[RawStep], dropped: Counter[str]) -> list[Seen]:
-    """``enqueues`` with each subscription to a channel that names their task (alone)
-    among their steps, in the server's order: the producer's side waits for the result
-    on a connection of its own (redis-py's pub/sub), replayed on the producer's. Those
-    are no longer counted as left out in ``dropped``."""
+    """``enqueues`` with the subscriptions to a channel that names their task (alone): the
+    producer's side waits for the result on a connection of its own (redis-py's pub/sub),
+    replayed on the producer's. A task's SUBSCRIBE and UNSUBSCRIBE go in together where its
+    first was sent (RESP2: a subscribed connection may send nothing else, so the push
+    cannot come between them), and only where both were seen. Those joined are no longer
+    counted as left out in ``dropped``."""
     by_task: dict[str, list[RawStep]] = defaultdict(list)
     for step in subs:
         named = set(ids(step))
@@ -149,11 +151,16 @@ def subscribed(enqueues: list[Seen], subs: list[RawStep], dropped: Counter[str])
             by_task[named.pop()].append(step)
     out = []
     for e in enqueues:
-        joined = by_task.get(e.task, [])
-        for step in joined:
-            dropped[step[0].command] -= 1
-        steps = sorted((*e.steps, *joined), key=lambda s: s[0].time)
-        out.append(dataclasses.replace(e, steps=tuple(steps)))
+        joined = sorted(by_task.get(e.task, []), key=lambda s: s[0].command != SUBSCRIPTIONS[0])
+        kinds = Counter(step[0].command for step in joined)
+        if not joined or kinds[SUBSCRIPTIONS[0]] != kinds[SUBSCRIPTIONS[1]]:
+            out.append(e)
+            continue
+        dropped.subtract(kinds)
+        at = min(step[0].time for step in joined)
+        before = [s for s in e.steps if s[0].time < at]
+        after = [s for s in e.steps if s[0].time >= at]
+        out.append(dataclasses.replace(e, steps=(*before, *joined, *after)))
     for name in SUBSCRIPTIONS:
         if name in dropped and dropped[name] <= 0:
             del dropped[name]
