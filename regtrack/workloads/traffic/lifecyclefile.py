@@ -230,6 +230,15 @@ def _approximations(found: li.Inferred, r: _Render) -> str:
         ),
         *(
             [
+                "A caller's subscription to the task's channel, on a connection of its own, is "
+                "sent by the producer, SUBSCRIBE then UNSUBSCRIBE at once (RESP2: a subscribed "
+                "connection sends nothing else)."
+            ]
+            if any(c.name in links.SUBSCRIPTIONS for st in found.enqueue for c in st.commands)
+            else []
+        ),
+        *(
+            [
                 f"The consumer's steps were sent on {found.helpers + 1} connections (the pop on "
                 "one); written on the consumer's one, their steps that named no task left out."
             ]
