@@ -247,6 +247,19 @@ def test_real_celery_traffic_recorded_by_monitor_is_its_lifecycle():
     assert len(ids) > 10 and not [i for i in ids if i.decode() in written.text]
 
 
+def test_a_worker_behind_its_producer_by_more_than_the_sample_is_its_own_reason():
+    """The consumer works only on tasks pushed before the sample; those pushed in it wait."""
+    early = {_job(i).encode() for i in range(6)} | {_tag(i).encode() for i in range(6)}
+    late = {_job(i).encode() for i in range(6, 12)} | {_tag(i).encode() for i in range(6, 12)}
+    lines = [
+        x for x in _celery()
+        if not (b'"LPUSH"' in x and any(i in x for i in early))
+        and not (b'"LPUSH"' not in x and any(i in x for i in late))
+    ]  # fmt: skip
+    found = li.infer(records(lines))
+    assert isinstance(found, li.NotInferred) and "wait in the queue" in found.reason
+
+
 def test_a_message_with_no_id_inside_still_falls_back_with_its_reason():
     lines = _celery(ids=False)
     found = li.infer(records(lines))

@@ -119,7 +119,8 @@ def infer(records: Iterable[Observed]) -> Inferred | NotInferred:
     if not cycles:
         return NotInferred(
             f"no consumer's cycle named a task pushed to {_names(popped)} in the sample "
-            "(a sample too short, or ids that no consumer names again)"
+            "(a sample shorter than a task's wait in the queue: consumers behind their "
+            "producers work on tasks pushed before it; or ids no consumer names again)"
         )
     enqueues = [e for conn, ss in steps.items() for e in _enqueues(conn, ss, pushed)]
     enqueues = links.subscribed(enqueues, [links.aliased(s, alias) for s in subs], dropped)
