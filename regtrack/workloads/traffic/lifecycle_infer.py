@@ -40,6 +40,12 @@ SKIPPED = {"SELECT", "QUIT", "RESET", "MONITOR", "CLIENT", "HELLO", "AUTH", "INF
 _NUMBER = re.compile(r"-?(\d+(\.\d+)?([eE][-+]?\d+)?|\{int\}|\{num\})")
 
 
+_NO_POP = (
+    "no blocking pop (BLPOP, BRPOP, BLMOVE, BZPOPMIN, XREADGROUP BLOCK ...) in the sample: "
+    "no consumer to follow"
+)
+
+
 @dataclass(frozen=True)
 class Slot:
     """One argument of an inferred command: its role (keyspecs), its redacted shape (None:
@@ -101,10 +107,7 @@ def infer(records: Iterable[Observed]) -> Inferred | NotInferred:
     pops = {c: [i for i, s in enumerate(ss) if _pop(s)] for c, ss in steps.items()}
     pops = {c: at for c, at in pops.items() if at}
     if not pops:
-        return NotInferred(
-            "no blocking pop (BLPOP, BRPOP, BLMOVE, BZPOPMIN, XREADGROUP BLOCK ...) in the "
-            "sample: no consumer to follow"
-        )
+        return NotInferred(_NO_POP)
     popped = {k for c, at in pops.items() for i in at for k in _popped_keys(steps[c][i][0])}
     pushed, payloads, alias = links.pushed_tasks(steps, popped)
     if not pushed:
