@@ -6,12 +6,16 @@ hostile streams never break it."""
 
 from __future__ import annotations
 
+import re
 import tomllib
+from collections import Counter
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from regtrack.workloads import capture
+from regtrack.workloads.files import load_workload
 from regtrack.workloads.lifecycle import LifecycleWorkload
 from regtrack.workloads.model import MixWorkload
 from regtrack.workloads.traffic import lifecycle_infer as li
@@ -123,29 +127,161 @@ def test_the_rq_like_lifecycle_is_written_and_validates():
     assert "Written as a lifecycle" in written.text and "approximations" in written.text
 
 
-def test_a_celery_like_queue_with_ids_only_in_its_payload_falls_back_to_the_mix():
-    lines = []
-    for i in range(10):
-        t, job = 1.0 + i, _job(i)
-        payload = '{"id": "' + job + '", "args": ["' + SECRET + '"]}'
-        lines += [
-            line(t, PRODUCER, "LPUSH", "celery", payload),
-            line(t + 0.5, WORKER, "BRPOP", "celery", "1"),
-            line(t + 0.5, WORKER, "MULTI"),
-            line(t + 0.5, WORKER, "SETEX", f"celery-task-meta-{job}", "86400", "x" * 90),
-            line(t + 0.5, WORKER, "PUBLISH", f"celery-task-meta-{job}", "x" * 90),
-            line(t + 0.5, WORKER, "EXEC"),
-            line(t + 0.6, CALLER, "GET", f"celery-task-meta-{job}"),
+REPLY_TO = "0a4c160c-496c-3781-a8b5-499bcd8f6953"  # the producer's own, in every message
+POP, CHANNEL, BACKEND, SUBSCRIBER = "10.0.0.2:1", "10.0.0.2:2", "10.0.0.2:3", "10.0.0.1:2"
+
+
+def _tag(i: int) -> str:
+    return f"{i:08x}-578d-4467-8b88-02a9bc17bd69"
+
+
+def _kombu_message(job: str, tag: str) -> str:
+    """kombu's message as Celery 5.7 LPUSHes it (benchmarks/results/library_monitor/)."""
+    return (
+        '{"body": "W1siMTc5NjU3NzMwOS4zNjcxNTEgIC' + "A" * 200 + 'JdLCB7fV0=", '
+        '"content-encoding": "utf-8", "headers": {"lang": "py", "task": "echo", "id": "'
+        + job + '", "retries": 0, "root_id": "' + job + '", "argsrepr": "(\'' + SECRET
+        + '\',)", "origin": "gen27856@vm"}, "properties": {"correlation_id": "' + job
+        + '", "reply_to": "' + REPLY_TO + '", "delivery_tag": "' + tag + '"}}'
+    )  # fmt: skip
+
+
+def _celery(tasks: int = 12, ids: bool = True) -> list[bytes]:
+    """Celery's traffic as MONITOR shows it: the producer's LPUSH (and its result
+    consumer's SUBSCRIBE), the worker's BRPOP on a connection of its own, the unacked
+    bookkeeping on the channel's, the result on the backend's, the ack."""
+    out = [line(0.5, CHANNEL, "MULTI"), line(0.5, CHANNEL, "LLEN", "celery"),
+           line(0.5, CHANNEL, "EXEC")]  # fmt: skip
+    for i in range(tasks):
+        t, job, tag = 1.0 + i, _job(i), _tag(i)
+        message = _kombu_message(job, tag) if ids else '{"body": "' + "A" * 900 + '"}'
+        out += [
+            line(t, SUBSCRIBER, "SUBSCRIBE", f"celery-task-meta-{job}"),
+            line(t + 0.001, PRODUCER, "LPUSH", "celery", message),
+            line(t + 0.002, SUBSCRIBER, "UNSUBSCRIBE", f"celery-task-meta-{job}"),
+            line(t + 0.003, CHANNEL, "MULTI"),
+            line(t + 0.003, CHANNEL, "ZADD", "unacked_index", f"{1796577311 + t:.7f}", tag),
+            line(t + 0.003, CHANNEL, "HSET", "unacked", tag, "[" + message + ', "", "celery"]'),
+            line(t + 0.003, CHANNEL, "EXEC"),
+            line(t + 0.004, BACKEND, "GET", f"celery-task-meta-{job}"),
+            line(t + 0.005, BACKEND, "MULTI"),
+            line(t + 0.005, BACKEND, "SETEX", f"celery-task-meta-{job}", "86400", "r" * 250),
+            line(t + 0.005, BACKEND, "PUBLISH", f"celery-task-meta-{job}", "r" * 250),
+            line(t + 0.005, BACKEND, "EXEC"),
+            line(t + 0.006, CHANNEL, "MULTI"),
+            line(t + 0.006, CHANNEL, "ZREM", "unacked_index", tag),
+            line(t + 0.006, CHANNEL, "HDEL", "unacked", tag),
+            line(t + 0.006, CHANNEL, "EXEC"),
+            line(t + 0.007, POP, "BRPOP", "celery", "celery\x06\x163", "1"),
         ]
+        if i == 5:  # an idle pop timing out, the heartbeat on a connection of its own
+            out.append(line(t + 0.5, POP, "BRPOP", "celery", "celery\x06\x163", "1"))
+            out.append(line(t + 0.5, "10.0.0.2:9", "PUBLISH", "/0.celeryev/worker.heartbeat",
+                            "h" * 300))  # fmt: skip
+    return [line(0.9, POP, "BRPOP", "celery", "celery\x06\x163", "1"), *out]
+
+
+def test_a_celery_like_queue_is_linked_by_the_ids_inside_its_message():
+    found = li.infer(records(_celery()))
+    assert isinstance(found, li.Inferred), found
+    # the result consumer's subscription (its own connection) where it began; RESP2 sends
+    # nothing else on a subscribed connection, so its UNSUBSCRIBE goes with it
+    assert [_args(s) for s in found.enqueue] == [["SUBSCRIBE"], ["UNSUBSCRIBE"], ["LPUSH"]]
+    assert found.enqueue[2].commands[0].slots[1].payload
+    # only the first task's, whose enqueue the sample may have cut, is left out
+    assert [x for x in found.left_out if "SUBSCRIBE" in x] == ["SUBSCRIBE x1", "UNSUBSCRIBE x1"]
+    assert found.dequeue.name == "BRPOP"
+    assert [_args(s) for s in found.process] == [
+        ["MULTI", "ZADD", "HSET", "EXEC"], ["GET"], ["MULTI", "SETEX", "PUBLISH", "EXEC"],
+        ["MULTI", "ZREM", "HDEL", "EXEC"],
+    ]  # fmt: skip
+    assert found.cycles[0] >= 10 and found.enqueues[0] >= 10
+    assert found.link == ("celery-task-meta-{uuid}",)
+    assert (found.producers, found.consumers, found.helpers) == (1, 1, 2)
+    hset = found.process[0].commands[2].slots
+    assert hset[1].parts == (li.TASK,) and not hset[2].payload  # the tag; a value of its own
+
+
+def test_the_celery_like_lifecycle_is_written_with_its_message_and_keeps_no_id():
+    written = lifecyclefile.text(_sampled(_celery()), "celery-sampled", {})
+    assert written.kind == "lifecycle", written.why_not
+    wl = LifecycleWorkload(**tomllib.loads(written.text))
+    assert [step.commands for step in wl.enqueue] == [
+        [["SUBSCRIBE", "celery-task-meta-${task}"]],
+        [["UNSUBSCRIBE", "celery-task-meta-${task}"]], [["LPUSH", "celery", "${payload}"]],
+    ]  # fmt: skip
+    assert wl.extra_commands == ["SUBSCRIBE", "UNSUBSCRIBE"]
+    assert wl.data_size == len(_kombu_message(_job(0), _tag(0)))
+    assert wl.dequeue.command == ["BRPOP", "celery", "celery\x06\x163", "1"]
+    process = [c for step in wl.process for c in step.commands]
+    assert ["GET", "celery-task-meta-${task}"] in process
+    assert ["ZREM", "unacked_index", "${task}"] in process  # the delivery tag: the task's
+    assert ["HDEL", "unacked", "${task}"] in process
+    assert process[1][:3] == ["ZADD", "unacked_index", "${now}"]
+    setex = next(c for c in process if c[0] == "SETEX")
+    assert setex[1:3] == ["celery-task-meta-${task}", "86400"] and len(setex[3]) == 250
+    assert "(inside its message)" in written.text
+    # no id of the message's, nor its text, reaches the file
+    for secret in (SECRET, REPLY_TO, "gen27856", "W1siMTc5", "02a9bc17bd69", "3055ef3a0726"):
+        assert secret not in written.text
+
+
+def test_real_celery_traffic_recorded_by_monitor_is_its_lifecycle():
+    """MONITOR of real Celery 5.7 (kombu 5.7, a solo worker, Redis 7.0.15), as recorded
+    for the preset: the same 17 commands per task as configs/workloads/celery.toml."""
+    log = Path(__file__).parent.parent / "benchmarks/results/library_monitor/celery.log"
+    lines = log.read_bytes().splitlines()
+    written = lifecyclefile.text(_sampled(lines), "celery-sampled", {})
+    assert written.kind == "lifecycle", written.why_not
+    wl = LifecycleWorkload(**tomllib.loads(written.text))
+    preset = load_workload("celery")
+    assert isinstance(preset, LifecycleWorkload)
+
+    def names(w: LifecycleWorkload) -> Counter[str]:
+        return Counter(a[0] for _, a in w.located_args())
+
+    assert names(wl) == names(preset)  # 17 per task, the pop one of them
+    assert wl.dequeue.command == preset.dequeue.command
+    assert 1100 <= wl.data_size <= 1200  # kombu's message with a 100-byte argument
+    ids = {m for x in lines for m in re.findall(rb"[0-9a-f]{8}-[0-9a-f-]{27}", x)}
+    assert len(ids) > 10 and not [i for i in ids if i.decode() in written.text]
+
+
+def test_a_worker_behind_its_producer_by_more_than_the_sample_is_its_own_reason():
+    """The consumer works only on tasks pushed before the sample; those pushed in it wait."""
+    early = {_job(i).encode() for i in range(6)} | {_tag(i).encode() for i in range(6)}
+    late = {_job(i).encode() for i in range(6, 12)} | {_tag(i).encode() for i in range(6, 12)}
+    lines = [
+        x for x in _celery()
+        if not (b'"LPUSH"' in x and any(i in x for i in early))
+        and not (b'"LPUSH"' not in x and any(i in x for i in late))
+    ]  # fmt: skip
+    found = li.infer(records(lines))
+    assert isinstance(found, li.NotInferred) and "wait in the queue" in found.reason
+
+
+def test_a_message_with_no_id_inside_still_falls_back_with_its_reason():
+    lines = _celery(ids=False)
     found = li.infer(records(lines))
     assert isinstance(found, li.NotInferred)
-    assert "not ids" in found.reason and "inside" in found.reason
+    assert found.reason.startswith("the elements pushed to celery, celery\x06\x163 are not ids")
+    assert "hold none" in found.reason
     written = lifecyclefile.text(_sampled(lines), "celery-sampled", {})
     assert written.kind == "mix" and written.why_not == found.reason
-    first = written.text.splitlines()[0]
-    assert first.startswith("# Written as a mix, not a lifecycle: the elements pushed to celery")
     MixWorkload(**tomllib.loads(written.text))
     assert SECRET not in written.text
+
+
+def test_an_id_in_every_message_links_nothing():
+    """The producer's reply queue, in each message and named by no consumer: not a task's."""
+    lines = []
+    for i in range(8):
+        t = 1.0 + i
+        message = '{"reply_to": "' + REPLY_TO + f'", "n": {i}, "pad": "' + "p" * 300 + '"}'
+        lines += [line(t, PRODUCER, "LPUSH", "q", message), line(t, WORKER, "BRPOP", "q", "1"),
+                  line(t, WORKER, "GET", f"meta-{REPLY_TO}")]  # fmt: skip
+    found = li.infer(records(lines))
+    assert isinstance(found, li.NotInferred) and "hold none" in found.reason
 
 
 def test_no_blocking_pop_and_no_push_are_each_their_own_reason():

@@ -99,6 +99,23 @@ def test_pseudonyms_are_stable_in_a_capture_and_differ_between_captures():
     assert kept.name == f"rq:job:{job}" and records(lines[1:])[0].args[0].name is None
 
 
+def test_a_pushed_message_keeps_the_pseudonyms_of_its_ids_and_nothing_of_its_text():
+    """kombu's message holds its task id: the push keeps that id's pseudonym (the same as
+    the consumer's key part), never the id, the message's text or where the id sat."""
+    job = "c5bdd212-2d15-4039-bd6b-3055ef3a0726"
+    message = '{"id": "' + job + '", "personal_field": ["' + PASSWORD + '", "' + TOKEN + '"]}'
+    lines = [line(1, "a:1", "LPUSH", "celery", message),
+             line(2, "b:2", "GET", f"celery-task-meta-{job}"),
+             line(3, "a:1", "SET", "k", message)]  # fmt: skip
+    push, get, stored = records(lines)
+    value = push.args[1]
+    assert value.shape is None and value.size == len(message)
+    assert value.inner[0] == get.args[0].ids[0] and len(value.inner) == 2  # the id, the token
+    assert stored.args[1].inner == ()  # a stored value is not a queue's message
+    for secret in (job, PASSWORD, TOKEN, "personal_field", "c5bdd212"):
+        assert secret not in repr(push)
+
+
 def _queue_traffic() -> list[bytes]:
     body = "return redis.call('LLEN', KEYS[1])"
     out = [line(0.5, "9.9.9.9:1", "SCRIPT", "LOAD", body)]

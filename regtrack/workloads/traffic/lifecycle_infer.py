@@ -5,10 +5,13 @@ trips from one pop to the next. A producer pushes onto a key the consumers pop; 
 enqueue per task is its round trips since its previous push, up to this one. The link is
 the pushed element: an id (a pseudonym, redaction.py: the same id is the same pseudonym on
 every connection) that the consumer's cycle names again (``rq:job:{uuid}``) is the task's
-``${task}``. The most common shape of cycle, and of enqueue, is the template; each of its
-arguments keeps its constant text, its median size, and what each variable part stood
-for over the tasks seen (the task's id, the consumer's own, one constant, or varying).
-With no such link (no blocking pop, no push onto the popped key, ids only inside values)
+``${task}``; or a message with ids inside it (kombu's), each of which is the task's where
+a step names it again (lifecycle_links.py, which also follows a consumer whose pop and
+work are on different connections). The most common shape of cycle, and of enqueue, is
+the template; each of its arguments keeps its constant text, its median size, and what
+each variable part stood for over the tasks seen (the task's id, the consumer's own, one
+constant, or varying).
+With no such link (no blocking pop, no push onto the popped key, no id pushed or inside)
 ``NotInferred`` says why in one line, and the caller writes the mix form (mixfile.py).
 """
 
@@ -23,18 +26,24 @@ from dataclasses import dataclass
 
 from regtrack.workloads import commands
 from regtrack.workloads.traffic import keyspecs
+from regtrack.workloads.traffic import lifecycle_links as links
+from regtrack.workloads.traffic.lifecycle_links import RawStep
 from regtrack.workloads.traffic.monitor_line import Observed
 from regtrack.workloads.traffic.redaction import PLACEHOLDER, Arg
 from regtrack.workloads.traffic.shapes import PUBSUB, round_trips
 
 # What a variable part of an argument stood for over the tasks seen.
 TASK, CONSUMER, CONSTANT, VARYING = "task", "consumer", "constant", "varying"
-PUSHES = {"LPUSH", "RPUSH", "LPUSHX", "RPUSHX", "XADD", "ZADD"}
 # Not sent by a lifecycle: connection set-up, the server's own, pub/sub (as a mix).
 SKIPPED = {"SELECT", "QUIT", "RESET", "MONITOR", "CLIENT", "HELLO", "AUTH", "INFO",
            "COMMAND"} | PUBSUB  # fmt: skip
 _NUMBER = re.compile(r"-?(\d+(\.\d+)?([eE][-+]?\d+)?|\{int\}|\{num\})")
-RawStep = tuple[Observed, ...]
+
+
+_NO_POP = (
+    "no blocking pop (BLPOP, BRPOP, BLMOVE, BZPOPMIN, XREADGROUP BLOCK ...) in the sample: "
+    "no consumer to follow"
+)
 
 
 @dataclass(frozen=True)
@@ -47,6 +56,7 @@ class Slot:
     shape: str | None
     size: int
     parts: tuple[str, ...] = ()
+    payload: bool = False  # the pushed message that carried the task's id inside it
 
 
 @dataclass(frozen=True)
@@ -77,21 +87,12 @@ class Inferred:
     left_out: tuple[str, ...]  # commands no lifecycle sends, with their counts
     callers: int  # other connections that named a task's id (a caller polling its result)
     others: int  # connections that neither pushed, popped nor named a task
+    helpers: int = 0  # connections a consumer's steps were sent on besides its pop's
 
 
 @dataclass(frozen=True)
 class NotInferred:
     reason: str  # one line
-
-
-@dataclass(frozen=True)
-class _Seen:
-    """One task's steps on one connection: an enqueue or a consumer's cycle."""
-
-    connection: str
-    task: str  # the task's id (a pseudonym)
-    steps: tuple[RawStep, ...]
-    pop: Observed | None = None  # the blocking pop that began a consumer's cycle
 
 
 def infer(records: Iterable[Observed]) -> Inferred | NotInferred:
@@ -101,31 +102,31 @@ def infer(records: Iterable[Observed]) -> Inferred | NotInferred:
         if not r.lua:
             by_conn[r.connection].append(r)
     dropped: Counter[str] = Counter()
-    steps = {c: _cleaned(round_trips(rs), dropped) for c, rs in by_conn.items()}
+    subs: list[RawStep] = []
+    steps = {c: _cleaned(round_trips(rs), dropped, subs) for c, rs in by_conn.items()}
     pops = {c: [i for i, s in enumerate(ss) if _pop(s)] for c, ss in steps.items()}
     pops = {c: at for c, at in pops.items() if at}
     if not pops:
-        return NotInferred(
-            "no blocking pop (BLPOP, BRPOP, BLMOVE, BZPOPMIN, XREADGROUP BLOCK ...) in the "
-            "sample: no consumer to follow"
-        )
+        return NotInferred(_NO_POP)
     popped = {k for c, at in pops.items() for i in at for k in _popped_keys(steps[c][i][0])}
-    pushed, payloads = _pushed(steps, popped)
+    pushed, payloads, alias = links.pushed_tasks(steps, popped)
     if not pushed:
         if payloads:
             return NotInferred(
-                f"the elements pushed to {_names(popped)} are not ids (median "
-                f"{statistics.median(payloads):.0f} bytes): the task's id lives only inside "
-                "a value, which the capture does not keep"
+                f"the elements pushed to {_names(popped)} are not ids and hold none (median "
+                f"{statistics.median(payloads):.0f} bytes): nothing links a push to a pop"
             )
         return NotInferred(f"no connection pushed to {_names(popped)} during the sample")
-    cycles = [c for conn, at in pops.items() for c in _cycles(conn, steps[conn], at, pushed)]
+    steps = {c: [links.aliased(s, alias) for s in ss] for c, ss in steps.items()}
+    cycles, helpers = _consumer_cycles(steps, pops, pushed)
     if not cycles:
         return NotInferred(
             f"no consumer's cycle named a task pushed to {_names(popped)} in the sample "
-            "(a sample too short, or ids that only live inside values)"
+            "(a sample shorter than a task's wait in the queue: consumers behind their "
+            "producers work on tasks pushed before it; or ids no consumer names again)"
         )
     enqueues = [e for conn, ss in steps.items() for e in _enqueues(conn, ss, pushed)]
+    enqueues = links.subscribed(enqueues, [links.aliased(s, alias) for s in subs], dropped)
     process, n_cycles = _template(cycles, per_consumer=True)
     enqueue, n_enqueues = _template(enqueues, per_consumer=False)
     dequeue = _dequeue(cycles)
@@ -135,7 +136,8 @@ def infer(records: Iterable[Observed]) -> Inferred | NotInferred:
     tasks = set(pushed)
     named = {
         conn for conn, ss in steps.items()
-        if conn not in pops and conn not in producers and any(set(_ids(s)) & tasks for s in ss)
+        if conn not in pops and conn not in producers | helpers
+        and any(set(links.ids(s)) & tasks for s in ss)
     }  # fmt: skip
     return Inferred(
         enqueue=enqueue,
@@ -148,15 +150,33 @@ def infer(records: Iterable[Observed]) -> Inferred | NotInferred:
         enqueues=(n_enqueues, len(enqueues)),
         left_out=tuple(f"{name} x{n}" for name, n in dropped.most_common()),
         callers=len(named),
-        others=len(set(steps) - set(pops) - producers - named),
+        others=len(set(steps) - set(pops) - producers - named - helpers),
+        helpers=len(helpers),
     )
 
 
-def _cleaned(steps: list[list[Observed]], dropped: Counter[str]) -> list[RawStep]:
+def _consumer_cycles(
+    steps: dict[str, list[RawStep]], pops: dict[str, list[int]], pushed: dict[str, tuple[str, int]]
+) -> tuple[list[links.Seen], set[str]]:
+    """Consumers' cycles on their pop's connection; where none names a task, on the other
+    connections that name them (kombu's, links.split_cycles), and those connections."""
+    cycles = [c for conn, at in pops.items() for c in _cycles(conn, steps[conn], at, pushed)]
+    if cycles:
+        return cycles, set()
+    return links.split_cycles(steps, pops, {conn for conn, _ in pushed.values()}, pushed)
+
+
+def _cleaned(
+    steps: list[list[Observed]], dropped: Counter[str], subs: list[RawStep]
+) -> list[RawStep]:
     """``steps`` without what no lifecycle sends (counted in ``dropped``); a transaction
-    left with MULTI and EXEC alone is dropped whole."""
+    left with MULTI and EXEC alone is dropped whole. A SUBSCRIBE or UNSUBSCRIBE of one
+    channel goes to ``subs`` as well: a caller's wait for its task's result, which the
+    task's enqueue sends where it names the task (links.subscribed)."""
     out = []
     for step in steps:
+        if len(step) == 1 and step[0].command in links.SUBSCRIPTIONS and len(step[0].args) == 1:
+            subs.append(tuple(step))
         kept = []
         for r in step:
             words = [r.command, *(a.shape or "" for a in r.args)]
@@ -184,70 +204,35 @@ def _popped_keys(r: Observed) -> list[str]:
     return keys[:1] if r.command in {"BLMOVE", "BRPOPLPUSH"} else keys
 
 
-def _pushes(step: RawStep, popped: set[str]) -> list[Observed]:
-    return [
-        r for r in step
-        if r.command in PUSHES and r.args and r.args[0].role == keyspecs.KEY
-        and r.args[0].shape in popped
-    ]  # fmt: skip
-
-
-def _pushed(
-    steps: dict[str, list[RawStep]], popped: set[str]
-) -> tuple[dict[str, tuple[str, int]], list[int]]:
-    """Each id pushed onto a popped key: where (connection, step); and the sizes of the
-    pushed elements that were not ids (payloads)."""
-    out: dict[str, tuple[str, int]] = {}
-    payloads: list[int] = []
-    for conn, ss in steps.items():
-        for i, step in enumerate(ss):
-            for r in _pushes(step, popped):
-                for a in r.args[1:]:
-                    if a.role != keyspecs.VALUE:
-                        continue
-                    if a.shape and a.ids:
-                        out.setdefault(a.ids[0], (conn, i))
-                    else:
-                        payloads.append(a.size)
-    return out, payloads
-
-
-def _marks(a: Arg) -> tuple[str, ...]:
-    """The pseudonyms of ``a``'s placeholders, in order."""
-    n = len(PLACEHOLDER.findall(a.shape or ""))
-    return a.ids[:n] if n and len(a.ids) >= n else ()
-
-
-def _ids(step: RawStep) -> list[str]:
-    return [i for r in step for a in r.args for i in _marks(a)]
-
-
 def _cycles(
     conn: str, steps: list[RawStep], pops: list[int], pushed: dict[str, tuple[str, int]]
-) -> list[_Seen]:
+) -> list[links.Seen]:
     """A consumer's cycles: its steps from each pop to the next (before its first pop the
     sample may have cut a task, after its last the sample's end), each with the pushed id
     it names most; steps that name another task's id (an enqueue on a shared connection)
     left out, cycles that name none (an empty pop, a task pushed before the sample) too."""
     out = []
     for a, b in itertools.pairwise(pops):
-        named = Counter(i for s in steps[a + 1 : b] for i in _ids(s) if i in pushed)
+        named = Counter(i for s in steps[a + 1 : b] for i in links.ids(s) if i in pushed)
         if not named:
             continue
         task = named.most_common(1)[0][0]
         others = set(named) - {task}
-        kept = tuple(s for s in steps[a + 1 : b] if not set(_ids(s)) & others)
-        out.append(_Seen(conn, task, kept, steps[a][0]))
+        kept = tuple(s for s in steps[a + 1 : b] if not set(links.ids(s)) & others)
+        out.append(links.Seen(conn, task, kept, steps[a][0]))
     return out
 
 
-def _enqueues(conn: str, steps: list[RawStep], pushed: dict[str, tuple[str, int]]) -> list[_Seen]:
+def _enqueues(
+    conn: str, steps: list[RawStep], pushed: dict[str, tuple[str, int]]
+) -> list[links.Seen]:
     """A connection's enqueues: for each push of a task's id, its steps since the
     connection's previous push or pop, without those that name another task. The first
     one's start may be cut by the sample: left out where the connection pushed again."""
-    ends = {
-        i: t for i in range(len(steps)) for t in _ids(steps[i])[::-1] if pushed.get(t) == (conn, i)
-    }
+    ends: dict[int, str] = {}
+    for t, (c, i) in pushed.items():
+        if c == conn:
+            ends.setdefault(i, t)
     out = []
     start, cut = 0, True
     for i, step in enumerate(steps):
@@ -259,8 +244,8 @@ def _enqueues(conn: str, steps: list[RawStep], pushed: dict[str, tuple[str, int]
         start, skip, cut = i + 1, cut and len(ends) > 1, False
         if skip:
             continue
-        kept = tuple(s for s in window if not (set(_ids(s)) & set(pushed)) - {task})
-        out.append(_Seen(conn, task, (*kept, step)))
+        kept = tuple(s for s in window if not (set(links.ids(s)) & set(pushed)) - {task})
+        out.append(links.Seen(conn, task, (*kept, step)))
     return out
 
 
@@ -268,7 +253,7 @@ def _marked(a: Arg, task: str) -> str | None:
     """``a``'s shape with the placeholders that held ``task`` as ``${task}``."""
     if a.shape is None:
         return None
-    marks = iter(_marks(a))
+    marks = iter(links.marks(a))
     return PLACEHOLDER.sub(lambda m: "${task}" if next(marks, None) == task else m[0], a.shape)
 
 
@@ -284,10 +269,10 @@ def _coarse(shape: str | None) -> str | None:
     return "{n}" if shape and _NUMBER.fullmatch(shape) else shape
 
 
-def _template(seen: Sequence[_Seen], per_consumer: bool) -> tuple[tuple[Step, ...], int]:
+def _template(seen: Sequence[links.Seen], per_consumer: bool) -> tuple[tuple[Step, ...], int]:
     """The most common shape among ``seen`` (the first seen of those as common), as steps,
     and how many of ``seen`` had it."""
-    groups: dict[tuple[object, ...], list[_Seen]] = {}
+    groups: dict[tuple[object, ...], list[links.Seen]] = {}
     for s in seen:
         groups.setdefault(tuple(_key(step, s.task) for step in s.steps), []).append(s)
     group = max(groups.values(), key=len)
@@ -303,13 +288,13 @@ def _template(seen: Sequence[_Seen], per_consumer: bool) -> tuple[tuple[Step, ..
     return steps, len(group)
 
 
-def _command(records: list[Observed], seen: list[_Seen], per_consumer: bool) -> Command:
+def _command(records: list[Observed], seen: list[links.Seen], per_consumer: bool) -> Command:
     """One command of a template from its occurrences (``records[i]`` in ``seen[i]``)."""
     slots = []
     for k, arg in enumerate(records[0].args):
         args = [r.args[k] for r in records]
         shape = Counter(a.shape for a in args).most_common(1)[0][0]
-        alike = [(_marks(a), s) for a, s in zip(args, seen, strict=True) if a.shape == shape]
+        alike = [(links.marks(a), s) for a, s in zip(args, seen, strict=True) if a.shape == shape]
         n = len(alike[0][0])
         parts = tuple(
             _part([(marks[m], s.task, s.connection) for marks, s in alike if len(marks) == n],
@@ -317,7 +302,11 @@ def _command(records: list[Observed], seen: list[_Seen], per_consumer: bool) -> 
             for m in range(n)
         )  # fmt: skip
         size = int(statistics.median(a.size for a in args))
-        slots.append(Slot(arg.role, shape, size, parts))
+        carried = [
+            bool(a.inner) and a.ids[:1] == (s.task,) for a, s in zip(args, seen, strict=True)
+        ]
+        payload = shape is None and 2 * sum(carried) > len(carried)
+        slots.append(Slot(arg.role, shape, size, parts, payload))
     return Command(records[0].command, tuple(slots))
 
 
@@ -337,10 +326,10 @@ def _part(values: list[tuple[str, str, str]], per_consumer: bool) -> str:
     return VARYING
 
 
-def _dequeue(cycles: list[_Seen]) -> Command | NotInferred:
+def _dequeue(cycles: list[links.Seen]) -> Command | NotInferred:
     """The most common blocking pop among those that began a linked cycle."""
     began = [c for c in cycles if c.pop is not None]
-    groups: dict[object, list[_Seen]] = {}
+    groups: dict[object, list[links.Seen]] = {}
     for c in began:
         groups.setdefault(_key((c.pop,), ""), []).append(c)  # type: ignore[arg-type]
     group = max(groups.values(), key=len)
@@ -352,7 +341,7 @@ def _dequeue(cycles: list[_Seen]) -> Command | NotInferred:
     return command
 
 
-def _link(cycles: list[_Seen]) -> set[str]:
+def _link(cycles: list[links.Seen]) -> set[str]:
     """The key families in which consumers read the task's id."""
     return {
         str(a.shape)
@@ -360,7 +349,7 @@ def _link(cycles: list[_Seen]) -> set[str]:
         for step in c.steps
         for r in step
         for a in r.args
-        if a.role == keyspecs.KEY and c.task in _marks(a)
+        if a.role == keyspecs.KEY and c.task in links.marks(a)
     }
 
 

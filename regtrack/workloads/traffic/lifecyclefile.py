@@ -6,7 +6,8 @@ Arguments are written from their redacted shapes only: the task's id as ``${task
 id each consumer connection kept as its own as a stand-in ending in ``${consumer}``, other
 ids and times as stand-ins of their length (an id that varied per task as the task's,
 times that varied as ``${now}``), values as filler of their median size (over 4 KiB:
-``${payload}``), constants as seen. The file is checked as a lifecycle before it is
+``${payload}``; the pushed message that carried the task's ids: ``${payload}``),
+constants as seen. The file is checked as a lifecycle before it is
 returned; one that does not validate falls back to the mix, saying why.
 """
 
@@ -22,6 +23,7 @@ from regtrack.workloads import capture, commands
 from regtrack.workloads.lifecycle import MIN_PAYLOAD, LifecycleWorkload
 from regtrack.workloads.traffic import keyspecs, mixfile, shapes
 from regtrack.workloads.traffic import lifecycle_infer as li
+from regtrack.workloads.traffic import lifecycle_links as links
 from regtrack.workloads.traffic.redaction import PLACEHOLDER
 from regtrack.workloads.traffic.sampled import SampledCapture
 
@@ -51,6 +53,7 @@ class _Render:
     scripts: dict[str, str]  # sha -> body, every one known
     names: dict[str, str] = field(default_factory=dict)  # sha -> [scripts] name
     large: list[int] = field(default_factory=list)
+    carried: list[int] = field(default_factory=list)  # sizes of pushed messages (${payload})
     approximated: set[str] = field(default_factory=set)
 
     def arg(self, slot: li.Slot) -> str:
@@ -62,6 +65,9 @@ class _Render:
                 raise _NoScript(sha)
             name = self.names.setdefault(sha, f"script_{len(self.names) + 1}")
             return "${sha:" + name + "}"
+        if slot.payload:  # the pushed message: the engine's, holding the task's id
+            self.carried.append(slot.size)
+            return "${payload}"
         if slot.shape is None:
             if slot.size > FILLER_MAX:
                 self.large.append(slot.size)
@@ -172,6 +178,7 @@ def _lifecycle(
          [*every, found.dequeue]),
         default=(2, 8),
     )  # fmt: skip
+    extra = [n for n in links.SUBSCRIPTIONS if n in {c.name for c in every}]  # not KNOWN
     producers = min(found.producers, MAX_CONNECTIONS)
     consumers = min(found.consumers, MAX_CONNECTIONS)
     loaded = ["[scripts]", *(f"{n} = {capture.toml_str(scripts[sha])}"
@@ -187,16 +194,23 @@ def _lifecycle(
         ),
         f"approximations = {capture.toml_str(_approximations(found, r))}",
         f'min_redis = "{".".join(str(p) for p in floor)}"',
-        f"data_size = {max(MIN_PAYLOAD, sorted(r.large)[len(r.large) // 2] if r.large else 0)}",
+        f"data_size = {_data_size(r)}",
         f"producers = {producers}",
         f"consumers = {consumers}",
         "max_queued = 1000",
+        *([f"extra_commands = {capture.toml_list(extra)}"] if extra else []),
         "",
         *capture.server_table(sampled.counted),
         *(loaded if r.names else []),
         *body,
     ]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _data_size(r: _Render) -> int:
+    """The pushed message's median size where one carried the task, else large values'."""
+    sizes = sorted(r.carried or r.large)
+    return max(MIN_PAYLOAD, sizes[len(sizes) // 2] if sizes else 0)
 
 
 def _approximations(found: li.Inferred, r: _Render) -> str:
@@ -206,6 +220,31 @@ def _approximations(found: li.Inferred, r: _Render) -> str:
         "Values are filler of their median size, constant ids and times stand-ins of their "
         "length; an id a consumer's connection kept is one per consumer (${consumer}).",
         *(note[:1].upper() + note[1:] + "." for note in sorted(r.approximated)),
+        *(
+            [
+                "The pushed message is ${payload}: data_size bytes holding the task's id, where "
+                "the library's held its ids (task id, delivery tag: each ${task} in the steps)."
+            ]
+            if r.carried
+            else []
+        ),
+        *(
+            [
+                "A caller's subscription to the task's channel, on a connection of its own, is "
+                "sent by the producer, SUBSCRIBE then UNSUBSCRIBE at once (RESP2: a subscribed "
+                "connection sends nothing else)."
+            ]
+            if any(c.name in links.SUBSCRIPTIONS for st in found.enqueue for c in st.commands)
+            else []
+        ),
+        *(
+            [
+                f"The consumer's steps were sent on {found.helpers + 1} connections (the pop on "
+                "one); written on the consumer's one, their steps that named no task left out."
+            ]
+            if found.helpers
+            else []
+        ),
         "The task's own work is 0 (work_us); producers and consumers as many connections as "
         "sent the pushes and the pops; blocking timeouts as sent.",
     ]
@@ -221,12 +260,14 @@ def _approximations(found: li.Inferred, r: _Render) -> str:
 
 def _header(sampled: SampledCapture, found: li.Inferred) -> list[str]:
     s, c = sampled.sample, sampled.counted
-    pushes = {cmd.name for step in found.enqueue for cmd in step.commands} & li.PUSHES
+    pushes = {cmd.name for step in found.enqueue for cmd in step.commands} & links.PUSHES
+    carried = any(sl.payload for step in found.enqueue for cmd in step.commands for sl in cmd.slots)
     return [
         f"# Sampled by `regtrack mix capture --sample` from {capture.comment(c.url)} "
         f"(Redis {capture.comment(c.version)}): MONITOR for {s.seconds:.1f} s (stopped by "
         f"{s.stopped_by}), {len(s.records)} commands; commandstats counted {c.total_calls}.",
-        "# Written as a lifecycle: the task's id pushed by "
+        f"# Written as a lifecycle: the task's id{' (inside its message)' if carried else ''} "
+        "pushed by "
         f"{capture.comment('/'.join(sorted(pushes)))} on {found.producers} producer "
         f"connection(s), popped by {capture.comment(found.dequeue.name)} on {found.consumers} "
         f"consumer connection(s), read in {capture.comment(', '.join(found.link) or '-')}.",

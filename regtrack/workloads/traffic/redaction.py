@@ -3,7 +3,10 @@
 Every argument is redacted when its line is parsed, before anything keeps it:
 
 - a **value** (what the application stores: payloads, list elements, hash values) keeps
-  its size, and its class (``{uuid}``, ``{hex}``, ...) when the whole value is an id;
+  its size, and its class (``{uuid}``, ``{hex}``, ...) when the whole value is an id; a
+  pushed value (LPUSH, RPUSH, XADD: a queue's message) also keeps the pseudonyms of the
+  ids inside it (uuids, hex and token-like runs, at most ``MAX_INNER``), never their text
+  nor where they sat: kombu's message carries Celery's task id and delivery tag so;
 - a **key** keeps its family (``rq:job:{uuid}``): ids, hex strings, numbers, timestamps,
   e-mail addresses and token-like runs become placeholders; ``--keep-names`` keeps the
   name itself as well;
@@ -19,6 +22,7 @@ capture (a producer's write can be linked to a consumer's read) and to nothing o
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import re
 from dataclasses import dataclass, field
@@ -31,6 +35,11 @@ MAX_SHAPED = 200  # longer arguments are data: size only
 # priority is a constant of the transport, not an id: kept, so each stays a key of its own.
 KOMBU_PRIORITY = "\x06\x16"
 _PRIORITY = re.compile(r"[0-9]{1,2}")  # longer (or any other text): an id, redacted
+# Commands whose values are a queue's messages: the ids inside them may link a producer's
+# push to a consumer's steps (lifecycle_infer.py). Only these are searched (a cost per line).
+PUSHED = {"LPUSH", "RPUSH", "LPUSHX", "RPUSHX", "XADD"}
+MAX_INNER = 16  # ids kept per pushed value, the first ones
+MAX_SEARCHED = 65536  # longer pushed values keep their size alone
 MAX_KEPT_NUMBER = 7  # a number argument longer than this (a timestamp, an id) is {int}
 # Recognised variable parts, tried in this order; each becomes {name} with a pseudonym.
 _PARTS = [
@@ -46,6 +55,7 @@ _PARTS = [
 _EDGE = r"(?<![A-Za-z0-9])(?:{})(?![A-Za-z0-9])"
 _FINDER = re.compile("|".join(f"(?P<{n}>{_EDGE.format(p)})" for n, p in _PARTS))
 _WHOLE = {n: re.compile(p) for n, p in _PARTS}
+_INNER = re.compile("|".join(_EDGE.format(p) for n, p in _PARTS if n in {"uuid", "hex", "token"}))
 _PLAIN = re.compile(r"[\x21-\x7e]+")  # printable ASCII without spaces
 NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?")
 PLACEHOLDER = re.compile(r"\{(" + "|".join(n for n, _ in _PARTS) + r")\}")
@@ -62,6 +72,7 @@ class Arg:
     # id class ("{uuid}") or None (size only)
     ids: tuple[str, ...] = ()  # pseudonyms of the placeholders (a value: of itself)
     name: str | None = None  # the key itself: only with --keep-names
+    inner: tuple[str, ...] = ()  # a pushed value's: pseudonyms of the ids inside it
 
     @property
     def variable(self) -> bool:
@@ -92,12 +103,13 @@ class Redactor:
 
     def args(self, command: str, raw: list[bytes]) -> tuple[Arg, ...]:
         """The arguments of ``command`` as they may be kept (``raw`` is dropped after)."""
+        pushed = command in PUSHED
         return tuple(
-            self._arg(role, value)
+            self._arg(role, value, pushed)
             for role, value in zip(keyspecs.roles(command, raw, self.key_table), raw, strict=True)
         )
 
-    def _arg(self, role: str, raw: bytes) -> Arg:
+    def _arg(self, role: str, raw: bytes, pushed: bool = False) -> Arg:
         size = len(raw)
         if role == keyspecs.SCRIPT:
             return Arg(role, size, raw.decode("utf-8", "replace"))
@@ -109,7 +121,10 @@ class Redactor:
             text = raw.decode("latin-1")  # a key with control bytes (kombu's priorities)
         if role == keyspecs.VALUE:
             kind = _whole_part(text) if text is not None else None
-            return Arg(role, size, f"{{{kind}}}" if kind else None, (self.pseudonym(raw),))
+            inner = self._inner(raw) if pushed and not kind and size <= MAX_SEARCHED else ()
+            return Arg(
+                role, size, f"{{{kind}}}" if kind else None, (self.pseudonym(raw),), inner=inner
+            )
         if text is None or size > MAX_SHAPED:
             return Arg(role, size, None, (self.pseudonym(raw),))
         number = NUMBER.fullmatch(text)
@@ -121,6 +136,12 @@ class Redactor:
         shape, ids = self._shape(head if kept else text)
         name = text if role == keyspecs.KEY and self.keep_names else None
         return Arg(role, size, shape + kept, ids, name)
+
+    def _inner(self, raw: bytes) -> tuple[str, ...]:
+        """Pseudonyms of the ids inside a pushed value, in order, each once."""
+        found = _INNER.finditer(raw.decode("latin-1"))
+        ids = dict.fromkeys(self.pseudonym(m.group(0).encode("latin-1")) for m in found)
+        return tuple(itertools.islice(ids, MAX_INNER))
 
     def _shape(self, text: str) -> tuple[str, tuple[str, ...]]:
         ids: list[str] = []
