@@ -7,9 +7,9 @@ cut (half of the change of the interval searched) is decided, or, once its budge
 its point estimate places it (analysis/bisection.py: never skipped for want of a verdict,
 so steps smaller than the threshold still halve the range). With instructions per op (or
 simulated cycles per op: as deterministic) and fixed seeds a step is the commit measured
-alone, with the ends' run's seeds, and compared with it seed by seed (the ends' run measures more seeds with a step that needs more than
-it has); throughput drifts between runs, so a throughput step measures good, the commit
-and bad side by side. A commit that does not build is skipped like `git bisect skip`.
+alone, with the ends' run's seeds, and compared with it seed by seed (the ends' run
+measures more seeds with a step that needs more than it has); throughput drifts between
+runs, so a throughput step measures good, the commit and bad side by side. A commit that does not build is skipped like `git bisect skip`.
 Each step found is measured once more as parent and child side by side: its change with
 the interval, and the functions that moved (explain).
 

@@ -80,8 +80,8 @@ def confirm(bisector: Bisector, parent: str, child: str) -> Confirmation:
     """A step's change against its parent, with the functions that moved (explain).
 
     Instructions (or simulated cycles) per op: from the search's own runs of the two
-    commits, seed by seed (counts do not drift between runs). Throughput: the two measured again side by
-    side, since throughput measured in different runs is not comparable."""
+    commits, seed by seed (counts do not drift between runs). Throughput: the two measured
+    again side by side, since throughput measured in different runs is not comparable."""
     if bisector.request.metric in COUNTED:
         parent_run, run_id = bisector.run_of[parent], bisector.run_of[child]
     else:
