@@ -3,15 +3,16 @@
 The ends are measured first, together, until the verdict machinery of `ci` decides that
 bad is worse than good by the threshold (or that it is not: nothing to bisect). Each step
 then builds one first-parent commit (cached) and measures it until its position against a
-cut (half of the change of the interval searched) is decided, or, once its budget is spent,
-its point estimate places it (analysis/bisection.py: never skipped for want of a verdict,
-so steps smaller than the threshold still halve the range). With instructions per op (or
-simulated cycles per op: as deterministic) and fixed seeds a step is the commit measured
-alone, with the ends' run's seeds, and compared with it seed by seed (the ends' run
-measures more seeds with a step that needs more than it has); throughput drifts between
-runs, so a throughput step measures good, the commit and bad side by side. A commit that does not build is skipped like `git bisect skip`.
-Each step found is measured once more as parent and child side by side: its change with
-the interval, and the functions that moved (explain).
+cut (half of the change of the interval searched) is decided, or, once its budget is
+spent, its point estimate places it (analysis/bisection.py: never skipped for want of a
+verdict, so steps smaller than the threshold still halve the range). With instructions per
+op (or simulated cycles per op: as deterministic) and fixed seeds a step is the commit
+measured alone, with the ends' run's seeds, and compared with it seed by seed (the ends'
+run measures more seeds with a step that needs more than it has); throughput drifts
+between runs, so a throughput step measures good, the commit and bad side by side. A
+commit that does not build is skipped like `git bisect skip`. Each step found is measured
+once more as parent and child side by side: its change with the interval, and the
+functions that moved (explain).
 
 Every measurement is an ordinary run (its config names the bisection); the search's own
 log is in the store (results.bisections), and --resume replays it without measuring again.
