@@ -15,7 +15,6 @@ output; asserts nothing.
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
@@ -45,10 +44,7 @@ def main() -> None:
     tasks = int(args.rate * (args.sample + 2 * args.seconds + 15))
     with tempfile.TemporaryDirectory() as tmp, lt.server() as srv:
         out = Path(tmp) / f"{args.library}.toml"
-        argv = ["taskset", "-c", lt.DRIVER_CPU, sys.executable, str(lt.driver_path(args.library)),
-                "--tasks", str(tasks), "--rate", str(args.rate)]  # fmt: skip
-        env = {**os.environ, "REDIS_URL": srv.url}
-        driver = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        driver = lt.start_driver(args.library, tasks, srv, args.rate)
         try:
             time.sleep(2.0)  # the worker registered, the queue flowing
             url = f"redis://127.0.0.1:{srv.port}"

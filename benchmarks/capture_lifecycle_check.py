@@ -16,7 +16,6 @@ nothing.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -34,12 +33,7 @@ def capture(library: str, rate: float, sample: float, out: Path) -> str:
     """`mix capture --sample` of the real library's traffic into ``out``; its output."""
     tasks = int(rate * (sample + 4))
     with lt.server() as srv:
-        argv = ["taskset", "-c", lt.DRIVER_CPU, sys.executable, str(lt.driver_path(library)),
-                "--tasks", str(tasks), "--rate", str(rate)]  # fmt: skip
-        driver = subprocess.Popen(
-            argv, env={**os.environ, "REDIS_URL": srv.url}, stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+        driver = lt.start_driver(library, tasks, srv, rate)
         try:
             time.sleep(1.0)  # the worker started and working
             args = ["mix", "capture", "--url", srv.url, "--sample", f"{sample:g}",

@@ -161,15 +161,28 @@ def _commands(client: redis.Redis) -> dict[str, int]:
     return {name: int(stats["calls"]) for name, stats in client.info("commandstats").items()}
 
 
+def driver_argv(library: str, tasks: int, rate: float | None = None) -> list[str]:
+    """``library``'s driver for ``tasks`` tasks (at ``rate`` a second), pinned to CPU 1."""
+    argv = ["taskset", "-c", DRIVER_CPU, sys.executable, str(driver_path(library)),
+            "--tasks", str(tasks)]  # fmt: skip
+    return argv + (["--rate", str(rate)] if rate else [])
+
+
+def start_driver(library: str, tasks: int, srv: Server, rate: float) -> subprocess.Popen:
+    """``library``'s driver running against ``srv`` in the background (traffic to sample
+    or check while it flows), its stdout dropped, its stderr kept."""
+    return subprocess.Popen(
+        driver_argv(library, tasks, rate), env={**os.environ, "REDIS_URL": srv.url},
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
 def run_driver(
     library: str, tasks: int, srv: Server, rate: float | None = None, timeout: float = 120.0
 ) -> DriverRun:
     """Run ``library``'s driver for ``tasks`` tasks against ``srv``, pinned to CPU 1; the
     counts are those since CONFIG RESETSTAT just before it starts."""
-    argv = ["taskset", "-c", DRIVER_CPU, sys.executable, str(driver_path(library)),
-            "--tasks", str(tasks)]  # fmt: skip
-    if rate:
-        argv += ["--rate", str(rate)]
+    argv = driver_argv(library, tasks, rate)
     env = {**os.environ, "REDIS_URL": srv.url}
     srv.client.config_resetstat()
     cpu_before = _cpu_us(srv.client)

@@ -152,8 +152,7 @@ REAL_STARTS = {
     ("bench/loadgen_choice.py", "probe"), ("bench/real.py", "plain_server"),
     ("bench/capacity.py", "capacity_trial"),
     # mix capture --check replays a file on a server of its own: no run, no Model
-    ("bench/capture_replay.py", "settings"), ("bench/capture_replay.py", "replay"),
-    ("bench/capture_replay.py", "replay_lifecycle"),
+    ("bench/capture_replay.py", "settings"), ("bench/capture_replay.py", "_fresh_server"),
 }  # fmt: skip
 STARTERS = {"plain_server", "serve", "native_server", "docker_server"}
 # The real seam's visits and probe, called by bench/real.py alone.

@@ -7,9 +7,6 @@ replays it at the live task rate with every command's share within 10% of the li
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 
 import pytest
@@ -31,12 +28,7 @@ TASKS, RATE = 3000, 100.0
 def test_a_real_rq_sample_is_written_as_its_lifecycle_and_runs(tmp_path):
     out = tmp_path / "rq-sampled.toml"
     with lt.server() as srv:
-        argv = ["taskset", "-c", lt.DRIVER_CPU, sys.executable, str(lt.driver_path("rq")),
-                "--tasks", str(TASKS), "--rate", str(RATE)]  # fmt: skip
-        driver = subprocess.Popen(
-            argv, env={**os.environ, "REDIS_URL": srv.url}, stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+        driver = lt.start_driver("rq", TASKS, srv, RATE)
         try:
             time.sleep(1.0)  # the worker started and working
             proc = run_cli("mix", "capture", "--url", srv.url, "--sample", "1.5",

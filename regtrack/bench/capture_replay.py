@@ -5,15 +5,16 @@ mix's replay sees, parsed by the capture's own code."""
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import redis
 
 from regtrack.bench import lifecycle_trial, loadgen, serverstats, setup
 from regtrack.bench.loadgen import lifecycle
-from regtrack.bench.loadgen.base import Aim, LoadgenBinary
+from regtrack.bench.loadgen.base import Aim, LoadgenBinary, LoadgenResult
 from regtrack.bench.runtimes.base import RunningServer, ServerStartError
 from regtrack.bench.runtimes.native import native_server
 from regtrack.core import cpulock, procs
@@ -73,6 +74,50 @@ def settings(binary: str, cpus: CpuPlan, workload: MixWorkload | LifecycleWorklo
     return server_config.argv(s for s in wanted if s.name in known)
 
 
+@contextlib.contextmanager
+def _fresh_server(
+    workload: MixWorkload | LifecycleWorkload,
+    binary: str,
+    cpus: CpuPlan,
+    say: Callable[[str], None],
+) -> Iterator[tuple[RunningServer, redis.Redis]]:
+    """The replay's server, pinned and locked, with the file's settings, and a control
+    connection; a server that does not start or stops answering is one line."""
+    with cpulock.hold(cpus.server + cpus.client, on_wait=say):
+        try:
+            argv = settings(binary, cpus, workload)
+            with native_server(binary, cpus.server, settings=argv) as server:
+                points.check_version(workload, "--replay-server", server.version)
+                control = server.client()
+                try:
+                    yield server, control
+                finally:
+                    control.close()
+        except ServerStartError as exc:
+            raise CannotMeasure(f"the replay's server did not start: {exc}") from None
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise CannotMeasure(f"the replay's server stopped answering: {exc}") from None
+
+
+def _counted(
+    before: serverstats.Counters,
+    after: serverstats.Counters,
+    version: str,
+    result: LoadgenResult,
+    what: str,
+) -> tuple[CommandReading, dict[str, int]]:
+    """The replay's window read from its two snapshots, with its error replies; a load
+    generator (``what``) that failed is one line."""
+    if result.problem or result.exit_code:
+        why = result.problem or f"exit code {result.exit_code}"
+        raise CannotMeasure(f"the replay's {what} failed: {why}")
+    delta = serverstats.delta(before, after)
+    errors = {name: int(n) for name, n in delta.errors.items()}
+    if not errors and delta.error_replies:
+        errors = {"error replies": int(delta.error_replies)}
+    return _reading(delta, version), errors
+
+
 def replay(
     workload: MixWorkload,
     binary: str,
@@ -84,42 +129,23 @@ def replay(
 ) -> tuple[CommandReading, dict[str, int], dict[tuple[str, int], int]]:
     """The file run for ``seconds`` on a fresh server: its counters, its error replies;
     with ``sizes``, then the value sizes a MONITOR sample of a further short run saw."""
-    with cpulock.hold(cpus.server + cpus.client, on_wait=say):
-        try:
-            argv = settings(binary, cpus, workload)
-            with native_server(binary, cpus.server, settings=argv) as server:
-                points.check_version(workload, "--replay-server", server.version)
-                control = server.client()
-                try:
-                    saved = setup.prepare_server(control, workload, tool.name)
-                    point = points.points(workload)[0]
-                    specs = points.load_specs(workload, point, tool.name, saved)
-                    aim = Aim(tool, server.host, server.port, cpus.client,
-                              server.is_alive, server.pid)  # fmt: skip
-                    before = serverstats.snapshot(control)  # connects: counted below
-                    sockets = procs.socket_count(server.pid) if server.pid else None
-                    result = loadgen.run(
-                        tool, aim, specs, seconds=seconds, timeout=seconds + SETUP_TIMEOUT_S
-                    )
-                    if server.pid:
-                        # the load generator's last requests run before they are counted
-                        serverstats.wait_sockets(server.pid, sockets, control, timeout=10.0)
-                    after = serverstats.snapshot(control)
-                    seen = sizes_seen(server, tool, aim, specs) if sizes else {}
-                finally:
-                    control.close()
-        except ServerStartError as exc:
-            raise CannotMeasure(f"the replay's server did not start: {exc}") from None
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise CannotMeasure(f"the replay's server stopped answering: {exc}") from None
-    if result.problem or result.exit_code:
-        why = result.problem or f"exit code {result.exit_code}"
-        raise CannotMeasure(f"the replay's load generator ({tool.name}) failed: {why}")
-    delta = serverstats.delta(before, after)
-    errors = {name: int(n) for name, n in delta.errors.items()}
-    if not errors and delta.error_replies:
-        errors = {"error replies": int(delta.error_replies)}
-    return _reading(delta, server.version), errors, seen
+    with _fresh_server(workload, binary, cpus, say) as (server, control):
+        saved = setup.prepare_server(control, workload, tool.name)
+        point = points.points(workload)[0]
+        specs = points.load_specs(workload, point, tool.name, saved)
+        aim = Aim(tool, server.host, server.port, cpus.client, server.is_alive, server.pid)
+        before = serverstats.snapshot(control)  # connects: counted below
+        sockets = procs.socket_count(server.pid) if server.pid else None
+        result = loadgen.run(tool, aim, specs, seconds=seconds, timeout=seconds + SETUP_TIMEOUT_S)
+        if server.pid:
+            # the load generator's last requests run before they are counted
+            serverstats.wait_sockets(server.pid, sockets, control, timeout=10.0)
+        after = serverstats.snapshot(control)
+        seen = sizes_seen(server, tool, aim, specs) if sizes else {}
+    reading, errors = _counted(
+        before, after, server.version, result, f"load generator ({tool.name})"
+    )
+    return reading, errors, seen
 
 
 def replay_lifecycle(
@@ -135,37 +161,16 @@ def replay_lifecycle(
     tasks arriving at ``rate`` a second (the live server's): its counters and its error
     replies. At the live rate, not flat out, so its commands per event-loop turn, and so
     its CPU per task, are the live traffic's, not a saturated server's."""
-    with cpulock.hold(cpus.server + cpus.client, on_wait=say):
-        try:
-            argv = settings(binary, cpus, workload)
-            with native_server(binary, cpus.server, settings=argv) as server:
-                points.check_version(workload, "--replay-server", server.version)
-                lifecycle_trial.fresh(server, workload)
-                control = server.client()
-                try:
-                    aim = Aim(engine, server.host, server.port, cpus.client,
-                              server.is_alive, server.pid)  # fmt: skip
-                    before = serverstats.snapshot(control)
-                    (result,) = lifecycle.run(
-                        engine, [aim], workload.engine_document(),
-                        lifecycle.Arrivals(rate, "poisson"), seconds=seconds, warmup=0.0,
-                        timeout=seconds + SETUP_TIMEOUT_S,
-                    )  # fmt: skip
-                    after = serverstats.snapshot(control)
-                finally:
-                    control.close()
-        except ServerStartError as exc:
-            raise CannotMeasure(f"the replay's server did not start: {exc}") from None
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise CannotMeasure(f"the replay's server stopped answering: {exc}") from None
-    if result.problem or result.exit_code:
-        why = result.problem or f"exit code {result.exit_code}"
-        raise CannotMeasure(f"the replay's engine ({engine.name}) failed: {why}")
-    delta = serverstats.delta(before, after)
-    errors = {name: int(n) for name, n in delta.errors.items()}
-    if not errors and delta.error_replies:
-        errors = {"error replies": int(delta.error_replies)}
-    return _reading(delta, server.version), errors
+    with _fresh_server(workload, binary, cpus, say) as (server, control):
+        lifecycle_trial.fresh(server, workload)
+        aim = Aim(engine, server.host, server.port, cpus.client, server.is_alive, server.pid)
+        before = serverstats.snapshot(control)
+        (result,) = lifecycle.run(
+            engine, [aim], workload.engine_document(), lifecycle.Arrivals(rate, "poisson"),
+            seconds=seconds, warmup=0.0, timeout=seconds + SETUP_TIMEOUT_S,
+        )  # fmt: skip
+        after = serverstats.snapshot(control)
+    return _counted(before, after, server.version, result, f"engine ({engine.name})")
 
 
 def sizes_seen(
