@@ -70,10 +70,10 @@ def _rq(tasks: int = 12) -> list[bytes]:
     return [*out, line(200.0, WORKER, "BLMOVE", "rq:queue:default", "x", "LEFT", "RIGHT", "405")]
 
 
-def _sampled(lines: list[bytes]) -> sampled.SampledCapture:
-    redactor = Redactor()
+def _sampled(lines: list[bytes], keep_names: bool = False) -> sampled.SampledCapture:
+    redactor = Redactor(keep_names=keep_names)
     recs = tuple(records(lines, redactor))
-    sample = sampler.Sample(recs, 2.0, "count", 0, redactor.secrets_dropped, False, "built-in")
+    sample = sampler.Sample(recs, 2.0, "count", 0, redactor.secrets_dropped, keep_names, "built-in")
     counted = capture.Capture("redis://h:6379", 2.0, "7.0.15", {"get": 1})
     return sampled.SampledCapture(counted, sample)
 
@@ -125,6 +125,27 @@ def test_the_rq_like_lifecycle_is_written_and_validates():
     for secret in (SECRET, WORKER_ID, "0000000b-2d15", "3055ef3a0726"):
         assert secret not in written.text
     assert "Written as a lifecycle" in written.text and "approximations" in written.text
+
+
+def test_keep_names_writes_the_keys_that_never_varied_as_seen_and_only_those():
+    """--keep-names in the lifecycle form: a queue named after a person stays as seen (the
+    user asked for it); a job's key still follows its task, a worker's its consumer."""
+    queue = "rq:queue:alice@example.com"
+    lines = [ln.replace(b"rq:queue:default", queue.encode()) for ln in _rq()]
+    kept = lifecyclefile.text(_sampled(lines, keep_names=True), "rq-kept", {})
+    hidden = lifecyclefile.text(_sampled(lines), "rq-hidden", {})
+    assert kept.kind == hidden.kind == "lifecycle"
+    wl = LifecycleWorkload(**tomllib.loads(kept.text))
+    assert wl.dequeue.command[1:3] == [queue, queue + ":im"]
+    assert wl.process[0].commands == [["HGETALL", "rq:job:${task}"]]
+    assert wl.process[1].commands[0][1].endswith("${consumer}")
+    assert WORKER_ID not in kept.text and _job(3) not in kept.text
+    assert "never varied kept as seen" in kept.text
+    assert "alice" not in hidden.text and "kept as seen" not in hidden.text
+    # one consumer alone does not make the queue's name its own: it pops what was pushed
+    stand_in = LifecycleWorkload(**tomllib.loads(hidden.text))
+    assert stand_in.dequeue.command[1] == stand_in.enqueue[1].commands[2][1]
+    assert "${consumer}" not in stand_in.dequeue.command[1]
 
 
 REPLY_TO = "0a4c160c-496c-3781-a8b5-499bcd8f6953"  # the producer's own, in every message

@@ -57,6 +57,7 @@ class Slot:
     size: int
     parts: tuple[str, ...] = ()
     payload: bool = False  # the pushed message that carried the task's id inside it
+    name: str | None = None  # the key as seen, where it never varied (--keep-names only)
 
 
 @dataclass(frozen=True)
@@ -127,9 +128,10 @@ def infer(records: Iterable[Observed]) -> Inferred | NotInferred:
         )
     enqueues = [e for conn, ss in steps.items() for e in _enqueues(conn, ss, pushed)]
     enqueues = links.subscribed(enqueues, [links.aliased(s, alias) for s in subs], dropped)
-    process, n_cycles = _template(cycles, per_consumer=True)
+    shared = _shared(steps, pushed)
+    process, n_cycles = _template(cycles, per_consumer=True, shared=shared)
     enqueue, n_enqueues = _template(enqueues, per_consumer=False)
-    dequeue = _dequeue(cycles)
+    dequeue = _dequeue(cycles, shared)
     if isinstance(dequeue, NotInferred):
         return dequeue
     producers = {pushed[e.task][0] for e in enqueues}
@@ -153,6 +155,15 @@ def infer(records: Iterable[Observed]) -> Inferred | NotInferred:
         others=len(set(steps) - set(pops) - producers - named - helpers),
         helpers=len(helpers),
     )
+
+
+def _shared(steps: dict[str, list[RawStep]], pushed: dict[str, tuple[str, int]]) -> frozenset[str]:
+    """The pseudonyms a producer's connection named: the queue's, never a consumer's own."""
+    producers = {conn for conn, _ in pushed.values()}
+    return frozenset(
+        m for conn in producers for step in steps[conn] for r in step for a in r.args
+        for m in links.marks(a)
+    )  # fmt: skip
 
 
 def _consumer_cycles(
@@ -269,7 +280,9 @@ def _coarse(shape: str | None) -> str | None:
     return "{n}" if shape and _NUMBER.fullmatch(shape) else shape
 
 
-def _template(seen: Sequence[links.Seen], per_consumer: bool) -> tuple[tuple[Step, ...], int]:
+def _template(
+    seen: Sequence[links.Seen], per_consumer: bool, shared: frozenset[str] = frozenset()
+) -> tuple[tuple[Step, ...], int]:
     """The most common shape among ``seen`` (the first seen of those as common), as steps,
     and how many of ``seen`` had it."""
     groups: dict[tuple[object, ...], list[links.Seen]] = {}
@@ -279,7 +292,7 @@ def _template(seen: Sequence[links.Seen], per_consumer: bool) -> tuple[tuple[Ste
     steps = tuple(
         Step(
             tuple(
-                _command([s.steps[i][j] for s in group], group, per_consumer)
+                _command([s.steps[i][j] for s in group], group, per_consumer, shared)
                 for j in range(len(step))
             )
         )
@@ -288,8 +301,14 @@ def _template(seen: Sequence[links.Seen], per_consumer: bool) -> tuple[tuple[Ste
     return steps, len(group)
 
 
-def _command(records: list[Observed], seen: list[links.Seen], per_consumer: bool) -> Command:
-    """One command of a template from its occurrences (``records[i]`` in ``seen[i]``)."""
+def _command(
+    records: list[Observed],
+    seen: list[links.Seen],
+    per_consumer: bool,
+    shared: frozenset[str] = frozenset(),
+) -> Command:
+    """One command of a template from its occurrences (``records[i]`` in ``seen[i]``);
+    ``shared``: pseudonyms a producer named too (never a consumer's own)."""
     slots = []
     for k, arg in enumerate(records[0].args):
         args = [r.args[k] for r in records]
@@ -298,7 +317,7 @@ def _command(records: list[Observed], seen: list[links.Seen], per_consumer: bool
         n = len(alike[0][0])
         parts = tuple(
             _part([(marks[m], s.task, s.connection) for marks, s in alike if len(marks) == n],
-                  per_consumer)
+                  per_consumer, shared)
             for m in range(n)
         )  # fmt: skip
         size = int(statistics.median(a.size for a in args))
@@ -306,14 +325,20 @@ def _command(records: list[Observed], seen: list[links.Seen], per_consumer: bool
             bool(a.inner) and a.ids[:1] == (s.task,) for a, s in zip(args, seen, strict=True)
         ]
         payload = shape is None and 2 * sum(carried) > len(carried)
-        slots.append(Slot(arg.role, shape, size, parts, payload))
+        names = {a.name for a in args}
+        name = names.pop() if len(names) == 1 and all(p == CONSTANT for p in parts) else None
+        slots.append(Slot(arg.role, shape, size, parts, payload, name))
     return Command(records[0].command, tuple(slots))
 
 
-def _part(values: list[tuple[str, str, str]], per_consumer: bool) -> str:
+def _part(
+    values: list[tuple[str, str, str]], per_consumer: bool, shared: frozenset[str] = frozenset()
+) -> str:
     """What one placeholder stood for, from (its pseudonym, the task's, the connection)."""
     if all(mark == task for mark, task, _ in values):
         return TASK
+    if len({mark for mark, _, _ in values}) == 1 and values[0][0] in shared:
+        return CONSTANT  # the queue's name, which one consumer alone would pass for its own
     by_conn: dict[str, set[str]] = defaultdict(set)
     for mark, _, conn in values:
         by_conn[conn].add(mark)
@@ -326,14 +351,14 @@ def _part(values: list[tuple[str, str, str]], per_consumer: bool) -> str:
     return VARYING
 
 
-def _dequeue(cycles: list[links.Seen]) -> Command | NotInferred:
+def _dequeue(cycles: list[links.Seen], shared: frozenset[str]) -> Command | NotInferred:
     """The most common blocking pop among those that began a linked cycle."""
     began = [c for c in cycles if c.pop is not None]
     groups: dict[object, list[links.Seen]] = {}
     for c in began:
         groups.setdefault(_key((c.pop,), ""), []).append(c)  # type: ignore[arg-type]
     group = max(groups.values(), key=len)
-    command = _command([c.pop for c in group if c.pop], group, per_consumer=True)
+    command = _command([c.pop for c in group if c.pop], group, per_consumer=True, shared=shared)
     if any(p in (TASK, VARYING) for s in command.slots for p in s.parts):
         return NotInferred(
             f"the blocking pop ({command.name}) names keys that vary from one pop to the next"

@@ -65,6 +65,8 @@ class _Render:
                 raise _NoScript(sha)
             name = self.names.setdefault(sha, f"script_{len(self.names) + 1}")
             return "${sha:" + name + "}"
+        if slot.name is not None and "${" not in slot.name:
+            return slot.name  # --keep-names: a key that never varied, as seen
         if slot.payload:  # the pushed message: the engine's, holding the task's id
             self.carried.append(slot.size)
             return "${payload}"
@@ -272,7 +274,12 @@ def _header(sampled: SampledCapture, found: li.Inferred) -> list[str]:
         f"connection(s), popped by {capture.comment(found.dequeue.name)} on {found.consumers} "
         f"consumer connection(s), read in {capture.comment(', '.join(found.link) or '-')}.",
         "# Redacted: every value (filler of its median size), the variable parts of key names "
-        f"(stand-ins), the arguments of {s.secrets_dropped} AUTH/HELLO/ACL/CONFIG/MIGRATE "
+        + (
+            "that varied (stand-ins; the names that never varied kept as seen: --keep-names)"
+            if s.keep_names
+            else "(stand-ins)"
+        )
+        + f", the arguments of {s.secrets_dropped} AUTH/HELLO/ACL/CONFIG/MIGRATE "
         "commands (dropped unread).",
         "# Still approximated: see `approximations` below.",
         "",
