@@ -13,7 +13,7 @@ from pathlib import Path
 
 import redis
 
-from regtrack.analysis.capture_check import Replayed, compare
+from regtrack.analysis.capture_check import Replayed, SizeSides, compare
 from regtrack.bench.runtimes.native import native_server
 from regtrack.core.records import CommandReading
 from regtrack.output import capture_check_text
@@ -22,6 +22,7 @@ from regtrack.workloads.model import MixWorkload
 from regtrack.workloads.traffic import mixfile, sampled, sampler, value_sizes
 from regtrack.workloads.traffic.monitor_line import parse, quote
 from regtrack.workloads.traffic.redaction import Redactor
+from regtrack.workloads.traffic.shapes import Sizes
 from tests.conftest import cli_in_process, run_cli
 
 
@@ -50,9 +51,11 @@ def test_value_sizes_recorded_in_a_sampled_file_read_back_strictly():
         ("LPUSH", 2, 85, 100, 115, 31),
         ("SET", 2, 300, 300, 300, 31),
     ]
+    assert records[0].quantiles == (88, 94, 100, 106, 112)  # p10 ... p90
     MixWorkload(**tomllib.loads(text))  # still a mix the loader takes
     # A line not in the writer's format ends the block: never a guess.
-    edited = text.replace("SET argument 2: 300/300/300 over 31", "SET argument 2: about 300")
+    line = "SET argument 2: 300/300/300/300/300/300/300 over 31"
+    edited = text.replace(line, "SET argument 2: about 300")
     assert [r.command for r in value_sizes.recorded(edited)] == ["LPUSH"]
     assert value_sizes.recorded('name = "hand"\n') == []
 
@@ -61,11 +64,19 @@ def _reading(cpu_s: float = 0.01, **calls: int) -> CommandReading:
     return CommandReading(1.0, dict(calls), {c: 2.0 * n for c, n in calls.items()}, cpu_s, "7.0.15")
 
 
+def _sides(
+    command: str, position: int, real: tuple[int, int, int], replay: int | None
+) -> SizeSides:
+    """A row as an older file records it (min/median/max), replayed at one size."""
+    record = value_sizes.SizeRecord(command, position, *real, 31)
+    return SizeSides(record, None if replay is None else Sizes.of([replay]))
+
+
 def test_shares_within_ten_percent_are_faithful_and_rare_commands_are_not_judged():
     real = _reading(lpush=1000, rpop=1000, set=1000, get=3000, ping=20)
     # ping: 0.3% of the real calls, gone from the replay: shown, not judged
     replay = _reading(cpu_s=0.1, lpush=10_500, rpop=9_600, set=10_000, get=30_000)
-    check = compare(real, replay, [("LPUSH", 2, (90, 100, 110), 100)], task="lpush")
+    check = compare(real, replay, [_sides("LPUSH", 2, (90, 100, 110), 100)], task="lpush")
     by = {r.command: r for r in check.rows}
     assert [r.command for r in check.rows][:1] == ["get"]
     assert by["ping"].off == -1.0 and not by["ping"].gated and by["ping"].within
@@ -80,8 +91,8 @@ def test_shares_within_ten_percent_are_faithful_and_rare_commands_are_not_judged
 def test_swapped_ratios_a_new_command_and_a_wrong_size_are_off():
     real = _reading(set=1000, get=3000)
     replay = _reading(set=3000, get=1000, del_=500)
-    sizes = [("SET", 2, (300, 300, 300), 128), ("GET", 2, (5, 5, 5), None),
-             ("SET", 4, (0, 8, 27), 27), ("SET", 6, (6, 7, 8), 8)]  # fmt: skip
+    sizes = [_sides("SET", 2, (300, 300, 300), 128), _sides("GET", 2, (5, 5, 5), None),
+             _sides("SET", 4, (0, 8, 27), 27), _sides("SET", 6, (6, 7, 8), 8)]  # fmt: skip
     check = compare(real, replay, sizes)
     off = {r.command: r.off for r in check.off_rows}
     assert set(off) == {"set", "get", "del_"} and off["del_"] == math.inf
@@ -99,7 +110,7 @@ def test_swapped_ratios_a_new_command_and_a_wrong_size_are_off():
 def test_the_table_names_each_side_every_command_and_the_verdict():
     real = _reading(set=1000, get=3000, **{"weird\x1b[31m": 10})
     replay = _reading(set=3000, get=1000)
-    sizes = [("SET", 2, (290, 300, 310), 300), ("HSET", 7, (0, 0, 13), 17)]
+    sizes = [_sides("SET", 2, (290, 300, 310), 300), _sides("HSET", 7, (0, 0, 13), 17)]
     done = Replayed(
         compare(real, replay, sizes, replay_errors={"WRONGTYPE": 3}),
         "redis://***@10.0.0.5:6379", "memtier_benchmark", "0", "1", 1,
