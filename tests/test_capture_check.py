@@ -1,14 +1,18 @@
 """`regtrack mix capture --check`: the comparison and its table on constructed readings,
 the value sizes a sampled file records and replays, bad input (no server), and one real
 check: a live server driven by a known mix, captured, checked faithful; the same file
-with two ratios swapped, checked off (exit 1)."""
+with two ratios swapped, checked off (exit 1); and a queue whose payloads vary, captured as
+a lifecycle that draws them from their distribution, checked faithful at p10, p50, p90."""
 
 from __future__ import annotations
 
 import math
+import random
 import re
 import threading
+import time
 import tomllib
+import uuid
 from pathlib import Path
 
 import redis
@@ -233,3 +237,63 @@ def test_a_capture_checks_faithful_and_swapped_ratios_are_off(tmp_path, redis_se
     rows = _rows(bad.stdout)
     assert rows["get"][-1] == "OFF" and rows["set"][-1] == "OFF", bad.stdout
     assert bad.stdout.splitlines()[-1].startswith("OFF (exit 1): ")
+
+
+def _queue(port: int, stop: threading.Event) -> None:
+    """A task queue at about 200 tasks/s whose payloads range 200 B-4 KB: a producer's
+    MULTI HSET job:<id> data <payload> LPUSH q <id> EXEC, a consumer's BRPOP, HGET, DEL."""
+    sizes = random.Random(49)
+
+    def consume() -> None:
+        client = redis.Redis(port=port)
+        try:
+            while not stop.is_set():
+                if popped := client.brpop(["q"], 1):
+                    job = popped[1].decode()
+                    client.hget(f"job:{job}", "data")
+                    client.delete(f"job:{job}")
+        finally:
+            client.close()
+
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    client = redis.Redis(port=port)
+    try:
+        while not stop.is_set():
+            job = str(uuid.UUID(int=sizes.getrandbits(128)))
+            pipe = client.pipeline(transaction=True)
+            pipe.hset(f"job:{job}", "data", "d" * sizes.randint(200, 4000)).lpush("q", job)
+            pipe.execute()
+            time.sleep(0.005)
+    finally:
+        client.close()
+        consumer.join()
+
+
+def test_a_queue_whose_payloads_vary_replays_their_distribution(tmp_path, redis_server):
+    """Captured as a lifecycle, the payload written as ${fill:...} of its five sizes, and
+    --check judges the replay's p10, p50 and p90 of it against the sample's (issue 49)."""
+    out = tmp_path / "queue.toml"
+    stop = threading.Event()
+    with native_server(redis_server, (0,)) as live:
+        url = f"redis://127.0.0.1:{live.port}"
+        driver = threading.Thread(target=_queue, args=(live.port, stop))
+        driver.start()
+        try:
+            time.sleep(0.2)
+            taken = run_cli("mix", "capture", "--url", url, "--sample", "1", "--out", str(out))
+            checked = run_cli("mix", "capture", "--check", str(out), "--url", url,
+                              "--seconds", "1")  # fmt: skip
+        finally:
+            stop.set()
+            driver.join()
+    print(checked.stdout)
+    assert taken.returncode == 0, taken.stderr
+    text = out.read_text()
+    assert 'kind = "lifecycle"' in text and '"data", "${fill:' in text, text
+    (record,) = [r for r in value_sizes.recorded(text) if (r.command, r.position) == ("HSET", 3)]
+    assert record.low >= 200 and record.high <= 4000 and record.n > 50
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    row = next(x for x in checked.stdout.splitlines() if x.startswith("  HSET argument 3: "))
+    assert f"p10 {record.p10} / " in row and f"p90 {record.p90} / " in row and row.endswith("ok")
+    assert checked.stdout.splitlines()[-1].startswith("faithful: every command")

@@ -30,9 +30,11 @@ from regtrack.workloads.traffic import sampler, shapes
 SETUP_TIMEOUT_S = 60.0  # beyond --seconds, for the load generator to end
 SIZES_S = 1.0  # the replay's value sizes: a MONITOR sample this long (memtier: whole s)
 SIZES_COMMANDS = 20_000  # or this many commands
-# A lifecycle's sizes run: tasks a second at least, so that its sample (SIZES_S - 0.2 s)
-# draws each ${fill:...} some 400 times, its p10/p50/p90 each in the middle of a fifth
-# of the draws (value_sizes) by more than 4 standard deviations.
+# A lifecycle's sizes run: this long, at this many tasks a second at least, so that its
+# sample (0.2 s less) draws each ${fill:...} some 600 times (SIZES_COMMANDS allowing), its
+# p10/p50/p90 each in the middle of a fifth of the draws (value_sizes) by 5 standard
+# deviations or more (400 draws: 4).
+LIFECYCLE_SIZES_S = 1.5
 SIZES_RATE = 500.0
 
 
@@ -170,7 +172,7 @@ def replay_lifecycle(
     replies. At the live rate, not flat out, so its commands per event-loop turn, and so
     its CPU per task, are the live traffic's, not a saturated server's. With ``sizes``,
     then the value sizes a MONITOR sample of a further run saw, at SIZES_RATE tasks a
-    second at least (enough values drawn for their p10 and p90: value_sizes.QUANTILES)."""
+    second at least, for LIFECYCLE_SIZES_S (enough values drawn for their p10 and p90)."""
     with _fresh_server(workload, binary, cpus, say) as (server, control):
         lifecycle_trial.fresh(server, workload)
         aim = Aim(engine, server.host, server.port, cpus.client, server.is_alive, server.pid)
@@ -186,13 +188,15 @@ def replay_lifecycle(
         before = serverstats.snapshot(control)
         result = run(seconds, rate)
         after = serverstats.snapshot(control)
-        seen = sizes_seen(server, lambda s: run(s, max(rate, SIZES_RATE))) if sizes else {}
+        seen = {}
+        if sizes:
+            seen = sizes_seen(server, lambda s: run(s, max(rate, SIZES_RATE)), LIFECYCLE_SIZES_S)
     reading, errors = _counted(before, after, server.version, result, f"engine ({engine.name})")
     return reading, errors, seen
 
 
 def sizes_seen(
-    server: RunningServer, run: Callable[[float], object]
+    server: RunningServer, run: Callable[[float], object], seconds: float = SIZES_S
 ) -> dict[tuple[str, int], shapes.Sizes]:
     """Value sizes per (command, argument position) as a MONITOR sample of the replay sees
     them: parsed and aggregated by the capture's own code, so both sides are measured
@@ -204,10 +208,10 @@ def sizes_seen(
         **QUIET_CONNECT,
     )  # fmt: skip
     with ThreadPoolExecutor(max_workers=1) as pool:
-        running = pool.submit(run, SIZES_S)
+        running = pool.submit(run, seconds)
         try:
             time.sleep(0.1)  # its connections open
-            taken = sampler.take(monitor, SIZES_S - 0.2, SIZES_COMMANDS)
+            taken = sampler.take(monitor, seconds - 0.2, SIZES_COMMANDS)
         finally:
             monitor.close()
             running.result()
