@@ -441,8 +441,11 @@ mod tests {
 
     #[test]
     fn fill_draws_one_listed_size_per_expansion_uniformly() {
-        let c = compiled(&["HSET", "h", "f", "${fill:0,10,300}", "g", "a${fill:5}b"], Place::Enqueue)
-            .unwrap();
+        let c = compiled(
+            &["HSET", "h", "f", "${fill:0,10,300}", "g", "a${fill:5}b"],
+            Place::Enqueue,
+        )
+        .unwrap();
         let t = TaskRef {
             task: TASK,
             handle: Vec::new(),
@@ -468,7 +471,10 @@ mod tests {
         }
         // Only the listed sizes, each about a third of the time (binomial sd 26).
         assert_eq!(seen.keys().copied().collect::<Vec<_>>(), [0, 10, 300]);
-        assert!(seen.values().all(|&n| (880..=1120).contains(&n)), "{seen:?}");
+        assert!(
+            seen.values().all(|&n| (880..=1120).contains(&n)),
+            "{seen:?}"
+        );
         // The same seed draws the same sizes (a run is repeatable).
         let mut again = Pcg64::seed_from_u64(7);
         let first: Vec<usize> = (0..20)
@@ -502,7 +508,10 @@ mod tests {
         ];
         for (arg, why) in cases {
             let e = compiled(&["SET", "k", arg], Place::Process).unwrap_err();
-            assert!(e.contains(why) && e.contains("e.g. ${fill:17,128,950}"), "{arg}: {e}");
+            assert!(
+                e.contains(why) && e.contains("e.g. ${fill:17,128,950}"),
+                "{arg}: {e}"
+            );
             assert!(!e.contains('\n'));
         }
         let arg = format!("${{fill:{many}}}");
