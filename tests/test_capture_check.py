@@ -275,15 +275,20 @@ def test_a_queue_whose_payloads_vary_replays_their_distribution(tmp_path, redis_
     --check judges the replay's p10, p50 and p90 of it against the sample's (issue 49)."""
     out = tmp_path / "queue.toml"
     stop = threading.Event()
+    watcher = {"REGTRACK_REDIS_PASSWORD": "watcher-Pa55"}  # a user allowed MONITOR
     with native_server(redis_server, (0,)) as live:
-        url = f"redis://127.0.0.1:{live.port}"
+        control = live.client()
+        control.execute_command("ACL", "SETUSER", "watcher", "on", ">watcher-Pa55", "+@all", "~*")
+        control.close()
+        url = f"redis://watcher@127.0.0.1:{live.port}"
         driver = threading.Thread(target=_queue, args=(live.port, stop))
         driver.start()
         try:
             time.sleep(0.2)
-            taken = run_cli("mix", "capture", "--url", url, "--sample", "1", "--out", str(out))
+            taken = run_cli("mix", "capture", "--url", url, "--sample", "1", "--out", str(out),
+                            env=watcher)  # fmt: skip
             checked = run_cli("mix", "capture", "--check", str(out), "--url", url,
-                              "--seconds", "1")  # fmt: skip
+                              "--seconds", "1", env=watcher)  # fmt: skip
         finally:
             stop.set()
             driver.join()
@@ -296,4 +301,5 @@ def test_a_queue_whose_payloads_vary_replays_their_distribution(tmp_path, redis_
     assert checked.returncode == 0, checked.stdout + checked.stderr
     row = next(x for x in checked.stdout.splitlines() if x.startswith("  HSET argument 3: "))
     assert f"p10 {record.p10} / " in row and f"p90 {record.p90} / " in row and row.endswith("ok")
+    assert "LPUSH argument 2: 36 / 32  -11.1%  (an id or time the engine writes" in checked.stdout
     assert checked.stdout.splitlines()[-1].startswith("faithful: every command")

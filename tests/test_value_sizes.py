@@ -128,6 +128,33 @@ def test_only_a_position_one_command_draws_is_judged_by_its_distribution():
         ["XADD", "s", "*", "f", "x${fill:1,9}"],  # not the whole argument
     ]  # fmt: skip
     assert value_sizes.drawn(commands) == {("HSET", 3)}
+    # a task's id is the engine's 32 hex digits (a uuid seen is 36): its size, not judged
+    ids = [["LPUSH", "q", "${task}"], ["SET", "a", "x"], ["SET", "b", "t-${now}"]]
+    assert value_sizes.engine_sized(ids) == {("LPUSH", 2), ("SET", 2)}
+    record = SizeRecord("LPUSH", 2, 36, 36, 36, 50, (36,) * 5)
+    (row,) = compare(_reading(lpush=9), _reading(lpush=9),
+                     [SizeSides(record, Sizes.of([32]), engine=True)]).sizes  # fmt: skip
+    assert not row.gated and row.within
+    # a position two of the file's commands reach: their mixture, shown, not judged
+    assert value_sizes.shared(commands) == {("SET", 1), ("SET", 2)}
+    status = SizeRecord("HSET", 31, 6, 8, 8, 300, (6, 6, 8, 8, 8))
+    (row,) = compare(_reading(hset=9), _reading(hset=9),
+                     [SizeSides(status, Sizes.of([6]), shared=True)]).sizes  # fmt: skip
+    assert row.narrow and not row.gated and row.within
+    text = capture_check_text.render(
+        Replayed(
+            compare(
+                _reading(hset=9), _reading(hset=9), [SizeSides(status, Sizes.of([6]), shared=True)]
+            ),
+            "redis://h",
+            "e",
+            "0",
+            "1",
+            1,
+            True,
+        )
+    )
+    assert "HSET argument 31: 8 / 6  -25.0%  (sent by several of the file's commands" in text
 
 
 PRODUCER, WORKER = "10.0.0.1:100", "10.0.0.2:200"

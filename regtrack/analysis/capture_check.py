@@ -83,6 +83,8 @@ class SizeRow:
     replay: Sizes | None
     frequent: bool  # its command has at least GATED_SHARE of the real calls
     drawn: bool = False  # the file draws its size from the real distribution (${fill:...})
+    engine: bool = False  # the file holds an id or a time the engine writes there
+    shared: bool = False  # several of the file's commands reach it (a mixture)
 
     @property
     def real_low(self) -> int:
@@ -113,7 +115,9 @@ class SizeRow:
 
     @property
     def gated(self) -> bool:
-        return self.frequent and (self.narrow or self.spread)
+        return (
+            self.frequent and not self.engine and not self.shared and (self.narrow or self.spread)
+        )
 
     def pairs(self) -> list[tuple[str, int | None, int | None]]:
         """(quantile, real, replay) as judged: p50 alone, or p10, p50 and p90 (spread)."""
@@ -204,6 +208,8 @@ class SizeSides:
     real: SizeRecord
     replay: Sizes | None  # None: the replay's sample never had it
     drawn: bool = False  # the file draws its size from its distribution (value_sizes.drawn)
+    engine: bool = False  # an id or a time of the engine's (value_sizes.engine_sized)
+    shared: bool = False  # several commands of the file reach it (value_sizes.shared)
 
 
 def compare(
@@ -222,7 +228,7 @@ def compare(
     )
     size_rows = tuple(
         SizeRow(s.real.command, s.real.position, s.real, s.replay,
-                real.share(s.real.command.lower()) >= GATED_SHARE, s.drawn)
+                real.share(s.real.command.lower()) >= GATED_SHARE, s.drawn, s.engine, s.shared)
         for s in sizes
     )  # fmt: skip
     cpu = CpuPerTask(task, _per_task(real, task), _per_task(replay, task))

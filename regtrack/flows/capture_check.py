@@ -114,9 +114,11 @@ def _lifecycle(
     replay, errors, seen = capture_replay.replay_lifecycle(
         workload, binary, engine, cpus, request.seconds, rate, say, sizes=bool(recorded)
     )
-    drawn = value_sizes.drawn(args for _, args in workload.located_args())
+    sent = [args for _, args in workload.located_args()]
+    drawn, ids = value_sizes.drawn(sent), value_sizes.engine_sized(sent)
+    shared = value_sizes.shared(sent)
     sizes = [
-        SizeSides(r, seen.get((r.command, r.position)), (r.command, r.position) in drawn)
+        SizeSides(r, seen.get(at := (r.command, r.position)), at in drawn, at in ids, at in shared)
         for r in recorded
     ]
     check = compare(real, replay, sizes, task, errors)

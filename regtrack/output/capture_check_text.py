@@ -106,13 +106,22 @@ def _sizes(c: Check, paced: bool) -> list[str]:
             f"{_size_off(s.real_median, None if s.replay is None else s.replay.median)}"
             + spread
             + (f"  {mark}" if mark else "")
-            + ("" if s.narrow or s.spread else f"  (real {s.real_low}-{s.real_high}: mixed)")
+            + _why_not(s)
         )
     lines.append(f"(judged for commands with at least {100 * GATED_SHARE:g}% of the real "
                  f"calls: the median where the real sizes are about one value (max <= "
                  f"{NARROW:g} x min), p10/p50/p90 where the file draws the size from its "
                  f"distribution; bound {100 * SIZE_BOUND:g}% or 1 byte)")  # fmt: skip
     return lines
+
+
+def _why_not(s: SizeRow) -> str:
+    """Why a row is shown but not judged."""
+    if s.engine:
+        return "  (an id or time the engine writes: its size, not the traffic's)"
+    if s.shared:
+        return "  (sent by several of the file's commands: mixed)"
+    return "" if s.narrow or s.spread else f"  (real {s.real_low}-{s.real_high}: mixed)"
 
 
 def _size_off(real: int | None, replay: int | None) -> str:

@@ -30,6 +30,9 @@ _NAME = r"^#   ([A-Z][A-Z0-9_|.-]*) argument (\d+): "
 _LINE = re.compile(_NAME + r"(\d+)/(\d+)/(\d+)/(\d+)/(\d+)/(\d+)/(\d+) over (\d+)$")
 _OLD_LINE = re.compile(_NAME + r"(\d+)/(\d+)/(\d+) over (\d+)$")
 FILL = re.compile(r"^\$\{fill:(\d+(?:,\d+)*)\}$")
+# What the engine writes in a value at its own size: a task's id is 32 hex digits (a uuid
+# seen is 36), a time is the engine's clock's
+ENGINE_SIZED = re.compile(r"\$\{(task|id|rand|consumer|now|now_ms)\}")
 
 
 def quantiles(values: Sequence[int]) -> tuple[int, ...]:
@@ -112,16 +115,34 @@ def recorded(text: str) -> list[SizeRecord]:
     return out
 
 
+def _at(commands: Iterable[Sequence[str]]) -> dict[tuple[str, int], list[str]]:
+    at: dict[tuple[str, int], list[str]] = {}
+    for args in commands:
+        for i, arg in enumerate(args[1:], start=1):
+            at.setdefault((args[0].upper(), i), []).append(arg)
+    return at
+
+
+def engine_sized(commands: Iterable[Sequence[str]]) -> set[tuple[str, int]]:
+    """The (command, position) pairs where a lifecycle's command holds an id or a time the
+    engine writes (ENGINE_SIZED): their sizes are the engine's, not the traffic's."""
+    return {key for key, args in _at(commands).items() if any(map(ENGINE_SIZED.search, args))}
+
+
+def shared(commands: Iterable[Sequence[str]]) -> set[tuple[str, int]]:
+    """The (command, position) pairs more than one of a lifecycle's commands reach (RQ's
+    HSETs, each with its own fields): MONITOR shows their mixture, in the file's fixed
+    proportions, whose median can sit on the edge between two of them (an HSET's status,
+    6 bytes in one command and 8 in the other, once a task each)."""
+    return {key for key, args in _at(commands).items() if len(args) > 1}
+
+
 def drawn(commands: Iterable[Sequence[str]]) -> set[tuple[str, int]]:
     """The (command, position) pairs a lifecycle's commands send as a distribution: the
     one command of its name with an argument there, that argument one ``${fill:...}`` of
     more than one size. Where several commands of one name reach a position (RQ's HSETs,
     each with its own fields), MONITOR shows their mixture, which the file does not state."""
-    at: dict[tuple[str, int], list[str]] = {}
-    for args in commands:
-        for i, arg in enumerate(args[1:], start=1):
-            at.setdefault((args[0].upper(), i), []).append(arg)
     return {
-        key for key, args in at.items()
+        key for key, args in _at(commands).items()
         if len(args) == 1 and (m := FILL.match(args[0])) and len(set(m[1].split(","))) > 1
     }  # fmt: skip
