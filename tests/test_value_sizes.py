@@ -136,7 +136,8 @@ def test_only_a_position_one_command_draws_is_judged_by_its_distribution():
                      [SizeSides(record, Sizes.of([32]), engine=True)]).sizes  # fmt: skip
     assert not row.gated and row.within
     # a position two of the file's commands reach: their mixture, shown, not judged
-    assert value_sizes.shared(commands) == {("SET", 1), ("SET", 2)}
+    assert value_sizes.shared(commands) == {("SET", 1)}  # its ${fill:1,9} twice: one size
+    assert value_sizes.shared([["SET", "a", "xx"], ["SET", "b", "xxx"]]) == {("SET", 1), ("SET", 2)}
     status = SizeRecord("HSET", 31, 6, 8, 8, 300, (6, 6, 8, 8, 8))
     (row,) = compare(_reading(hset=9), _reading(hset=9),
                      [SizeSides(status, Sizes.of([6]), shared=True)]).sizes  # fmt: skip

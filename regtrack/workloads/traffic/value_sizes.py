@@ -130,11 +130,11 @@ def engine_sized(commands: Iterable[Sequence[str]]) -> set[tuple[str, int]]:
 
 
 def shared(commands: Iterable[Sequence[str]]) -> set[tuple[str, int]]:
-    """The (command, position) pairs more than one of a lifecycle's commands reach (RQ's
-    HSETs, each with its own fields): MONITOR shows their mixture, in the file's fixed
-    proportions, whose median can sit on the edge between two of them (an HSET's status,
-    6 bytes in one command and 8 in the other, once a task each)."""
-    return {key for key, args in _at(commands).items() if len(args) > 1}
+    """The (command, position) pairs a lifecycle's commands reach with different arguments
+    (RQ's two HSETs of a job's fields, its status "queued" in one, "finished" in the
+    other): MONITOR shows their mixture, in the file's fixed proportions, whose median can
+    sit on the edge between two sizes (6 and 8 bytes, once a task each)."""
+    return {key for key, args in _at(commands).items() if len(set(args)) > 1}
 
 
 def drawn(commands: Iterable[Sequence[str]]) -> set[tuple[str, int]]:
