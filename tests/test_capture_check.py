@@ -1,19 +1,23 @@
 """`regtrack mix capture --check`: the comparison and its table on constructed readings,
 the value sizes a sampled file records and replays, bad input (no server), and one real
 check: a live server driven by a known mix, captured, checked faithful; the same file
-with two ratios swapped, checked off (exit 1)."""
+with two ratios swapped, checked off (exit 1); and a queue whose payloads vary, captured as
+a lifecycle that draws them from their distribution, checked faithful at p10, p50, p90."""
 
 from __future__ import annotations
 
 import math
+import random
 import re
 import threading
+import time
 import tomllib
+import uuid
 from pathlib import Path
 
 import redis
 
-from regtrack.analysis.capture_check import Replayed, compare
+from regtrack.analysis.capture_check import Replayed, SizeSides, compare
 from regtrack.bench.runtimes.native import native_server
 from regtrack.core.records import CommandReading
 from regtrack.output import capture_check_text
@@ -22,6 +26,7 @@ from regtrack.workloads.model import MixWorkload
 from regtrack.workloads.traffic import mixfile, sampled, sampler, value_sizes
 from regtrack.workloads.traffic.monitor_line import parse, quote
 from regtrack.workloads.traffic.redaction import Redactor
+from regtrack.workloads.traffic.shapes import Sizes
 from tests.conftest import cli_in_process, run_cli
 
 
@@ -50,9 +55,11 @@ def test_value_sizes_recorded_in_a_sampled_file_read_back_strictly():
         ("LPUSH", 2, 85, 100, 115, 31),
         ("SET", 2, 300, 300, 300, 31),
     ]
+    assert records[0].quantiles == (88, 94, 100, 106, 112)  # p10 ... p90
     MixWorkload(**tomllib.loads(text))  # still a mix the loader takes
     # A line not in the writer's format ends the block: never a guess.
-    edited = text.replace("SET argument 2: 300/300/300 over 31", "SET argument 2: about 300")
+    line = "SET argument 2: 300/300/300/300/300/300/300 over 31"
+    edited = text.replace(line, "SET argument 2: about 300")
     assert [r.command for r in value_sizes.recorded(edited)] == ["LPUSH"]
     assert value_sizes.recorded('name = "hand"\n') == []
 
@@ -61,11 +68,19 @@ def _reading(cpu_s: float = 0.01, **calls: int) -> CommandReading:
     return CommandReading(1.0, dict(calls), {c: 2.0 * n for c, n in calls.items()}, cpu_s, "7.0.15")
 
 
+def _sides(
+    command: str, position: int, real: tuple[int, int, int], replay: int | None
+) -> SizeSides:
+    """A row as an older file records it (min/median/max), replayed at one size."""
+    record = value_sizes.SizeRecord(command, position, *real, 31)
+    return SizeSides(record, None if replay is None else Sizes.of([replay]))
+
+
 def test_shares_within_ten_percent_are_faithful_and_rare_commands_are_not_judged():
     real = _reading(lpush=1000, rpop=1000, set=1000, get=3000, ping=20)
     # ping: 0.3% of the real calls, gone from the replay: shown, not judged
     replay = _reading(cpu_s=0.1, lpush=10_500, rpop=9_600, set=10_000, get=30_000)
-    check = compare(real, replay, [("LPUSH", 2, (90, 100, 110), 100)], task="lpush")
+    check = compare(real, replay, [_sides("LPUSH", 2, (90, 100, 110), 100)], task="lpush")
     by = {r.command: r for r in check.rows}
     assert [r.command for r in check.rows][:1] == ["get"]
     assert by["ping"].off == -1.0 and not by["ping"].gated and by["ping"].within
@@ -80,8 +95,8 @@ def test_shares_within_ten_percent_are_faithful_and_rare_commands_are_not_judged
 def test_swapped_ratios_a_new_command_and_a_wrong_size_are_off():
     real = _reading(set=1000, get=3000)
     replay = _reading(set=3000, get=1000, del_=500)
-    sizes = [("SET", 2, (300, 300, 300), 128), ("GET", 2, (5, 5, 5), None),
-             ("SET", 4, (0, 8, 27), 27), ("SET", 6, (6, 7, 8), 8)]  # fmt: skip
+    sizes = [_sides("SET", 2, (300, 300, 300), 128), _sides("GET", 2, (5, 5, 5), None),
+             _sides("SET", 4, (0, 8, 27), 27), _sides("SET", 6, (6, 7, 8), 8)]  # fmt: skip
     check = compare(real, replay, sizes)
     off = {r.command: r.off for r in check.off_rows}
     assert set(off) == {"set", "get", "del_"} and off["del_"] == math.inf
@@ -99,7 +114,7 @@ def test_swapped_ratios_a_new_command_and_a_wrong_size_are_off():
 def test_the_table_names_each_side_every_command_and_the_verdict():
     real = _reading(set=1000, get=3000, **{"weird\x1b[31m": 10})
     replay = _reading(set=3000, get=1000)
-    sizes = [("SET", 2, (290, 300, 310), 300), ("HSET", 7, (0, 0, 13), 17)]
+    sizes = [_sides("SET", 2, (290, 300, 310), 300), _sides("HSET", 7, (0, 0, 13), 17)]
     done = Replayed(
         compare(real, replay, sizes, replay_errors={"WRONGTYPE": 3}),
         "redis://***@10.0.0.5:6379", "memtier_benchmark", "0", "1", 1,
@@ -222,3 +237,69 @@ def test_a_capture_checks_faithful_and_swapped_ratios_are_off(tmp_path, redis_se
     rows = _rows(bad.stdout)
     assert rows["get"][-1] == "OFF" and rows["set"][-1] == "OFF", bad.stdout
     assert bad.stdout.splitlines()[-1].startswith("OFF (exit 1): ")
+
+
+def _queue(port: int, stop: threading.Event) -> None:
+    """A task queue at about 200 tasks/s whose payloads range 200 B-4 KB: a producer's
+    MULTI HSET job:<id> data <payload> LPUSH q <id> EXEC, a consumer's BRPOP, HGET, DEL."""
+    sizes = random.Random(49)
+
+    def consume() -> None:
+        client = redis.Redis(port=port)
+        try:
+            while not stop.is_set():
+                if popped := client.brpop(["q"], 1):
+                    job = popped[1].decode()
+                    client.hget(f"job:{job}", "data")
+                    client.delete(f"job:{job}")
+        finally:
+            client.close()
+
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    client = redis.Redis(port=port)
+    try:
+        while not stop.is_set():
+            job = str(uuid.UUID(int=sizes.getrandbits(128)))
+            pipe = client.pipeline(transaction=True)
+            pipe.hset(f"job:{job}", "data", "d" * sizes.randint(200, 4000)).lpush("q", job)
+            pipe.execute()
+            time.sleep(0.005)
+    finally:
+        client.close()
+        consumer.join()
+
+
+def test_a_queue_whose_payloads_vary_replays_their_distribution(tmp_path, redis_server):
+    """Captured as a lifecycle, the payload written as ${fill:...} of its five sizes, and
+    --check judges the replay's p10, p50 and p90 of it against the sample's (issue 49)."""
+    out = tmp_path / "queue.toml"
+    stop = threading.Event()
+    watcher = {"REGTRACK_REDIS_PASSWORD": "watcher-Pa55"}  # a user allowed MONITOR
+    with native_server(redis_server, (0,)) as live:
+        control = live.client()
+        control.execute_command("ACL", "SETUSER", "watcher", "on", ">watcher-Pa55", "+@all", "~*")
+        control.close()
+        url = f"redis://watcher@127.0.0.1:{live.port}"
+        driver = threading.Thread(target=_queue, args=(live.port, stop))
+        driver.start()
+        try:
+            time.sleep(0.2)
+            taken = run_cli("mix", "capture", "--url", url, "--sample", "1", "--out", str(out),
+                            env=watcher)  # fmt: skip
+            checked = run_cli("mix", "capture", "--check", str(out), "--url", url,
+                              "--seconds", "1", env=watcher)  # fmt: skip
+        finally:
+            stop.set()
+            driver.join()
+    print(checked.stdout)
+    assert taken.returncode == 0, taken.stderr
+    text = out.read_text()
+    assert 'kind = "lifecycle"' in text and '"data", "${fill:' in text, text
+    (record,) = [r for r in value_sizes.recorded(text) if (r.command, r.position) == ("HSET", 3)]
+    assert record.low >= 200 and record.high <= 4000 and record.n > 50
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    row = next(x for x in checked.stdout.splitlines() if x.startswith("  HSET argument 3: "))
+    assert f"p10 {record.p10} / " in row and f"p90 {record.p90} / " in row and row.endswith("ok")
+    assert "LPUSH argument 2: 36 / 32  -11.1%  (an id or time the engine writes" in checked.stdout
+    assert checked.stdout.splitlines()[-1].startswith("faithful: every command")

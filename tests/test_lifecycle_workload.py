@@ -103,6 +103,13 @@ def test_a_lifecycle_file_becomes_the_engines_document_step_by_step(tmp_path):
         (('follows = "a list queue 1.0"', 'follows = ""'), "field 'follows'"),
         (("data_size = 100", "data_size = 10"), "field 'data_size'"),
         (("consumers = 3", "consumers = 3\nthreads = 2"), "field 'threads': unknown field"),
+        (('"data", "${payload}"', '"data", "${fill:10,x}"'),
+         "enqueue[0].commands[1]: ${fill:10,x}: give sizes in bytes"),
+        (('"data", "${payload}"', '"data", "${fill:70000000}"'), "(at most 67108864)"),
+        (('"data", "${payload}"', '"data", "${fill:' + ",".join(["1"] * 65) + '}"'),
+         "65 sizes; give at most 64"),
+        (('"started", "${now}"', '"started", "${fill:5,6}"'),
+         "setup[0]: ${fill:...} is drawn per task"),
     ],
 )  # fmt: skip
 def test_each_lifecycle_mistake_is_one_line_naming_where(tmp_path, change, message):

@@ -4,7 +4,10 @@
 //! `${task}` the task id; `${payload}` data_size bytes holding the task id; `${id}` the
 //! task's handle from the dequeue reply (a stream entry id, else the task id); `${now}` unix
 //! seconds with 3 decimals; `${now_ms}` unix ms; `${rand}` 32 fresh hex digits (seeded);
-//! `${consumer}` the consumer connection's index; `${sha:NAME}` the SHA1 of script NAME.
+//! `${consumer}` the consumer connection's index; `${sha:NAME}` the SHA1 of script NAME;
+//! `${fill:17,128,950}` filler bytes (`x`) of one of the listed sizes, drawn uniformly per
+//! expansion with the connection's seeded rng (a value whose size varied in the traffic
+//! a capture sampled: its sizes at evenly spaced quantiles).
 
 use crate::resp;
 use rand::Rng;
@@ -47,6 +50,8 @@ enum Piece {
     NowMs,
     Rand,
     Consumer,
+    /// Filler of one of these sizes, drawn per expansion.
+    Fill(Vec<usize>),
     /// Replaced by the script's SHA1 (a literal) once the scripts are loaded.
     Sha(String),
 }
@@ -86,8 +91,33 @@ pub struct Ctx<'a> {
     pub rng: &'a mut Pcg64,
 }
 
-const KNOWN: &str =
-    "${task} ${payload} ${id} ${now} ${now_ms} ${rand} ${consumer} ${sha:NAME} ${hex:BYTES}";
+const KNOWN: &str = "${task} ${payload} ${id} ${now} ${now_ms} ${rand} ${consumer} \
+     ${sha:NAME} ${hex:BYTES} ${fill:SIZES}";
+
+/// At most this many sizes in one `${fill:...}`, each at most FILL_MAX bytes (Redis's
+/// default proto-max-bulk-len, as data_size).
+pub const FILL_SIZES: usize = 64;
+pub const FILL_MAX: usize = 512 * 1024 * 1024;
+
+/// `${fill:17,128,950}`: the sizes, 1 to FILL_SIZES whole numbers of bytes.
+fn fill_sizes(list: &str) -> Result<Vec<usize>, String> {
+    let bad = |why: &str| {
+        let shown: String = list.chars().take(40).collect();
+        format!("${{fill:{shown}}}: {why}; give sizes in bytes separated by commas, e.g. ${{fill:17,128,950}}")
+    };
+    let sizes = list
+        .split(',')
+        .map(|s| match s.parse::<usize>() {
+            Ok(n) if n <= FILL_MAX => Ok(n),
+            Ok(_) => Err(bad("a size over 512 MiB")),
+            Err(_) => Err(bad("not a list of whole numbers")),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if sizes.len() > FILL_SIZES {
+        return Err(bad(&format!("{} sizes, at most {FILL_SIZES}", sizes.len())));
+    }
+    Ok(sizes)
+}
 
 /// `${hex:99de}`: bytes no text can carry (a msgpack header), given as pairs of hex digits.
 fn hex_bytes(digits: &str) -> Result<Vec<u8>, String> {
@@ -112,6 +142,7 @@ fn piece(name: &str, place: Place, scripts: &BTreeMap<String, String>) -> Result
         "rand" => Piece::Rand,
         "consumer" => Piece::Consumer,
         _ if name.starts_with("hex:") => Piece::Lit(hex_bytes(&name[4..])?),
+        _ if name.starts_with("fill:") => Piece::Fill(fill_sizes(&name[5..])?),
         _ => match name.strip_prefix("sha:") {
             Some(script) if scripts.contains_key(script) => Piece::Sha(script.to_string()),
             Some(script) => {
@@ -269,6 +300,13 @@ fn expand(p: &Piece, ctx: &mut Ctx, out: &mut Vec<u8>) {
             out.extend_from_slice(format!("{a:016x}{b:016x}").as_bytes());
         }
         Piece::Consumer => out.extend_from_slice(ctx.consumer.to_string().as_bytes()),
+        Piece::Fill(sizes) => {
+            let size = match sizes.len() {
+                1 => sizes[0],
+                n => sizes[ctx.rng.gen_range(0..n)],
+            };
+            out.resize(out.len() + size, b'x');
+        }
         Piece::Sha(name) => unreachable!("script {name} resolved before the run"),
     }
 }
@@ -399,6 +437,88 @@ mod tests {
             let e = compiled(&["SET", "k", bad], Place::Enqueue).unwrap_err();
             assert!(e.contains("pairs of hex digits"), "{e}");
         }
+    }
+
+    #[test]
+    fn fill_draws_one_listed_size_per_expansion_uniformly() {
+        let c = compiled(
+            &["HSET", "h", "f", "${fill:0,10,300}", "g", "a${fill:5}b"],
+            Place::Enqueue,
+        )
+        .unwrap();
+        let t = TaskRef {
+            task: TASK,
+            handle: Vec::new(),
+        };
+        let mut rng = Pcg64::seed_from_u64(7);
+        let mut seen: BTreeMap<usize, usize> = BTreeMap::new();
+        let mut drawn = Vec::new();
+        for _ in 0..3000 {
+            let mut ctx = Ctx {
+                task: Some(&t),
+                batch: &[],
+                consumer: 0,
+                data_size: 100,
+                rng: &mut rng,
+            };
+            let mut out = Vec::new();
+            c.encode(&mut ctx, &mut out);
+            let args = resp::decode_command(&out);
+            assert!(args[3].iter().all(|&b| b == b'x'));
+            assert_eq!(args[5], b"axxxxxb");
+            *seen.entry(args[3].len()).or_default() += 1;
+            drawn.push(args[3].len());
+        }
+        // Only the listed sizes, each about a third of the time (binomial sd 26).
+        assert_eq!(seen.keys().copied().collect::<Vec<_>>(), [0, 10, 300]);
+        assert!(
+            seen.values().all(|&n| (880..=1120).contains(&n)),
+            "{seen:?}"
+        );
+        // The same seed draws the same sizes (a run is repeatable).
+        let mut again = Pcg64::seed_from_u64(7);
+        let first: Vec<usize> = (0..20)
+            .map(|_| {
+                let mut ctx = Ctx {
+                    task: Some(&t),
+                    batch: &[],
+                    consumer: 0,
+                    data_size: 100,
+                    rng: &mut again,
+                };
+                let mut out = Vec::new();
+                c.encode(&mut ctx, &mut out);
+                resp::decode_command(&out)[3].len()
+            })
+            .collect();
+        assert_eq!(first, drawn[..20]);
+        assert!(!c.carries_task());
+    }
+
+    #[test]
+    fn a_bad_fill_is_one_line_at_load() {
+        let many = vec!["1"; FILL_SIZES + 1].join(",");
+        let cases = [
+            ("${fill:}", "not a list of whole numbers"),
+            ("${fill:10,,20}", "not a list of whole numbers"),
+            ("${fill:10, 20}", "not a list of whole numbers"),
+            ("${fill:-1}", "not a list of whole numbers"),
+            ("${fill:1e3}", "not a list of whole numbers"),
+            ("${fill:600000000}", "over 512 MiB"),
+        ];
+        for (arg, why) in cases {
+            let e = compiled(&["SET", "k", arg], Place::Process).unwrap_err();
+            assert!(
+                e.contains(why) && e.contains("e.g. ${fill:17,128,950}"),
+                "{arg}: {e}"
+            );
+            assert!(!e.contains('\n'));
+        }
+        let arg = format!("${{fill:{many}}}");
+        let e = compiled(&["SET", "k", &arg], Place::Process).unwrap_err();
+        assert!(e.contains("65 sizes, at most 64"), "{e}");
+        // allowed anywhere, the dequeue too (it needs no task)
+        assert!(compiled(&["EVAL", "return 1", "0", "${fill:3,4}"], Place::Dequeue).is_ok());
     }
 
     #[test]

@@ -5,7 +5,9 @@ commandstats and INFO cpu deltas): the live server's traffic (real) and a fresh 
 replaying the file (replay). A command's share is its calls over all calls; the replay is
 faithful where every command with at least GATED_SHARE of either side's calls is within
 SHARE_BOUND of its real share (relative), and every recorded value size of such a
-command within SIZE_BOUND where the sample's sizes are about one value (SizeRow.narrow).
+command within SIZE_BOUND: its median where the sample's sizes are about one value
+(SizeRow.narrow), its p10, p50 and p90 where the file draws it from its distribution (a
+lifecycle's ${fill:...}: SizeRow.spread).
 Server CPU per task is shown against CPU_BOUND but does not
 decide: the replay runs flat out, the real server at its own load, and a server's CPU per
 command falls as its load rises (more commands per event-loop turn).
@@ -18,12 +20,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from regtrack.core.records import CommandReading
+from regtrack.workloads.traffic import value_sizes
+from regtrack.workloads.traffic.shapes import Sizes
+from regtrack.workloads.traffic.value_sizes import SizeRecord
 
 GATED_SHARE = 0.01  # commands under 1% of both sides' calls are shown, not judged
 SHARE_BOUND = 0.10  # the issue's bound: within 10% of the real share
 SIZE_BOUND = 0.10
 CPU_BOUND = 0.15
-NARROW = 1.5  # sizes are judged where the sample's largest is at most this x its smallest
+NARROW = value_sizes.NARROW  # judged by the median where the largest <= this x the smallest
 
 
 def relative(replay: float | None, real: float | None) -> float | None:
@@ -59,44 +64,80 @@ class Row:
         return not self.gated or (off is not None and abs(off) <= SHARE_BOUND)
 
 
+def _close(replay: int | None, real: int | None) -> bool:
+    """Within SIZE_BOUND, or one byte where that is less (sizes are whole bytes: a 7-byte
+    value is never within 10% of 8)."""
+    if replay is None or real is None:
+        return False
+    return abs(replay - real) <= max(SIZE_BOUND * real, 1)
+
+
 @dataclass(frozen=True)
 class SizeRow:
-    """One value argument: the median size the capture's sample saw (with its range) and
-    the one a MONITOR sample of the replay saw (None: the replay never sent it)."""
+    """One value argument: the sizes the capture's sample saw (the file's header) and those
+    a MONITOR sample of the replay saw (None: the replay never sent it)."""
 
     command: str  # as MONITOR names it (upper case)
     position: int
-    real_low: int
-    real_median: int
-    real_high: int
-    replay: int | None
+    real: SizeRecord
+    replay: Sizes | None
     frequent: bool  # its command has at least GATED_SHARE of the real calls
+    drawn: bool = False  # the file draws its size from the real distribution (${fill:...})
+    engine: bool = False  # the file holds an id or a time the engine writes there
+    shared: bool = False  # several of the file's commands reach it (a mixture)
+
+    @property
+    def real_low(self) -> int:
+        return self.real.low
+
+    @property
+    def real_median(self) -> int:
+        return self.real.median
+
+    @property
+    def real_high(self) -> int:
+        return self.real.high
 
     @property
     def narrow(self) -> bool:
         """The real sizes are about one value, so their median stands for them. A wide
         range (one position of a command holding different fields in different calls, an
         HSET of 15 fields and one of 3) makes the median of the mixture flip between
-        its modes from sample to sample: shown, not judged."""
+        its modes from sample to sample: shown, not judged, unless the file draws the
+        size from its distribution."""
         return self.real_high <= NARROW * self.real_low
 
     @property
+    def spread(self) -> bool:
+        """Judged by its distribution (p10, p50, p90): the file draws the size from it and
+        the header recorded it."""
+        return self.drawn and bool(self.real.quantiles)
+
+    @property
     def gated(self) -> bool:
-        return self.frequent and self.narrow
+        return (
+            self.frequent and not self.engine and not self.shared and (self.narrow or self.spread)
+        )
+
+    def pairs(self) -> list[tuple[str, int | None, int | None]]:
+        """(quantile, real, replay) as judged: p50 alone, or p10, p50 and p90 (spread)."""
+        replay = self.replay
+        median = ("p50", self.real_median, None if replay is None else replay.median)
+        if not self.spread:
+            return [median]
+        q = replay.quantiles if replay is not None else ()
+        return [("p10", self.real.p10, q[0] if q else None), median,
+                ("p90", self.real.p90, q[-1] if q else None)]  # fmt: skip
 
     @property
     def off(self) -> float | None:
-        return relative(None if self.replay is None else float(self.replay), self.real_median)
+        """The median's relative difference (the one shown first)."""
+        replay = None if self.replay is None else float(self.replay.median)
+        return relative(replay, self.real_median)
 
     @property
     def within(self) -> bool:
-        """Within SIZE_BOUND, or one byte where that is less (sizes are whole bytes: a
-        7-byte value is never within 10% of 8)."""
-        if not self.gated:
-            return True
-        if self.replay is None:
-            return False
-        return abs(self.replay - self.real_median) <= max(SIZE_BOUND * self.real_median, 1)
+        return not self.gated or all(_close(sent, real) for _, real, sent in self.pairs())
 
 
 @dataclass(frozen=True)
@@ -160,15 +201,25 @@ def _per_task(reading: CommandReading, task: str | None) -> float | None:
     return 1e6 * reading.cpu_s / count if count else None
 
 
+@dataclass(frozen=True)
+class SizeSides:
+    """One recorded argument for compare: what the header says, what the replay sent."""
+
+    real: SizeRecord
+    replay: Sizes | None  # None: the replay's sample never had it
+    drawn: bool = False  # the file draws its size from its distribution (value_sizes.drawn)
+    engine: bool = False  # an id or a time of the engine's (value_sizes.engine_sized)
+    shared: bool = False  # several commands of the file reach it (value_sizes.shared)
+
+
 def compare(
     real: CommandReading,
     replay: CommandReading,
-    sizes: Sequence[tuple[str, int, tuple[int, int, int], int | None]] = (),
+    sizes: Sequence[SizeSides] = (),
     task: str | None = None,
     replay_errors: dict[str, int] | None = None,
 ) -> Check:
-    """``sizes``: (command, position, real (min, median, max), replay median) per recorded
-    argument;
+    """``sizes``: per recorded argument, both sides;
     ``task``: the commandstats name one task calls once (None: per command)."""
     names = sorted(set(real.calls) | set(replay.calls), key=lambda c: (-real.share(c), c))
     rows = tuple(
@@ -176,8 +227,9 @@ def compare(
         for c in names
     )
     size_rows = tuple(
-        SizeRow(cmd, pos, *seen, sent, real.share(cmd.lower()) >= GATED_SHARE)
-        for cmd, pos, seen, sent in sizes
-    )
+        SizeRow(s.real.command, s.real.position, s.real, s.replay,
+                real.share(s.real.command.lower()) >= GATED_SHARE, s.drawn, s.engine, s.shared)
+        for s in sizes
+    )  # fmt: skip
     cpu = CpuPerTask(task, _per_task(real, task), _per_task(replay, task))
     return Check(real, replay, rows, size_rows, cpu, dict(replay_errors or {}))

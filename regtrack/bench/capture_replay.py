@@ -1,7 +1,7 @@
 """A captured mix or lifecycle replayed on a fresh server, and a live server read over a
 window, for ``mix capture --check`` (flows/capture_check.py): each side's commands and
-CPU counted by the server itself (INFO deltas), and the value sizes a MONITOR sample of a
-mix's replay sees, parsed by the capture's own code."""
+CPU counted by the server itself (INFO deltas), and the value sizes a MONITOR sample of
+the replay sees, parsed by the capture's own code."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from regtrack.bench.runtimes.native import native_server
 from regtrack.core import cpulock, procs
 from regtrack.core.cpus import CpuPlan
 from regtrack.core.errors import BadInput, CannotMeasure
-from regtrack.core.records import CommandReading, LoadSpec, ServerDelta
+from regtrack.core.records import CommandReading, ServerDelta
 from regtrack.core.redis_options import QUIET_CONNECT
 from regtrack.workloads import capture, points, server_config
 from regtrack.workloads.lifecycle import LifecycleWorkload
@@ -30,6 +30,12 @@ from regtrack.workloads.traffic import sampler, shapes
 SETUP_TIMEOUT_S = 60.0  # beyond --seconds, for the load generator to end
 SIZES_S = 1.0  # the replay's value sizes: a MONITOR sample this long (memtier: whole s)
 SIZES_COMMANDS = 20_000  # or this many commands
+# A lifecycle's sizes run: this long, at this many tasks a second at least, so that its
+# sample (0.2 s less) draws each ${fill:...} some 600 times (SIZES_COMMANDS allowing), its
+# p10/p50/p90 each in the middle of a fifth of the draws (value_sizes) by 5 standard
+# deviations or more (400 draws: 4).
+LIFECYCLE_SIZES_S = 1.5
+SIZES_RATE = 500.0
 
 
 def live(url: str, secret: str | None, seconds: float) -> CommandReading:
@@ -126,7 +132,7 @@ def replay(
     seconds: float,
     say: Callable[[str], None],
     sizes: bool,
-) -> tuple[CommandReading, dict[str, int], dict[tuple[str, int], int]]:
+) -> tuple[CommandReading, dict[str, int], dict[tuple[str, int], shapes.Sizes]]:
     """The file run for ``seconds`` on a fresh server: its counters, its error replies;
     with ``sizes``, then the value sizes a MONITOR sample of a further short run saw."""
     with _fresh_server(workload, binary, cpus, say) as (server, control):
@@ -141,7 +147,10 @@ def replay(
             # the load generator's last requests run before they are counted
             serverstats.wait_sockets(server.pid, sockets, control, timeout=10.0)
         after = serverstats.snapshot(control)
-        seen = sizes_seen(server, tool, aim, specs) if sizes else {}
+        seen = {}
+        if sizes:
+            seen = sizes_seen(server, lambda s: loadgen.run(
+                tool, aim, specs, seconds=s, timeout=s + SETUP_TIMEOUT_S))  # fmt: skip
     reading, errors = _counted(
         before, after, server.version, result, f"load generator ({tool.name})"
     )
@@ -156,46 +165,58 @@ def replay_lifecycle(
     seconds: float,
     rate: float,
     say: Callable[[str], None],
-) -> tuple[CommandReading, dict[str, int]]:
+    sizes: bool = False,
+) -> tuple[CommandReading, dict[str, int], dict[tuple[str, int], shapes.Sizes]]:
     """The lifecycle run for ``seconds`` on a fresh server by the open-loop engine, its
     tasks arriving at ``rate`` a second (the live server's): its counters and its error
     replies. At the live rate, not flat out, so its commands per event-loop turn, and so
-    its CPU per task, are the live traffic's, not a saturated server's."""
+    its CPU per task, are the live traffic's, not a saturated server's. With ``sizes``,
+    then the value sizes a MONITOR sample of a further run saw, at SIZES_RATE tasks a
+    second at least, for LIFECYCLE_SIZES_S (enough values drawn for their p10 and p90)."""
     with _fresh_server(workload, binary, cpus, say) as (server, control):
         lifecycle_trial.fresh(server, workload)
         aim = Aim(engine, server.host, server.port, cpus.client, server.is_alive, server.pid)
+        document = workload.engine_document()
+
+        def run(seconds: float, rate: float) -> lifecycle.LifecycleResult:
+            (result,) = lifecycle.run(
+                engine, [aim], document, lifecycle.Arrivals(rate, "poisson"),
+                seconds=seconds, warmup=0.0, timeout=seconds + SETUP_TIMEOUT_S,
+            )  # fmt: skip
+            return result
+
         before = serverstats.snapshot(control)
-        (result,) = lifecycle.run(
-            engine, [aim], workload.engine_document(), lifecycle.Arrivals(rate, "poisson"),
-            seconds=seconds, warmup=0.0, timeout=seconds + SETUP_TIMEOUT_S,
-        )  # fmt: skip
+        result = run(seconds, rate)
         after = serverstats.snapshot(control)
-    return _counted(before, after, server.version, result, f"engine ({engine.name})")
+        seen = {}
+        if sizes:
+            seen = sizes_seen(server, lambda s: run(s, max(rate, SIZES_RATE)), LIFECYCLE_SIZES_S)
+    reading, errors = _counted(before, after, server.version, result, f"engine ({engine.name})")
+    return reading, errors, seen
 
 
 def sizes_seen(
-    server: RunningServer, tool: LoadgenBinary, aim: Aim, specs: list[LoadSpec]
-) -> dict[tuple[str, int], int]:
-    """Median value sizes per (command, argument position) as a MONITOR sample of the
-    replay sees them: parsed and aggregated by the capture's own code, so both sides are
-    measured alike. A run of its own after the counted window, which MONITOR would slow."""
+    server: RunningServer, run: Callable[[float], object], seconds: float = SIZES_S
+) -> dict[tuple[str, int], shapes.Sizes]:
+    """Value sizes per (command, argument position) as a MONITOR sample of the replay sees
+    them: parsed and aggregated by the capture's own code, so both sides are measured
+    alike. ``run(seconds)`` sends the replay's load again: a run of its own after the
+    counted window, which MONITOR would slow."""
     monitor = redis.Redis(
         host=server.host, port=server.port, username=server.access.username,
         password=server.access.password, socket_timeout=30, decode_responses=False,
         **QUIET_CONNECT,
     )  # fmt: skip
     with ThreadPoolExecutor(max_workers=1) as pool:
-        running = pool.submit(
-            loadgen.run, tool, aim, specs, seconds=SIZES_S, timeout=SIZES_S + SETUP_TIMEOUT_S
-        )
+        running = pool.submit(run, seconds)
         try:
             time.sleep(0.1)  # its connections open
-            taken = sampler.take(monitor, SIZES_S - 0.2, SIZES_COMMANDS)
+            taken = sampler.take(monitor, seconds - 0.2, SIZES_COMMANDS)
         finally:
             monitor.close()
             running.result()
     return {
-        (a.command, a.position): a.sizes.median
+        (a.command, a.position): a.sizes
         for a in shapes.infer(taken.records).arguments
         if a.sizes is not None
     }

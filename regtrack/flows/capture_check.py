@@ -11,7 +11,9 @@ them without MONITOR. The replay side: the file run for the same --seconds by me
 the file's [server] settings, counted by the same INFO deltas. A lifecycle (what the
 capture writes where its sample links a task's push to its pop) is replayed by the
 open-loop engine at the live server's task rate (its calls of the --task command, by
-default the lifecycle's blocking pop, per second over the live window), not flat out.
+default the lifecycle's blocking pop, per second over the live window), not flat out;
+its value sizes are read on a further run (capture_replay.SIZES_RATE tasks/s at least),
+those it draws from their distribution (``${fill:...}``) compared at p10, p50 and p90.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from regtrack.analysis.capture_check import Replayed, compare
+from regtrack.analysis.capture_check import Replayed, SizeSides, compare
 from regtrack.bench import capture_replay
 from regtrack.bench.loadgen import builtin, memtier, openloop
 from regtrack.bench.loadgen.base import LoadgenBinary
@@ -57,7 +59,7 @@ def run(request: Request, say: Callable[[str], None] = lambda text: None) -> Rep
         raise BadInput("--seconds must be positive")
     workload, text = _workload(request.file)
     if isinstance(workload, LifecycleWorkload):
-        return _lifecycle(request, workload, say)
+        return _lifecycle(request, workload, value_sizes.recorded(text), say)
     task = _task(workload, request.task)
     binary = _server_binary(request.server_bin)
     tool = _loadgen(request.loadgen)
@@ -72,8 +74,7 @@ def run(request: Request, say: Callable[[str], None] = lambda text: None) -> Rep
     replay, errors, seen = capture_replay.replay(
         workload, binary, tool, cpus, request.seconds, say, sizes=bool(recorded)
     )
-    sizes = [(r.command, r.position, (r.low, r.median, r.high),
-              seen.get((r.command, r.position))) for r in recorded]  # fmt: skip
+    sizes = [SizeSides(r, seen.get((r.command, r.position))) for r in recorded]
     check = compare(real, replay, sizes, task, errors)
     return Replayed(
         check, redact.url(request.url), tool.name, cpus.server_list, cpus.client_list, depth
@@ -81,7 +82,10 @@ def run(request: Request, say: Callable[[str], None] = lambda text: None) -> Rep
 
 
 def _lifecycle(
-    request: Request, workload: LifecycleWorkload, say: Callable[[str], None]
+    request: Request,
+    workload: LifecycleWorkload,
+    recorded: list[value_sizes.SizeRecord],
+    say: Callable[[str], None],
 ) -> Replayed:
     """A lifecycle replayed by the engine at the live task rate (see the module's doc)."""
     if request.loadgen not in (None, openloop.NAME):
@@ -107,10 +111,17 @@ def _lifecycle(
         f"read {redact.url(request.url)} for {request.seconds:g} s ({rate:,.0f} {task}/s); "
         f"replaying {request.file} at that rate for {request.seconds:g} s on a fresh server"
     )
-    replay, errors = capture_replay.replay_lifecycle(
-        workload, binary, engine, cpus, request.seconds, rate, say
+    replay, errors, seen = capture_replay.replay_lifecycle(
+        workload, binary, engine, cpus, request.seconds, rate, say, sizes=bool(recorded)
     )
-    check = compare(real, replay, (), task, errors)
+    sent = [args for _, args in workload.located_args()]
+    drawn, ids = value_sizes.drawn(sent), value_sizes.engine_sized(sent)
+    shared = value_sizes.shared(sent)
+    sizes = [
+        SizeSides(r, seen.get(at := (r.command, r.position)), at in drawn, at in ids, at in shared)
+        for r in recorded
+    ]
+    check = compare(real, replay, sizes, task, errors)
     return Replayed(
         check, redact.url(request.url), f"{engine.name} at {rate:,.0f} tasks/s",
         cpus.server_list, cpus.client_list, 1, paced=True,

@@ -16,6 +16,7 @@ from regtrack.analysis.capture_check import (
     Check,
     Replayed,
     SizeRow,
+    relative,
 )
 from regtrack.core.errors import EXIT_CHECK_OFF
 from regtrack.core.text import printable
@@ -87,32 +88,47 @@ def _shares(c: Check) -> list[str]:
 
 def _sizes(c: Check, paced: bool) -> list[str]:
     if not c.sizes and paced:
-        return ["value sizes: not compared (a lifecycle file writes each argument at the "
-                "median size its sample saw, and records none apart)"]  # fmt: skip
+        return ["value sizes: none recorded in the file (a lifecycle captured before its "
+                "header listed them, or written by hand)"]  # fmt: skip
     if not c.sizes:
         return ["value sizes: none recorded in the file (a capture without --sample, or by hand)"]
     lines = ["value sizes (median bytes per argument, real / replay: the capture's MONITOR "
-             "sample, the replay's):"]  # fmt: skip
+             "sample, the replay's; p10 and p90 too where the file draws them):"]  # fmt: skip
     for s in c.sizes:
-        sent = "-" if s.replay is None else str(s.replay)
+        sent = "-" if s.replay is None else str(s.replay.median)
         mark = _mark(s.gated, s.within)
+        spread = "".join(
+            f"  {name} {real} / {'-' if replay is None else replay}  {_size_off(real, replay)}"
+            for name, real, replay in s.pairs() if name != "p50"
+        )  # fmt: skip
         lines.append(
             f"  {printable(s.command)} argument {s.position}: {s.real_median} / {sent}  "
-            f"{_size_off(s)}"
+            f"{_size_off(s.real_median, None if s.replay is None else s.replay.median)}"
+            + spread
             + (f"  {mark}" if mark else "")
-            + ("" if s.narrow else f"  (real {s.real_low}-{s.real_high}: mixed)")
+            + _why_not(s)
         )
     lines.append(f"(judged for commands with at least {100 * GATED_SHARE:g}% of the real "
-                 f"calls whose real sizes are about one value (max <= {NARROW:g} x min), "
-                 f"bound {100 * SIZE_BOUND:g}% or 1 byte)")  # fmt: skip
+                 f"calls: the median where the real sizes are about one value (max <= "
+                 f"{NARROW:g} x min), p10/p50/p90 where the file draws the size from its "
+                 f"distribution; bound {100 * SIZE_BOUND:g}% or 1 byte)")  # fmt: skip
     return lines
 
 
-def _size_off(s: SizeRow) -> str:
-    """Relative, or in bytes where the real median is 0 (no ratio to show)."""
-    if s.real_median == 0 and s.replay is not None:
-        return f"{s.replay:+d} B"
-    return _pct(s.off)
+def _why_not(s: SizeRow) -> str:
+    """Why a row is shown but not judged."""
+    if s.engine:
+        return "  (an id or time the engine writes: its size, not the traffic's)"
+    if s.shared:
+        return "  (sent by several of the file's commands: mixed)"
+    return "" if s.narrow or s.spread else f"  (real {s.real_low}-{s.real_high}: mixed)"
+
+
+def _size_off(real: int | None, replay: int | None) -> str:
+    """Relative, or in bytes where the real size is 0 (no ratio to show)."""
+    if real == 0 and replay is not None:
+        return f"{replay:+d} B"
+    return _pct(relative(None if replay is None else float(replay), real))
 
 
 def _cpu(c: Check, paced: bool) -> str:
@@ -129,6 +145,16 @@ def _cpu(c: Check, paced: bool) -> str:
     )
 
 
+def _off_size(s: SizeRow) -> str:
+    """The argument and its quantile furthest off (the median for a narrow one)."""
+    name, real, sent = max(
+        s.pairs(),
+        key=lambda p: math.inf if p[2] is None else abs(p[2] - (p[1] or 0)) / max(p[1] or 0, 1),
+    )
+    where = "" if name == "p50" and not s.spread else f" {name}"
+    return f"{printable(s.command)} argument {s.position}{where} size {_size_off(real, sent)}"
+
+
 def verdict(c: Check) -> str:
     """The last line: faithful, or which commands and sizes are off (and the exit code)."""
     if c.faithful:
@@ -138,6 +164,5 @@ def verdict(c: Check) -> str:
             + (f", value sizes within {100 * SIZE_BOUND:g}%" if c.sizes else "")
         )
     off = [f"{printable(r.command)} {_pct(r.off)}" for r in c.off_rows]
-    off += [f"{printable(s.command)} argument {s.position} size {_size_off(s)}"
-            for s in c.off_sizes]  # fmt: skip
+    off += [_off_size(s) for s in c.off_sizes]
     return f"OFF (exit {EXIT_CHECK_OFF}): " + ", ".join(off)

@@ -19,10 +19,14 @@ from regtrack.workloads import commands
 
 # What the engine fills in (engine/src/lifecycle_spec.rs): the task's id, its payload,
 # the handle the dequeue reply gave, times, fresh random ids, the consumer's index, and a
-# script's SHA1 as SCRIPT LOAD returned it; and ${hex:99de}, bytes no text carries.
+# script's SHA1 as SCRIPT LOAD returned it; ${hex:99de}, bytes no text carries; and
+# ${fill:17,128,950}, filler of one of those sizes drawn per command.
 PLACEHOLDERS = ("task", "payload", "id", "now", "now_ms", "rand", "consumer")
 PLACEHOLDER_RE = re.compile(r"\$\{([^}]*)\}")
 HEX_RE = re.compile(r"^hex:(?:[0-9A-Fa-f]{2})+$")
+# ${fill:17,128,950}: filler of one of these sizes (bytes), drawn per command by the engine
+FILL_RE = re.compile(r"^fill:\d{1,10}(?:,\d{1,10})*$")
+FILL_SIZES = 64  # sizes in one ${fill:...} at most (engine/src/template.rs)
 # The payload holds the task id (32 hex digits) and a little JSON around it.
 MIN_PAYLOAD = 64
 MAX_QUEUED = 1_000_000
@@ -124,6 +128,8 @@ class LifecycleWorkload(_Strict):
                             f"{where}: ${{{name[:40]}}}: give bytes as pairs of hex digits, "
                             "e.g. ${hex:99de}"
                         )
+                elif name.startswith("fill:"):
+                    self._fill(where, name)
                 elif name.startswith("sha:"):
                     if script not in self.scripts:
                         raise ValueError(
@@ -133,8 +139,8 @@ class LifecycleWorkload(_Strict):
                 elif name not in PLACEHOLDERS:
                     raise ValueError(
                         f"{where}: ${{{name}}} is not a placeholder; use one of "
-                        f"{', '.join('${' + p + '}' for p in PLACEHOLDERS)}, ${{sha:NAME}} or "
-                        "${hex:BYTES}"
+                        f"{', '.join('${' + p + '}' for p in PLACEHOLDERS)}, ${{sha:NAME}}, "
+                        "${hex:BYTES} or ${fill:SIZES}"
                     )
                 elif where.startswith(("setup", "enqueue")) and name in ("id", "consumer"):
                     raise ValueError(
@@ -145,6 +151,22 @@ class LifecycleWorkload(_Strict):
                     raise ValueError(
                         f"{where}: ${{{name}}} belongs to a task; the setup runs before any"
                     )
+
+    @staticmethod
+    def _fill(where: str, name: str) -> None:
+        shown = name[:40] + ("..." if len(name) > 40 else "")
+        sizes = name.removeprefix("fill:").split(",") if FILL_RE.match(name) else []
+        if not sizes or any(int(n) > limits.DATA_SIZE.high for n in sizes):
+            raise ValueError(
+                f"{where}: ${{{shown}}}: give sizes in bytes (at most "
+                f"{int(limits.DATA_SIZE.high)}) separated by commas, e.g. ${{fill:17,128,950}}"
+            )
+        if len(sizes) > FILL_SIZES:
+            raise ValueError(
+                f"{where}: ${{{shown}}}: {len(sizes)} sizes; give at most {FILL_SIZES}"
+            )
+        if where.startswith("setup"):
+            raise ValueError(f"{where}: ${{fill:...}} is drawn per task; the setup runs before any")
 
     @staticmethod
     def _located(steps: list[Step], part: str) -> list[tuple[str, list[str]]]:

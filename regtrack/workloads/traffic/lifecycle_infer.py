@@ -8,7 +8,7 @@ every connection) that the consumer's cycle names again (``rq:job:{uuid}``) is t
 ``${task}``; or a message with ids inside it (kombu's), each of which is the task's where
 a step names it again (lifecycle_links.py, which also follows a consumer whose pop and
 work are on different connections). The most common shape of cycle, and of enqueue, is
-the template; each of its arguments keeps its constant text, its median size, and what
+the template; each of its arguments keeps its constant text, its sizes, and what
 each variable part stood for over the tasks seen (the task's id, the consumer's own, one
 constant, or varying).
 With no such link (no blocking pop, no push onto the popped key, no id pushed or inside)
@@ -30,7 +30,7 @@ from regtrack.workloads.traffic import lifecycle_links as links
 from regtrack.workloads.traffic.lifecycle_links import RawStep
 from regtrack.workloads.traffic.monitor_line import Observed
 from regtrack.workloads.traffic.redaction import PLACEHOLDER, Arg
-from regtrack.workloads.traffic.shapes import PUBSUB, round_trips
+from regtrack.workloads.traffic.shapes import PUBSUB, Sizes, round_trips
 
 # What a variable part of an argument stood for over the tasks seen.
 TASK, CONSUMER, CONSTANT, VARYING = "task", "consumer", "constant", "varying"
@@ -49,8 +49,9 @@ _NO_POP = (
 @dataclass(frozen=True)
 class Slot:
     """One argument of an inferred command: its role (keyspecs), its redacted shape (None:
-    its size only), its median size, and what each placeholder of the shape (a value that
-    is one id as a whole: its one) stood for: TASK, CONSUMER, CONSTANT or VARYING."""
+    its size only), its median size (and all its sizes), and what each placeholder of the
+    shape (a value that is one id as a whole: its one) stood for: TASK, CONSUMER, CONSTANT
+    or VARYING."""
 
     role: str
     shape: str | None
@@ -58,6 +59,7 @@ class Slot:
     parts: tuple[str, ...] = ()
     payload: bool = False  # the pushed message that carried the task's id inside it
     name: str | None = None  # the key as seen, where it never varied (--keep-names only)
+    sizes: Sizes | None = None  # every size it had over the tasks seen
 
 
 @dataclass(frozen=True)
@@ -320,14 +322,14 @@ def _command(
                   per_consumer, shared)
             for m in range(n)
         )  # fmt: skip
-        size = int(statistics.median(a.size for a in args))
+        sizes = Sizes.of([a.size for a in args])
         carried = [
             bool(a.inner) and a.ids[:1] == (s.task,) for a, s in zip(args, seen, strict=True)
         ]
         payload = shape is None and 2 * sum(carried) > len(carried)
         names = {a.name for a in args}
         name = names.pop() if len(names) == 1 and all(p == CONSTANT for p in parts) else None
-        slots.append(Slot(arg.role, shape, size, parts, payload, name))
+        slots.append(Slot(arg.role, shape, sizes.median, parts, payload, name=name, sizes=sizes))
     return Command(records[0].command, tuple(slots))
 
 

@@ -5,10 +5,12 @@ header line.
 Arguments are written from their redacted shapes only: the task's id as ``${task}``, an
 id each consumer connection kept as its own as a stand-in ending in ``${consumer}``, other
 ids and times as stand-ins of their length (an id that varied per task as the task's,
-times that varied as ``${now}``), values as filler of their median size (over 4 KiB:
-``${payload}``; the pushed message that carried the task's ids: ``${payload}``),
-constants as seen. The file is checked as a lifecycle before it is
-returned; one that does not validate falls back to the mix, saying why.
+times that varied as ``${now}``), values as filler of their size: where it varied
+(shapes.Sizes.varied), ``${fill:p10,p30,p50,p70,p90}``, one of those sizes drawn per
+command; else of their median size (over 4 KiB: ``${payload}``; the pushed message that
+carried the task's ids: ``${payload}``, data_size bytes), constants as seen. The file is
+checked as a lifecycle before it is returned; one that does not validate falls back to the
+mix, saying why.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pydantic import ValidationError
 
 from regtrack.workloads import capture, commands
 from regtrack.workloads.lifecycle import MIN_PAYLOAD, LifecycleWorkload
-from regtrack.workloads.traffic import keyspecs, mixfile, shapes
+from regtrack.workloads.traffic import keyspecs, mixfile, shapes, value_sizes
 from regtrack.workloads.traffic import lifecycle_infer as li
 from regtrack.workloads.traffic import lifecycle_links as links
 from regtrack.workloads.traffic.redaction import PLACEHOLDER
@@ -37,6 +39,7 @@ STAND_IN = {
 _FIXED = {"uuid": 36}  # placeholders of one length; the others share what is left
 MAX_CONNECTIONS = 1000  # producers, and consumers, written at most (limits.CONNECTIONS)
 _IDS = {"uuid", "hex", "token", "name", "email"}
+MAX_SIZES = 40  # value size records in the header at most
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ class _Render:
     large: list[int] = field(default_factory=list)
     carried: list[int] = field(default_factory=list)  # sizes of pushed messages (${payload})
     approximated: set[str] = field(default_factory=set)
+    drawn: int = 0  # values written as ${fill:...}, their sizes drawn per command
 
     def arg(self, slot: li.Slot) -> str:
         if slot.role == keyspecs.SCRIPT:
@@ -69,8 +73,16 @@ class _Render:
             return slot.name  # --keep-names: a key that never varied, as seen
         if slot.payload:  # the pushed message: the engine's, holding the task's id
             self.carried.append(slot.size)
+            if slot.sizes is not None and slot.sizes.varied:
+                self.approximated.add(
+                    f"the pushed message is data_size bytes each time (its sizes varied, "
+                    f"{slot.sizes.low}-{slot.sizes.high} bytes: ${{payload}} has one size)"
+                )
             return "${payload}"
         if slot.shape is None:
+            if slot.sizes is not None and slot.sizes.varied:
+                self.drawn += 1
+                return "${fill:" + ",".join(map(str, slot.sizes.quantiles)) + "}"
             if slot.size > FILLER_MAX:
                 self.large.append(slot.size)
                 return "${payload}"
@@ -128,9 +140,10 @@ def text(sampled: SampledCapture, name: str, given_scripts: dict[str, str]) -> W
     validates, else the mix (checked as one) with the reason first in its header."""
     found = li.infer(sampled.sample.records)
     if isinstance(found, li.Inferred):
-        scripts = {**_seen_scripts(sampled), **given_scripts}
+        seen = shapes.infer(sampled.sample.records)
+        scripts = {**seen.scripts, **given_scripts}
         try:
-            written = _lifecycle(sampled, found, name, scripts)
+            written = _lifecycle(sampled, found, name, scripts, seen)
         except _NoScript as missing:
             found = li.NotInferred(
                 f"EVALSHA {missing.sha} in a task's steps: its body was not in the sample "
@@ -151,10 +164,6 @@ def text(sampled: SampledCapture, name: str, given_scripts: dict[str, str]) -> W
     return Written(line + mix, "mix", found.reason)
 
 
-def _seen_scripts(sampled: SampledCapture) -> dict[str, str]:
-    return shapes.infer(sampled.sample.records).scripts
-
-
 def _steps(r: _Render, part: str, steps: Iterable[li.Step]) -> list[str]:
     out = []
     for step in steps:
@@ -164,7 +173,11 @@ def _steps(r: _Render, part: str, steps: Iterable[li.Step]) -> list[str]:
 
 
 def _lifecycle(
-    sampled: SampledCapture, found: li.Inferred, name: str, scripts: dict[str, str]
+    sampled: SampledCapture,
+    found: li.Inferred,
+    name: str,
+    scripts: dict[str, str],
+    seen: shapes.Shapes,
 ) -> str:
     r = _Render(scripts)
     body = [
@@ -187,6 +200,8 @@ def _lifecycle(
                              for sha, n in r.names.items()), ""]  # fmt: skip
     out = [
         *_header(sampled, found),
+        *_sizes(seen, {c.name for c in [*every, found.dequeue]}),
+        "",
         f"name = {capture.toml_str(name)}",
         'kind = "lifecycle"',
         f"description = {capture.toml_str('Inferred from a sample of ' + sampled.counted.url)}",
@@ -219,8 +234,16 @@ def _approximations(found: li.Inferred, r: _Render) -> str:
     notes = [
         f"The most common task path: {found.cycles[0]} of {found.cycles[1]} consumer cycles "
         f"and {found.enqueues[0]} of {found.enqueues[1]} enqueues in the sample had it.",
-        "Values are filler of their median size, constant ids and times stand-ins of their "
-        "length; an id a consumer's connection kept is one per consumer (${consumer}).",
+        "Values are filler of their median size"
+        + (
+            f", or where their sizes varied (the largest over {value_sizes.NARROW:g} x the "
+            f"smallest, {value_sizes.MIN_DRAWN} or more seen) of one of their sizes at p10, "
+            "p30, p50, p70 and p90 drawn per command (${fill:...})"
+            if r.drawn
+            else ""
+        )
+        + "; constant ids and times are stand-ins of their length; an id a consumer's "
+        "connection kept is one per consumer (${consumer}).",
         *(note[:1].upper() + note[1:] + "." for note in sorted(r.approximated)),
         *(
             [
@@ -273,7 +296,8 @@ def _header(sampled: SampledCapture, found: li.Inferred) -> list[str]:
         f"{capture.comment('/'.join(sorted(pushes)))} on {found.producers} producer "
         f"connection(s), popped by {capture.comment(found.dequeue.name)} on {found.consumers} "
         f"consumer connection(s), read in {capture.comment(', '.join(found.link) or '-')}.",
-        "# Redacted: every value (filler of its median size), the variable parts of key names "
+        "# Redacted: every value (filler of its size, drawn from its sizes where they varied), "
+        "the variable parts of key names "
         + (
             "that varied (stand-ins; the names that never varied kept as seen: --keep-names)"
             if s.keep_names
@@ -282,5 +306,22 @@ def _header(sampled: SampledCapture, found: li.Inferred) -> list[str]:
         + f", the arguments of {s.secrets_dropped} AUTH/HELLO/ACL/CONFIG/MIGRATE "
         "commands (dropped unread).",
         "# Still approximated: see `approximations` below.",
-        "",
     ]
+
+
+def _sizes(seen: shapes.Shapes, sent: set[str]) -> list[str]:
+    """What the sample's commands that the file sends looked like: their fields per call
+    (each is sent with its most common shape's) and their values' sizes (what --check
+    compares the replay's with)."""
+    counts = [
+        f"{capture.comment(c)} {z.low}-{z.high} (p10/p50/p90 {z.quantiles[0]}/{z.median}/"
+        f"{z.quantiles[-1]})"
+        for c, z in seen.field_counts.items() if c in sent
+    ]  # fmt: skip
+    lines = [f"# Fields per call, as seen (each step is sent with its most common shape's): "
+             f"{', '.join(counts)}"] if counts else []  # fmt: skip
+    return lines + value_sizes.header_lines(
+        value_sizes.SizeRecord(capture.comment(a.command), a.position, a.sizes.low,
+                               a.sizes.median, a.sizes.high, a.sizes.n, a.sizes.quantiles)
+        for a in seen.arguments if a.sizes is not None and a.command in sent
+    )[:MAX_SIZES + 1]  # fmt: skip

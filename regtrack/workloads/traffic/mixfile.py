@@ -41,7 +41,8 @@ CANNOT = [
     "# - one key range (keys) for every family: each family's own count is listed above;",
     "# - values carried from a reply into a later command (popped ids, stream ids): the",
     "#   lockstep number (key_pattern P) stands in for them;",
-    "# - each value's size distribution: every value is written at its median size;",
+    "# - each value's size distribution (memtier sends one size per command): every value",
+    "#   is written at its median size, its sizes at p10 ... p90 listed above;",
     "# - blocking timeouts longer than 1 s (memtier waits for every reply to end a",
     "#   trial): written as 1 s; the timeouts seen are listed above;",
     "# - pub/sub (SUBSCRIBE ...), SELECT, CLIENT, INFO (regtrack reads it around every",
@@ -269,13 +270,14 @@ def _header(
         lines.append("# Blocking commands (timeout as sent): " + ", ".join(pops))
     if shapes.field_counts:
         fields = [
-            f"{c} {z.low}-{z.high} (median {z.median})" for c, z in shapes.field_counts.items()
+            f"{c} {z.low}-{z.high} (median {z.median}, p10 {z.quantiles[0]}, p90 {z.quantiles[-1]})"
+            for c, z in shapes.field_counts.items()
         ]
         lines.append("# Fields per call: " + ", ".join(fields))
     sized = [a for a in shapes.arguments if a.sizes is not None][:20]
     lines += value_sizes.header_lines(
         value_sizes.SizeRecord(capture.comment(a.command), a.position, a.sizes.low,
-                               a.sizes.median, a.sizes.high, a.sizes.n)
+                               a.sizes.median, a.sizes.high, a.sizes.n, a.sizes.quantiles)
         for a in sized if a.sizes
     )  # fmt: skip
     lines += [f"# Refused: {capture.comment(r)}" for r in refused]

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from regtrack.workloads import commands
-from regtrack.workloads.traffic import keyspecs
+from regtrack.workloads.traffic import keyspecs, value_sizes
 from regtrack.workloads.traffic.monitor_line import Observed
 
 ENQUEUES = {"LPUSH", "RPUSH", "LPUSHX", "RPUSHX", "XADD", "ZADD", "PUBLISH"}
@@ -35,16 +35,28 @@ Shape = tuple[str, str | None]
 
 @dataclass(frozen=True)
 class Sizes:
-    """A distribution of sizes (bytes) or counts."""
+    """A distribution of sizes (bytes) or counts: its range, its median, and its sizes at
+    five quantiles (value_sizes.QUANTILES, p10 ... p90: why five, there)."""
 
     n: int
     low: int
     median: int
     high: int
+    quantiles: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, values: Sequence[int]) -> Sizes:
-        return cls(len(values), min(values), int(statistics.median(values)), max(values))
+        ordered = sorted(values)
+        return cls(
+            len(ordered), ordered[0], int(statistics.median(ordered)), ordered[-1],
+            value_sizes.quantiles(ordered),
+        )  # fmt: skip
+
+    @property
+    def varied(self) -> bool:
+        """Sizes that vary (largest over NARROW x smallest, MIN_DRAWN seen or more): written
+        as their distribution where the replay can draw one per command (a lifecycle)."""
+        return value_sizes.varied(self.low, self.high, self.n) and len(set(self.quantiles)) > 1
 
 
 @dataclass(frozen=True)
