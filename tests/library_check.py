@@ -16,9 +16,13 @@ Both run in one regime, since what a dequeue finds follows it:
   arq at 100 jobs/s: its poll every 0.5 s finds the ~50 jobs that arrived since (23 polls
   for 1,100 jobs), which it runs in a burst ~1.9 ms apart, and each enqueue meets an idle
   worker on both sides. Drained, its producer enqueued every job while its event loop was
-  busy, and the preset (paced to the burst's gaps) waited idle for every reply where arq
-  was busy with its other job: the server's kernel time waking the engine put the preset
-  at +17-20% (median of 3) against +9-10% here (benchmarks/results/library_check.txt).
+  busy, and the preset (paced to the burst's gaps) put the server at +17-20% (medians of
+  3). Paced, the real figure holds within 6-20% over 3 runs, the preset +9 to +21% above it
+  (five medians of 3): the engine waits idle for every reply, where arq's event loop is
+  still busy when one comes, and on this VM the server's wake-up of an idle CPU is an IPI
+  (/proc/interrupts: the client's CPU took 8.8 function-call interrupts per task from the
+  preset's server, 1.2 from arq's; the server's sys time the excess). The preset cannot
+  model a busy client; its approximations say so (benchmarks/results/library_check.txt).
 Commands a library sends once per task must agree per task. Commands that follow the
 dequeue in a regime both cannot share are listed in REGIME with the measured reason, shown
 and not held to the bound. Server CPU per task is compared in the same regime. Used by
