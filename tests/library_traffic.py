@@ -15,8 +15,6 @@ benchmarks/library_traffic.py."""
 from __future__ import annotations
 
 import contextlib
-import itertools
-import json
 import os
 import signal
 import socket
@@ -82,13 +80,6 @@ class DriverRun:
     done_line: bool  # it printed {"event": "done"}
     stderr: str
     span_s: float | None = None  # first enqueue to last done, from its task lines
-    done_at: tuple[float, ...] = ()  # its task lines' done times, in order
-
-    def working_gap_s(self, idle_s: float = 0.02) -> float | None:
-        """The mean time between completions while the worker works: gaps over ``idle_s``
-        (a poller's sleep between polls) left out."""
-        gaps = [b - a for a, b in itertools.pairwise(self.done_at) if b - a <= idle_s]
-        return sum(gaps) / len(gaps) if gaps else None
 
 
 @dataclass(frozen=True)
@@ -213,17 +204,7 @@ def run_driver(
         done_line=any(line.startswith('{"event": "done"') for line in lines),
         stderr=err,
         span_s=driver.read_lines(out).span_s,
-        done_at=_done_times(lines),
     )
-
-
-def _done_times(lines: list[str]) -> tuple[float, ...]:
-    times = []
-    for line in lines:
-        if line.startswith('{"event": "task"'):
-            with contextlib.suppress(ValueError, KeyError, TypeError):
-                times.append(float(json.loads(line)["done_at"]))
-    return tuple(sorted(times))
 
 
 def measure(
