@@ -55,8 +55,7 @@ def main() -> None:
                      "--seconds", f"{args.seconds:g}", *task)  # fmt: skip
             print(f"driver still running after the check: {driver.poll() is None}")
         finally:
-            driver.kill()
-            driver.wait()
+            lt.stop_driver(driver)
 
 
 if __name__ == "__main__":

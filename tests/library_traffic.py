@@ -161,11 +161,20 @@ def driver_argv(library: str, tasks: int, rate: float | None = None) -> list[str
 
 def start_driver(library: str, tasks: int, srv: Server, rate: float) -> subprocess.Popen:
     """``library``'s driver running against ``srv`` in the background (traffic to sample
-    or check while it flows), its stdout dropped, its stderr kept."""
+    or check while it flows), its stdout dropped, its stderr kept; in a session of its own,
+    so that stop_driver ends its worker child (Celery's) with it."""
     return subprocess.Popen(
         driver_argv(library, tasks, rate), env={**os.environ, "REDIS_URL": srv.url},
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
+
+
+def stop_driver(proc: subprocess.Popen) -> str:
+    """A background driver stopped with every process of its session (killing the driver
+    alone left Celery's worker running, reparented to init); its stderr."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    return proc.communicate(timeout=60)[1] or ""
 
 
 def run_driver(

@@ -42,8 +42,7 @@ def test_a_real_rq_sample_is_written_as_its_lifecycle_and_runs(tmp_path):
                               "--seconds", "1", timeout=60)  # fmt: skip
             flowing = driver.poll() is None  # so the check read the live traffic
         finally:
-            driver.kill()  # its producer thread would enqueue the rest first
-            _, err = driver.communicate(timeout=60)
+            err = lt.stop_driver(driver)  # its producer thread would enqueue the rest first
         # the ids RQ drew (its jobs', its worker's): none may reach the file
         names = [k.decode() for k in srv.client.keys("rq:*")]
     ids = {part for name in names for part in name.split(":") if len(part) >= 16}
