@@ -267,7 +267,10 @@ fn writer(mut to: TcpStream, items: Receiver<Item>, shared: Shared) {
 }
 
 fn spawn(f: impl FnOnce() + Send + 'static) -> io::Result<()> {
-    thread::Builder::new().stack_size(STACK).spawn(f).map(|_| ())
+    thread::Builder::new()
+        .stack_size(STACK)
+        .spawn(f)
+        .map(|_| ())
 }
 
 /// One direction: a reader on `from`, a writer on `to`.
@@ -289,7 +292,12 @@ fn connection(client: TcpStream, options: &Options, shared: &Shared) -> io::Resu
     client.set_nodelay(true)?;
     server.set_nodelay(true)?;
     shared.lock().expect("not poisoned").connections += 1;
-    direction(client.try_clone()?, server.try_clone()?, options.one_way_ns, shared)?;
+    direction(
+        client.try_clone()?,
+        server.try_clone()?,
+        options.one_way_ns,
+        shared,
+    )?;
     direction(server, client, options.one_way_ns, shared)
 }
 
@@ -452,7 +460,11 @@ mod tests {
         sender.join().unwrap();
         line.clear();
         // the half-close crossed both ways: the echo server saw it and closed its side
-        assert_eq!(rx.read_line(&mut line).unwrap(), 0, "end of stream passed on");
+        assert_eq!(
+            rx.read_line(&mut line).unwrap(),
+            0,
+            "end of stream passed on"
+        );
     }
 
     #[test]
@@ -469,6 +481,10 @@ mod tests {
             w.chunks += 1;
         }
         let r = report(&w, &options);
-        assert!(r.behind && r.behind_reasons[0].contains("late"), "{:?}", r.behind_reasons);
+        assert!(
+            r.behind && r.behind_reasons[0].contains("late"),
+            "{:?}",
+            r.behind_reasons
+        );
     }
 }

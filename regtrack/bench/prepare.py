@@ -85,7 +85,7 @@ def _settings(options: Options) -> RunSettings:
         window=options.window,
     )
     if options.rtt is not None:
-        settings = settings.model_copy(update=_rtt(options))
+        settings = settings.model_copy(update={"rtt_us": _rtt(options), "pairing": "separate"})
     if options.seed_offset is not None:
         offset = options.seed_offset
     elif settings.seed_offset is not None:
@@ -97,10 +97,10 @@ def _settings(options: Options) -> RunSettings:
     return settings.model_copy(update={"seed_offset": offset})
 
 
-def _rtt(options: Options) -> dict[str, Any]:
-    """--rtt's settings: its round trip, and separate trials (each visit's trials are
-    checked against the delay proxy's report; a paired window of 0.1 s is a handful of
-    round trips at 28 ms)."""
+def _rtt(options: Options) -> int:
+    """--rtt's round trip in microseconds, measured in separate trials (each visit's
+    trials are checked against the delay proxy's report; a paired window of 0.1 s is a
+    handful of round trips at 28 ms)."""
     rtt_us = delay_proxy.parse_rtt(options.rtt or "")
     if options.metric in cycles.COUNTING_ONLY:
         raise BadInput(
@@ -112,7 +112,7 @@ def _rtt(options: Options) -> dict[str, Any]:
             "--rtt measures separate trials (the delay proxy is judged per trial, on the "
             "run's client CPUs): give --pairing separate or time, not duet"
         )
-    return {"rtt_us": rtt_us, "pairing": "separate"}
+    return rtt_us
 
 
 def _runtime(options: Options) -> Any:

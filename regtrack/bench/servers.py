@@ -45,7 +45,30 @@ def plain_server(
     """The target's server as the run's runtime starts it (a process, or a container),
     pinned to the run's server CPUs or to ``cpus`` (a duet side's); with --rtt, behind a
     delay proxy on the client CPUs (bench/delay_proxy.py)."""
-    started = _started(job, target, run_id, seed, cpus or job.cpus.server)
+    cpus = cpus or job.cpus.server
+    started: contextlib.AbstractContextManager
+    if job.runtime == "docker":
+        assert target.image, f"{target.label} has no image"
+        started = docker.docker_server(
+            job.docker,
+            target.image,
+            cpus,
+            run_id=run_id,
+            memory=job.memory,
+            timeout=job.settings.server_start_timeout,
+            seed=seed,
+            settings=job.server_argv(target),
+            data_dir=job.files_dir(),
+        )
+    else:
+        started = native_server(
+            _binary(target),
+            cpus,
+            timeout=job.settings.server_start_timeout,
+            seed=seed,
+            settings=job.server_argv(target),
+            data_dir=job.data_dir,
+        )
     if job.settings.rtt_us is None:
         return started
     return _behind_delay(started, job)
@@ -62,32 +85,6 @@ def _behind_delay(started: contextlib.AbstractContextManager, job: Job) -> Itera
         ) as behind,
     ):
         yield behind
-
-
-def _started(
-    job: Job, target: Target, run_id: int, seed: str | None, cpus: tuple[int, ...]
-) -> contextlib.AbstractContextManager:
-    if job.runtime == "docker":
-        assert target.image, f"{target.label} has no image"
-        return docker.docker_server(
-            job.docker,
-            target.image,
-            cpus,
-            run_id=run_id,
-            memory=job.memory,
-            timeout=job.settings.server_start_timeout,
-            seed=seed,
-            settings=job.server_argv(target),
-            data_dir=job.files_dir(),
-        )
-    return native_server(
-        _binary(target),
-        cpus,
-        timeout=job.settings.server_start_timeout,
-        seed=seed,
-        settings=job.server_argv(target),
-        data_dir=job.data_dir,
-    )
 
 
 @contextlib.contextmanager

@@ -1,0 +1,89 @@
+"""--rtt: option validation (fast), and a real redis-server behind the delay proxy
+(regtrack-openloop delay): an open-loop trial's latency and a lifecycle's task latency
+carry the round trip; the proxy's own tests are engine/src/delay.rs's."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from regtrack.bench import delay_proxy
+from regtrack.core.errors import BadInput
+from tests.conftest import run_cli
+
+
+@pytest.mark.parametrize(
+    ("text", "us"), [("0.5ms", 500), ("28ms", 28_000), ("200us", 200), ("1s", 1_000_000)]
+)
+def test_a_round_trip_is_read_with_its_unit(text, us):
+    assert delay_proxy.parse_rtt(text) == us
+
+
+@pytest.mark.parametrize("text", ["28", "28 parsecs", "-1ms", "0ms", "5us", "2s", "", "ms"])
+def test_a_bad_round_trip_is_one_line(text):
+    with pytest.raises(BadInput, match=r"--rtt .*give a round trip with its unit"):
+        delay_proxy.parse_rtt(text)
+
+
+def test_run_refuses_a_bad_rtt_before_measuring(tmp_path):
+    proc = run_cli(
+        "run", "--versions", "bin:/bin/true", "--rtt", "28", "--db", str(tmp_path / "r.db")
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "regtrack: error: --rtt '28': give a round trip with its unit, like 0.5ms, 28ms or "
+        "200us (20us to 1s)"
+    ]
+
+
+def _p50(db, mode: str) -> float:
+    """The engine's p50 (ms) as it reported it: a trial the VM's stalls made invalid
+    stores no percentiles, but its report still has those of the requests it kept."""
+    conn = sqlite3.connect(db)
+    (raw,) = conn.execute("SELECT raw_output FROM trials WHERE mode = ?", (mode,)).fetchone()
+    return json.loads(raw)["latency_us"]["p50"] / 1000
+
+
+@pytest.mark.slow
+def test_a_latency_trial_behind_20ms_takes_20ms(tmp_path, redis_server):
+    """At 100 requests/s the server answers in well under a millisecond; behind --rtt
+    20ms every request waits the round trip. (This VM's client CPU stalls the engine now
+    and then, which may make the trial invalid: the latencies it kept still show.)"""
+    p50 = {}
+    for rtt in (None, "20ms"):
+        db = tmp_path / f"{rtt}.db"
+        proc = run_cli(
+            "run", "--versions", f"a=bin:{redis_server}", "--pipelines", "1", "--rate", "100",
+            "--duration", "1.5", "--warmup", "0.5", "--repetitions", "1", "--db", str(db),
+            "--no-report", *(("--rtt", rtt) if rtt else ()),
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        p50[rtt] = _p50(db, "latency")
+    assert p50["20ms"] >= 20.0, p50
+    assert p50["20ms"] < 30.0, p50  # the delay proxy adds the round trip, not more
+    assert p50[None] < 5.0, p50
+
+
+@pytest.mark.slow
+def test_a_lifecycle_behind_20ms_waits_its_round_trips(tmp_path, redis_server):
+    """Sidekiq's task is 2 round trips (the producer's push, the consumer's BRPOP), timed
+    from its intended enqueue to the consumer's reply: the push reaches the server half a
+    round trip later, the popped job reaches the consumer half a round trip after that, so
+    a task takes one round trip more than without the delay (and never the two)."""
+    db = tmp_path / "l.db"
+    proc = run_cli(
+        "run", "--versions", f"a=bin:{redis_server}", "--workload", "sidekiq", "--rate", "50",
+        "--rtt", "20ms", "--duration", "1.5", "--warmup", "0.3", "--repetitions", "1",
+        "--db", str(db), "--no-report",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    conn = sqlite3.connect(db)
+    ((trips,),) = conn.execute(
+        "SELECT l.round_trips_per_task FROM trials t"
+        " JOIN trial_lifecycle l ON l.trial_id = t.id WHERE t.mode = 'task_latency'"
+    ).fetchall()
+    p50 = _p50(db, "task_latency")
+    assert trips == pytest.approx(2.0, abs=0.1)
+    assert 20.0 <= p50 < 30.0, p50
