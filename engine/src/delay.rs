@@ -3,9 +3,12 @@
 //! latency toxic). Between a load generator and a server it adds a round trip of twice the
 //! one-way delay to every request, with no privileges, whatever runs the server.
 //!
-//! Each direction of a connection has a reader (stamps each chunk with its due time: read
-//! time + delay) and a writer (sleeps until the due time, forwards, notes how late it
-//! was). A closed side is passed on as a half-close after the delay too.
+//! One thread forwards for every connection (an event loop, so the proxy costs the client
+//! CPU it shares with the load generator a few syscalls per chunk, not thread switches):
+//! each read is a chunk stamped with its due time (read time + delay) in its direction's
+//! FIFO; a timerfd at the earliest due time wakes the loop to write what is due, a
+//! partial write waits for EPOLLOUT. A closed side is passed on as a half-close after the
+//! delay too. A second thread only answers `report` on stdin.
 //!
 //! Protocol on stdin/stdout: the first stdout line is `{"listen":"HOST:PORT",...}`; each
 //! stdin line `report` prints one JSON line with what was forwarded since the last report
@@ -15,9 +18,11 @@
 use crate::sys;
 use hdrhistogram::Histogram;
 use serde::Serialize;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::io::{self, BufRead, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::mpsc::{channel, Receiver, Sender};
+use std::os::unix::io::AsRawFd;
 use std::sync::{Arc, Mutex};
 use std::thread;
 
@@ -25,8 +30,7 @@ pub const USAGE: &str = "usage: regtrack-openloop delay --upstream HOST:PORT --o
 [--listen HOST:PORT (127.0.0.1:0)] [--behind-us U (late p99 that is falling behind; default \
 max(200, N/10))]";
 
-/// Threads per connection: 4 (a reader and a writer each way), small stacks.
-const STACK: usize = 128 * 1024;
+/// The most one read takes (a chunk); a bigger burst is several chunks, all due together.
 const CHUNK: usize = 64 * 1024;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -192,113 +196,313 @@ fn report(window: &Window, options: &Options) -> Report {
     }
 }
 
-enum Item {
-    Data(Vec<u8>, u64),
-    End(u64),
+/// A chunk read from one side, due at the other at `due` (read time + the one-way delay).
+struct Chunk {
+    due: u64,
+    data: Vec<u8>,
 }
 
-/// Sleep until `deadline` on CLOCK_MONOTONIC (absolute: no drift from the time it took
-/// to get here).
-fn sleep_until(deadline: u64) {
-    let ts = libc::timespec {
-        tv_sec: (deadline / 1_000_000_000) as libc::time_t,
-        tv_nsec: (deadline % 1_000_000_000) as libc::c_long,
-    };
-    // SAFETY: ts is a valid timespec; a null remainder is allowed with TIMER_ABSTIME.
-    while unsafe {
-        libc::clock_nanosleep(
-            libc::CLOCK_MONOTONIC,
-            libc::TIMER_ABSTIME,
-            &ts,
-            std::ptr::null_mut(),
-        )
-    } == libc::EINTR
-    {}
+/// One direction of a connection, named by the side it writes to: a FIFO of chunks (their
+/// due times never decrease), how much of the front one a partial write already sent, and
+/// the source's end, passed on as a half-close once it is due.
+#[derive(Default)]
+struct Flow {
+    queue: VecDeque<Chunk>,
+    sent: usize,
+    noted: bool,
+    end: Option<u64>,
+    closed: bool,
 }
 
-fn reader(mut from: TcpStream, to: Sender<Item>, one_way: u64) {
-    sys::short_sched_slice(); // a chunk's due time is stamped when it is read
-    let mut buf = vec![0u8; CHUNK]; // read into once; each chunk is copied at its size
-    loop {
-        let n = match from.read(&mut buf) {
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => 0,
-        };
-        let due = sys::now_ns() + one_way;
-        if n == 0 {
-            let _ = to.send(Item::End(due));
-            return;
-        }
-        if to.send(Item::Data(buf[..n].to_vec(), due)).is_err() {
-            return; // the writer's side is gone
-        }
+struct Side {
+    stream: TcpStream,
+    reading: bool,
+    wants_out: bool,
+    watched: bool,
+}
+
+/// `flows[d]` writes to `sides[d]` and reads from `sides[1 - d]` (0: client, 1: server).
+struct Conn {
+    sides: [Side; 2],
+    flows: [Flow; 2],
+}
+
+const LISTENER: u64 = 0;
+const TIMER: u64 = 1;
+const IDLE_NS: u64 = 3_600_000_000_000;
+
+fn token(idx: usize, side: usize) -> u64 {
+    2 + idx as u64 * 2 + side as u64
+}
+
+fn would_block(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::WouldBlock
+}
+
+/// The proxy's one thread: non-blocking sockets on epoll, and a timerfd armed at the
+/// earliest due chunk of all connections (a min-heap of (due, connection, direction);
+/// an entry whose chunk already went is a no-op when it comes up).
+struct Proxy {
+    options: Options,
+    shared: Shared,
+    listener: TcpListener,
+    poller: sys::Poller,
+    timer: sys::Timer,
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    due: BinaryHeap<Reverse<(u64, usize, usize)>>,
+    buf: Vec<u8>,
+}
+
+impl Proxy {
+    fn new(listener: TcpListener, options: Options, shared: Shared) -> io::Result<Proxy> {
+        listener.set_nonblocking(true)?;
+        let poller = sys::Poller::new()?;
+        let timer = sys::Timer::new()?;
+        poller.add(listener.as_raw_fd(), LISTENER)?;
+        poller.add(timer.fd(), TIMER)?;
+        Ok(Proxy {
+            options,
+            shared,
+            listener,
+            poller,
+            timer,
+            conns: Vec::new(),
+            free: Vec::new(),
+            due: BinaryHeap::new(),
+            buf: vec![0u8; CHUNK],
+        })
     }
-}
 
-fn writer(mut to: TcpStream, items: Receiver<Item>, shared: Shared) {
-    sys::tight_timer_slack();
-    sys::short_sched_slice(); // wake on time beside a busy load generator
-    for item in items {
-        let due = match &item {
-            Item::Data(_, due) | Item::End(due) => *due,
-        };
-        sleep_until(due);
-        let late = sys::now_ns().saturating_sub(due).max(1);
-        match item {
-            Item::Data(buf, _) => {
-                {
-                    let mut w = shared.lock().expect("not poisoned");
-                    let _ = w.late.record(late);
-                    w.chunks += 1;
-                    w.bytes += buf.len() as u64;
-                }
-                if to.write_all(&buf).is_err() {
-                    let _ = to.shutdown(Shutdown::Both);
-                    return;
+    fn run(mut self) -> io::Result<()> {
+        sys::tight_timer_slack();
+        sys::short_sched_slice(); // wake on time beside a busy load generator
+        let mut ready = Vec::new();
+        loop {
+            self.poller.wait(&mut ready)?;
+            for &(tok, readable, writable, hup) in &ready {
+                match tok {
+                    LISTENER => self.accept(),
+                    TIMER => self.timer.fired(),
+                    t => {
+                        let (idx, side) = (((t - 2) / 2) as usize, ((t - 2) % 2) as usize);
+                        self.event(idx, side, readable || hup, writable, hup);
+                    }
                 }
             }
-            Item::End(_) => {
-                let _ = to.shutdown(Shutdown::Write);
+            self.forward_due();
+            let next = match self.due.peek() {
+                Some(Reverse((due, _, _))) => *due,
+                None => sys::now_ns() + IDLE_NS, // a fired timerfd stays readable till re-armed
+            };
+            self.timer.arm(next)?;
+        }
+    }
+
+    fn accept(&mut self) {
+        loop {
+            match self.listener.accept() {
+                Ok((client, _)) => self.open(client),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return, // WouldBlock: all taken; anything else: try at the next wake
+            }
+        }
+    }
+
+    fn open(&mut self, client: TcpStream) {
+        // loopback or a local container: the connect takes microseconds
+        let server = match TcpStream::connect(&self.options.upstream) {
+            Ok(s) => s,
+            Err(_) => {
+                self.shared.lock().expect("not poisoned").refused += 1;
+                return;
+            }
+        };
+        let idx = self.free.pop().unwrap_or(self.conns.len());
+        for (side, stream) in [&client, &server].into_iter().enumerate() {
+            let ok = stream.set_nonblocking(true).is_ok()
+                && stream.set_nodelay(true).is_ok()
+                && self
+                    .poller
+                    .add(stream.as_raw_fd(), token(idx, side))
+                    .is_ok();
+            if !ok {
+                if side == 1 {
+                    let _ = self.poller.remove(client.as_raw_fd());
+                }
+                self.free.push(idx);
                 return;
             }
         }
-    }
-}
-
-fn spawn(f: impl FnOnce() + Send + 'static) -> io::Result<()> {
-    thread::Builder::new()
-        .stack_size(STACK)
-        .spawn(f)
-        .map(|_| ())
-}
-
-/// One direction: a reader on `from`, a writer on `to`.
-fn direction(from: TcpStream, to: TcpStream, one_way: u64, shared: &Shared) -> io::Result<()> {
-    let (tx, rx) = channel();
-    let shared = shared.clone();
-    spawn(move || writer(to, rx, shared))?;
-    spawn(move || reader(from, tx, one_way))
-}
-
-fn connection(client: TcpStream, options: &Options, shared: &Shared) -> io::Result<()> {
-    let server = match TcpStream::connect(&options.upstream) {
-        Ok(s) => s,
-        Err(e) => {
-            shared.lock().expect("not poisoned").refused += 1;
-            return Err(e);
+        let side = |stream| Side {
+            stream,
+            reading: true,
+            wants_out: false,
+            watched: true,
+        };
+        let conn = Conn {
+            sides: [side(client), side(server)],
+            flows: [Flow::default(), Flow::default()],
+        };
+        if idx == self.conns.len() {
+            self.conns.push(Some(conn));
+        } else {
+            self.conns[idx] = Some(conn);
         }
-    };
-    client.set_nodelay(true)?;
-    server.set_nodelay(true)?;
-    shared.lock().expect("not poisoned").connections += 1;
-    direction(
-        client.try_clone()?,
-        server.try_clone()?,
-        options.one_way_ns,
-        shared,
-    )?;
-    direction(server, client, options.one_way_ns, shared)
+        self.shared.lock().expect("not poisoned").connections += 1;
+    }
+
+    fn event(&mut self, idx: usize, side: usize, readable: bool, writable: bool, hup: bool) {
+        if readable {
+            self.read(idx, side);
+        }
+        if writable {
+            self.flush(idx, side);
+        }
+        if let Some(Some(conn)) = self.conns.get_mut(idx) {
+            let s = &mut conn.sides[side];
+            if hup && !s.reading && s.watched {
+                // shut both ways: EPOLLHUP would be reported on every wait
+                let _ = self.poller.remove(s.stream.as_raw_fd());
+                s.watched = false;
+            }
+        }
+        self.finish(idx);
+    }
+
+    /// Read what `side` sent, each read a chunk due at the other side one delay later.
+    fn read(&mut self, idx: usize, side: usize) {
+        let Some(Some(conn)) = self.conns.get_mut(idx) else {
+            return;
+        };
+        let d = 1 - side;
+        if !conn.sides[side].reading {
+            return;
+        }
+        loop {
+            let got = conn.sides[side].stream.read(&mut self.buf);
+            let due = sys::now_ns() + self.options.one_way_ns;
+            match got {
+                Ok(n) if n > 0 => {
+                    let flow = &mut conn.flows[d];
+                    if !flow.closed {
+                        let data = self.buf[..n].to_vec();
+                        flow.queue.push_back(Chunk { due, data });
+                        self.due.push(Reverse((due, idx, d)));
+                    }
+                    if n < self.buf.len() {
+                        return; // drained; level-triggered epoll says if more comes
+                    }
+                }
+                Err(e) if would_block(&e) => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                _ => {
+                    // end of stream (or a reset): pass it on after the delay too
+                    conn.flows[d].end = Some(due);
+                    self.due.push(Reverse((due, idx, d)));
+                    let s = &mut conn.sides[side];
+                    s.reading = false;
+                    if s.watched {
+                        let fd = s.stream.as_raw_fd();
+                        let _ = self
+                            .poller
+                            .set_interest(fd, token(idx, side), false, s.wants_out);
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Write every due chunk of the flow into `dest`; a partial write keeps the rest for
+    /// EPOLLOUT. How late a chunk went is noted at its first write attempt.
+    fn flush(&mut self, idx: usize, dest: usize) {
+        let Some(Some(conn)) = self.conns.get_mut(idx) else {
+            return;
+        };
+        let (flow, side) = (&mut conn.flows[dest], &mut conn.sides[dest]);
+        if flow.closed {
+            return;
+        }
+        let now = sys::now_ns();
+        let mut blocked = false;
+        while let Some(front) = flow.queue.front() {
+            if front.due > now {
+                break;
+            }
+            if !flow.noted {
+                // noted before the write: a report asked for once the reply is read has it
+                let late = sys::now_ns().saturating_sub(front.due).max(1);
+                let mut w = self.shared.lock().expect("not poisoned");
+                let _ = w.late.record(late);
+                w.chunks += 1;
+                w.bytes += front.data.len() as u64;
+                flow.noted = true;
+            }
+            match side.stream.write(&front.data[flow.sent..]) {
+                Ok(n) if n > 0 => {
+                    flow.sent += n;
+                    if flow.sent == front.data.len() {
+                        flow.queue.pop_front();
+                        (flow.sent, flow.noted) = (0, false);
+                    }
+                }
+                Err(e) if would_block(&e) => {
+                    blocked = true;
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                _ => {
+                    // the destination is gone: drop what was for it, reset it
+                    flow.queue.clear();
+                    flow.closed = true;
+                    let _ = side.stream.shutdown(Shutdown::Both);
+                    break;
+                }
+            }
+        }
+        if !flow.closed && flow.queue.is_empty() && flow.end.is_some_and(|e| e <= now) {
+            let _ = side.stream.shutdown(Shutdown::Write);
+            flow.closed = true;
+        }
+        if blocked != side.wants_out && side.watched {
+            side.wants_out = blocked;
+            let fd = side.stream.as_raw_fd();
+            let _ = self
+                .poller
+                .set_interest(fd, token(idx, dest), side.reading, blocked);
+        }
+    }
+
+    fn forward_due(&mut self) {
+        while let Some(&Reverse((due, idx, dest))) = self.due.peek() {
+            if due > sys::now_ns() {
+                return;
+            }
+            self.due.pop();
+            self.flush(idx, dest);
+            self.finish(idx);
+        }
+    }
+
+    /// Both directions ended (passed on, or their destination failed): close both sockets.
+    fn finish(&mut self, idx: usize) {
+        let Some(slot) = self.conns.get_mut(idx) else {
+            return;
+        };
+        if !slot
+            .as_ref()
+            .is_some_and(|c| c.flows.iter().all(|f| f.closed))
+        {
+            return;
+        }
+        if let Some(conn) = slot.take() {
+            for s in conn.sides.iter().filter(|s| s.watched) {
+                let _ = self.poller.remove(s.stream.as_raw_fd());
+            }
+            self.free.push(idx);
+        }
+    }
 }
 
 /// The proxy: listen, print where, forward until stdin ends. Exit 2: bad input or a
@@ -311,15 +515,17 @@ pub fn main(args: &[String]) -> Result<(), String> {
         .local_addr()
         .map_err(|e| format!("cannot read the listen address: {e}"))?;
     let shared: Shared = Arc::new(Mutex::new(Window::new()));
-    {
-        let (options, shared) = (options.clone(), shared.clone());
-        spawn(move || {
-            for client in listener.incoming().flatten() {
-                let _ = connection(client, &options, &shared);
+    let proxy = Proxy::new(listener, options.clone(), shared.clone())
+        .map_err(|e| format!("cannot start the event loop: {e}"))?;
+    thread::Builder::new()
+        .name("delay".into())
+        .spawn(move || {
+            if let Err(e) = proxy.run() {
+                eprintln!("regtrack-openloop delay: the event loop failed: {e}");
+                std::process::exit(1);
             }
         })
         .map_err(|e| format!("cannot start a thread: {e}"))?;
-    }
     let mut out = io::stdout().lock();
     let first = serde_json::json!({
         "listen": local.to_string(),
@@ -403,12 +609,8 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let at = listener.local_addr().unwrap();
         let shared: Shared = Arc::new(Mutex::new(Window::new()));
-        let s = shared.clone();
-        thread::spawn(move || {
-            for client in listener.incoming().flatten() {
-                let _ = connection(client, &options, &s);
-            }
-        });
+        let proxy = Proxy::new(listener, options, shared.clone()).unwrap();
+        thread::spawn(move || proxy.run());
         (at, shared)
     }
 
@@ -465,6 +667,51 @@ mod tests {
             0,
             "end of stream passed on"
         );
+    }
+
+    #[test]
+    fn many_connections_at_once_each_get_their_own_replies_one_round_trip_later() {
+        let (at, shared) = proxied(5_000);
+        let mut conns: Vec<TcpStream> = (0..100) // under the listen backlog (128)
+            .map(|_| TcpStream::connect(at).unwrap())
+            .collect();
+        let start = Instant::now();
+        for (i, c) in conns.iter_mut().enumerate() {
+            c.write_all(format!("{i:08}").as_bytes()).unwrap();
+        }
+        for (i, c) in conns.iter_mut().enumerate() {
+            let mut got = [0u8; 8];
+            c.read_exact(&mut got).unwrap();
+            assert_eq!(got, format!("{i:08}").as_bytes(), "connection {i}");
+        }
+        let took = start.elapsed().as_micros() as u64;
+        assert!(took >= 10_000, "100 round trips in parallel in {took} us");
+        assert!(took < 200_000, "100 round trips in parallel took {took} us");
+        drop(conns);
+        let w = shared.lock().unwrap();
+        assert_eq!(w.connections, 100);
+        assert!(w.chunks >= 200, "{} chunks", w.chunks);
+    }
+
+    #[test]
+    fn a_bulk_transfer_arrives_whole_through_partial_writes() {
+        let (at, _) = proxied(1_000);
+        let conn = TcpStream::connect(at).unwrap();
+        let mut rx = conn.try_clone().unwrap();
+        let mut tx = conn;
+        let data: Vec<u8> = (0..16 << 20).map(|i: u32| (i % 251) as u8).collect();
+        let sent = data.clone();
+        // more than the socket buffers hold: the proxy's writes are partial, its queue
+        // waits for EPOLLOUT, the echo server's reads wait for the proxy
+        let sender = thread::spawn(move || {
+            tx.write_all(&sent).unwrap();
+            tx.shutdown(Shutdown::Write).unwrap();
+        });
+        let mut got = Vec::new();
+        rx.read_to_end(&mut got).unwrap();
+        sender.join().unwrap();
+        assert_eq!(got.len(), data.len());
+        assert!(got == data, "the bytes came back changed");
     }
 
     #[test]
