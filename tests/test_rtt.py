@@ -4,7 +4,6 @@ carry the round trip; the proxy's own tests are engine/src/delay.rs's."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 
 import pytest
@@ -38,19 +37,37 @@ def test_run_refuses_a_bad_rtt_before_measuring(tmp_path):
     ]
 
 
-def _p50(db, mode: str) -> float:
-    """The engine's p50 (ms) as it reported it: a trial the VM's stalls made invalid
-    stores no percentiles, but its report still has those of the requests it kept."""
+def _trial(db, mode: str) -> tuple[float, set[str], list[str]]:
+    """The stored p50 (ms) of the run's trial in ``mode``, its invalid reasons' codes and
+    their full text (for the assertion's message)."""
     conn = sqlite3.connect(db)
-    (raw,) = conn.execute("SELECT raw_output FROM trials WHERE mode = ?", (mode,)).fetchone()
-    return json.loads(raw)["latency_us"]["p50"] / 1000
+    ((trial_id, p50),) = conn.execute(
+        "SELECT id, lat_p50_ms FROM trials WHERE mode = ?", (mode,)
+    ).fetchall()
+    reasons = conn.execute(
+        "SELECT code, detail FROM trial_reasons WHERE trial_id = ? ORDER BY position", (trial_id,)
+    ).fetchall()
+    return p50, {code for code, _ in reasons}, [f"{c}: {d}" for c, d in reasons]
+
+
+def _held(codes: set[str], text: list[str]) -> None:
+    """Valid, or invalid only for this VM's client-CPU pauses (printed, so a run shows
+    them): its client CPU stops for 0.2-2 ms dozens of times a second with or without
+    --rtt; the engine then taints every request in flight across a pause (one a round trip
+    long overlaps far more of them than one answered in 0.1 ms), and a pause over a tenth
+    of the one-way delay puts the proxy's p99 past its limit (docs/latency.md). Any other
+    reason fails."""
+    print(text)
+    assert codes <= {"behind-schedule", "delay-behind"}, text
+    engine = [line for line in text if line.startswith("behind-schedule")]
+    assert all("stalled" in line or "fell behind" in line for line in engine), text
 
 
 @pytest.mark.slow
 def test_a_latency_trial_behind_20ms_takes_20ms(tmp_path, redis_server):
     """At 100 requests/s the server answers in well under a millisecond; behind --rtt
-    20ms every request waits the round trip. (This VM's client CPU stalls the engine now
-    and then, which may make the trial invalid: the latencies it kept still show.)"""
+    20ms every request waits the round trip. The stored p50 is of the requests the
+    engine's stalls did not touch (a trial they made invalid still stores it)."""
     p50 = {}
     for rtt in (None, "20ms"):
         db = tmp_path / f"{rtt}.db"
@@ -60,7 +77,8 @@ def test_a_latency_trial_behind_20ms_takes_20ms(tmp_path, redis_server):
             "--no-report", *(("--rtt", rtt) if rtt else ()),
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr
-        p50[rtt] = _p50(db, "latency")
+        p50[rtt], codes, text = _trial(db, "latency")
+        _held(codes, text)
     assert p50["20ms"] >= 20.0, p50
     assert p50["20ms"] < 30.0, p50  # the delay proxy adds the round trip, not more
     assert p50[None] < 5.0, p50
@@ -84,6 +102,7 @@ def test_a_lifecycle_behind_20ms_waits_its_round_trips(tmp_path, redis_server):
         "SELECT l.round_trips_per_task FROM trials t"
         " JOIN trial_lifecycle l ON l.trial_id = t.id WHERE t.mode = 'task_latency'"
     ).fetchall()
-    p50 = _p50(db, "task_latency")
+    p50, codes, text = _trial(db, "task_latency")
+    _held(codes, text)
     assert trips == pytest.approx(2.0, abs=0.1)
     assert 20.0 <= p50 < 30.0, p50
