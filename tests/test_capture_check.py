@@ -6,6 +6,7 @@ a lifecycle that draws them from their distribution, checked faithful at p10, p5
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import re
@@ -13,6 +14,7 @@ import threading
 import time
 import tomllib
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import redis
@@ -195,30 +197,39 @@ def _swapped(text: str) -> str:
     return text
 
 
-def test_a_capture_checks_faithful_and_swapped_ratios_are_off(tmp_path, redis_server):
-    out = tmp_path / "captured.toml"
+WATCHER = {"REGTRACK_REDIS_PASSWORD": "watcher-Pa55"}  # a user allowed MONITOR
+
+
+@contextlib.contextmanager
+def _watched(redis_server: str, load: Callable[[int, threading.Event], None]) -> Iterator[str]:
+    """A live server with a ``watcher`` user and ``load`` running against it in a thread
+    (stopped on the way out): the URL a capture reads it at (password: WATCHER)."""
     stop = threading.Event()
-    watcher = {"REGTRACK_REDIS_PASSWORD": "watcher-Pa55"}  # a user allowed MONITOR
     with native_server(redis_server, (0,)) as live:
         control = live.client()
         control.execute_command("ACL", "SETUSER", "watcher", "on", ">watcher-Pa55", "+@all", "~*")
         control.close()
-        url = f"redis://watcher@127.0.0.1:{live.port}"
-        driver = threading.Thread(target=_drive, args=(live.port, stop))
+        driver = threading.Thread(target=load, args=(live.port, stop))
         driver.start()
         try:
-            taken = run_cli("mix", "capture", "--url", url, "--sample", "1", "--sample-commands",
-                            "3000", "--out", str(out), env=watcher)  # fmt: skip
-            assert taken.returncode == 0, taken.stderr
-            good = run_cli("mix", "capture", "--check", str(out), "--url", url,
-                           "--seconds", "1", "--task", "lpush", env=watcher)  # fmt: skip
-            swapped = tmp_path / "swapped.toml"
-            swapped.write_text(_swapped(out.read_text()))
-            bad = run_cli("mix", "capture", "--check", str(swapped), "--url", url,
-                          "--seconds", "1", env=watcher)  # fmt: skip
+            yield f"redis://watcher@127.0.0.1:{live.port}"
         finally:
             stop.set()
             driver.join()
+
+
+def test_a_capture_checks_faithful_and_swapped_ratios_are_off(tmp_path, redis_server):
+    out = tmp_path / "captured.toml"
+    with _watched(redis_server, _drive) as url:
+        taken = run_cli("mix", "capture", "--url", url, "--sample", "1", "--sample-commands",
+                        "3000", "--out", str(out), env=WATCHER)  # fmt: skip
+        assert taken.returncode == 0, taken.stderr
+        good = run_cli("mix", "capture", "--check", str(out), "--url", url,
+                       "--seconds", "1", "--task", "lpush", env=WATCHER)  # fmt: skip
+        swapped = tmp_path / "swapped.toml"
+        swapped.write_text(_swapped(out.read_text()))
+        bad = run_cli("mix", "capture", "--check", str(swapped), "--url", url,
+                      "--seconds", "1", env=WATCHER)  # fmt: skip
     print(good.stdout, bad.stdout, sep="\n")
     assert good.returncode == 0, good.stdout + good.stderr
     replayed_s = re.search(r"^replay: .* calls in ([\d.]+) s", good.stdout, re.MULTILINE)
@@ -274,24 +285,12 @@ def test_a_queue_whose_payloads_vary_replays_their_distribution(tmp_path, redis_
     """Captured as a lifecycle, the payload written as ${fill:...} of its five sizes, and
     --check judges the replay's p10, p50 and p90 of it against the sample's (issue 49)."""
     out = tmp_path / "queue.toml"
-    stop = threading.Event()
-    watcher = {"REGTRACK_REDIS_PASSWORD": "watcher-Pa55"}  # a user allowed MONITOR
-    with native_server(redis_server, (0,)) as live:
-        control = live.client()
-        control.execute_command("ACL", "SETUSER", "watcher", "on", ">watcher-Pa55", "+@all", "~*")
-        control.close()
-        url = f"redis://watcher@127.0.0.1:{live.port}"
-        driver = threading.Thread(target=_queue, args=(live.port, stop))
-        driver.start()
-        try:
-            time.sleep(0.2)
-            taken = run_cli("mix", "capture", "--url", url, "--sample", "1", "--out", str(out),
-                            env=watcher)  # fmt: skip
-            checked = run_cli("mix", "capture", "--check", str(out), "--url", url,
-                              "--seconds", "1", env=watcher)  # fmt: skip
-        finally:
-            stop.set()
-            driver.join()
+    with _watched(redis_server, _queue) as url:
+        time.sleep(0.2)
+        taken = run_cli("mix", "capture", "--url", url, "--sample", "1", "--out", str(out),
+                        env=WATCHER)  # fmt: skip
+        checked = run_cli("mix", "capture", "--check", str(out), "--url", url,
+                          "--seconds", "1", env=WATCHER)  # fmt: skip
     print(checked.stdout)
     assert taken.returncode == 0, taken.stderr
     text = out.read_text()
