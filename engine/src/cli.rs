@@ -9,7 +9,8 @@ pub const USAGE: &str = "usage: regtrack-openloop --spec FILE --rate R [--host H
 [--hgrm FILE (one port)] | regtrack-openloop --lifecycle FILE [--host H] \
 [--port P [--port P2 ...] --switch-ms W] [--rate R (tasks/s; none or 0: capacity)] \
 [--arrival constant|poisson] [--duration S | --tasks N] [--warmup S] [--seed K] [--drain S] \
-[--behind-lag-us U] [--stall-us U] [--hgrm FILE (one port)]";
+[--behind-lag-us U] [--stall-us U] [--hgrm FILE (one port)] | regtrack-openloop delay \
+--upstream HOST:PORT --one-way-us N [--listen HOST:PORT] [--behind-us U]";
 
 /// The default --drain of each mode: replies still outstanding (latency), tasks still
 /// in the queues (lifecycle).

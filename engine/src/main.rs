@@ -5,13 +5,15 @@
 //! (A B B A...) and each server gets a report of its own. With `--lifecycle FILE` it
 //! drives task-queue lifecycles instead (producers enqueue, consumers dequeue and process)
 //! and times each task from its intended enqueue to its consumer's last step; paired in
-//! time too with several ports (each server works in its own windows).
+//! time too with several ports (each server works in its own windows). `delay` runs a
+//! TCP proxy that holds each chunk for a one-way delay (delay.rs: a round trip's what-if).
 //!
 //! Exit codes: 0 measured, 2 bad input (one line on stderr), 3 a server could not be
 //! reached or was lost (one line naming it).
 
 mod cli;
 mod conn;
+mod delay;
 mod engine;
 mod lifecycle;
 mod lifecycle_report;
@@ -74,6 +76,12 @@ fn run_lifecycle(options: &cli::Options, path: &str) -> ExitCode {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("delay") {
+        return match delay::main(&args[1..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(line) => fail(2, &line),
+        };
+    }
     let options = match cli::parse(&args) {
         Ok(cli::Command::Version) => {
             println!("regtrack-openloop {}", report::VERSION);

@@ -148,7 +148,21 @@ impl Poller {
     }
 
     fn ctl(&self, op: libc::c_int, fd: RawFd, token: u64, writable: bool) -> io::Result<()> {
-        let mut flags = libc::EPOLLIN as u32;
+        self.ctl_flags(op, fd, token, true, writable)
+    }
+
+    fn ctl_flags(
+        &self,
+        op: libc::c_int,
+        fd: RawFd,
+        token: u64,
+        readable: bool,
+        writable: bool,
+    ) -> io::Result<()> {
+        let mut flags = 0u32;
+        if readable {
+            flags |= libc::EPOLLIN as u32;
+        }
         if writable {
             flags |= libc::EPOLLOUT as u32;
         }
@@ -168,6 +182,26 @@ impl Poller {
     /// Ask for EPOLLOUT while a connection has bytes the kernel would not take.
     pub fn set_writable(&self, fd: RawFd, token: u64, writable: bool) -> io::Result<()> {
         self.ctl(libc::EPOLL_CTL_MOD, fd, token, writable)
+    }
+
+    /// Both interests at once: a proxy stops asking for EPOLLIN once a side has ended
+    /// (a socket at end of stream is always readable).
+    pub fn set_interest(
+        &self,
+        fd: RawFd,
+        token: u64,
+        readable: bool,
+        writable: bool,
+    ) -> io::Result<()> {
+        self.ctl_flags(libc::EPOLL_CTL_MOD, fd, token, readable, writable)
+    }
+
+    /// Stop watching `fd` (a socket shut both ways reports EPOLLHUP until it is removed).
+    pub fn remove(&self, fd: RawFd) -> io::Result<()> {
+        let mut event = libc::epoll_event { events: 0, u64: 0 };
+        // SAFETY: event is valid for the call (ignored by DEL on current kernels).
+        check(unsafe { libc::epoll_ctl(self.fd, libc::EPOLL_CTL_DEL, fd, &mut event) })?;
+        Ok(())
     }
 
     /// Wait until something is ready (the timer bounds the wait); (token, readable,

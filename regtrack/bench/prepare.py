@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from regtrack.bench import loadgen, loadgen_choice, seeds, shards
+from regtrack.bench import delay_proxy, loadgen, loadgen_choice, seeds, shards
 from regtrack.bench.callgrind import control
 from regtrack.bench.job import Job, Skipped
 from regtrack.bench.loadgen import memtier, openloop
@@ -84,6 +84,8 @@ def _settings(options: Options) -> RunSettings:
         pairing=options.pairing,
         window=options.window,
     )
+    if options.rtt is not None:
+        settings = settings.model_copy(update={"rtt_us": _rtt(options), "pairing": "separate"})
     if options.seed_offset is not None:
         offset = options.seed_offset
     elif settings.seed_offset is not None:
@@ -93,6 +95,24 @@ def _settings(options: Options) -> RunSettings:
     else:
         offset = seeds.draw_offset()
     return settings.model_copy(update={"seed_offset": offset})
+
+
+def _rtt(options: Options) -> int:
+    """--rtt's round trip in microseconds, measured in separate trials (each visit's
+    trials are checked against the delay proxy's report; a paired window of 0.1 s is a
+    handful of round trips at 28 ms)."""
+    rtt_us = delay_proxy.parse_rtt(options.rtt or "")
+    if options.metric in cycles.COUNTING_ONLY:
+        raise BadInput(
+            f"--rtt {options.rtt}: a round trip changes no instruction count; measure with "
+            "--metric throughput or both"
+        )
+    if options.pairing == "duet":
+        raise BadInput(
+            "--rtt measures separate trials (the delay proxy is judged per trial, on the "
+            "run's client CPUs): give --pairing separate or time, not duet"
+        )
+    return rtt_us
 
 
 def _runtime(options: Options) -> Any:
@@ -187,6 +207,8 @@ def prepare_job(
     workload = with_server_settings(workload, options.server_config, side, options.metric)
     flags = make_flags.parse_build_flags(options.build_flags)
     latency, engine = open_loop(options, workload)  # the engine missing: said before building
+    if settings.rtt_us is not None and engine is None:
+        engine = openloop.locate()  # the delay proxy is the engine's `delay` subcommand
     client = _runtime(options)
     tool = choose_tool(options.loadgen, workload)
     workload = points.with_loadgen_threads(workload, tool, len(side.client))

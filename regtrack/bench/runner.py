@@ -285,7 +285,11 @@ def run_visit(
         for planned in visit.trials:
             progress.phase(f"{rep} · {target.label} · {planned.point.label}{under}")
             specs = points.load_specs(job.workload, planned.point, tool or job.loadgen.name, saved)
+            if server.delay is not None:
+                server.delay.window()  # the trial's window starts here
             record, functions = _trial(job, server, session, planned, specs, visit.mode)
+            if server.delay is not None:
+                server.delay.judge(record)
             record.seed = seed
             died = not server.alive()
             if died:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from regtrack.bench import setup
+from regtrack.bench import delay_proxy, setup
 from regtrack.bench.callgrind import control, protocol
 from regtrack.bench.runtimes import docker
 from regtrack.bench.runtimes.base import RunningServer
@@ -43,11 +43,13 @@ def plain_server(
     cpus: tuple[int, ...] | None = None,
 ) -> contextlib.AbstractContextManager:
     """The target's server as the run's runtime starts it (a process, or a container),
-    pinned to the run's server CPUs or to ``cpus`` (a duet side's)."""
+    pinned to the run's server CPUs or to ``cpus`` (a duet side's); with --rtt, behind a
+    delay proxy on the client CPUs (bench/delay_proxy.py)."""
     cpus = cpus or job.cpus.server
+    started: contextlib.AbstractContextManager
     if job.runtime == "docker":
         assert target.image, f"{target.label} has no image"
-        return docker.docker_server(
+        started = docker.docker_server(
             job.docker,
             target.image,
             cpus,
@@ -58,14 +60,31 @@ def plain_server(
             settings=job.server_argv(target),
             data_dir=job.files_dir(),
         )
-    return native_server(
-        _binary(target),
-        cpus,
-        timeout=job.settings.server_start_timeout,
-        seed=seed,
-        settings=job.server_argv(target),
-        data_dir=job.data_dir,
-    )
+    else:
+        started = native_server(
+            _binary(target),
+            cpus,
+            timeout=job.settings.server_start_timeout,
+            seed=seed,
+            settings=job.server_argv(target),
+            data_dir=job.data_dir,
+        )
+    if job.settings.rtt_us is None:
+        return started
+    return _behind_delay(started, job)
+
+
+@contextlib.contextmanager
+def _behind_delay(started: contextlib.AbstractContextManager, job: Job) -> Iterator[RunningServer]:
+    assert job.engine is not None, "--rtt locates the engine (bench/prepare.py)"
+    assert job.settings.rtt_us is not None
+    with (
+        started as server,
+        delay_proxy.delayed(
+            server, job.engine.path, job.settings.rtt_us, job.cpus.client
+        ) as behind,
+    ):
+        yield behind
 
 
 @contextlib.contextmanager

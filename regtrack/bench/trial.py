@@ -44,9 +44,9 @@ class Context:
     def aim(self, server: RunningServer, cpus: tuple[int, ...] | None = None) -> Aim:
         """The load generator aimed at ``server``, pinned to the client CPUs (or ``cpus``,
         a duet side's)."""
+        host, port = server.aimed_at
         return Aim(
-            self.loadgen, server.host, server.port, cpus or self.cpus.client, server.alive,
-            server.pid,
+            self.loadgen, host, port, cpus or self.cpus.client, server.alive, server.pid,
         )  # fmt: skip
 
     @property
@@ -126,6 +126,7 @@ class _Evidence:
     server_cpus: CpuTimes
     client_cpus: CpuTimes
     process_cpu_s: float | None
+    delay_cpu_s: float = 0.0  # --rtt: the delay proxy's CPU time, ours on the client CPUs
 
     @classmethod
     def before(cls, ctx: Context, server: RunningServer, client: redis.Redis) -> _Evidence:
@@ -134,7 +135,7 @@ class _Evidence:
         # The server's CPU time is read right around the load generator, so that the
         # share is of the measured run alone (not of callgrind's zero/dump round trips).
         cpu = process_cpu_seconds(server.pid) if server.pid else None
-        return cls(stats, io, server_cpus, client_cpus, cpu)
+        return cls(stats, io, server_cpus, client_cpus, cpu, _delay_cpu(server))
 
     @classmethod
     def after(cls, ctx: Context, server: RunningServer, client: redis.Redis) -> _Evidence:
@@ -142,7 +143,14 @@ class _Evidence:
         server_cpus, client_cpus = CpuTimes.read(ctx.cpus.server), CpuTimes.read(ctx.cpus.client)
         io = syscalls(server.pid)
         stats = serverstats.snapshot(client) if server.alive() else None
-        return cls(stats, io, server_cpus, client_cpus, cpu)
+        return cls(stats, io, server_cpus, client_cpus, cpu, _delay_cpu(server))
+
+
+def _delay_cpu(server: RunningServer) -> float:
+    """The delay proxy's CPU seconds so far (0 without --rtt, or once it is gone)."""
+    if server.delay is None:
+        return 0.0
+    return process_cpu_seconds(server.delay.process.pid) or 0.0
 
 
 def measured_window(
@@ -244,7 +252,8 @@ def _from_server(
     record.contention_pct = max(
         contention_pct(before.server_cpus, after.server_cpus, delta.server_cpu_s,
                        result.wall_s, len(ctx.cpus.server)),
-        contention_pct(before.client_cpus, after.client_cpus, result.client_cpu_s,
+        contention_pct(before.client_cpus, after.client_cpus,
+                       result.client_cpu_s + after.delay_cpu_s - before.delay_cpu_s,
                        result.wall_s, len(ctx.cpus.client)),
     )  # fmt: skip
 

@@ -87,6 +87,9 @@ INSTRUCTION_REQUESTS = Bound(2000, 10_000_000)
 SERVER_START_S = Bound(0, 600, above=True)
 # Seconds a server has the load in a paired-in-time window (docs/methodology.md: A/A runs).
 WINDOW_S = Bound(0.05, 10)
+# --rtt: a round trip the delay proxy adds (bench/delay_proxy.py), in microseconds: from a
+# rack's 20 us to a second (a satellite link's 600 ms fits; more is no what-if a run needs).
+RTT_US = Bound(20, 1_000_000)
 # Seed offsets a run draws lie below 2^31 (bench/seeds.py); a chosen one fits there too.
 SEED_OFFSET = Bound(0, 2**31)
 # Cycles one cache miss or mispredicted branch costs (core/cycles.py): a miss to memory

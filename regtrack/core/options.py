@@ -334,6 +334,16 @@ class Options:
         commands=RUN_CI,
         metavar="CMD",
     )
+    rtt: str | None = option(
+        None,
+        "Put every server behind this network round trip, e.g. 0.5ms or 28ms (a hosted Redis "
+        "seen from another region): a delay proxy on the client CPUs holds each chunk for "
+        "half of it each way (docs/latency.md); no privileges needed, native or docker.",
+        "measuring",
+        commands=RUN_CI,
+        metavar="DURATION",
+        unset="none added",
+    )
 
 
 def specs() -> dict[str, Spec]:

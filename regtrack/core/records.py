@@ -43,6 +43,9 @@ class InvalidReason(StrEnum):
     # An open-loop trial whose engine could not send at its intended times: its latencies
     # would be the engine's delay, not the server's.
     BEHIND_SCHEDULE = "behind-schedule"
+    # --rtt: the delay proxy forwarded late (its CPU was short): the round trip was not
+    # the one asked for.
+    DELAY_BEHIND = "delay-behind"
     OTHER = "other"  # text stored before the codes existed that no code matches
 
     @property
@@ -71,6 +74,7 @@ _LABELS = {
     InvalidReason.NOT_SATURATED: "server not saturated",
     InvalidReason.INTERRUPTED: "interrupted",
     InvalidReason.BEHIND_SCHEDULE: "behind its schedule",
+    InvalidReason.DELAY_BEHIND: "delay not held",
     InvalidReason.OTHER: "other",
 }
 

@@ -96,6 +96,10 @@ class RunSettings(_Strict):
     cycle_weight_l1: limits.CYCLE_WEIGHT.of(float) = 10.0
     cycle_weight_ll: limits.CYCLE_WEIGHT.of(float) = 200.0
     cycle_weight_branch: limits.CYCLE_WEIGHT.of(float) = 10.0
+    # --rtt: the network round trip every load generator's requests cross (a delay proxy
+    # on the client CPUs, bench/delay_proxy.py), in microseconds; None: none added. Part of
+    # the comparability key: runs behind different round trips are not compared as alike.
+    rtt_us: limits.RTT_US.of(int) | None = None
     database: str = str(DEFAULT_DB)
 
     @property

@@ -85,7 +85,8 @@ def load_job(store: Store, run_id: int, extending: bool = False) -> Job:
             "database; run it again with --driver",
         )  # fmt: skip
     lifecycle = isinstance(plan.workload, LifecycleWorkload)  # its loadgen is the engine
-    engine = openloop.locate() if plan.latency or lifecycle else None
+    # the delay proxy of --rtt is the engine's too
+    engine = openloop.locate() if plan.latency or lifecycle or plan.settings.rtt_us else None
     job = Job.from_config(plan, LoadgenBinary(**run.loadgen.shown()), client, engine)
     if job.metric != "throughput" and job.runtime == "native":
         control.require()

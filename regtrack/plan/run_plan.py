@@ -104,6 +104,8 @@ class RunPlan:
         settings; host facts (CPU numbers, paths of cached builds) are left out."""
         settings = self.settings.model_dump()
         settings.pop("database", None)
+        if settings.get("rtt_us") is None:  # no --rtt: ids of runs before it stay theirs
+            settings.pop("rtt_us", None)
         if not self.simulated:  # weights weigh nothing: ids of other runs stay theirs
             for name in ("cycle_weight_l1", "cycle_weight_ll", "cycle_weight_branch"):
                 settings.pop(name, None)

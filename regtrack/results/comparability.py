@@ -87,6 +87,8 @@ def key(plan: RunPlan, environment: Mapping[str, Any], loadgen: Mapping[str, Any
         }
     )
     facts.update({f"workload.{k}": v for k, v in sorted(workload.items())})
+    if plan.settings.rtt_us is not None:  # --rtt; absent otherwise: older digests stay theirs
+        facts["network round trip (us)"] = plan.settings.rtt_us
     return facts
 
 

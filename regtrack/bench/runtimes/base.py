@@ -92,6 +92,16 @@ class RunningServer:
     token_dir: str | None = None  # its `dir`, unique to it: see check_token
     is_alive: Callable[[], bool] = lambda: True
     access: Access = field(default_factory=Access)
+    # --rtt: the delay proxy in front of it (bench/delay_proxy.DelayProxy: its host, port
+    # and report), where load generators are aimed; None: they connect to the server.
+    delay: Any = None
+
+    @property
+    def aimed_at(self) -> tuple[str, int]:
+        """Where load generators connect: the delay proxy, else the server itself."""
+        if self.delay is not None:
+            return self.delay.host, self.delay.port
+        return self.host, self.port
 
     def alive(self) -> bool:
         """False once the server process has exited (crashed, killed)."""
