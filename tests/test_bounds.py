@@ -41,7 +41,7 @@ def _run(tmp_path: Path, redis_server: str, *args: str, config: Path | None = No
 BOUNDED_RUN = ["duration", "warmup", "repetitions", "client_bound_cpu_pct",
                "server_bound_cpu_pct", "contention_limit_pct", "server_start_timeout",
                "instruction_requests", "repeatability_pct", "window", "seed_offset",
-               "cycle_weight_l1", "cycle_weight_ll", "cycle_weight_branch"]  # fmt: skip
+               "cycle_weight_l1", "cycle_weight_ll", "cycle_weight_branch", "rtt_us"]  # fmt: skip
 
 
 @pytest.mark.parametrize("field", BOUNDED_RUN)
