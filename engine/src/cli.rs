@@ -6,10 +6,11 @@ pub const USAGE: &str = "usage: regtrack-openloop --spec FILE --rate R [--host H
 [--port P [--port P2 ...] [--switch-ms W]] [--connections N (per server)] \
 [--arrival constant|poisson] [--duration S] [--warmup S] [--seed K] [--pipeline K] \
 [--max-in-flight M (per connection)] [--drain S] [--behind-lag-us U] [--stall-us U] \
-[--hgrm FILE (one port)] | regtrack-openloop --lifecycle FILE [--host H] \
+[--reply-floor-us U] [--spin-us U] [--hgrm FILE (one port)] | regtrack-openloop --lifecycle FILE [--host H] \
 [--port P [--port P2 ...] --switch-ms W] [--rate R (tasks/s; none or 0: capacity)] \
 [--arrival constant|poisson] [--duration S | --tasks N] [--warmup S] [--seed K] [--drain S] \
-[--behind-lag-us U] [--stall-us U] [--hgrm FILE (one port)] | regtrack-openloop delay \
+[--behind-lag-us U] [--stall-us U] [--reply-floor-us U] [--spin-us U] [--hgrm FILE (one port)] | \
+regtrack-openloop delay \
 --upstream HOST:PORT --one-way-us N [--listen HOST:PORT] [--behind-us U]";
 
 /// The default --drain of each mode: replies still outstanding (latency), tasks still
@@ -52,6 +53,12 @@ pub struct Options {
     /// The engine not running for longer than this (µs) when it was due to is a stall of
     /// its own; the requests it touched are left out of the latency. 0: no detection.
     pub stall_us: f64,
+    /// No reply comes sooner than this (µs) after its request is written (a delay proxy's
+    /// round trip): a stall inside that wait cannot have timed the request late. 0: none.
+    pub reply_floor_us: f64,
+    /// Poll instead of sleeping this long (µs) before each due time, at most a quarter of
+    /// the mean gap between arrivals (schedule::spin_lead_ns). 0: always sleep.
+    pub spin_us: f64,
 }
 
 /// What the command line asks for (made once: the size of `Run` does not matter).
@@ -108,6 +115,8 @@ fn defaults() -> Options {
         drain_s: 0.0, // the mode's default, below
         behind_lag_us: 1000.0,
         stall_us: 200.0,
+        reply_floor_us: 0.0,
+        spin_us: 1000.0,
     }
 }
 
@@ -150,6 +159,18 @@ fn set(o: &mut Options, name: &str, text: &str) -> Result<(), String> {
             o.stall_us = value(name, text)?;
             if !(o.stall_us.is_finite() && o.stall_us >= 0.0) {
                 return Err(format!("--stall-us: {text} must be 0 (off) or more"));
+            }
+        }
+        "spin-us" => {
+            o.spin_us = value(name, text)?;
+            if !(o.spin_us.is_finite() && o.spin_us >= 0.0) {
+                return Err(format!("--spin-us: {text} must be 0 (off) or more"));
+            }
+        }
+        "reply-floor-us" => {
+            o.reply_floor_us = value(name, text)?;
+            if !(o.reply_floor_us.is_finite() && o.reply_floor_us >= 0.0) {
+                return Err(format!("--reply-floor-us: {text} must be 0 (none) or more"));
             }
         }
         _ => return Err(format!("unknown option --{name} ({USAGE})")),
@@ -317,6 +338,21 @@ mod tests {
         );
         let o = run(&["--spec", "s", "--rate", "1", "--stall-us", "0"]).unwrap();
         assert_eq!(o.stall_us, 0.0);
+        assert_eq!(o.reply_floor_us, 0.0);
+        assert_eq!(o.spin_us, 1000.0);
+        assert_eq!(
+            run(&["--spec", "s", "--rate", "1", "--spin-us", "0"])
+                .unwrap()
+                .spin_us,
+            0.0
+        );
+        let o = run(&["--spec", "s", "--rate", "1", "--reply-floor-us", "28000"]).unwrap();
+        assert_eq!(o.reply_floor_us, 28_000.0);
+        assert!(
+            run(&["--spec", "s", "--rate", "1", "--reply-floor-us", "-5"])
+                .unwrap_err()
+                .contains("--reply-floor-us")
+        );
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use crate::resp::{self, Parsed};
 use crate::rotation::Rotation;
+use crate::stall::{self, Wait};
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -16,12 +17,16 @@ pub struct Pending {
     pub remaining: u32,
     /// Intended inside the measured window (not warmup).
     pub measured: bool,
+    /// Its bytes all written (`wait` then says when its reply could not yet have come).
+    pub written: bool,
+    pub wait: Option<Wait>,
 }
 
 /// A reply that completed a request.
 pub struct Done {
     pub intended: u64,
     pub measured: bool,
+    pub wait: Option<Wait>,
 }
 
 pub struct Conn {
@@ -70,6 +75,8 @@ impl Conn {
             intended,
             remaining: pipeline,
             measured,
+            written: false,
+            wait: None,
         });
     }
 
@@ -77,8 +84,13 @@ impl Conn {
         self.out_pos < self.out.len()
     }
 
-    /// Write what the kernel takes; Ok(true) when everything is written.
-    pub fn flush(&mut self) -> io::Result<bool> {
+    /// Write what the kernel takes; Ok(true) when everything is written. `floor_ns`: the
+    /// least time a reply takes (0: none known), for the waits of the requests written.
+    pub fn flush(&mut self, floor_ns: u64) -> io::Result<bool> {
+        // A wait is known only for requests written whole by this call: one written in
+        // part earlier may have reached the server before `before`.
+        let fresh = self.out_pos == 0;
+        let before = crate::sys::now_ns();
         while self.out_pos < self.out.len() {
             match self.stream.write(&self.out[self.out_pos..]) {
                 Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "wrote 0 bytes")),
@@ -90,6 +102,18 @@ impl Conn {
         }
         self.out.clear();
         self.out_pos = 0;
+        let wait = if fresh {
+            stall::wait_after_write(before, crate::sys::now_ns(), floor_ns)
+        } else {
+            None
+        };
+        for p in self.pending.iter_mut().rev() {
+            if p.written {
+                break;
+            }
+            p.written = true;
+            p.wait = wait;
+        }
         Ok(true)
     }
 
@@ -146,6 +170,7 @@ impl Conn {
                         done.push(Done {
                             intended: p.intended,
                             measured: p.measured,
+                            wait: p.wait,
                         });
                     }
                 }

@@ -10,7 +10,7 @@ use crate::cli::Options;
 use crate::conn::{Conn, Done, ReadOutcome};
 use crate::pairing::{self, Cover, Router};
 use crate::rotation::Rotation;
-use crate::schedule::Schedule;
+use crate::schedule::{self, Schedule};
 use crate::spec::Spec;
 use crate::stall::{Detector, Summary};
 use crate::stats::{CpuWindow, Stats};
@@ -87,6 +87,10 @@ struct Loop {
     errors: Vec<(String, bool)>,
     servers: Vec<String>,
     stalls: Detector,
+    /// --reply-floor-us in ns: no reply comes sooner after its request is written.
+    floor_ns: u64,
+    /// Polls instead of sleeping this long before a due time (schedule::spin_lead_ns).
+    lead_ns: u64,
 }
 
 impl Loop {
@@ -124,7 +128,7 @@ impl Loop {
                 continue;
             }
             let all = self.conns[i]
-                .flush()
+                .flush(self.floor_ns)
                 .map_err(|e| self.lost(i, &e.to_string()))?;
             self.tick(); // one connection's write per reading: a step far below --stall-us
             if all == self.conns[i].wants_write {
@@ -152,7 +156,11 @@ impl Loop {
         }
         let stats = &mut self.stats[i / self.per_server];
         for d in &self.done {
-            let tainted = self.stalls.taints(d.intended, now);
+            let waits: &[_] = match &d.wait {
+                Some(w) => std::slice::from_ref(w),
+                None => &[],
+            };
+            let tainted = self.stalls.taints(d.intended, now, waits);
             stats.completed(d.intended, d.measured, now, tainted);
         }
         for (kind, measured) in self.errors.drain(..) {
@@ -225,6 +233,8 @@ pub fn run(o: &Options, spec: &Spec) -> Result<Measured, Lost> {
             measure_from,
             sys::now_ns(),
         ),
+        floor_ns: (o.reply_floor_us * 1e3).round() as u64,
+        lead_ns: schedule::spin_lead_ns(o.spin_us, o.rate),
     };
     event_loop(&mut lp, &mut timer, o, &w)?;
     for (s, stats) in lp.stats.iter_mut().enumerate() {
@@ -278,18 +288,26 @@ fn event_loop(lp: &mut Loop, timer: &mut Timer, o: &Options, w: &Window) -> Resu
             }
             until
         };
-        timer
-            .arm(deadline)
-            .map_err(|e| Lost(format!("timer: {e}")))?;
-        let blocked_at = lp.tick();
-        lp.poller
-            .wait(&mut ready)
-            .map_err(|e| Lost(format!("epoll: {e}")))?;
-        // Due at the deadline (the next intended send, or the window's or drain's end): a
-        // later wake is a stall of the engine. A server that stops answering cannot make
-        // one: the loop only waits here, and the timer still fires on time; waiting for
-        // replies is never a stall, so the requests it delays keep their latency.
-        lp.stalls.woke(blocked_at, deadline, sys::now_ns());
+        let early = deadline.saturating_sub(lp.lead_ns);
+        if lp.tick() >= early {
+            // due within the spin: poll without sleeping (a preemption meanwhile is a gap
+            // between two ticks, a stall)
+            lp.poller
+                .poll(&mut ready)
+                .map_err(|e| Lost(format!("epoll: {e}")))?;
+        } else {
+            timer.arm(early).map_err(|e| Lost(format!("timer: {e}")))?;
+            let blocked_at = lp.tick();
+            lp.poller
+                .wait(&mut ready)
+                .map_err(|e| Lost(format!("epoll: {e}")))?;
+            // Due at the deadline (the next intended send, or the window's or drain's
+            // end): a later wake is a stall of the engine. A server that stops answering
+            // cannot make one: the loop only waits here, and the timer still fires on
+            // time; waiting for replies is never a stall, so the requests it delays keep
+            // their latency.
+            lp.stalls.woke(blocked_at, deadline, sys::now_ns());
+        }
         for &(token, readable, writable, hung_up) in ready.iter() {
             if token == TIMER {
                 timer.fired();

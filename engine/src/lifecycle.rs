@@ -12,7 +12,7 @@ use crate::engine::rng;
 use crate::lifecycle_spec::{Lifecycle, Step};
 use crate::link::{Link, Reply};
 use crate::reply::{self, Found};
-use crate::stall::Detector;
+use crate::stall::{Detector, Wait};
 use crate::stats::Stats;
 use crate::template::{Ctx, Place, TaskRef};
 use rand_pcg::Pcg64;
@@ -67,6 +67,18 @@ impl Measured {
 /// A task a producer is enqueueing (its intended time is in `outstanding`).
 struct Task {
     task: TaskRef,
+    counter: u64,
+}
+
+/// A task enqueued (started) and not yet dequeued: its intended time, and when its first
+/// enqueue step was written and its last answered (what bounds its dequeue's waits).
+struct Out {
+    intended: u64,
+    measured: bool,
+    /// The first enqueue step's wait (stall.rs), once written whole with a reply floor.
+    first: Option<Wait>,
+    /// When its last enqueue step was answered.
+    enqueued_at: Option<u64>,
 }
 
 /// The step a connection has written and is waiting for: which list, which step, how
@@ -76,6 +88,7 @@ struct Flight {
     place: Place,
     step: usize,
     got: usize,
+    written: bool,
 }
 
 #[derive(Default)]
@@ -85,10 +98,12 @@ struct Producer {
     backlog: VecDeque<(u64, bool)>,
 }
 
-/// A task of a dequeue reply: its id and handle, and (intended, measured) if it is ours.
+/// A task of a dequeue reply: its id and handle, (intended, measured) if it is ours, and
+/// the span before its dequeue's reply in which nothing of it was due (stall.rs).
 struct Taken {
     task: TaskRef,
     ours: Option<(u64, bool)>,
+    wait: Option<Wait>,
 }
 
 /// What a consumer does when its wait is over.
@@ -114,6 +129,10 @@ struct Consumer {
     /// Done with its tasks while its server was inactive: its next dequeue waits for the
     /// server's next window.
     held: bool,
+    /// Its last dequeue's wait, and the waits of the steps it wrote since that dequeue's
+    /// reply: spans in which its tasks had nothing due (stall.rs).
+    dequeue_wait: Option<Wait>,
+    waits: Vec<Wait>,
 }
 
 /// What an idle producer does.
@@ -189,7 +208,7 @@ pub struct Side<'a> {
     producers: Vec<Producer>,
     consumers: Vec<Consumer>,
     /// Tasks enqueued (started) and not yet dequeued, by counter.
-    outstanding: HashMap<u64, (u64, bool)>,
+    outstanding: HashMap<u64, Out>,
     /// Tasks started and not completed (the capacity bound).
     in_system: u64,
     next_counter: u64,
@@ -199,6 +218,8 @@ pub struct Side<'a> {
     w: Window,
     /// In its server's window (always, with one server, and in the drain).
     pub active: bool,
+    /// --reply-floor-us in ns: no reply comes sooner after its step is written (0: none).
+    pub floor_ns: u64,
     pub m: Measured,
 }
 
@@ -232,6 +253,7 @@ impl<'a> Side<'a> {
             consumers_started: false,
             w,
             active: true,
+            floor_ns: 0,
             m: Measured::new(w.end),
         }
     }
@@ -281,6 +303,7 @@ impl<'a> Side<'a> {
             place,
             step,
             got: 0,
+            written: false,
         });
         if self.w.holds(now) {
             self.m.commands += s.commands.len() as u64;
@@ -293,7 +316,15 @@ impl<'a> Side<'a> {
         let counter = self.next_counter;
         self.next_counter += 1;
         let id = reply::task_id(self.seed, counter);
-        self.outstanding.insert(counter, (intended, measured));
+        self.outstanding.insert(
+            counter,
+            Out {
+                intended,
+                measured,
+                first: None,
+                enqueued_at: None,
+            },
+        );
         self.in_system += 1;
         if self.capacity {
             self.m.stats.wrote(intended, measured, now); // intended is now: no lag
@@ -305,8 +336,50 @@ impl<'a> Side<'a> {
                 task: id,
                 handle: id.to_vec(),
             },
+            counter,
         });
         self.send(p, Place::Enqueue, 0, now);
+    }
+
+    /// Link `i`'s step is all written; `wait`: the span in which its reply cannot come.
+    pub fn written(&mut self, i: usize, wait: Option<Wait>) {
+        let Some(f) = self.flights[i].as_mut() else {
+            return;
+        };
+        if f.written {
+            return;
+        }
+        f.written = true;
+        let (place, step) = (f.place, f.step);
+        let p = self.producers.len();
+        match place {
+            Place::Enqueue if step == 0 => {
+                let counter = self.producers[i].task.as_ref().map(|t| t.counter);
+                if let Some(out) = counter.and_then(|n| self.outstanding.get_mut(&n)) {
+                    out.first = wait;
+                }
+            }
+            Place::Dequeue => self.consumers[i - p].dequeue_wait = wait,
+            Place::Process | Place::Batch => self.consumers[i - p].waits.extend(wait),
+            Place::Enqueue => {}
+        }
+    }
+
+    /// The span before a dequeue's reply in which nothing of task `out` was due, the
+    /// dequeue's wait being `dequeue`: the first enqueue step's wait if the dequeue was
+    /// written before that step (a blocked pop cannot return the task before the push
+    /// could reach the server and the reply come back, and the producer waits for the
+    /// same step's reply); the dequeue's own wait if the task was wholly enqueued before
+    /// the dequeue was written; else none.
+    fn pop_wait(&self, out: &Out, dequeue: Option<Wait>) -> Option<Wait> {
+        let d = dequeue?;
+        let started = |w: Wait| w.1 - self.floor_ns; // when the write began
+        if let Some(first) = out.first {
+            if d.0 <= started(first) {
+                return Some(first);
+            }
+        }
+        out.enqueued_at.filter(|&r| r <= started(d)).map(|_| d)
     }
 
     /// Open loop: give the due task to the producer with the least backlog. The schedule's
@@ -462,16 +535,27 @@ impl<'a> Side<'a> {
             self.send(p, Place::Enqueue, step + 1, now);
             return;
         }
-        self.producers[p].task = None;
+        let counter = self.producers[p].task.take().map(|t| t.counter);
+        if let Some(out) = counter.and_then(|n| self.outstanding.get_mut(&n)) {
+            out.enqueued_at = Some(now);
+        }
         if self.w.holds(now) && self.active {
             self.m.enqueued_active += 1;
         }
         self.feed_producers(now);
     }
 
-    /// A task done: timed if it is ours and was intended in the window.
-    fn complete(&mut self, ours: Option<(u64, bool)>, now: u64, stalls: &Detector) {
-        let Some((intended, measured)) = ours else {
+    /// A task done: timed if it is ours and was intended in the window. Consumer `c`'s
+    /// waits since the dequeue, and the task's wait before it, excuse the stalls inside
+    /// them.
+    fn complete(
+        &mut self,
+        c: usize,
+        t: (Option<(u64, bool)>, Option<Wait>),
+        now: u64,
+        stalls: &Detector,
+    ) {
+        let (Some((intended, measured)), before) = t else {
             return;
         };
         self.in_system -= 1;
@@ -479,7 +563,11 @@ impl<'a> Side<'a> {
             self.m.completed_in_window += 1;
             self.m.completed_active += u64::from(self.active);
         }
-        let tainted = stalls.taints(intended, now);
+        let waits = &mut self.consumers[c].waits;
+        let mine = waits.len();
+        waits.extend(before);
+        let tainted = stalls.taints(intended, now, waits);
+        waits.truncate(mine);
         self.m.stats.completed(intended, measured, now, tainted);
     }
 
@@ -500,18 +588,21 @@ impl<'a> Side<'a> {
                     return;
                 }
                 self.m.dequeues += u64::from(counted);
+                let dequeue = self.consumers[c].dequeue_wait.take();
+                self.consumers[c].waits.clear();
                 let mut taken = Vec::with_capacity(found.len());
                 for f in found {
-                    let ours = reply::counter_of(&f.task, self.seed)
+                    let out = reply::counter_of(&f.task, self.seed)
                         .and_then(|n| self.outstanding.remove(&n));
                     // over the whole run: leftovers of an earlier run come first
-                    self.m.foreign += u64::from(ours.is_none());
+                    self.m.foreign += u64::from(out.is_none());
                     taken.push(Taken {
                         task: TaskRef {
                             task: f.task,
                             handle: f.handle,
                         },
-                        ours,
+                        ours: out.as_ref().map(|o| (o.intended, o.measured)),
+                        wait: out.as_ref().and_then(|o| self.pop_wait(o, dequeue)),
                     });
                 }
                 self.consumers[c].taken = taken;
@@ -524,7 +615,7 @@ impl<'a> Side<'a> {
                     // nothing after the pop (Sidekiq's BasicFetch): done when dequeued
                     let taken = std::mem::take(&mut self.consumers[c].taken);
                     for t in &taken {
-                        self.complete(t.ours, now, stalls);
+                        self.complete(c, (t.ours, t.wait), now, stalls);
                     }
                     if self.l.work_ns == 0 {
                         self.go_on(c, Place::Dequeue, now);
@@ -546,8 +637,8 @@ impl<'a> Side<'a> {
                 con.at += 1;
                 let more = con.at < con.taken.len();
                 if self.l.batch.is_empty() {
-                    let ours = self.consumers[c].taken[at].ours;
-                    self.complete(ours, now, stalls);
+                    let t = &self.consumers[c].taken[at];
+                    self.complete(c, (t.ours, t.wait), now, stalls);
                 }
                 if more {
                     self.start_task(c, now);
@@ -565,7 +656,7 @@ impl<'a> Side<'a> {
                 }
                 let taken = std::mem::take(&mut self.consumers[c].taken);
                 for t in &taken {
-                    self.complete(t.ours, now, stalls);
+                    self.complete(c, (t.ours, t.wait), now, stalls);
                 }
                 self.go_on(c, Place::Dequeue, now);
             }

@@ -11,7 +11,7 @@ use crate::lifecycle::{Failure, Measured, Side, Window};
 use crate::lifecycle_spec::Lifecycle;
 use crate::link::Link;
 use crate::pairing::{self, Cover, Router};
-use crate::schedule::Schedule;
+use crate::schedule::{self, Schedule};
 use crate::scripts::{self, LoadError};
 use crate::stall::{Detector, Summary};
 use crate::stats::CpuWindow;
@@ -78,6 +78,8 @@ struct Loop<'a> {
     cpu: CpuWindow,
     w: Window,
     window_ns: u64,
+    /// Polls instead of sleeping this long before a due time (schedule::spin_lead_ns).
+    lead_ns: u64,
 }
 
 impl Loop<'_> {
@@ -118,11 +120,15 @@ impl Loop<'_> {
                     continue;
                 }
                 let side = &mut self.sides[s];
-                let all = side.links[i]
-                    .flush()
+                let written = side.links[i]
+                    .flush(side.floor_ns)
                     .map_err(|e| side.lost(&e.to_string()))?;
                 self.tick();
                 let side = &mut self.sides[s];
+                let all = written.is_some();
+                if let Some(wait) = written {
+                    side.written(i, wait);
+                }
                 if all == side.links[i].wants_write {
                     let fd = side.links[i].stream.as_raw_fd();
                     let token = (s * self.per_server + i) as u64;
@@ -194,7 +200,11 @@ pub fn run(o: &Options, mut l: Lifecycle) -> Result<(Run, Lifecycle), Failure> {
         let capacity = o.rate == 0.0;
         let sides = opened
             .into_iter()
-            .map(|(server, links)| Side::new(&l, o.seed, capacity, o.tasks, server, links, w))
+            .map(|(server, links)| {
+                let mut side = Side::new(&l, o.seed, capacity, o.tasks, server, links, w);
+                side.floor_ns = (o.reply_floor_us * 1e3).round() as u64;
+                side
+            })
             .collect();
         let mut lp = Loop {
             sides,
@@ -208,6 +218,7 @@ pub fn run(o: &Options, mut l: Lifecycle) -> Result<(Run, Lifecycle), Failure> {
             cpu: CpuWindow::default(),
             w,
             window_ns: window_ns(o),
+            lead_ns: schedule::spin_lead_ns(o.spin_us, o.rate),
         };
         event_loop(&mut lp, &mut timer, o)?;
         Run {
@@ -282,16 +293,23 @@ fn event_loop(lp: &mut Loop, timer: &mut Timer, o: &Options) -> Result<(), Failu
         if let Some(t) = lp.next_switch(now) {
             deadline = deadline.min(t);
         }
-        timer
-            .arm(deadline)
-            .map_err(|e| Failure::Lost(format!("timer: {e}")))?;
-        let blocked_at = lp.tick();
-        lp.poller
-            .wait(&mut ready)
-            .map_err(|e| Failure::Lost(format!("epoll: {e}")))?;
-        // as engine.rs: a wake later than the deadline is a stall of the engine; waiting
-        // for the server (a blocked dequeue included) never is
-        lp.stalls.woke(blocked_at, deadline, sys::now_ns());
+        let early = deadline.saturating_sub(lp.lead_ns);
+        if lp.tick() >= early {
+            lp.poller
+                .poll(&mut ready)
+                .map_err(|e| Failure::Lost(format!("epoll: {e}")))?;
+        } else {
+            timer
+                .arm(early)
+                .map_err(|e| Failure::Lost(format!("timer: {e}")))?;
+            let blocked_at = lp.tick();
+            lp.poller
+                .wait(&mut ready)
+                .map_err(|e| Failure::Lost(format!("epoll: {e}")))?;
+            // as engine.rs: a wake later than the deadline is a stall of the engine;
+            // waiting for the server (a blocked dequeue included) never is
+            lp.stalls.woke(blocked_at, deadline, sys::now_ns());
+        }
         for &(token, readable, writable, hung_up) in ready.iter() {
             if token == TIMER {
                 timer.fired();

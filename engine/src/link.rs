@@ -4,6 +4,7 @@
 //! one step in flight at a time, so it needs no queue of requests.
 
 use crate::resp::{self, Parsed};
+use crate::stall::{self, Wait};
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 
@@ -39,20 +40,27 @@ impl Link {
         self.out_pos < self.out.len()
     }
 
-    /// Write what the kernel takes; Ok(true) when everything is written.
-    pub fn flush(&mut self) -> io::Result<bool> {
+    /// Write what the kernel takes; Ok(Some(wait)) when everything is written, `wait` the
+    /// span in which its reply cannot have come (stall.rs; `floor_ns` the least time a
+    /// reply takes), known only when this call wrote the step whole.
+    pub fn flush(&mut self, floor_ns: u64) -> io::Result<Option<Option<Wait>>> {
+        let fresh = self.out_pos == 0;
+        let before = crate::sys::now_ns();
         while self.out_pos < self.out.len() {
             match self.stream.write(&self.out[self.out_pos..]) {
                 Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "wrote 0 bytes")),
                 Ok(n) => self.out_pos += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             }
         }
         self.out.clear();
         self.out_pos = 0;
-        Ok(true)
+        let wait = fresh
+            .then(|| stall::wait_after_write(before, crate::sys::now_ns(), floor_ns))
+            .flatten();
+        Ok(Some(wait))
     }
 
     /// Read everything available; Ok(false) when the server closed the connection.

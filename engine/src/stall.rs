@@ -4,6 +4,12 @@
 //! request whose [intended time, reply read] overlaps a stall is *tainted*: counted apart
 //! and kept out of the latency histogram (its schedule lag still counts).
 //!
+//! Except where the request provably had nothing for the engine to do: behind a delay
+//! proxy (--rtt) no reply can arrive sooner than the round trip after its request was
+//! written, so a stall wholly inside [written, written + round trip] (a `Wait`) delayed
+//! neither the send nor the read. Without such waits a request in flight for 20 ms on a VM
+//! that stalls the engine 20-50 times a second would nearly always be tainted.
+//!
 //! Two kinds, both seen only on the engine's side of the socket:
 //! (a) the loop woke later than the timerfd deadline it armed (the next intended send, or
 //!     the window's or drain's end) by more than the threshold: the stall is [deadline, wake]
@@ -20,6 +26,17 @@
 //! is never counted as a stall, so the requests a server pause delayed stay in the histogram
 //! with their full latency.
 
+/// A span [from, to] (ns) in which a request's reply could not yet have arrived and
+/// nothing of it was due: from the end of the write that sent it (its last byte) to the
+/// start of that write plus the least time a reply takes (--reply-floor-us).
+pub type Wait = (u64, u64);
+
+/// The wait of a request written by a write call that started at `before` and returned at
+/// `after`, its replies taking at least `floor` ns (None: no floor, or too short a span).
+pub fn wait_after_write(before: u64, after: u64, floor: u64) -> Option<Wait> {
+    (floor > 0 && before + floor > after).then_some((after, before + floor))
+}
+
 /// One stall, [start, end] in CLOCK_MONOTONIC ns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stall {
@@ -31,6 +48,12 @@ impl Stall {
     /// Whether the stall overlaps a request's [intended, read] (by more than an instant).
     pub fn overlaps(&self, intended: u64, read: u64) -> bool {
         self.start < read && self.end > intended
+    }
+
+    /// Whether what the stall overlaps of [intended, read] lies inside one of `waits`.
+    fn excused(&self, intended: u64, read: u64, waits: &[Wait]) -> bool {
+        let (a, b) = (self.start.max(intended), self.end.min(read));
+        waits.iter().any(|&(from, to)| from <= a && b <= to)
     }
 }
 
@@ -75,15 +98,16 @@ impl Ring {
         (1..=self.len).map(move |k| &self.stalls[(self.next + RING - k) % RING])
     }
 
-    /// Whether a request intended at `intended` and read at `read` overlapped a stall.
-    /// Stalls end in the order they were recorded, so the scan stops at the first that
-    /// ended at or before `intended`: with no recent stall it looks at one.
-    pub fn taints(&self, intended: u64, read: u64) -> bool {
+    /// Whether a request intended at `intended` and read at `read` overlapped a stall
+    /// outside its `waits`. Stalls end in the order they were recorded, so the scan stops at
+    /// the first that ended at or before `intended`: with no recent stall it looks at one.
+    /// A dropped stall always taints (its span is no longer known).
+    pub fn taints(&self, intended: u64, read: u64, waits: &[Wait]) -> bool {
         for s in self.newest_first() {
             if s.end <= intended {
                 return false;
             }
-            if s.overlaps(intended, read) {
+            if s.overlaps(intended, read) && !s.excused(intended, read, waits) {
                 return true;
             }
         }
@@ -154,9 +178,10 @@ impl Detector {
     }
 
     /// Whether the request intended at `intended`, its reply read at `read` (a reading
-    /// already given to `ran_to`), overlapped a stall. Never with the feature off.
-    pub fn taints(&self, intended: u64, read: u64) -> bool {
-        self.threshold > 0 && self.ring.taints(intended, read)
+    /// already given to `ran_to`), overlapped a stall outside its `waits`. Never with the
+    /// feature off.
+    pub fn taints(&self, intended: u64, read: u64, waits: &[Wait]) -> bool {
+        self.threshold > 0 && self.ring.taints(intended, read, waits)
     }
 }
 
@@ -184,19 +209,19 @@ mod tests {
     #[test]
     fn the_ring_finds_an_old_stall_behind_newer_ones() {
         let mut r = Ring::default();
-        assert!(!r.taints(0, 1_000));
+        assert!(!r.taints(0, 1_000, &[]));
         for k in 0..10u64 {
             r.push(Stall {
                 start: 1_000 * k + 100,
                 end: 1_000 * k + 300,
             });
         }
-        assert!(r.taints(150, 160)); // the oldest
-        assert!(r.taints(50, 20_000)); // long request: all of them
-        assert!(r.taints(9_200, 9_250)); // the newest
-        assert!(!r.taints(9_300, 9_900)); // after the newest
-        assert!(!r.taints(400, 1_050)); // between two
-        assert!(!r.taints(10_000, 10_500));
+        assert!(r.taints(150, 160, &[])); // the oldest
+        assert!(r.taints(50, 20_000, &[])); // long request: all of them
+        assert!(r.taints(9_200, 9_250, &[])); // the newest
+        assert!(!r.taints(9_300, 9_900, &[])); // after the newest
+        assert!(!r.taints(400, 1_050, &[])); // between two
+        assert!(!r.taints(10_000, 10_500, &[]));
     }
 
     #[test]
@@ -212,11 +237,11 @@ mod tests {
         assert_eq!(r.len, RING);
         // the first ten were dropped; a request across one of them is still tainted
         assert_eq!(r.dropped_end, 1_000 * 9 + 10);
-        assert!(r.taints(5, 500));
-        assert!(r.taints(5, 1_000 * n));
+        assert!(r.taints(5, 500, &[]));
+        assert!(r.taints(5, 1_000 * n, &[]));
         // one after every dropped stall and before the next is not
-        assert!(!r.taints(9_500, 9_900));
-        assert!(r.taints(1_000 * (n - 1) + 5, 1_000 * n));
+        assert!(!r.taints(9_500, 9_900, &[]));
+        assert!(r.taints(1_000 * (n - 1) + 5, 1_000 * n, &[]));
     }
 
     #[test]
@@ -247,9 +272,9 @@ mod tests {
         // the deadline had passed when it blocked: due at once
         d.woke(87_000 * US, 86_500 * US, 87_300 * US);
         assert_eq!(d.summary.count, 3);
-        assert!(d.taints(86_900 * US, 87_300 * US));
-        assert!(d.taints(80_500 * US, 87_300 * US)); // in flight across two
-        assert!(!d.taints(86_000 * US, 86_900 * US)); // between them
+        assert!(d.taints(86_900 * US, 87_300 * US, &[]));
+        assert!(d.taints(80_500 * US, 87_300 * US, &[])); // in flight across two
+        assert!(!d.taints(86_000 * US, 86_900 * US, &[])); // between them
     }
 
     #[test]
@@ -257,10 +282,39 @@ mod tests {
         let mut d = Detector::new(200 * US, 0, 0);
         d.ran_to(1_000 * US);
         d.woke(1_000 * US, 1_500 * US, 51_500 * US); // 50 ms late
-        assert!(d.taints(1_400 * US, 51_600 * US)); // sent before, read after
-        assert!(d.taints(30_000 * US, 51_700 * US)); // due during it, sent after
-        assert!(!d.taints(51_500 * US, 51_700 * US)); // due as it ended
-        assert!(!d.taints(1_000 * US, 1_400 * US)); // done before it
+        assert!(d.taints(1_400 * US, 51_600 * US, &[])); // sent before, read after
+        assert!(d.taints(30_000 * US, 51_700 * US, &[])); // due during it, sent after
+        assert!(!d.taints(51_500 * US, 51_700 * US, &[])); // due as it ended
+        assert!(!d.taints(1_000 * US, 1_400 * US, &[])); // done before it
+    }
+
+    #[test]
+    fn a_stall_inside_a_wait_for_a_reply_taints_nothing_one_outside_it_does() {
+        // written at 1 ms (the write took 10 us), replies take at least 20 ms: a reply
+        // cannot come before 21 ms
+        let wait = wait_after_write(1_000 * US, 1_010 * US, 20_000 * US).unwrap();
+        assert_eq!(wait, (1_010 * US, 21_000 * US));
+        assert_eq!(wait_after_write(1_000 * US, 1_010 * US, 0), None);
+        assert_eq!(wait_after_write(1_000 * US, 30_000 * US, 20_000 * US), None);
+        let mut d = Detector::new(200 * US, 0, 5_000 * US);
+        d.ran_to(5_500 * US); // a stall while the request waits for its reply
+        assert!(!d.taints(900 * US, 21_100 * US, &[wait]));
+        assert!(d.taints(900 * US, 21_100 * US, &[])); // no floor: tainted as before
+        d.woke(5_500 * US, 21_000 * US, 21_000 * US); // blocked until the reply is due
+        d.ran_to(21_400 * US); // a stall when the reply could have come
+        assert!(d.taints(900 * US, 21_500 * US, &[wait]));
+        let mut d = Detector::new(200 * US, 0, 800 * US);
+        d.ran_to(1_100 * US); // a stall across the write: it may have delayed the send
+        assert!(d.taints(900 * US, 21_100 * US, &[wait]));
+        // a stall the ring dropped still taints, waits or not
+        let mut r = Ring::default();
+        for k in 0..RING as u64 + 1 {
+            r.push(Stall {
+                start: 2_000 * US + k,
+                end: 2_000 * US + k + 1,
+            });
+        }
+        assert!(r.taints(1_500 * US, 21_100 * US, &[wait]));
     }
 
     #[test]
@@ -281,6 +335,6 @@ mod tests {
         off.ran_to(1_000_000 * US);
         off.woke(0, 0, 2_000_000 * US);
         assert_eq!(off.summary, Summary::default());
-        assert!(!off.taints(0, 3_000_000 * US));
+        assert!(!off.taints(0, 3_000_000 * US, &[]));
     }
 }

@@ -45,8 +45,10 @@ class Context:
         """The load generator aimed at ``server``, pinned to the client CPUs (or ``cpus``,
         a duet side's)."""
         host, port = server.aimed_at
+        floor = server.delay.rtt_us if server.delay is not None else 0
         return Aim(
             self.loadgen, host, port, cpus or self.cpus.client, server.alive, server.pid,
+            reply_floor_us=floor,
         )  # fmt: skip
 
     @property

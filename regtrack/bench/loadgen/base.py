@@ -77,6 +77,9 @@ class Aim:
     cpus: tuple[int, ...]
     server_alive: Callable[[], bool] = lambda: True
     server_pid: int | None = None  # to sample the server's CPU time while the load runs
+    # --rtt: no reply comes sooner than this after its request is written (the delay
+    # proxy's round trip), so the engine's stalls inside that wait time nothing late
+    reply_floor_us: int = 0
 
 
 def installed(name: str) -> str | None:

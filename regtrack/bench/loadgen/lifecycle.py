@@ -146,6 +146,8 @@ def argv(
         command += ["--tasks", str(arrivals.tasks)]
     if len(aims) > 1:
         command += ["--switch-ms", repr(float(switch_ms))]
+    if aims[0].reply_floor_us:
+        command += ["--reply-floor-us", str(aims[0].reply_floor_us)]
     return command
 
 

@@ -198,6 +198,8 @@ def argv(
     ]  # fmt: skip
     if len(aims) > 1 and switch_ms is not None:
         command += ["--switch-ms", repr(float(switch_ms))]
+    if aims[0].reply_floor_us:
+        command += ["--reply-floor-us", str(aims[0].reply_floor_us)]
     return command
 
 
