@@ -10,6 +10,8 @@ import sqlite3
 import pytest
 
 from regtrack.bench import delay_proxy
+from regtrack.bench.loadgen import lifecycle, openloop
+from regtrack.bench.loadgen.base import Aim, LoadgenBinary
 from regtrack.core.errors import BadInput
 from tests.conftest import run_cli
 
@@ -36,6 +38,23 @@ def test_run_refuses_a_bad_rtt_before_measuring(tmp_path):
         "regtrack: error: --rtt '28': give a round trip with its unit, like 0.5ms, 28ms or "
         "200us (20us to 1s)"
     ]
+
+
+@pytest.mark.parametrize("floor", [0, 20_000])
+def test_the_engine_is_told_the_round_trip_it_waits_behind(tmp_path, floor):
+    """Behind the delay proxy the engine gets the round trip as its reply floor (a stall
+    inside a request's wait then taints nothing); without it, no floor option at all."""
+    engine = LoadgenBinary("regtrack-openloop", "/x/regtrack-openloop", "0.7.0", "0" * 64)
+    aims = [Aim(engine, "127.0.0.1", 7000, (1,), reply_floor_us=floor)]
+    commands = [
+        openloop.argv(engine, aims, openloop.Offered(200.0), tmp_path / "s", 2.0, 0.5, 1),
+        lifecycle.argv(engine, aims, lifecycle.Arrivals(50.0), tmp_path / "l", 2.0, 0.5, 100.0),
+    ]
+    for command in commands:
+        if floor:
+            assert command[command.index("--reply-floor-us") + 1] == "20000", command
+        else:
+            assert "--reply-floor-us" not in command, command
 
 
 def _trial(db, mode: str) -> tuple[float, set[str], list[str]]:

@@ -75,14 +75,6 @@ pub fn spin_lead_ns(spin_us: f64, rate: f64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_spin_is_the_option_up_to_a_quarter_of_the_mean_gap() {
-        assert_eq!(spin_lead_ns(1000.0, 200.0), 1_000_000); // 5 ms apart: 1 ms
-        assert_eq!(spin_lead_ns(1000.0, 2000.0), 125_000); // 500 us apart: a quarter
-        assert_eq!(spin_lead_ns(0.0, 200.0), 0); // off
-        assert_eq!(spin_lead_ns(1000.0, 0.0), 0); // capacity: never sleeps for a schedule
-    }
     use rand::SeedableRng;
 
     fn offsets(arrival: Arrival, rate: f64, seed: u64, n: usize) -> Vec<u64> {
@@ -125,5 +117,13 @@ mod tests {
         assert_eq!(a, offsets(Arrival::Poisson, 1000.0, 9, 1000));
         assert_ne!(a, offsets(Arrival::Poisson, 1000.0, 10, 1000));
         assert_eq!(a[0], 0);
+    }
+
+    #[test]
+    fn the_spin_is_the_option_up_to_a_quarter_of_the_mean_gap() {
+        assert_eq!(spin_lead_ns(1000.0, 200.0), 1_000_000); // 5 ms apart: 1 ms
+        assert_eq!(spin_lead_ns(1000.0, 2000.0), 125_000); // 500 us apart: a quarter
+        assert_eq!(spin_lead_ns(0.0, 200.0), 0); // off
+        assert_eq!(spin_lead_ns(1000.0, 0.0), 0); // capacity: never sleeps for a schedule
     }
 }

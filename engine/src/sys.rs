@@ -211,8 +211,8 @@ impl Poller {
     }
 
     /// What is ready now, without blocking (the engine's spin before a due time). With
-    /// nothing ready it yields the CPU: another task woken on it (the --rtt delay proxy,
-    /// due to forward a chunk) would otherwise wait for the scheduler's tick, 1-2 ms.
+    /// nothing ready it yields the CPU, so another task woken on it (the --rtt delay proxy,
+    /// due to forward a chunk) goes first instead of waiting behind the spin.
     pub fn poll(&mut self, out: &mut Vec<(u64, bool, bool, bool)>) -> io::Result<()> {
         self.wait_for(out, 0)?;
         if out.is_empty() {

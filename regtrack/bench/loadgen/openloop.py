@@ -81,7 +81,8 @@ class Stalls(_Strict):
     """The engine's own stalls in the measured window: times it was due to run and did not
     (its CPU's other work, an interrupt, the hypervisor). A request whose intended time to
     reply overlapped one is left out of the latencies (``tainted``): the delay was the
-    client's. A server that stops answering never makes one (engine/README.md)."""
+    client's; behind --rtt, not for a stall wholly inside its wait for the round trip. A
+    server that stops answering never makes one (engine/README.md)."""
 
     count: int = 0
     total_ms: float = 0.0
