@@ -156,11 +156,7 @@ impl Loop {
         }
         let stats = &mut self.stats[i / self.per_server];
         for d in &self.done {
-            let waits: &[_] = match &d.wait {
-                Some(w) => std::slice::from_ref(w),
-                None => &[],
-            };
-            let tainted = self.stalls.taints(d.intended, now, waits);
+            let tainted = self.stalls.taints(d.intended, now, d.wait.as_slice());
             stats.completed(d.intended, d.measured, now, tainted);
         }
         for (kind, measured) in self.errors.drain(..) {
@@ -261,6 +257,35 @@ pub fn run(o: &Options, spec: &Spec) -> Result<Measured, Lost> {
     })
 }
 
+/// Wait for what is ready before `deadline` (the next intended send, or the window's or
+/// drain's end; each mode's loop calls this): asleep on the timer armed `lead_ns` early,
+/// then, within the lead, polling without sleeping (schedule::spin_lead_ns; a preemption
+/// meanwhile is a gap between two clock readings, a stall). A wake later than the deadline
+/// is a stall of the engine. A server that stops answering cannot make one: the loop only
+/// waits here, and the timer still fires on time; waiting for replies (a blocked dequeue
+/// included) is never a stall, so the requests it delays keep their latency.
+pub fn await_due(
+    poller: &mut Poller,
+    timer: &mut Timer,
+    stalls: &mut Detector,
+    deadline: u64,
+    lead_ns: u64,
+    ready: &mut Vec<(u64, bool, bool, bool)>,
+) -> Result<(), String> {
+    let early = deadline.saturating_sub(lead_ns);
+    let now = sys::now_ns();
+    stalls.ran_to(now);
+    if now >= early {
+        return poller.poll(ready).map_err(|e| format!("epoll: {e}"));
+    }
+    timer.arm(early).map_err(|e| format!("timer: {e}"))?;
+    let blocked_at = sys::now_ns();
+    stalls.ran_to(blocked_at);
+    poller.wait(ready).map_err(|e| format!("epoll: {e}"))?;
+    stalls.woke(blocked_at, deadline, sys::now_ns());
+    Ok(())
+}
+
 fn event_loop(lp: &mut Loop, timer: &mut Timer, o: &Options, w: &Window) -> Result<(), Lost> {
     let schedule = Schedule::new(o.arrival, o.rate, rng(o.seed, 0));
     let mut router = Router::new(schedule, window_ns(o), o.ports.len(), o.connections);
@@ -288,26 +313,15 @@ fn event_loop(lp: &mut Loop, timer: &mut Timer, o: &Options, w: &Window) -> Resu
             }
             until
         };
-        let early = deadline.saturating_sub(lp.lead_ns);
-        if lp.tick() >= early {
-            // due within the spin: poll without sleeping (a preemption meanwhile is a gap
-            // between two ticks, a stall)
-            lp.poller
-                .poll(&mut ready)
-                .map_err(|e| Lost(format!("epoll: {e}")))?;
-        } else {
-            timer.arm(early).map_err(|e| Lost(format!("timer: {e}")))?;
-            let blocked_at = lp.tick();
-            lp.poller
-                .wait(&mut ready)
-                .map_err(|e| Lost(format!("epoll: {e}")))?;
-            // Due at the deadline (the next intended send, or the window's or drain's
-            // end): a later wake is a stall of the engine. A server that stops answering
-            // cannot make one: the loop only waits here, and the timer still fires on
-            // time; waiting for replies is never a stall, so the requests it delays keep
-            // their latency.
-            lp.stalls.woke(blocked_at, deadline, sys::now_ns());
-        }
+        await_due(
+            &mut lp.poller,
+            timer,
+            &mut lp.stalls,
+            deadline,
+            lp.lead_ns,
+            &mut ready,
+        )
+        .map_err(Lost)?;
         for &(token, readable, writable, hung_up) in ready.iter() {
             if token == TIMER {
                 timer.fired();

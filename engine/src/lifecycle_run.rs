@@ -6,7 +6,7 @@
 //! The engine's own stalls (stall.rs) taint the tasks they overlap, on every side alike.
 
 use crate::cli::Options;
-use crate::engine::{rng, window_ns};
+use crate::engine::{await_due, rng, window_ns};
 use crate::lifecycle::{Failure, Measured, Side, Window};
 use crate::lifecycle_spec::Lifecycle;
 use crate::link::Link;
@@ -293,23 +293,15 @@ fn event_loop(lp: &mut Loop, timer: &mut Timer, o: &Options) -> Result<(), Failu
         if let Some(t) = lp.next_switch(now) {
             deadline = deadline.min(t);
         }
-        let early = deadline.saturating_sub(lp.lead_ns);
-        if lp.tick() >= early {
-            lp.poller
-                .poll(&mut ready)
-                .map_err(|e| Failure::Lost(format!("epoll: {e}")))?;
-        } else {
-            timer
-                .arm(early)
-                .map_err(|e| Failure::Lost(format!("timer: {e}")))?;
-            let blocked_at = lp.tick();
-            lp.poller
-                .wait(&mut ready)
-                .map_err(|e| Failure::Lost(format!("epoll: {e}")))?;
-            // as engine.rs: a wake later than the deadline is a stall of the engine;
-            // waiting for the server (a blocked dequeue included) never is
-            lp.stalls.woke(blocked_at, deadline, sys::now_ns());
-        }
+        await_due(
+            &mut lp.poller,
+            timer,
+            &mut lp.stalls,
+            deadline,
+            lp.lead_ns,
+            &mut ready,
+        )
+        .map_err(Failure::Lost)?;
         for &(token, readable, writable, hung_up) in ready.iter() {
             if token == TIMER {
                 timer.fired();
