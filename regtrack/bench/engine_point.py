@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from regtrack.bench import kernel_calls, serverstats, trial
 from regtrack.bench.loadgen.base import LoadgenResult
-from regtrack.bench.paired import Side, shared_cpus
+from regtrack.bench.paired import Side, server_pids, shared_cpus
+from regtrack.core import others
 from regtrack.core.procs import CpuTimes
 from regtrack.core.records import ServerDelta
 
@@ -50,9 +51,11 @@ def engine_point(
         before = {label: serverstats.snapshot(c) for label, c in clients.items()}
         io_before = {s.target.label: trial.syscalls(s.server.pid) for s in order}
         named_before = {label: kernel_calls.reading(kernel, label) for label in clients}
+        processes = others.Snapshot.read(server_pids(order))
         server_cpus, client_cpus = cpu_times(ctx)
         results = run()
         server_after, client_after = cpu_times(ctx)
+        processes_after = others.Snapshot.read(server_pids(order))
         named = {
             label: kernel_calls.since(named_before[label], kernel_calls.reading(kernel, label))
             for label in clients
@@ -64,7 +67,7 @@ def engine_point(
     deltas = {label: serverstats.delta(before[label], after[label]) for label in before}
     contended, steal = shared_cpus(
         ctx.cpus, (server_cpus, server_after), (client_cpus, client_after),
-        (sum(d.server_cpu_s for d in deltas.values()), results[0].client_cpu_s), wall,
+        (processes, processes_after),
     )  # fmt: skip
     io = {label: (io_before[label], io_after[label]) for label in io_before}
     return results, Around(deltas, io, wall, contended, steal, named)

@@ -32,10 +32,10 @@ from regtrack.bench.loadgen.held import HeldLoad
 from regtrack.bench.plan import PlannedTrial, Visit
 from regtrack.bench.runtimes.base import RunningServer
 from regtrack.bench.servers import ServerDied, plain_server, set_up
-from regtrack.core import interrupts
+from regtrack.core import interrupts, others
 from regtrack.core.cpus import CpuPlan
 from regtrack.core.errors import CannotMeasure, Interrupted
-from regtrack.core.procs import CpuTimes, contention_pct
+from regtrack.core.procs import CpuTimes
 from regtrack.core.records import InvalidReason, LoadSpec, Progress, ServerDelta, TrialRecord
 from regtrack.results.store import Store
 from regtrack.targets.versions import Target
@@ -166,18 +166,18 @@ def shared_cpus(
     cpus: CpuPlan,
     server: tuple[CpuTimes, CpuTimes],
     client: tuple[CpuTimes, CpuTimes],
-    busy: tuple[float, float],
-    wall: float,
+    processes: tuple[others.Snapshot, others.Snapshot],
 ) -> tuple[float, float]:
     """(contention, steal) on the pinned CPUs over the point. Every server and load
-    generator of the point shares them: what else ran there is their busy time less all
-    of theirs (``busy``: the servers' and the load generators' CPU seconds)."""
-    contended = max(
-        contention_pct(*server, busy[0], wall, len(cpus.server)),
-        contention_pct(*client, busy[1], wall, len(cpus.client)),
-    )
+    generator of the point shares them; ``processes``' readings take theirs as ours."""
+    contended = others.contended_pct(*processes, cpus)
     steal = max(server[1].steal_pct_since(server[0]), client[1].steal_pct_since(client[0]))
     return contended, steal
+
+
+def server_pids(sides: list[Side]) -> tuple[int, ...]:
+    """Every side's server process: ours, wherever it runs."""
+    return tuple(s.server.pid for s in sides if s.server.pid)
 
 
 def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> list[TrialRecord]:
@@ -207,13 +207,13 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
             run_windows(lanes, warm, window, interrupts.check, first_group=-warm)
             before = {lane.label: serverstats.snapshot(lane.client) for lane in lanes}
             io_before = _io(order, kernel)
-            load_cpu = sum(lane.load.cpu_seconds() for lane in lanes)
+            processes = others.Snapshot.read(server_pids(order))
             server_cpus = CpuTimes.read(ctx.cpus.server)
             client_cpus = CpuTimes.read(ctx.cpus.client)
             run_windows(lanes, groups, window, interrupts.check, into=measured)
             server_cpus_after = CpuTimes.read(ctx.cpus.server)
             client_cpus_after = CpuTimes.read(ctx.cpus.client)
-            load_cpu = sum(lane.load.cpu_seconds() for lane in lanes) - load_cpu
+            processes_after = others.Snapshot.read(server_pids(order))
             io_after = _io(order, kernel)
             after = {lane.label: serverstats.snapshot(lane.client) for lane in lanes}
         except (windows.LoadLost, redis.RedisError, OSError, CannotMeasure) as exc:
@@ -221,13 +221,10 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
         except KeyboardInterrupt as exc:
             kept = _cut_short(job, records, order, lanes, measured, groups)
             raise PointCut(str(exc), kept) from None
-    first = lanes[0].label
-    wall = after[first].at - before[first].at
     deltas = {label: serverstats.delta(before[label], after[label]) for label in before}
-    server_cpu = sum(d.server_cpu_s for d in deltas.values())
     contended, steal = shared_cpus(
         ctx.cpus, (server_cpus, server_cpus_after), (client_cpus, client_cpus_after),
-        (server_cpu, load_cpu), wall,
+        (processes, processes_after),
     )  # fmt: skip
     table = windows.table(measured)
     for side in order:

@@ -21,9 +21,9 @@ from regtrack.bench.loadgen import builtin, redis_benchmark
 from regtrack.bench.loadgen.base import Aim, LoadgenBinary, LoadgenResult
 from regtrack.bench.plan import PlannedTrial
 from regtrack.bench.runtimes.base import RunningServer
-from regtrack.core import procs
+from regtrack.core import others, procs
 from regtrack.core.cpus import CpuPlan
-from regtrack.core.procs import CpuTimes, contention_pct, process_cpu_seconds
+from regtrack.core.procs import CpuTimes, process_cpu_seconds
 from regtrack.core.records import InvalidReason, LoadSpec, ServerDelta, TrialRecord
 from regtrack.core.settings import RunSettings
 from regtrack.workloads import points
@@ -121,38 +121,39 @@ def _reply_checks(
 @dataclass(frozen=True)
 class _Evidence:
     """What is read of the server and the CPUs on each side of the load: INFO, the
-    server's syscalls, the pinned CPUs' times and the server process's CPU time."""
+    server's syscalls, the pinned CPUs' times, the server process's CPU time, and every
+    process's (for the others' share of the pinned CPUs)."""
 
     stats: dict[str, Any] | None
     io: tuple[int, int] | None
     server_cpus: CpuTimes
     client_cpus: CpuTimes
     process_cpu_s: float | None
-    delay_cpu_s: float = 0.0  # --rtt: the delay proxy's CPU time, ours on the client CPUs
+    processes: others.Snapshot
 
     @classmethod
     def before(cls, ctx: Context, server: RunningServer, client: redis.Redis) -> _Evidence:
         stats, io = serverstats.snapshot(client), syscalls(server.pid)
         server_cpus, client_cpus = CpuTimes.read(ctx.cpus.server), CpuTimes.read(ctx.cpus.client)
+        processes = others.Snapshot.read(_roots(server))
         # The server's CPU time is read right around the load generator, so that the
         # share is of the measured run alone (not of callgrind's zero/dump round trips).
         cpu = process_cpu_seconds(server.pid) if server.pid else None
-        return cls(stats, io, server_cpus, client_cpus, cpu, _delay_cpu(server))
+        return cls(stats, io, server_cpus, client_cpus, cpu, processes)
 
     @classmethod
     def after(cls, ctx: Context, server: RunningServer, client: redis.Redis) -> _Evidence:
         cpu = process_cpu_seconds(server.pid) if server.pid else None
+        processes = others.Snapshot.read(_roots(server))
         server_cpus, client_cpus = CpuTimes.read(ctx.cpus.server), CpuTimes.read(ctx.cpus.client)
         io = syscalls(server.pid)
         stats = serverstats.snapshot(client) if server.alive() else None
-        return cls(stats, io, server_cpus, client_cpus, cpu, _delay_cpu(server))
+        return cls(stats, io, server_cpus, client_cpus, cpu, processes)
 
 
-def _delay_cpu(server: RunningServer) -> float:
-    """The delay proxy's CPU seconds so far (0 without --rtt, or once it is gone)."""
-    if server.delay is None:
-        return 0.0
-    return process_cpu_seconds(server.delay.process.pid) or 0.0
+def _roots(server: RunningServer) -> tuple[int, ...]:
+    """The server's process, ours wherever it runs (a container's is not our child)."""
+    return (server.pid,) if server.pid else ()
 
 
 def measured_window(
@@ -251,13 +252,7 @@ def _from_server(
         record.syscalls_read = after.io[0] - before.io[0]
         record.syscalls_write = after.io[1] - before.io[1]
     _reply_checks(ctx, record, delta, result)
-    record.contention_pct = max(
-        contention_pct(before.server_cpus, after.server_cpus, delta.server_cpu_s,
-                       result.wall_s, len(ctx.cpus.server)),
-        contention_pct(before.client_cpus, after.client_cpus,
-                       result.client_cpu_s + after.delay_cpu_s - before.delay_cpu_s,
-                       result.wall_s, len(ctx.cpus.client)),
-    )  # fmt: skip
+    record.contention_pct = others.contended_pct(before.processes, after.processes, ctx.cpus)
 
 
 def mark_contended(record: TrialRecord, limit_pct: float) -> None:

@@ -155,16 +155,16 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
 
 @dataclass(frozen=True)
 class CpuTimes:
-    """Per-CPU jiffies from /proc/stat, for busy and steal shares over an interval."""
+    """Per-CPU jiffies from /proc/stat, for the steal share over an interval (the others'
+    share of the pinned CPUs is core/others.py's)."""
 
-    busy: int
     steal: int
     total: int
 
     @classmethod
     def read(cls, cpus: Sequence[int]) -> CpuTimes:
         wanted = {f"cpu{c}" for c in cpus}
-        busy = steal = total = 0
+        steal = total = 0
         with open("/proc/stat") as f:
             for line in f:
                 fields = line.split()
@@ -172,34 +172,13 @@ class CpuTimes:
                     continue
                 values = [int(v) for v in fields[1:]]
                 # user nice system idle iowait irq softirq steal guest guest_nice
-                idle = values[3] + (values[4] if len(values) > 4 else 0)
-                st = values[7] if len(values) > 7 else 0
-                tot = sum(values[:8])
-                busy += tot - idle - st
-                steal += st
-                total += tot
-        return cls(busy=busy, steal=steal, total=total)
+                steal += values[7] if len(values) > 7 else 0
+                total += sum(values[:8])
+        return cls(steal=steal, total=total)
 
     def steal_pct_since(self, earlier: CpuTimes) -> float:
         dt = self.total - earlier.total
         return 100.0 * (self.steal - earlier.steal) / dt if dt > 0 else 0.0
-
-    def busy_seconds_since(self, earlier: CpuTimes) -> float:
-        return (self.busy - earlier.busy) / os.sysconf("SC_CLK_TCK")
-
-
-def contention_pct(
-    before: CpuTimes, after: CpuTimes, own_cpu_s: float, wall_s: float, n_cpus: int
-) -> float:
-    """Share of a CPU set's time that processes other than ours used during an interval.
-
-    Another process on the server's or client's CPUs slows the run for reasons that have
-    nothing to do with Redis; steal time does not show it, this does.
-    """
-    if wall_s <= 0 or n_cpus <= 0:
-        return 0.0
-    foreign = after.busy_seconds_since(before) - own_cpu_s
-    return max(0.0, 100.0 * foreign / (wall_s * n_cpus))
 
 
 def process_cpu_seconds(pid: int) -> float | None:
