@@ -56,6 +56,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from regtrack.core.settings import load_thresholds  # noqa: E402
 from tests.slowdown import (  # noqa: E402
     make_delay_branch,
     make_pause_branch,
@@ -98,6 +99,8 @@ def gate(kind: str, base: str, candidate: str, source: str, extra: list[str]) ->
             "candidate": candidate,
             "host": host(),
             "options": extra,
+            # the p99 threshold in effect ([verdict] open_loop_p99_pct): "no change" depends on it
+            "p99_threshold_pct": load_thresholds().open_loop_p99,
             "exit": proc.returncode,
             "wall_s": round(wall, 1),
         }
@@ -106,6 +109,7 @@ def gate(kind: str, base: str, candidate: str, source: str, extra: list[str]) ->
             return row
         data = json.loads(out.read_text())
         row["pair_spread_pct"] = pair_spreads(Path(tmp) / "gate.db")
+        row["latency_trials"] = latency_trials(Path(tmp) / "gate.db")
     row.update(
         outcome=data["outcome"],
         decided=data["decided"],
@@ -152,6 +156,29 @@ def pair_spreads(db: Path) -> dict[str, float]:
     return out
 
 
+def latency_trials(db: Path) -> dict[str, object]:
+    """The open-loop trials of the gate: how many were valid, how many were left out for
+    each reason (a block counts only when both its trials are valid), and each block's
+    p99 per side in us (repetition order), the spread a p99 threshold must live with."""
+    conn = sqlite3.connect(db)
+    rows = conn.execute(
+        "SELECT t.repetition, g.label, t.valid, t.lat_p99_ms, r.code FROM trials t"
+        " JOIN targets g ON g.id = t.target_id"
+        " LEFT JOIN trial_reasons r ON r.trial_id = t.id AND r.position = 0"
+        " WHERE t.mode = 'latency' ORDER BY t.repetition, g.label"
+    ).fetchall()
+    conn.close()
+    out: dict[str, object] = {}
+    blocks: dict[int, dict[str, float]] = {}
+    for rep, label, valid, p99, code in rows:
+        key = "valid" if valid else (code or "invalid")
+        out[key] = int(out.get(key, 0)) + 1  # type: ignore[call-overload]
+        if valid and p99 is not None:
+            blocks.setdefault(rep, {})[label] = round(1000.0 * p99, 1)
+    out["p99_us"] = [b for _, b in sorted(blocks.items())]
+    return out
+
+
 def host() -> str:
     """The CPU model: what a memory stall costs depends on it (a row without one ran on
     the machine of the earlier sessions)."""
@@ -164,7 +191,11 @@ def host() -> str:
 def _group(row: dict) -> tuple[str, str]:
     """A gate's kind, candidate, host and options: their rates are counted apart."""
     where = row.get("host", "earlier host")
-    return row["kind"], f"{row.get('candidate', '')} on {where} {' '.join(row.get('options', []))}"
+    threshold = (
+        f" (p99 threshold {row['p99_threshold_pct']:g}%)" if "p99_threshold_pct" in row else ""
+    )
+    options = " ".join(row.get("options", []))
+    return row["kind"], f"{row.get('candidate', '')} on {where} {options}{threshold}"
 
 
 def show(rows: list[dict]) -> None:
@@ -202,6 +233,9 @@ def show(rows: list[dict]) -> None:
         regress = sum(r["outcome"] == "regression" for r in sel)
         decided = sum(r["decided"] for r in sel)
         improved = sum(g["verdict"] == "improvement" for r in sel for g in r["gate"].values())
+        p99_same = sum(
+            r["gate"].get("open_loop_p99", {}).get("verdict") == "no change" for r in sel
+        )
         walls = sorted(r["wall_s"] for r in sel)
         median = statistics.median(walls)
         label = f"{kind} ({options})" if options else kind
@@ -209,6 +243,11 @@ def show(rows: list[dict]) -> None:
             f"{label:<6} gates {len(sel):>2}: expected '{EXPECTED[kind]}' {right}/{len(sel)}, "
             f"regression {regress}, decided {decided}, improvement calls {improved}, "
             f"median wall {median / 60:.1f} min, max {walls[-1] / 60:.1f} min"
+            + (
+                f", p99 'no change' {p99_same}"
+                if any("open_loop_p99" in r["gate"] for r in sel)
+                else ""
+            )
         )
         for metric in ("instructions_per_op", "cycles_per_op"):
             regressed = sum(r["gate"].get(metric, {}).get("verdict") == "regression" for r in sel)

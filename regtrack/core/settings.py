@@ -124,11 +124,11 @@ class Thresholds(_Strict):
     # gating): docs/methodology.md "Simulated cycles", A/A spreads.
     cycles: limits.PERCENT.of(float) = 1.0
     misses: limits.PERCENT.of(float) = 5.0
-    # Open-loop latency percentiles at a declared load (bench/latency_trial.py). PLACEHOLDERS,
-    # to be set by A/A gates on this VM: the simulation in docs/methodology.md ("Latency
-    # percentiles") only says the tail needs wider bands than the median.
+    # Open-loop latency percentiles at a declared load (bench/latency_trial.py). p99 (gated
+    # by ci) from A/A gates on a 2-vCPU VM, docs/methodology.md "Latency percentiles"; p50
+    # and p99.9 (never gated) are placeholders the simulation there only orders.
     open_loop_p50: limits.PERCENT.of(float) = 5.0
-    open_loop_p99: limits.PERCENT.of(float) = 10.0
+    open_loop_p99: limits.PERCENT.of(float) = 35.0
     open_loop_p999: limits.PERCENT.of(float) = 20.0
 
     def uniform(self, pct: float) -> Thresholds:
