@@ -10,8 +10,7 @@ from dataclasses import dataclass
 
 from regtrack.bench import kernel_calls, serverstats, trial
 from regtrack.bench.loadgen.base import LoadgenResult
-from regtrack.bench.paired import Side, server_pids, shared_cpus
-from regtrack.core import others
+from regtrack.bench.paired import Side, shared_cpus
 from regtrack.core.procs import CpuTimes
 from regtrack.core.records import ServerDelta
 
@@ -51,11 +50,11 @@ def engine_point(
         before = {label: serverstats.snapshot(c) for label, c in clients.items()}
         io_before = {s.target.label: trial.syscalls(s.server.pid) for s in order}
         named_before = {label: kernel_calls.reading(kernel, label) for label in clients}
-        processes = others.Snapshot.read(server_pids(order))
+        processes = trial.every_process(*(s.server for s in order))
         server_cpus, client_cpus = cpu_times(ctx)
         results = run()
         server_after, client_after = cpu_times(ctx)
-        processes_after = others.Snapshot.read(server_pids(order))
+        processes_after = trial.every_process(*(s.server for s in order))
         named = {
             label: kernel_calls.since(named_before[label], kernel_calls.reading(kernel, label))
             for label in clients

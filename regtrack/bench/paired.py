@@ -175,11 +175,6 @@ def shared_cpus(
     return contended, steal
 
 
-def server_pids(sides: list[Side]) -> tuple[int, ...]:
-    """Every side's server process: ours, wherever it runs."""
-    return tuple(s.server.pid for s in sides if s.server.pid)
-
-
 def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> list[TrialRecord]:
     """One point of every side, paired in time; a record per side, valid or not."""
     records = {p.target: trial.new_record(p, "throughput") for p in planned}
@@ -207,13 +202,13 @@ def measure_point(job: Job, sides: list[Side], planned: list[PlannedTrial]) -> l
             run_windows(lanes, warm, window, interrupts.check, first_group=-warm)
             before = {lane.label: serverstats.snapshot(lane.client) for lane in lanes}
             io_before = _io(order, kernel)
-            processes = others.Snapshot.read(server_pids(order))
+            processes = trial.every_process(*(s.server for s in order))
             server_cpus = CpuTimes.read(ctx.cpus.server)
             client_cpus = CpuTimes.read(ctx.cpus.client)
             run_windows(lanes, groups, window, interrupts.check, into=measured)
             server_cpus_after = CpuTimes.read(ctx.cpus.server)
             client_cpus_after = CpuTimes.read(ctx.cpus.client)
-            processes_after = others.Snapshot.read(server_pids(order))
+            processes_after = trial.every_process(*(s.server for s in order))
             io_after = _io(order, kernel)
             after = {lane.label: serverstats.snapshot(lane.client) for lane in lanes}
         except (windows.LoadLost, redis.RedisError, OSError, CannotMeasure) as exc:

@@ -135,7 +135,7 @@ class _Evidence:
     def before(cls, ctx: Context, server: RunningServer, client: redis.Redis) -> _Evidence:
         stats, io = serverstats.snapshot(client), syscalls(server.pid)
         server_cpus, client_cpus = CpuTimes.read(ctx.cpus.server), CpuTimes.read(ctx.cpus.client)
-        processes = others.Snapshot.read(_roots(server))
+        processes = every_process(server)
         # The server's CPU time is read right around the load generator, so that the
         # share is of the measured run alone (not of callgrind's zero/dump round trips).
         cpu = process_cpu_seconds(server.pid) if server.pid else None
@@ -144,16 +144,17 @@ class _Evidence:
     @classmethod
     def after(cls, ctx: Context, server: RunningServer, client: redis.Redis) -> _Evidence:
         cpu = process_cpu_seconds(server.pid) if server.pid else None
-        processes = others.Snapshot.read(_roots(server))
+        processes = every_process(server)
         server_cpus, client_cpus = CpuTimes.read(ctx.cpus.server), CpuTimes.read(ctx.cpus.client)
         io = syscalls(server.pid)
         stats = serverstats.snapshot(client) if server.alive() else None
         return cls(stats, io, server_cpus, client_cpus, cpu, processes)
 
 
-def _roots(server: RunningServer) -> tuple[int, ...]:
-    """The server's process, ours wherever it runs (a container's is not our child)."""
-    return (server.pid,) if server.pid else ()
+def every_process(*servers: RunningServer) -> others.Snapshot:
+    """Every process now, for the others' share of the pinned CPUs: regtrack's own and
+    these servers' (ours wherever they run: a container's is not our child) are ours."""
+    return others.Snapshot.read(s.pid for s in servers if s.pid)
 
 
 def measured_window(
