@@ -13,7 +13,9 @@ The gate looks after every ``--look-every`` blocks. For each candidate interval 
 Candidates: the t-mixture confidence sequence (Wang & Ramdas 2023, after Lai 1976) with a
 few prior precisions c; Bonferroni spending of alpha over looks with exact t intervals,
 alpha_k = alpha 6 / (pi^2 k^2) or alpha / (k (k + 1)), counted from the first look
-("k") or from the first look with 3 blocks ("j"); the naive fixed-n t interval at every
+("k") or from the first look with 3 blocks ("j"); planned spending, alpha spread evenly
+over the looks up to ``--blocks`` (the most a gate can take is its --max-repetitions),
+alone or half and half with 1/(j (j + 1)); the naive fixed-n t interval at every
 look (invalid, for scale); and, for reference only, exact group-sequential boundaries
 calibrated by simulation for looks up to ``--blocks`` (valid only for exactly that look
 schedule and budget; not offered). Prints a table to quote in regtrack/analysis/sequential.py;
@@ -50,12 +52,18 @@ def spending_from(first_k: int, shape: str, alpha: float) -> Callable[[int], flo
             return 0.0
         if shape == "pi2":
             return alpha * 6 / (math.pi**2 * j**2)
+        if shape.startswith("flat"):  # planned: alpha / J at each of J looks, none beyond
+            looks = int(shape[4:])
+            return alpha / looks if j <= looks else 0.0
+        if shape.startswith("half"):  # half as 1/(j(j+1)), half flat over J planned looks
+            looks = int(shape[4:])
+            return alpha / 2 / (j * (j + 1)) + (alpha / 2 / looks if j <= looks else 0.0)
         return alpha / (j * (j + 1))
 
     return spend
 
 
-def methods(alpha: float, look_every: int) -> dict[str, Radius]:
+def methods(alpha: float, look_every: int, blocks: int) -> dict[str, Radius]:
     found: dict[str, Radius] = {}
     for c in (0.1, 0.25, 0.5, 1.0, 2.0):
         found[f"t-mixture c={c:g}"] = lambda n, c=c: sequential.lai_radius(n, alpha, c)
@@ -66,6 +74,17 @@ def methods(alpha: float, look_every: int) -> dict[str, Radius]:
             found[f"spend {name.format(label)}"] = lambda n, s=spend: sequential.t_radius(
                 n, s(math.ceil(n / look_every))
             )
+    # Planned: the most looks a gate can take is known (its --max-repetitions, or the looks
+    # its time budget holds), so alpha can be spread evenly over them instead of decaying.
+    planned = len(range(first_j, blocks // look_every + 1))
+    spend = spending_from(first_j, f"flat{planned}", alpha)
+    found[f"planned flat over {planned}"] = lambda n, s=spend: sequential.t_radius(
+        n, s(math.ceil(n / look_every))
+    )
+    spend = spending_from(first_j, f"half{planned}", alpha)
+    found["half 1/(j(j+1)), half flat"] = lambda n, s=spend: sequential.t_radius(
+        n, s(math.ceil(n / look_every))
+    )
     found["fixed-n t (naive)"] = lambda n: sequential.t_radius(n, alpha)
     return found
 
@@ -130,11 +149,13 @@ def main() -> None:
     parser.add_argument("--look-every", type=int, default=2)
     parser.add_argument("--threshold", type=float, default=5.0, help="percent")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--effect", type=float, default=-10.0, help="the true change, percent")
+    parser.add_argument("--sds", default="0.4,0.8", help="block sds, in thresholds")
     args = parser.parse_args()
 
     rng = np.random.default_rng(args.seed)
     looks = [n for n in range(args.look_every, args.blocks + 1, args.look_every) if n >= 2]
-    table = methods(args.alpha, args.look_every)
+    table = methods(args.alpha, args.look_every, args.blocks)
 
     # Reference: exact boundaries for this look schedule, calibrated on separate streams.
     first_j = math.ceil(sequential.FIRST_SPENDING_BLOCKS / args.look_every)
@@ -161,7 +182,8 @@ def main() -> None:
         cells = "".join(f"{radius_of(n):6.2f}" for n in shown)
         print(f"{name:<26}{cells}{miss:9.4f}")
     print()
-    scenarios = [(0.0, 0.4), (-10.0, 0.4), (0.0, 0.8), (-10.0, 0.8)]
+    sds = [float(x) for x in args.sds.split(",")]
+    scenarios = [(effect, s) for s in sds for effect in (0.0, args.effect)]
     print(f"blocks to decide, {args.threshold:g}% threshold (share decided by {args.blocks})")
     head = "".join(
         f"{('A/A' if effect == 0 else f'{effect:+g}%') + f' sd={s:g}t':>13}"
