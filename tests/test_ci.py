@@ -53,14 +53,18 @@ def test_a_known_regression_fails_the_job_and_names_the_function(tmp_path, slow_
     assert set(gates) == {"instructions_per_op", "syscalls_per_op"}, "both counted, both gate"
     gated = gates["instructions_per_op"]
     # A pair whose trial was not trusted (its two windows 0.5% apart: libc's string
-    # routines cost more or less with where malloc put their argument) leaves 3 blocks;
-    # the first look decides either way.
+    # routines cost more or less with where malloc put their argument; passing runs here
+    # spread 0.01-0.47%) leaves 3 blocks, two such pairs 2 (once, in CI on a noisy VM);
+    # the first look decides either way, with a wider interval from fewer blocks.
     blocks = gated["n_blocks"]
-    assert blocks in (3, 4), data
+    assert blocks in (2, 3, 4), data
     assert f"**instructions per op** over pipeline=10 ({blocks} blocks)" in text, text
     # 25 loop iterations are ~175 instructions on ~3,670 per GET (libc malloc): about +5%.
     assert gated["verdict"] == "regression"
-    assert 3.5 < gated["ci_low_pct"] <= gated["change_pct"] <= gated["ci_high_pct"] < 6.5
+    assert 0 < gated["ci_low_pct"] <= gated["change_pct"] <= gated["ci_high_pct"]
+    assert 3.5 < gated["change_pct"] < 6.5, data
+    if blocks >= 3:
+        assert gated["ci_low_pct"] > 3.5 and gated["ci_high_pct"] < 6.5, data
     (rec,) = [r for r in data["records"] if r["metric"] == "instructions_per_op"]
     assert rec["verdict"] == "regression" and rec["gating"]
 
