@@ -33,8 +33,10 @@ from __future__ import annotations
 import json
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from regtrack.bench.loadgen import openloop
 from regtrack.workloads.files import load_workload
@@ -186,6 +188,20 @@ def preset_traffic(
     return per_task, cpu / tasks, tasks
 
 
+T = TypeVar("T")
+
+
+def _until_held(measure: Callable[[], T], held: Callable[[T], bool]) -> T:
+    """``measure()``, measured again while ``held`` says the run broke its premise, up to
+    PREMISE_TRIES runs in all (the last one is kept either way)."""
+    result = measure()
+    for _ in range(PREMISE_TRIES - 1):
+        if held(result):
+            break
+        result = measure()
+    return result
+
+
 def _premise_held(library: str, per_task: dict[str, float], cpu_us: float) -> bool:
     """A paced run of either side, real or preset, measured the regime compared."""
     if library not in PACED_READ:
@@ -213,11 +229,12 @@ def check(
     """The library's preset (or ``workload_file``: a lifecycle `mix capture --sample` wrote
     of the library's traffic) against the real library, run alike."""
     paced = PACED.get(library)
-    real = run_real(library, small, large, paced)
-    for _ in range(PREMISE_TRIES - 1):
-        if not paced or _premise_held(library, real.commands_per_task, real.server_cpu_us_per_task):
-            break
-        real = run_real(library, small, large, paced)
+    real = _until_held(
+        lambda: run_real(library, small, large, paced),
+        lambda r: (
+            not paced or _premise_held(library, r.commands_per_task, r.server_cpu_us_per_task)
+        ),
+    )
     a, b = real.runs
     workload = load_workload(workload_file or library)
     assert isinstance(workload, LifecycleWorkload), f"{workload_file or library}: not a lifecycle"
@@ -226,10 +243,10 @@ def check(
         # read wakes for the task that arrived and finds it alone.
         rate = paced
         alike = workload.model_copy(update={"producers": 1, "consumers": 1})
-        for _ in range(PREMISE_TRIES):
-            preset, cpu_us, tasks = preset_traffic(alike, rate, (large - small) / rate)
-            if _premise_held(library, preset, cpu_us):
-                break
+        preset, cpu_us, tasks = _until_held(
+            lambda: preset_traffic(alike, rate, (large - small) / rate),
+            lambda run: _premise_held(library, run[0], run[1]),
+        )
     else:
         # the library's pace: its tasks' span (first enqueue to last done), else its run's
         spans = (a.span_s, b.span_s)
