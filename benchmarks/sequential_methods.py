@@ -43,8 +43,11 @@ SHOWN_N = (2, 4, 6, 8, 12, 16, 24)
 Radius = Callable[[int], float]
 
 
-def spending_from(first_k: int, shape: str, alpha: float) -> Callable[[int], float]:
-    """alpha_k for looks k >= first_k (j = k - first_k + 1), summing to alpha."""
+def spending_from(
+    first_k: int, shape: str, alpha: float, planned: int = 0
+) -> Callable[[int], float]:
+    """alpha_k for looks k >= first_k (j = k - first_k + 1), summing to alpha ("flat" and
+    "half": over the ``planned`` looks a gate can take)."""
 
     def spend(k: int) -> float:
         j = k - first_k + 1
@@ -52,12 +55,11 @@ def spending_from(first_k: int, shape: str, alpha: float) -> Callable[[int], flo
             return 0.0
         if shape == "pi2":
             return alpha * 6 / (math.pi**2 * j**2)
-        if shape.startswith("flat"):  # planned: alpha / J at each of J looks, none beyond
-            looks = int(shape[4:])
-            return alpha / looks if j <= looks else 0.0
-        if shape.startswith("half"):  # half as 1/(j(j+1)), half flat over J planned looks
-            looks = int(shape[4:])
-            return alpha / 2 / (j * (j + 1)) + (alpha / 2 / looks if j <= looks else 0.0)
+        flat = alpha / planned if 1 <= j <= planned else 0.0
+        if shape == "flat":  # alpha / J at each of the J planned looks, none beyond
+            return flat
+        if shape == "half":  # half as 1/(j(j+1)), half flat
+            return (alpha / (j * (j + 1)) + flat) / 2
         return alpha / (j * (j + 1))
 
     return spend
@@ -77,14 +79,12 @@ def methods(alpha: float, look_every: int, blocks: int) -> dict[str, Radius]:
     # Planned: the most looks a gate can take is known (its --max-repetitions, or the looks
     # its time budget holds), so alpha can be spread evenly over them instead of decaying.
     planned = len(range(first_j, blocks // look_every + 1))
-    spend = spending_from(first_j, f"flat{planned}", alpha)
-    found[f"planned flat over {planned}"] = lambda n, s=spend: sequential.t_radius(
-        n, s(math.ceil(n / look_every))
-    )
-    spend = spending_from(first_j, f"half{planned}", alpha)
-    found["half 1/(j(j+1)), half flat"] = lambda n, s=spend: sequential.t_radius(
-        n, s(math.ceil(n / look_every))
-    )
+    for shape, name in (
+        ("flat", f"planned flat over {planned}"),
+        ("half", "half 1/(j(j+1)), half flat"),
+    ):
+        spend = spending_from(first_j, shape, alpha, planned)
+        found[name] = lambda n, s=spend: sequential.t_radius(n, s(math.ceil(n / look_every)))
     found["fixed-n t (naive)"] = lambda n: sequential.t_radius(n, alpha)
     return found
 

@@ -47,8 +47,8 @@ def main() -> None:
     planned = len(looks) - first + 1
     rows = {
         "1/(j(j+1)) (the gate's)": sm.spending_from(first, "kk1", args.alpha),
-        f"planned flat over {planned}": sm.spending_from(first, f"flat{planned}", args.alpha),
-        "half and half": sm.spending_from(first, f"half{planned}", args.alpha),
+        f"planned flat over {planned}": sm.spending_from(first, "flat", args.alpha, planned),
+        "half and half": sm.spending_from(first, "half", args.alpha, planned),
     }
     z = np.random.default_rng(args.seed).standard_normal((args.sims, args.max_repetitions))
     mean, sd = sm.t_stats(z, looks)
